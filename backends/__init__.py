@@ -1,0 +1,1 @@
+"""Backends of kiln (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""Conversions of kiln (see DESIGN.md)."""

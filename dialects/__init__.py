@@ -1,0 +1,1 @@
+"""Dialects defined by kiln, and the symbolic dim algebra their types use."""

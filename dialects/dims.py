@@ -1,0 +1,338 @@
+"""Symbolic dimensions: parsing, canonical forms, equality and evaluation.
+
+A dim of a ``!kiln.tensor`` is an ``int`` (static), a symbol name (``"B"``), an
+expression over symbols (``"B*L"``, ``"L+1"``, ``"(H-3)/2+1"``), or ``"?"``
+(not yet inferred).  In the expression language ``/`` is *floor* division, as
+for array sizes; ``+ - *`` and parentheses mean what they say.
+
+Expressions are held as sympy expressions over integer symbols, expanded, so
+that equal dims have equal canonical forms: ``"L*B"`` and ``"B*L"`` both print
+as ``"B*L"``, and ``"2*(L+1)"`` prints as ``"2*L+2"``.
+
+A parsed dim is a :class:`Dim`; the module-level helpers accept anything
+:func:`dim` accepts (int, str, sympy expression, Dim).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Mapping
+
+import sympy
+from sympy.printing.str import StrPrinter
+
+from ..errors import DimError
+
+__all__ = [
+    "Dim",
+    "FloorDiv",
+    "UNKNOWN",
+    "dim",
+    "dims_equal",
+    "evaluate",
+    "format_dim",
+    "symbol",
+]
+
+
+class FloorDiv(sympy.Function):
+    """``floor(a / b)`` for integer ``a`` and a positive integer constant ``b``.
+
+    Evaluates eagerly when it can: constants fold, ``x/1`` is ``x``, a
+    numerator that is a multiple of ``b`` divides exactly, and nested floor
+    divisions merge (``(x/2)/3`` is ``x/6``).
+    """
+
+    is_integer = True
+
+    @classmethod
+    def eval(cls, a, b):
+        """Return the simplified value, or None to keep the call unevaluated."""
+        if b.is_Integer and b <= 0:
+            raise DimError(f"division of a dim by {b}: the divisor must be positive")
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(int(a) // int(b))
+        if b == 1:
+            return a
+        if b.is_Integer:
+            quotient = sympy.expand(a / b)
+            terms = sympy.Add.make_args(quotient)
+            if all(t.as_coeff_Mul()[0].is_Integer for t in terms):
+                return quotient
+            if isinstance(a, FloorDiv) and a.args[1].is_Integer:
+                return FloorDiv(a.args[0], a.args[1] * b)
+        return None
+
+
+class _DimPrinter(StrPrinter):
+    """Prints the canonical text of a dim: no spaces, ``/`` for FloorDiv."""
+
+    def _print_FloorDiv(self, expr):  # noqa: N802 (sympy printer protocol)
+        num, den = expr.args
+        num_text = self._print(num)
+        if not (num.is_Symbol or num.is_Integer or isinstance(num, FloorDiv)):
+            num_text = f"({num_text})"
+        den_text = self._print(den)
+        if not (den.is_Symbol or den.is_Integer):
+            den_text = f"({den_text})"
+        return f"{num_text}/{den_text}"
+
+
+_PRINTER = _DimPrinter()
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(.))")
+
+
+@functools.lru_cache(maxsize=None)
+def symbol(name: str) -> sympy.Symbol:
+    """The sympy symbol for the dim symbol ``name`` (a non-negative integer)."""
+    if not _IDENT.fullmatch(name):
+        raise DimError(f"'{name}' is not a valid symbol name")
+    return sympy.Symbol(name, integer=True, nonnegative=True)
+
+
+class _Parser:
+    """Recursive-descent parser of the dim expression language.
+
+    Grammar::
+
+        expr   := term (("+" | "-") term)*
+        term   := factor (("*" | "/") factor)*
+        factor := "-" factor | INT | IDENT | "(" expr ")"
+    """
+
+    def __init__(self, text: str):
+        self.text = text
+        self.tokens = []
+        for m in _TOKEN.finditer(text):
+            if m.group(0).strip() == "":
+                continue
+            self.tokens.append(m.group(1) or m.group(2) or m.group(3))
+        self.pos = 0
+
+    def error(self, why: str) -> DimError:
+        return DimError(f"invalid dim expression '{self.text}': {why}")
+
+    def peek(self):
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def take(self):
+        tok = self.peek()
+        self.pos += 1
+        return tok
+
+    def parse(self) -> sympy.Expr:
+        if not self.tokens:
+            raise self.error("empty")
+        e = self.expr()
+        if self.peek() is not None:
+            raise self.error(f"unexpected '{self.peek()}'")
+        return e
+
+    def expr(self):
+        e = self.term()
+        while self.peek() in ("+", "-"):
+            op = self.take()
+            rhs = self.term()
+            e = e + rhs if op == "+" else e - rhs
+        return e
+
+    def term(self):
+        e = self.factor()
+        while self.peek() in ("*", "/"):
+            op = self.take()
+            rhs = self.factor()
+            if op == "*":
+                e = e * rhs
+            else:
+                if not rhs.is_Integer:
+                    raise self.error("the divisor of '/' must be an integer constant")
+                if rhs <= 0:
+                    raise self.error("the divisor of '/' must be positive")
+                e = FloorDiv(sympy.expand(e), rhs)
+        return e
+
+    def factor(self):
+        tok = self.take()
+        if tok is None:
+            raise self.error("unexpected end")
+        if tok == "-":
+            return -self.factor()
+        if tok == "(":
+            e = self.expr()
+            if self.take() != ")":
+                raise self.error("missing ')'")
+            return e
+        if tok.isdigit():
+            return sympy.Integer(int(tok))
+        if _IDENT.fullmatch(tok):
+            return symbol(tok)
+        raise self.error(f"unexpected '{tok}'")
+
+
+class Dim:
+    """One dimension: a static size, a symbolic expression, or unknown (``?``).
+
+    ``Dim`` values are immutable and hashable; two dims are equal exactly when
+    their canonical forms are equal.
+    """
+
+    __slots__ = ("expr",)
+
+    def __init__(self, expr: sympy.Expr | None):
+        # None stands for the unknown dim "?".
+        self.expr = None if expr is None else sympy.expand(expr)
+
+    @property
+    def is_unknown(self) -> bool:
+        """True for ``?``: a dim that shape inference has not filled in."""
+        return self.expr is None
+
+    @property
+    def is_static(self) -> bool:
+        """True when the dim is an integer constant."""
+        return self.expr is not None and self.expr.is_Integer
+
+    @property
+    def value(self) -> int:
+        """The static size; a DimError for a symbolic or unknown dim."""
+        if not self.is_static:
+            raise DimError(f"dim '{self}' is not static")
+        return int(self.expr)
+
+    @property
+    def symbols(self) -> frozenset[str]:
+        """Names of the symbols the dim mentions."""
+        if self.expr is None:
+            return frozenset()
+        return frozenset(s.name for s in self.expr.free_symbols)
+
+    @property
+    def is_symbol(self) -> bool:
+        """True when the dim is exactly one symbol (``"B"``, not ``"B+1"``)."""
+        return self.expr is not None and self.expr.is_Symbol
+
+    def to_attr_value(self) -> int | str:
+        """The value stored in the type's dim array: int, or canonical text."""
+        if self.is_static:
+            return self.value
+        return str(self)
+
+    def __str__(self) -> str:
+        if self.expr is None:
+            return "?"
+        return _PRINTER.doprint(self.expr).replace(" ", "")
+
+    def __repr__(self) -> str:
+        return f"Dim({str(self)!r})"
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Dim):
+            try:
+                other = dim(other)
+            except DimError:
+                return NotImplemented
+        if self.expr is None or other.expr is None:
+            return self.expr is None and other.expr is None
+        return sympy.expand(self.expr - other.expr) == 0
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    # Arithmetic builds new dims, used by shape functions.
+    def _bin(self, other, fn) -> Dim:
+        other = dim(other)
+        if self.is_unknown or other.is_unknown:
+            return UNKNOWN
+        return Dim(fn(self.expr, other.expr))
+
+    def __add__(self, other):
+        return self._bin(other, lambda a, b: a + b)
+
+    __radd__ = __add__
+
+    def __sub__(self, other):
+        return self._bin(other, lambda a, b: a - b)
+
+    def __rsub__(self, other):
+        return dim(other) - self
+
+    def __mul__(self, other):
+        return self._bin(other, lambda a, b: a * b)
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, other):
+        other = dim(other)
+        if not other.is_unknown and not other.is_static:
+            raise DimError(f"cannot divide by the symbolic dim '{other}'")
+        return self._bin(other, FloorDiv)
+
+
+UNKNOWN = Dim(None)
+
+
+def dim(value) -> Dim:
+    """Parse ``value`` (int, str, sympy expression or Dim) into a Dim.
+
+    Raises DimError for text that is not a valid dim expression and for
+    negative static sizes.
+    """
+    if isinstance(value, Dim):
+        return value
+    if isinstance(value, bool):
+        raise DimError(f"{value!r} is not a dim")
+    if isinstance(value, int):
+        if value < 0:
+            raise DimError(f"dim {value} is negative")
+        return Dim(sympy.Integer(value))
+    if isinstance(value, str):
+        text = value.strip()
+        if text == "?":
+            return UNKNOWN
+        return _parse_cached(text)
+    if isinstance(value, sympy.Expr):
+        return Dim(value)
+    raise DimError(f"{value!r} is not a dim (expected an int or a string)")
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(text: str) -> Dim:
+    d = Dim(_Parser(text).parse())
+    if d.is_static and d.value < 0:
+        raise DimError(f"dim '{text}' is negative")
+    return d
+
+
+def format_dim(value) -> str:
+    """Canonical text of a dim: ``16``, ``B``, ``B*L``, ``(H-3)/2+1``."""
+    return str(dim(value))
+
+
+def dims_equal(a, b) -> bool:
+    """True when ``a`` and ``b`` are provably the same size for every binding."""
+    return dim(a) == dim(b)
+
+
+def evaluate(value, binding: Mapping[str, int]) -> int:
+    """The size of a dim under a binding of its symbols to integers.
+
+    Raises DimError naming the first symbol that the binding lacks.
+    """
+    d = dim(value)
+    if d.is_unknown:
+        raise DimError("cannot evaluate the unknown dim '?'")
+    if d.is_static:
+        return d.value
+    missing = sorted(d.symbols - set(binding))
+    if missing:
+        raise DimError(f"dim '{d}' needs a value for symbol '{missing[0]}'")
+    result = d.expr.xreplace({symbol(n): sympy.Integer(binding[n]) for n in d.symbols})
+    return int(result)
+
+
+def shape_text(dims: Iterable) -> str:
+    """``[B, L, 16]``: a shape for messages."""
+    return "[" + ", ".join(format_dim(d) for d in dims) + "]"

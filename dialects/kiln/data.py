@@ -1,0 +1,284 @@
+"""Data-movement ops (reshape, transpose, concat, slice, gather, expand, pad),
+constants, symbols and the fallback op."""
+
+# No `from __future__ import annotations`: the ext DSL reads annotations as objects.
+
+from ..._mlir import ext, ir
+from ...errors import VerifyError
+from ..dims import Dim, dim, shape_text, symbol
+from .base import ATTR, MAX_VARIADIC, KilnOp, TensorInfo, TensorType, is_integer, optional_fields, tensor_info
+from .shapes import broadcast_dims, norm_axis, product, same_dtype
+
+# Slice ends at or past this value mean "to the end of the axis".
+SLICE_END = 2**62
+
+
+class ReshapeOp(KilnOp, name="reshape", traits=[ext.Pure]):
+    """Reshape to the dims in ``shape`` (symbols and expressions allowed); the
+    element counts must be provably equal.
+
+    ``%r = "kiln.reshape"(%x) {shape = ["B*L", 16]} : (!kiln.tensor<["B", "L", 16], f32>) -> !kiln.tensor<["B*L", 16], f32>``
+    """
+
+    x: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+    ATTRS = {"shape": ATTR.dims()}
+
+    def shape(self, operands, attrs):
+        (x,) = operands
+        target = attrs["shape"]
+        if any(d.is_unknown for d in target):
+            raise VerifyError("attribute 'shape' must not contain '?'")
+        src, dst = product(x.dims), product(target)
+        if not src.is_unknown and src != dst:
+            raise VerifyError(
+                f"cannot reshape {shape_text(x.dims)} ({src} elements) to "
+                f"{shape_text(target)} ({dst} elements)"
+            )
+        return [TensorInfo(tuple(target), x.dtype)]
+
+
+class TransposeOp(KilnOp, name="transpose", traits=[ext.Pure]):
+    """Permute dims: result dim ``i`` is input dim ``perm[i]``.
+
+    ``%r = "kiln.transpose"(%x) {perm = array<i64: 1, 0>} : (!kiln.tensor<["B", 16], f32>) -> !kiln.tensor<[16, "B"], f32>``
+    """
+
+    x: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+    ATTRS = {"perm": ATTR.ints()}
+
+    def shape(self, operands, attrs):
+        (x,) = operands
+        perm = attrs["perm"]
+        if sorted(perm) != list(range(x.rank)):
+            raise VerifyError(f"attribute 'perm' {perm} is not a permutation of {x.rank} dims")
+        return [TensorInfo(tuple(x.dims[p] for p in perm), x.dtype)]
+
+
+class ConcatOp(KilnOp, name="concat", traits=[ext.Pure]):
+    """Concatenate up to 16 tensors along ``axis``; other dims must agree.
+
+    ``%r = "kiln.concat"(%a, %b) {axis = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 0, ...>} : (!kiln.tensor<["B", "L"], f32>, !kiln.tensor<["B", 1], f32>) -> !kiln.tensor<["B", "L+1"], f32>``
+    """
+
+    # Heterogeneous variadic operands: see MAX_VARIADIC.
+    __annotations__ = {"res": ext.Result[TensorType], **optional_fields("input", MAX_VARIADIC, "operand")}
+    locals().update(dict.fromkeys(optional_fields("input", MAX_VARIADIC, "operand")))
+    ATTRS = {"axis": ATTR.int()}
+
+    def shape(self, operands, attrs):
+        if not operands:
+            raise VerifyError("needs at least one operand")
+        first = operands[0]
+        dtype = same_dtype(operands)
+        axis = norm_axis(attrs["axis"], first.rank)
+        total = dim(0)
+        for i, o in enumerate(operands):
+            if o.rank != first.rank:
+                raise VerifyError(f"operand #{i} has rank {o.rank}, operand #0 has rank {first.rank}")
+            for k, (a, b) in enumerate(zip(first.dims, o.dims)):
+                if k != axis and not (a.is_unknown or b.is_unknown or a == b):
+                    raise VerifyError(f"operand #{i} dim {k} is {b}, operand #0 has {a}")
+            total = total + o.dims[axis]
+        dims = list(first.dims)
+        dims[axis] = total
+        return [TensorInfo(tuple(dims), dtype)]
+
+
+def _slice_extent(size: Dim, start: int, end: int, step: int, axis: int) -> Dim:
+    if step == 0:
+        raise VerifyError(f"slice step on axis {axis} is 0")
+    if size.is_static:
+        n = size.value
+        return dim(len(range(n)[slice(start, end if end < SLICE_END else None, step)]))
+    if step < 0:
+        raise VerifyError(f"a negative step on axis {axis} needs a static dim, got {size}")
+    lo = start if start >= 0 else size + start
+    hi = size if end >= SLICE_END else (end if end >= 0 else size + end)
+    return (dim(hi) - lo + (step - 1)) // step
+
+
+class SliceOp(KilnOp, name="slice", traits=[ext.Pure]):
+    """Strided slice with numpy semantics on each listed axis.
+
+    ``starts``/``ends``/``steps``/``axes`` have one entry per sliced axis;
+    negative indices count from the end, and an end of 2**62 or more means
+    "to the end".
+
+    ``%r = "kiln.slice"(%x) {starts = array<i64: 1>, ends = array<i64: 4611686018427387904>, steps = array<i64: 1>, axes = array<i64: 1>} : (!kiln.tensor<["B", "L"], f32>) -> !kiln.tensor<["B", "L-1"], f32>``
+    """
+
+    x: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+    ATTRS = {
+        "starts": ATTR.ints(),
+        "ends": ATTR.ints(),
+        "axes": ATTR.ints(),
+        "steps": ATTR.ints(optional=True),
+    }
+
+    def shape(self, operands, attrs):
+        (x,) = operands
+        starts, ends, axes = attrs["starts"], attrs["ends"], attrs["axes"]
+        steps = attrs["steps"] if attrs["steps"] is not None else [1] * len(axes)
+        if not len(starts) == len(ends) == len(axes) == len(steps):
+            raise VerifyError("attributes 'starts', 'ends', 'axes' and 'steps' must have the same length")
+        dims = list(x.dims)
+        seen = set()
+        for s, e, a, st in zip(starts, ends, axes, steps):
+            a = norm_axis(a, x.rank)
+            if a in seen:
+                raise VerifyError(f"axis {a} is sliced twice")
+            seen.add(a)
+            dims[a] = _slice_extent(dims[a], s, e, st, a)
+        return [TensorInfo(tuple(dims), x.dtype)]
+
+
+class GatherOp(KilnOp, name="gather", traits=[ext.Pure]):
+    """Take entries of ``data`` along ``axis`` at integer ``indices``
+    (``numpy.take``): the result dims are ``data[:axis] + indices + data[axis+1:]``.
+
+    ``%r = "kiln.gather"(%table, %ids) {axis = 0 : i64} : (!kiln.tensor<[50000, 256], f32>, !kiln.tensor<["B", "L"], i64>) -> !kiln.tensor<["B", "L", 256], f32>``
+    """
+
+    data: ext.Operand[TensorType]
+    indices: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+    ATTRS = {"axis": ATTR.int(default=0)}
+
+    def shape(self, operands, attrs):
+        data, idx = operands
+        if not is_integer(idx.dtype) or str(idx.dtype) == "i1":
+            raise VerifyError(f"indices must have an integer dtype, got {idx.dtype}")
+        axis = norm_axis(attrs["axis"], data.rank)
+        dims = data.dims[:axis] + idx.dims + data.dims[axis + 1 :]
+        return [TensorInfo(dims, data.dtype)]
+
+
+class ExpandOp(KilnOp, name="expand", traits=[ext.Pure]):
+    """Broadcast ``x`` to the dims in ``shape`` (numpy broadcasting rules).
+
+    ``%r = "kiln.expand"(%x) {shape = ["B", "L", 16]} : (!kiln.tensor<[1, 1, 16], f32>) -> !kiln.tensor<["B", "L", 16], f32>``
+    """
+
+    x: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+    ATTRS = {"shape": ATTR.dims()}
+
+    def shape(self, operands, attrs):
+        (x,) = operands
+        target = tuple(attrs["shape"])
+        got = broadcast_dims([x.dims, target], "operand and target shape")
+        if len(got) != len(target) or any(g != t for g, t in zip(got, target)):
+            raise VerifyError(f"cannot expand {shape_text(x.dims)} to {shape_text(target)}")
+        return [TensorInfo(target, x.dtype)]
+
+
+class PadOp(KilnOp, name="pad", traits=[ext.Pure]):
+    """Pad with a constant: ``pads`` is ``[begin_0, ..., begin_n, end_0, ..., end_n]``
+    (non-negative).
+
+    ``%r = "kiln.pad"(%x) {pads = array<i64: 0, 1, 0, 1>, value = 0.0 : f64} : (!kiln.tensor<["B", "L"], f32>) -> !kiln.tensor<["B", "L+2"], f32>``
+    """
+
+    x: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+    ATTRS = {"pads": ATTR.ints(), "value": ATTR.float(default=0.0), "mode": ATTR.str(default="constant")}
+
+    def shape(self, operands, attrs):
+        (x,) = operands
+        pads = attrs["pads"]
+        if len(pads) != 2 * x.rank:
+            raise VerifyError(f"attribute 'pads' must have {2 * x.rank} values for rank {x.rank}, got {len(pads)}")
+        if any(p < 0 for p in pads):
+            raise VerifyError(f"attribute 'pads' {pads} must be non-negative")
+        if attrs["mode"] not in ("constant", "reflect", "edge"):
+            raise VerifyError(f"attribute 'mode' must be \"constant\", \"reflect\" or \"edge\", got \"{attrs['mode']}\"")
+        dims = tuple(d + pads[i] + pads[i + x.rank] for i, d in enumerate(x.dims))
+        return [TensorInfo(dims, x.dtype)]
+
+
+class ConstantOp(KilnOp, name="constant", traits=[ext.Pure]):
+    """A constant tensor; ``value`` is a dense or dense_resource elements attribute
+    whose shape and element type match the (static) result.
+
+    ``%c = "kiln.constant"() {value = dense<1.0> : tensor<16xf32>} : () -> !kiln.tensor<[16], f32>``
+    """
+
+    res: ext.Result[TensorType]
+    ATTRS = {"value": ATTR.any()}
+
+    def shape(self, operands, attrs):
+        value = attrs["value"]
+        t = getattr(value, "type", None)
+        if not isinstance(value, (ir.DenseElementsAttr, ir.DenseResourceElementsAttr)) or not isinstance(
+            t, ir.RankedTensorType
+        ):
+            raise VerifyError(f"attribute 'value' must be a dense or dense_resource elements attribute, got {value}")
+        return [TensorInfo(tuple(dim(s) for s in t.shape), t.element_type)]
+
+
+class FallbackOp(KilnOp, name="fallback"):
+    """An op kiln cannot lower, kept for the runtime to run in PyTorch.
+
+    ``op_name`` is the original op (``aten.foo.default``, ``onnx.Foo``);
+    ``attrs`` (optional) its attributes; operand and result types as imported.
+    Up to 16 operands and 4 results.
+
+    ``%r = "kiln.fallback"(%x) {op_name = "aten.special_bessel_j0.default", operandSegmentSizes = array<i32: 1, 0, ...>, resultSegmentSizes = array<i32: 1, 0, 0, 0>} : (!kiln.tensor<["B"], f32>) -> !kiln.tensor<["B"], f32>``
+    """
+
+    MAX_RESULTS = 4
+    # Heterogeneous variadic operands and results: see MAX_VARIADIC.
+    __annotations__ = {
+        **optional_fields("input", MAX_VARIADIC, "operand"),
+        **optional_fields("output", MAX_RESULTS, "result"),
+    }
+    locals().update(dict.fromkeys(__annotations__))
+    ATTRS = {"op_name": ATTR.str(), "attrs": ATTR.dict(optional=True)}
+
+    def shape(self, operands, attrs):
+        if not attrs["op_name"]:
+            raise VerifyError("attribute 'op_name' must not be empty")
+        for i, r in enumerate(self.operation.results):
+            if any(d.is_unknown for d in tensor_info(r.type).dims):
+                raise VerifyError(f"result #{i} must have known dims (a fallback op has no shape function)")
+        return [None] * len(self.operation.results)
+
+
+class SymbolOp(KilnOp, name="symbol"):
+    """Declares a dim symbol with its range and optional optimization point.
+
+    ``"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64, opt = 8 : i64} : () -> ()``
+
+    ``multiple_of`` (optional) records a divisibility the frontend proved.
+    """
+
+    ATTRS = {
+        "sym_name": ATTR.str(),
+        "min": ATTR.int(),
+        "max": ATTR.int(),
+        "opt": ATTR.int(optional=True),
+        "multiple_of": ATTR.int(optional=True),
+    }
+
+    def shape(self, operands, attrs):
+        name, lo, hi, opt = attrs["sym_name"], attrs["min"], attrs["max"], attrs["opt"]
+        try:
+            symbol(name)
+        except Exception:
+            raise VerifyError(f"'{name}' is not a valid symbol name") from None
+        if lo < 0:
+            raise VerifyError(f"symbol '{name}' has min {lo} < 0")
+        if lo > hi:
+            raise VerifyError(f"symbol '{name}' has min {lo} > max {hi}")
+        if opt is not None and not lo <= opt <= hi:
+            raise VerifyError(f"symbol '{name}' has opt {opt} outside [{lo}, {hi}]")
+        m = attrs["multiple_of"]
+        if m is not None and m <= 0:
+            raise VerifyError(f"symbol '{name}' has multiple_of {m} <= 0")
+        parent = self.operation.parent
+        if parent is None or parent.operation.name != "builtin.module":
+            raise VerifyError("must be at module level")
+        return []

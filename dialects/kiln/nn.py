@@ -1,0 +1,282 @@
+"""Contractions, convolution, pooling, reductions, normalization, attention."""
+
+# No `from __future__ import annotations`: the ext DSL reads annotations as objects.
+
+from typing import Optional
+
+from ..._mlir import ext
+from ...errors import VerifyError
+from ..dims import dim, shape_text
+from .base import ATTR, KilnOp, TensorInfo, TensorType, is_float
+from .shapes import broadcast_dims, norm_axes, norm_axis, require_dims_equal, require_rank, same_dtype, window_out
+
+
+class MatmulOp(KilnOp, name="matmul", traits=[ext.Pure]):
+    """Matrix product with numpy ``matmul`` semantics.
+
+    1-D operands are promoted (a leading / trailing 1, removed afterwards);
+    leading batch dims broadcast.
+
+    ``%r = "kiln.matmul"(%a, %b) : (!kiln.tensor<["B", "L", 64], f32>, !kiln.tensor<[64, 256], f32>) -> !kiln.tensor<["B", "L", 256], f32>``
+    """
+
+    lhs: ext.Operand[TensorType]
+    rhs: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+
+    def shape(self, operands, attrs):
+        a, b = operands
+        dtype = same_dtype(operands)
+        if a.rank == 0 or b.rank == 0:
+            raise VerifyError("operands must have rank >= 1")
+        ad = list(a.dims) if a.rank > 1 else [dim(1), a.dims[0]]
+        bd = list(b.dims) if b.rank > 1 else [b.dims[0], dim(1)]
+        require_dims_equal(
+            ad[-1], bd[-2],
+            f"contracting dims differ between {shape_text(a.dims)} and {shape_text(b.dims)}",
+        )
+        batch = broadcast_dims([ad[:-2], bd[:-2]], "batch dims")
+        out = list(batch)
+        if a.rank > 1:
+            out.append(ad[-2])
+        if b.rank > 1:
+            out.append(bd[-1])
+        return [TensorInfo(tuple(out), dtype)]
+
+
+def _pairs(attrs, name, count, default):
+    v = attrs[name] if attrs[name] is not None else default
+    if len(v) != count:
+        raise VerifyError(f"attribute '{name}' must have {count} values, got {len(v)}")
+    return v
+
+
+class Conv2dOp(KilnOp, name="conv2d", traits=[ext.Pure]):
+    """2-D convolution, NCHW input, OIHW weight, optional bias ``[O]``.
+
+    ``pads`` is ``[top, left, bottom, right]``.
+
+    ``%r = "kiln.conv2d"(%x, %w, %b) {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 1>} : (!kiln.tensor<["N", 3, "H", "W"], f32>, !kiln.tensor<[32, 3, 3, 3], f32>, !kiln.tensor<[32], f32>) -> !kiln.tensor<["N", 32, "H", "W"], f32>``
+    """
+
+    x: ext.Operand[TensorType]
+    weight: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+    bias: Optional[ext.Operand[TensorType]] = None
+
+    ATTRS = {
+        "strides": ATTR.ints(default=[1, 1]),
+        "pads": ATTR.ints(default=[0, 0, 0, 0]),
+        "dilations": ATTR.ints(default=[1, 1]),
+        "groups": ATTR.int(default=1),
+    }
+
+    def shape(self, operands, attrs):
+        x, w = operands[0], operands[1]
+        dtype = same_dtype(operands)
+        require_rank(x, 4, "input")
+        require_rank(w, 4, "weight")
+        strides = _pairs(attrs, "strides", 2, [1, 1])
+        pads = _pairs(attrs, "pads", 4, [0, 0, 0, 0])
+        dil = _pairs(attrs, "dilations", 2, [1, 1])
+        groups = attrs["groups"]
+        if groups < 1:
+            raise VerifyError(f"attribute 'groups' must be positive, got {groups}")
+        n, c, h, wd = x.dims
+        o, ci, kh, kw = w.dims
+        require_dims_equal(c, ci * groups, f"input channels must equal weight dim 1 times groups ({groups})")
+        if o.is_static and o.value % groups:
+            raise VerifyError(f"output channels {o} are not divisible by groups {groups}")
+        if len(operands) == 3:
+            b = operands[2]
+            require_rank(b, 1, "bias")
+            require_dims_equal(b.dims[0], o, "bias size must equal the output channels")
+        oh = window_out(h, kh, strides[0], pads[0], pads[2], dil[0])
+        ow = window_out(wd, kw, strides[1], pads[1], pads[3], dil[1])
+        return [TensorInfo((n, o, oh, ow), dtype)]
+
+
+class _Pool2dOp(KilnOp):
+    """Shared shape rule of 2-D pooling over NCHW input."""
+
+    x: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+
+    def shape(self, operands, attrs):
+        (x,) = operands
+        require_rank(x, 4, "input")
+        kernel = _pairs(attrs, "kernel", 2, None)
+        strides = _pairs(attrs, "strides", 2, kernel)
+        pads = _pairs(attrs, "pads", 4, [0, 0, 0, 0])
+        dil = _pairs(attrs, "dilations", 2, [1, 1]) if "dilations" in attrs else [1, 1]
+        ceil = attrs["ceil_mode"]
+        if any(p * 2 > k for p, k in zip(pads, kernel + kernel)):
+            raise VerifyError(f"padding {pads} must be at most half the kernel {kernel}")
+        n, c, h, w = x.dims
+        oh = window_out(h, dim(kernel[0]), strides[0], pads[0], pads[2], dil[0], ceil)
+        ow = window_out(w, dim(kernel[1]), strides[1], pads[1], pads[3], dil[1], ceil)
+        return [TensorInfo((n, c, oh, ow), x.dtype)]
+
+
+class MaxPool2dOp(_Pool2dOp, name="max_pool2d", traits=[ext.Pure]):
+    """2-D max pooling (NCHW); ``strides`` default to ``kernel``.
+
+    ``%r = "kiln.max_pool2d"(%x) {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (!kiln.tensor<["N", 8, 32, 32], f32>) -> !kiln.tensor<["N", 8, 16, 16], f32>``
+    """
+
+    ATTRS = {
+        "kernel": ATTR.ints(),
+        "strides": ATTR.ints(optional=True),
+        "pads": ATTR.ints(default=[0, 0, 0, 0]),
+        "dilations": ATTR.ints(default=[1, 1]),
+        "ceil_mode": ATTR.bool(default=False),
+    }
+
+
+class AvgPool2dOp(_Pool2dOp, name="avg_pool2d", traits=[ext.Pure]):
+    """2-D average pooling (NCHW); padded cells count when ``count_include_pad``.
+
+    ``%r = "kiln.avg_pool2d"(%x) {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>} : (...) -> ...``
+    """
+
+    ATTRS = {
+        "kernel": ATTR.ints(),
+        "strides": ATTR.ints(optional=True),
+        "pads": ATTR.ints(default=[0, 0, 0, 0]),
+        "ceil_mode": ATTR.bool(default=False),
+        "count_include_pad": ATTR.bool(default=False),
+    }
+
+
+class _ReduceOp(KilnOp):
+    """Shared shape rule of reductions over ``axes`` (all axes when empty)."""
+
+    x: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+    ATTRS = {"axes": ATTR.ints(default=[]), "keepdims": ATTR.bool(default=False)}
+
+    def shape(self, operands, attrs):
+        (x,) = operands
+        axes = norm_axes(attrs["axes"], x.rank) if attrs["axes"] else list(range(x.rank))
+        if attrs["keepdims"]:
+            dims = tuple(dim(1) if i in axes else d for i, d in enumerate(x.dims))
+        else:
+            dims = tuple(d for i, d in enumerate(x.dims) if i not in axes)
+        return [TensorInfo(dims, x.dtype)]
+
+
+class ReduceSumOp(_ReduceOp, name="reduce_sum", traits=[ext.Pure]):
+    """Sum over ``axes``: ``%r = "kiln.reduce_sum"(%x) {axes = array<i64: 1>, keepdims = true} : (!kiln.tensor<["B", 16], f32>) -> !kiln.tensor<["B", 1], f32>``."""
+
+
+class ReduceMeanOp(_ReduceOp, name="reduce_mean", traits=[ext.Pure]):
+    """Mean over ``axes``: ``%r = "kiln.reduce_mean"(%x) {axes = array<i64: -1>} : (...) -> ...``."""
+
+
+class ReduceMaxOp(_ReduceOp, name="reduce_max", traits=[ext.Pure]):
+    """Maximum over ``axes``: ``%r = "kiln.reduce_max"(%x) {axes = array<i64: 0>} : (...) -> ...``."""
+
+
+class SoftmaxOp(KilnOp, name="softmax", traits=[ext.Pure]):
+    """Softmax along ``axis`` (default the last).
+
+    ``%r = "kiln.softmax"(%x) {axis = -1 : i64} : (!kiln.tensor<["B", "L"], f32>) -> !kiln.tensor<["B", "L"], f32>``
+    """
+
+    x: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+    ATTRS = {"axis": ATTR.int(default=-1)}
+
+    def shape(self, operands, attrs):
+        (x,) = operands
+        norm_axis(attrs["axis"], x.rank)
+        if not is_float(x.dtype):
+            raise VerifyError(f"requires a floating-point operand, got {x.dtype}")
+        return [x]
+
+
+class LayerNormOp(KilnOp, name="layer_norm", traits=[ext.Pure]):
+    """Layer normalization over the dims from ``axis`` on, with optional
+    ``weight`` and ``bias`` shaped like those dims.
+
+    ``%r = "kiln.layer_norm"(%x, %g, %b) {axis = -1 : i64, epsilon = 1.0e-05 : f64, operandSegmentSizes = array<i32: 1, 1, 1>} : (!kiln.tensor<["B", "L", 256], f32>, !kiln.tensor<[256], f32>, !kiln.tensor<[256], f32>) -> !kiln.tensor<["B", "L", 256], f32>``
+    """
+
+    x: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+    weight: Optional[ext.Operand[TensorType]] = None
+    bias: Optional[ext.Operand[TensorType]] = None
+    ATTRS = {"axis": ATTR.int(default=-1), "epsilon": ATTR.float(default=1e-5)}
+
+    def shape(self, operands, attrs):
+        x = operands[0]
+        same_dtype(operands)
+        axis = norm_axis(attrs["axis"], x.rank)
+        norm = x.dims[axis:]
+        for name, v in (("weight", self.weight), ("bias", self.bias)):
+            if v is None:
+                continue
+            info = operands[list(self.operation.operands).index(v)]
+            if len(info.dims) != len(norm) or any(a != b for a, b in zip(info.dims, norm)):
+                raise VerifyError(f"{name} must have shape {shape_text(norm)}, got {shape_text(info.dims)}")
+        return [x]
+
+
+class BatchNormOp(KilnOp, name="batch_norm", traits=[ext.Pure]):
+    """Inference-form batch normalization over axis 1 (``N, C, ...``):
+    ``(x - mean) / sqrt(var + epsilon) * scale + bias``, each of shape ``[C]``.
+
+    ``%r = "kiln.batch_norm"(%x, %scale, %bias, %mean, %var) {epsilon = 1.0e-05 : f64} : (...) -> ...``
+    """
+
+    x: ext.Operand[TensorType]
+    scale: ext.Operand[TensorType]
+    bias: ext.Operand[TensorType]
+    mean: ext.Operand[TensorType]
+    var: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+    ATTRS = {"epsilon": ATTR.float(default=1e-5)}
+
+    def shape(self, operands, attrs):
+        x = operands[0]
+        same_dtype(operands)
+        if x.rank < 2:
+            raise VerifyError(f"input must have rank >= 2, got {shape_text(x.dims)}")
+        for name, info in zip(("scale", "bias", "mean", "var"), operands[1:]):
+            if info.rank != 1 or info.dims[0] != x.dims[1]:
+                raise VerifyError(f"{name} must have shape [{x.dims[1]}], got {shape_text(info.dims)}")
+        return [x]
+
+
+class AttentionOp(KilnOp, name="attention", traits=[ext.Pure]):
+    """Scaled dot-product attention ``softmax(q k^T * scale + mask) v``.
+
+    ``q: [..., L, D]``, ``k: [..., S, D]``, ``v: [..., S, Dv]`` give
+    ``[..., L, Dv]``; leading dims broadcast.  ``causal`` masks keys after the
+    query position; ``mask`` (optional) is added to the scores (f32) or
+    selects them (i1).  ``scale`` defaults to ``1/sqrt(D)``.
+
+    ``%r = "kiln.attention"(%q, %k, %v) {causal = true, operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (!kiln.tensor<["B", 4, "L", 64], f32>, ...) -> !kiln.tensor<["B", 4, "L", 64], f32>``
+    """
+
+    q: ext.Operand[TensorType]
+    k: ext.Operand[TensorType]
+    v: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+    mask: Optional[ext.Operand[TensorType]] = None
+    ATTRS = {"causal": ATTR.bool(default=False), "scale": ATTR.float(optional=True)}
+
+    def shape(self, operands, attrs):
+        q, k, v = operands[:3]
+        same_dtype([q, k, v])
+        for name, info in (("q", q), ("k", k), ("v", v)):
+            if info.rank < 2:
+                raise VerifyError(f"{name} must have rank >= 2, got {shape_text(info.dims)}")
+        require_dims_equal(q.dims[-1], k.dims[-1], "q and k head dims differ")
+        require_dims_equal(k.dims[-2], v.dims[-2], "k and v sequence dims differ")
+        batch = broadcast_dims([q.dims[:-2], k.dims[:-2], v.dims[:-2]], "batch dims of q, k, v")
+        out = batch + (q.dims[-2], v.dims[-1])
+        if len(operands) == 4:
+            m = operands[3]
+            broadcast_dims([m.dims, batch + (q.dims[-2], k.dims[-2])], "mask and scores")
+        return [TensorInfo(out, q.dtype)]

@@ -1,0 +1,1 @@
+"""Frontends of kiln (see DESIGN.md)."""

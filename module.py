@@ -1,0 +1,250 @@
+"""Parsing, canonicalizing and verifying kiln modules.
+
+:func:`parse_module` is how every tool reads IR: it parses, puts every
+``!kiln.tensor`` type into canonical form (as a C++ type's ``get`` would), and
+verifies the module: the ops' own verifiers, then the module-level rules that
+no single op can check (types well-formed, every symbol declared once,
+function arguments with named dims).  Failures raise ``ParseError`` /
+``VerifyError`` carrying the diagnostics, with file locations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._mlir import ir
+from .context import DiagnosticCollector
+from .dialects.dims import dim
+from .dialects.kiln import SymbolOp, TensorType, tensor_info, tensor_type
+from .errors import Diagnostic, KilnError, ParseError, VerifyError, diagnostic_from_mlir
+
+__all__ = [
+    "SymbolInfo",
+    "canonicalize_types",
+    "parse_module",
+    "symbols_of",
+    "verify_module",
+]
+
+
+@dataclass(frozen=True)
+class SymbolInfo:
+    """A declared dim symbol: its range, optimization point and divisibility."""
+
+    name: str
+    min: int
+    max: int
+    opt: int | None = None
+    multiple_of: int | None = None
+
+    def contains(self, value: int) -> bool:
+        """True when ``value`` lies in the symbol's range (and divisibility)."""
+        if not self.min <= value <= self.max:
+            return False
+        return self.multiple_of is None or value % self.multiple_of == 0
+
+    def range_text(self) -> str:
+        """``1 <= B <= 64``."""
+        return f"{self.min} <= {self.name} <= {self.max}"
+
+
+def _mlir_errors(e: ir.MLIRError, collected: list[Diagnostic]) -> list[Diagnostic]:
+    diags = [diagnostic_from_mlir(d) for d in e.error_diagnostics]
+    seen = {(d.location, d.message) for d in diags}
+    return diags + [d for d in collected if (d.location, d.message) not in seen]
+
+
+def parse_module(text: str, source_name: str = "-", *, verify: bool = True) -> ir.Module:
+    """Parse ``text`` into a module of the current context.
+
+    A bare list of ops is wrapped in a module, as mlir-opt does.  Types are
+    canonicalized; with ``verify`` the module is verified.  Raises ParseError
+    or VerifyError with the diagnostics.
+    """
+    ctx = ir.Context.current
+    op = _parse_op(text, source_name, ctx)
+    if op.operation.name != "builtin.module":
+        # A single top-level op that is not a module: wrap it, as mlir-opt does.
+        op = _parse_op("module {" + text + "\n}", source_name, ctx)
+    module = _to_module(op)
+    canonicalize_types(module.operation)
+    if verify:
+        verify_module(module.operation)
+    return module
+
+
+def _to_module(module_op) -> ir.Module:
+    """An ``ir.Module`` holding the ops (and attributes) of a parsed module op."""
+    module = ir.Module.create(module_op.location)
+    for attr in module_op.operation.attributes:
+        module.operation.attributes[attr.name] = attr.attr
+    ip = ir.InsertionPoint(module.body)
+    for op in list(module_op.regions[0].blocks[0].operations):
+        ip.insert(op.detach_from_parent())
+    module_op.operation.erase()
+    return module
+
+
+def _parse_op(text: str, source_name: str, ctx: ir.Context):
+    with DiagnosticCollector(ctx) as collector:
+        try:
+            return ir.Operation.parse(text, source_name=source_name)
+        except ir.MLIRError as e:
+            if "single top-level operation" in str(e):
+                # Several top-level ops (or none): parse them inside a module.
+                # The prefix shares line 1, so later lines keep their numbers.
+                return _parse_op("module {" + text + "\n}", source_name, ctx)
+            raise ParseError(f"could not parse {source_name}", _mlir_errors(e, collector.diagnostics)) from None
+        except Exception as e:
+            raise ParseError(f"could not parse {source_name}: {e}") from None
+
+
+def _kiln_type(t):
+    return t if isinstance(t, TensorType) else None
+
+
+def _canonical(t):
+    if not isinstance(t, TensorType):
+        return t
+    try:
+        info = tensor_info(t)
+    except VerifyError:
+        return t  # malformed: leave it for the verifier to report
+    return tensor_type(info.dims, info.dtype)
+
+
+def canonicalize_types(root: ir.Operation) -> None:
+    """Rewrite every ``!kiln.tensor`` under ``root`` into canonical form
+    (``"L*B"`` becomes ``"B*L"``), including function signatures."""
+
+    def visit(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for arg in block.arguments:
+                    new = _canonical(arg.type)
+                    if new != arg.type:
+                        arg.set_type(new)
+        for r in op.results:
+            new = _canonical(r.type)
+            if new != r.type:
+                r.set_type(new)
+        if op.name.startswith("kiln."):
+            _canonicalize_dim_attrs(op)
+        if op.name == "func.func":
+            ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+            inputs = [_canonical(t) for t in ftype.inputs]
+            results = [_canonical(t) for t in ftype.results]
+            if inputs != list(ftype.inputs) or results != list(ftype.results):
+                op.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, results))
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)
+
+
+def _canonicalize_dim_attrs(op) -> None:
+    from .dialects.kiln import OPS, encode_attr
+    from .dialects.kiln.base import decode_attr
+
+    cls = OPS.get(op.name)
+    if cls is None:
+        return
+    for name, spec in cls.ATTRS.items():
+        if spec.kind != "dims" or name not in op.attributes:
+            continue
+        try:
+            value = decode_attr(spec, op.attributes[name], name)
+        except KilnError:
+            continue  # malformed: the verifier reports it
+        new = encode_attr(spec, value)
+        if new != op.attributes[name]:
+            op.attributes[name] = new
+
+
+def symbols_of(root: ir.Operation) -> dict[str, SymbolInfo]:
+    """The symbols declared at the top level of a module, by name."""
+    out = {}
+    body = root.regions[0].blocks[0]
+    for op in body.operations:
+        if op.operation.name == "kiln.symbol":
+            view = op.operation.opview
+            out[view.attr("sym_name")] = SymbolInfo(
+                view.attr("sym_name"), view.attr("min"), view.attr("max"), view.attr("opt"), view.attr("multiple_of")
+            )
+    return out
+
+
+def _module_rules(root: ir.Operation) -> None:
+    """The rules that need the whole module; errors go out as diagnostics."""
+    declared: dict[str, ir.Location] = {}
+    body = root.regions[0].blocks[0]
+    for op in body.operations:
+        if op.operation.name != "kiln.symbol":
+            continue
+        try:
+            name = op.operation.opview.attr("sym_name")
+        except KilnError:
+            continue  # the op's own verifier reports it
+        if name in declared:
+            op.location.emit_error(f"'kiln.symbol' op redefines symbol '{name}'")
+        declared[name] = op.location
+
+    def check_type(t, where: str, loc: ir.Location, allow_unknown: bool) -> None:
+        if not isinstance(t, TensorType):
+            return
+        try:
+            info = tensor_info(t)
+        except VerifyError as e:
+            loc.emit_error(f"{where}: {e.message}")
+            return
+        for axis, d in enumerate(info.dims):
+            if d.is_unknown and not allow_unknown:
+                loc.emit_error(f"{where} dim {axis} is '?': name it with a declared symbol")
+            for s in sorted(d.symbols - set(declared)):
+                loc.emit_error(f"{where} dim {axis} ('{d}') uses undeclared symbol '{s}'")
+
+    def visit(op):
+        name = op.name
+        if name == "func.func":
+            block = op.regions[0].blocks[0] if len(op.regions[0].blocks) else None
+            if block is not None:
+                for i, arg in enumerate(block.arguments):
+                    check_type(arg.type, f"function argument #{i}", op.location, False)
+        elif name.startswith("kiln."):
+            for i, r in enumerate(op.results):
+                check_type(r.type, f"'{name}' op result #{i}", op.location, True)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)
+
+
+def verify_module(root: ir.Operation) -> None:
+    """Verify ``root`` (a module): op verifiers, then the module-level rules.
+
+    Raises VerifyError with every diagnostic emitted.
+    """
+    ctx = root.context
+    with DiagnosticCollector(ctx) as collector:
+        try:
+            ok = root.verify()
+        except ir.MLIRError as e:
+            raise VerifyError("verification failed", _mlir_errors(e, collector.diagnostics)) from None
+        if ok is False or collector.errors:
+            raise VerifyError("verification failed", collector.errors)
+        _module_rules(root)
+    if collector.errors:
+        raise VerifyError("verification failed", collector.errors)
+
+
+def symbol_range(module: ir.Operation, name: str) -> SymbolInfo:
+    """The declaration of symbol ``name``; VerifyError if it is undeclared."""
+    syms = symbols_of(module)
+    if name not in syms:
+        raise VerifyError(f"undeclared symbol '{name}'")
+    return syms[name]
+
+
+def dims_symbols(t) -> set[str]:
+    """Symbols used by the dims of a kiln tensor type (empty for other types)."""
+    if not isinstance(t, TensorType):
+        return set()
+    return set().union(*(dim(d).symbols for d in tensor_info(t).dims)) if tensor_info(t).dims else set()

@@ -1,0 +1,1 @@
+"""Runtime of kiln (see DESIGN.md)."""

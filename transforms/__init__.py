@@ -1,0 +1,1 @@
+"""kiln-level graph passes, one module per pass (registered in kiln.pipelines.registry)."""
