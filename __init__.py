@@ -1,3 +1,47 @@
-"""kiln: an MLIR-based inference compiler for models with dynamic shapes."""
+"""kiln: an MLIR-based inference compiler for models with dynamic shapes.
+
+The public API is re-exported here; heavy modules (the frontends, the
+compiler) load on first use so that ``import kiln`` stays cheap.
+"""
+
+from .errors import (  # noqa: F401
+    ConversionError,
+    DimError,
+    KilnError,
+    ParseError,
+    PipelineError,
+    ShapeError,
+    UnsupportedError,
+    VerifyError,
+)
 
 __version__ = "0.1.0"
+
+# name -> module that defines it, imported lazily by __getattr__.
+_LAZY = {
+    "make_context": "kiln.context",
+    "parse_module": "kiln.module",
+    "verify_module": "kiln.module",
+    "Pipeline": "kiln.pipelines",
+    "import_torch": "kiln.frontends",
+    "import_onnx": "kiln.frontends",
+    "compile": "kiln.compiler",
+    "CompiledModel": "kiln.runtime",
+    "register_kernel": "kiln.backends.registry",
+}
+
+__all__ = sorted(
+    ["ConversionError", "DimError", "KilnError", "ParseError", "PipelineError", "ShapeError",
+     "UnsupportedError", "VerifyError", "__version__", *_LAZY]
+)
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kiln' has no attribute '{name}'")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

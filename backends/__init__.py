@@ -1,1 +1,4 @@
-"""Backends of kiln (see DESIGN.md)."""
+"""Backends (cpu, triton, fallback) and the kernel registry."""
+
+# Modules defining backend passes, imported by kiln.pipelines.registry.load_passes.
+PASS_MODULES = ()

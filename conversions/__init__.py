@@ -1,1 +1,4 @@
-"""Conversions of kiln (see DESIGN.md)."""
+"""Dialect Conversion pattern sets, one module (or package) per source-to-target pair."""
+
+# Modules defining conversion passes, imported by kiln.pipelines.registry.load_passes.
+PASS_MODULES = ()

@@ -132,11 +132,9 @@ def register_pass(cls: type[Pass]) -> type[Pass]:
     return cls
 
 
-# The modules that define kiln passes; importing them registers the passes.
-_PASS_MODULES = (
-    "kiln.transforms.infer_shapes",
-    "kiln.transforms.verify_symbols",
-)
+# The packages whose PASS_MODULES list the modules that define kiln passes;
+# importing those modules registers the passes.
+_PASS_PACKAGES = ("kiln.transforms", "kiln.conversions", "kiln.backends")
 
 _loaded = False
 
@@ -148,8 +146,9 @@ def load_passes() -> None:
         return
     import importlib
 
-    for name in _PASS_MODULES:
-        importlib.import_module(name)
+    for package in _PASS_PACKAGES:
+        for name in importlib.import_module(package).PASS_MODULES:
+            importlib.import_module(name)
     _loaded = True
 
 
