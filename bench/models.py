@@ -16,8 +16,6 @@ in eval mode.
   (for fast tests).
 """
 
-import math
-
 import torch
 import torch.nn.functional as F  # noqa: N812 (the usual torch spelling)
 from torch import nn
@@ -50,9 +48,9 @@ class MLP(nn.Module):
 class TransformerBlock(nn.Module):
     """Pre-LN transformer block with causal multi-head self-attention.
 
-    ``x + attn(ln1(x))`` then ``h + mlp(ln2(h))``. Attention is written with
-    explicit matmul / softmax and a causal mask built from ``L`` so the export
-    keeps ``L`` symbolic.
+    ``x + attn(ln1(x))`` then ``h + mlp(ln2(h))``. Attention is
+    ``F.scaled_dot_product_attention(is_causal=True)``, which kiln imports as
+    one ``kiln.attention {causal = true}``.
     """
 
     def __init__(self, hidden=256, heads=4, mlp_hidden=1024):
@@ -72,11 +70,7 @@ class TransformerBlock(nn.Module):
         b, seq, _ = x.shape
         qkv = self.qkv(x).reshape(b, seq, 3, self.heads, self.head_dim)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each [B, H, L, D]
-        scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_dim))
-        mask = torch.ones(seq, seq, dtype=torch.bool, device=x.device).tril()
-        scores = scores.masked_fill(~mask, float("-inf"))
-        probs = torch.softmax(scores, dim=-1)
-        out = torch.matmul(probs, v)  # [B, H, L, D]
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # [B, H, L, D]
         out = out.transpose(1, 2).reshape(b, seq, self.hidden)
         return self.proj(out)
 
