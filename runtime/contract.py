@@ -1,0 +1,379 @@
+"""The shape contract of a compiled model: check and bind input shapes by name.
+
+Before any kernel runs, every input's rank, dtype and dims are checked against
+the model's symbols.  Each symbol is bound from the *first* dim that names it
+(inputs in order, axes in order); every other use of it, and every dim
+expression, is then checked against the bound value.  A violation is a
+:class:`~kiln.errors.ShapeError` that names the input, the axis, the symbol,
+the value and the constraint, and lists the optimization profiles::
+
+    input 'x' axis 0: B = 65 violates 1 <= B <= 64 (profiles: small B in [1, 8], large B in [9, 64])
+    input 'mask' axis 1 is 100 but L = 128 was bound from input 'x' axis 1
+
+The checks are planned once, when the contract is built, so a call costs a
+few integer comparisons per dim.  Dim expressions are compiled to Python
+closures by :func:`compile_expr`, which the memory plan reuses for its
+offsets (its grammar is the dim grammar plus ``max(a, b, ...)``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..dialects.dims import Dim, dim
+from ..errors import DimError, ShapeError
+
+__all__ = ["InputSpec", "ShapeContract", "compile_expr", "dtype_of", "shape_of"]
+
+
+# ----------------------------------------------------------------------------
+# Expressions: dim text (and plan text with max) compiled to closures.
+# ----------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(.))")
+
+
+class _ExprCompiler:
+    """Recursive descent over ``+ - * / ( ) max(...)``; ``/`` is floor division.
+
+    Produces nested closures ``f(binding) -> int``; much faster than sympy
+    substitution, which matters since the runtime evaluates per call shape.
+    """
+
+    def __init__(self, text: str):
+        self.text = text
+        self.tokens = [m.group(1) or m.group(2) or m.group(3) for m in _TOKEN.finditer(text) if m.group(0).strip()]
+        self.pos = 0
+        self.symbols: set[str] = set()
+
+    def error(self, why: str) -> DimError:
+        return DimError(f"invalid expression '{self.text}': {why}")
+
+    def peek(self):
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def take(self):
+        tok = self.peek()
+        self.pos += 1
+        return tok
+
+    def parse(self):
+        if not self.tokens:
+            raise self.error("empty")
+        f = self.expr()
+        if self.peek() is not None:
+            raise self.error(f"unexpected '{self.peek()}'")
+        return f
+
+    def expr(self):
+        f = self.term()
+        while self.peek() in ("+", "-"):
+            op, g = self.take(), self.term()
+            f = (lambda a, b: lambda env: a(env) + b(env))(f, g) if op == "+" else (
+                lambda a, b: lambda env: a(env) - b(env))(f, g)
+        return f
+
+    def term(self):
+        f = self.factor()
+        while self.peek() in ("*", "/"):
+            op, g = self.take(), self.factor()
+            f = (lambda a, b: lambda env: a(env) * b(env))(f, g) if op == "*" else (
+                lambda a, b: lambda env: a(env) // b(env))(f, g)
+        return f
+
+    def factor(self):
+        tok = self.take()
+        if tok is None:
+            raise self.error("unexpected end")
+        if tok == "-":
+            f = self.factor()
+            return lambda env: -f(env)
+        if tok == "(":
+            f = self.expr()
+            if self.take() != ")":
+                raise self.error("missing ')'")
+            return f
+        if tok.isdigit():
+            value = int(tok)
+            return lambda env: value
+        if tok == "max" and self.peek() == "(":
+            self.take()
+            args = [self.expr()]
+            while self.peek() == ",":
+                self.take()
+                args.append(self.expr())
+            if self.take() != ")":
+                raise self.error("missing ')' after max arguments")
+            return lambda env: max(a(env) for a in args)
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", tok):
+            self.symbols.add(tok)
+            return lambda env: env[tok]
+        raise self.error(f"unexpected '{tok}'")
+
+
+def compile_expr(text) -> tuple:
+    """Compile a dim or plan expression into ``(fn, symbols)``.
+
+    ``fn(binding)`` returns the integer value for a mapping of symbol names
+    to integers; ``symbols`` is the frozenset of names it reads.  ``text`` is
+    an int, a :class:`Dim`, or text in the dim grammar extended with
+    ``max(a, b, ...)``.
+    """
+    if isinstance(text, int):
+        return (lambda env: text), frozenset()
+    c = _ExprCompiler(str(text))
+    fn = c.parse()
+    return fn, frozenset(c.symbols)
+
+
+# ----------------------------------------------------------------------------
+# Reading shapes and dtypes of numpy arrays and torch tensors.
+# ----------------------------------------------------------------------------
+
+_NUMPY_DTYPES = {
+    "float16": "f16", "float32": "f32", "float64": "f64", "bool": "i1",
+    "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+}
+_TORCH_DTYPES = {
+    "torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float32": "f32", "torch.float64": "f64",
+    "torch.bool": "i1", "torch.int8": "i8", "torch.int16": "i16", "torch.int32": "i32", "torch.int64": "i64",
+}
+
+
+def shape_of(value) -> tuple[int, ...]:
+    """The shape of a numpy array or torch tensor, as a tuple of ints."""
+    return tuple(int(s) for s in value.shape)
+
+
+def dtype_of(value) -> str:
+    """The kiln dtype name (``"f32"``) of a numpy array or torch tensor."""
+    text = str(value.dtype)
+    return _TORCH_DTYPES.get(text) or _NUMPY_DTYPES.get(text) or text
+
+
+# ----------------------------------------------------------------------------
+# The contract.
+# ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One model input: its name, symbolic dims and dtype name (``"f32"``)."""
+
+    name: str
+    dims: tuple[Dim, ...]
+    dtype: str
+
+    @classmethod
+    def make(cls, name: str, dims: Sequence, dtype: str) -> InputSpec:
+        """Build from any dims :func:`~kiln.dialects.dims.dim` accepts."""
+        return cls(name, tuple(dim(d) for d in dims), str(dtype))
+
+    def shape_text(self) -> str:
+        return "[" + ", ".join(str(d) for d in self.dims) + "]"
+
+
+@dataclass(frozen=True)
+class _Bind:
+    """Bind ``symbol`` from (input, axis); ``solve`` maps the dim value to it."""
+
+    input: int
+    axis: int
+    symbol: str
+    solve: object  # callable(value) -> int | None (None: no integer solution)
+    expr: str
+
+
+@dataclass(frozen=True)
+class _Check:
+    input: int
+    axis: int
+    expr: str
+    fn: object
+    symbols: frozenset
+
+
+def _solver(d: Dim, name: str):
+    """``value -> symbol value`` for a dim linear in one symbol (``2*L+1``)."""
+    if d.is_symbol:
+        return lambda v: v
+    import sympy
+
+    from ..dialects.dims import symbol
+
+    s = symbol(name)
+    expr = d.expr
+    if not expr.is_polynomial(s) or sympy.degree(expr, s) != 1:
+        return None
+    a, b = sympy.Poly(expr, s).all_coeffs()
+    if not (a.is_Integer and b.is_Integer) or int(a) <= 0:
+        return None
+    a, b = int(a), int(b)
+
+    def solve(v):
+        q, r = divmod(v - b, a)
+        return q if r == 0 else None
+
+    return solve
+
+
+class ShapeContract:
+    """Checks and binds the shapes of a model's inputs against its symbols.
+
+    ``inputs`` are the model's :class:`InputSpec` in call order; ``symbols``
+    maps names to :class:`~kiln.module.SymbolInfo` (range, opt, divisibility);
+    ``profiles`` (optional) are :class:`~kiln.runtime.profiles.Profile`
+    objects, listed in range errors.
+    """
+
+    def __init__(self, inputs: Sequence[InputSpec], symbols: Mapping, profiles: Sequence = ()):
+        self.inputs = list(inputs)
+        self.symbols = dict(symbols)
+        self.profiles = list(profiles)
+        self._binds: list[_Bind] = []
+        self._checks: list[_Check] = []
+        self._plan()
+
+    # -- planning ---------------------------------------------------------
+
+    def _plan(self) -> None:
+        bound: dict[str, _Bind] = {}
+        pending: list[tuple[int, int, Dim]] = []
+        for i, spec in enumerate(self.inputs):
+            for axis, d in enumerate(spec.dims):
+                if d.is_unknown:
+                    raise ShapeError(f"input '{spec.name}' axis {axis} has an unknown dim '?'")
+                pending.append((i, axis, d))
+        # Bind in input/axis order: a dim naming exactly one unbound symbol,
+        # linearly, binds it; repeat until no dim binds anything new (an
+        # expression may become solvable once its other symbols are bound).
+        progress = True
+        while progress:
+            progress = False
+            for i, axis, d in pending:
+                unbound = sorted(d.symbols - set(bound))
+                if len(unbound) != 1:
+                    continue
+                name = unbound[0]
+                if d.symbols != {name}:
+                    continue  # mixes bound symbols in: checked, not used to bind
+                solve = _solver(d, name)
+                if solve is None:
+                    continue
+                bound[name] = _Bind(i, axis, name, solve, str(d))
+                progress = True
+                break
+        unbindable = sorted(set().union(*(d.symbols for _, _, d in pending)) - set(bound)) if pending else []
+        if unbindable:
+            raise ShapeError(
+                f"symbol '{unbindable[0]}' cannot be bound from the inputs: no input dim is linear in it alone"
+            )
+        self._binds = sorted(bound.values(), key=lambda b: (b.input, b.axis))
+        binders = {(b.input, b.axis) for b in self._binds}
+        for i, axis, d in pending:
+            if (i, axis) in binders and d.is_symbol:
+                continue
+            fn, syms = compile_expr(d)
+            self._checks.append(_Check(i, axis, str(d), fn, syms))
+        self._bound_from = {b.symbol: (b.input, b.axis) for b in self._binds}
+
+    # -- messages ---------------------------------------------------------
+
+    def _where(self, i: int, axis: int) -> str:
+        return f"input '{self.inputs[i].name}' axis {axis}"
+
+    def profiles_text(self, name: str) -> str:
+        """`` (profiles: small B in [1, 8], large B in [9, 64])`` for symbol ``name``; empty without profiles."""
+        if not self.profiles:
+            return ""
+        parts = []
+        for p in self.profiles:
+            lo, hi = p.bounds(name, self.symbols)
+            parts.append(f"{p.name} {name} in [{lo}, {hi}]")
+        return f" (profiles: {', '.join(parts)})"
+
+    def _range_error(self, name: str, value: int, i: int, axis: int) -> ShapeError:
+        s = self.symbols[name]
+        where = self._where(i, axis)
+        if not s.min <= value <= s.max:
+            constraint = s.range_text()
+        else:
+            constraint = f"{name} % {s.multiple_of} == 0"
+        return ShapeError(f"{where}: {name} = {value} violates {constraint}{self.profiles_text(name)}")
+
+    # -- checking ---------------------------------------------------------
+
+    def bind_shapes(self, shapes: Sequence[Sequence[int]], dtypes: Sequence[str] | None = None) -> dict[str, int]:
+        """Check ``shapes`` (and ``dtypes``, if given) and return the binding.
+
+        Raises ShapeError for the first violation found: input count, rank,
+        dtype, a symbol's range or divisibility, or a dim that disagrees with
+        a bound symbol or expression.
+        """
+        specs = self.inputs
+        if len(shapes) != len(specs):
+            names = ", ".join(f"'{s.name}'" for s in specs)
+            raise ShapeError(f"the model takes {len(specs)} inputs ({names}), got {len(shapes)}")
+        for i, (spec, shape) in enumerate(zip(specs, shapes)):
+            if len(shape) != len(spec.dims):
+                raise ShapeError(
+                    f"input '{spec.name}' has rank {len(shape)} {list(shape)}, "
+                    f"but the model expects rank {len(spec.dims)} {spec.shape_text()}"
+                )
+            if dtypes is not None and dtypes[i] != spec.dtype:
+                raise ShapeError(f"input '{spec.name}' has dtype {dtypes[i]}, but the model expects {spec.dtype}")
+        binding: dict[str, int] = {}
+        for b in self._binds:
+            value = shapes[b.input][b.axis]
+            v = b.solve(value)
+            if v is None or v < 0:
+                raise ShapeError(
+                    f"{self._where(b.input, b.axis)} is {value}, which is not {b.expr} for any integer {b.symbol}"
+                )
+            s = self.symbols.get(b.symbol)
+            if s is not None and not s.contains(v):
+                raise self._range_error(b.symbol, v, b.input, b.axis)
+            binding[b.symbol] = v
+        for c in self._checks:
+            got = shapes[c.input][c.axis]
+            want = c.fn(binding)
+            if got == want:
+                continue
+            where = self._where(c.input, c.axis)
+            if len(c.symbols) == 1 and c.expr in c.symbols:
+                (name,) = c.symbols
+                src = self._where(*self._bound_from[name])
+                raise ShapeError(f"{where} is {got} but {name} = {want} was bound from {src}")
+            if not c.symbols:
+                raise ShapeError(f"{where} is {got} but the model expects {want}")
+            bound = ", ".join(
+                f"{n} = {binding[n]} bound from {self._where(*self._bound_from[n])}" for n in sorted(c.symbols)
+            )
+            raise ShapeError(f"{where} is {got} but {c.expr} = {want} ({bound})")
+        return binding
+
+    def bind(self, values: Sequence) -> dict[str, int]:
+        """Check numpy arrays or torch tensors and return the symbol binding."""
+        return self.bind_shapes([shape_of(v) for v in values], [dtype_of(v) for v in values])
+
+    # -- data -------------------------------------------------------------
+
+    def describe(self, policy: str | None = None) -> dict:
+        """The contract as plain data: symbols with ranges, the inputs'
+        symbolic shapes and dtypes, the profiles (and the policy, if given)."""
+        out = {
+            "symbols": {
+                n: {"min": s.min, "max": s.max, "opt": s.opt, "multiple_of": s.multiple_of}
+                for n, s in sorted(self.symbols.items())
+            },
+            "inputs": [
+                {"name": s.name, "shape": [d.to_attr_value() for d in s.dims], "dtype": s.dtype} for s in self.inputs
+            ],
+            "bound_from": {n: {"input": self.inputs[i].name, "axis": a} for n, (i, a) in self._bound_from.items()},
+            "profiles": [p.describe() for p in self.profiles],
+        }
+        if policy is not None:
+            out["policy"] = policy
+        return out
