@@ -20,6 +20,7 @@ from .errors import Diagnostic, KilnError, ParseError, VerifyError, diagnostic_f
 
 __all__ = [
     "SymbolInfo",
+    "top_level_ops",
     "canonicalize_types",
     "parse_module",
     "symbols_of",
@@ -62,10 +63,15 @@ def parse_module(text: str, source_name: str = "-", *, verify: bool = True) -> i
     or VerifyError with the diagnostics.
     """
     ctx = ir.Context.current
-    op = _parse_op(text, source_name, ctx)
-    if op.operation.name != "builtin.module":
-        # A single top-level op that is not a module: wrap it, as mlir-opt does.
-        op = _parse_op("module {" + text + "\n}", source_name, ctx)
+    # Parse once, always inside a module (the parser wants one top-level op,
+    # and a second parse would rename dense resources); a text that was one
+    # module already is unwrapped again.
+    op = _parse_op(_wrap_in_module(text), source_name, ctx)
+    body = top_level_ops(op)
+    if len(body) == 1 and body[0].operation.name == "builtin.module":
+        # Detach (not erase): each parsed op stays owned by one Python object;
+        # erasing ops the bindings still track double-frees.
+        op = body[0].operation.detach_from_parent()
     module = _to_module(op)
     canonicalize_types(module.operation)
     if verify:
@@ -73,16 +79,36 @@ def parse_module(text: str, source_name: str = "-", *, verify: bool = True) -> i
     return module
 
 
+def top_level_ops(module_op) -> list:
+    """The ops directly inside a module (an empty module may have no block)."""
+    region = module_op.regions[0]
+    if len(region.blocks) == 0:
+        return []
+    return list(region.blocks[0].operations)
+
+
 def _to_module(module_op) -> ir.Module:
     """An ``ir.Module`` holding the ops (and attributes) of a parsed module op."""
     module = ir.Module.create(module_op.location)
-    for attr in module_op.operation.attributes:
-        module.operation.attributes[attr.name] = attr.attr
+    attrs = module_op.operation.attributes
+    for name in [a.name if hasattr(a, "name") else a for a in attrs]:
+        module.operation.attributes[name] = attrs[name]
     ip = ir.InsertionPoint(module.body)
-    for op in list(module_op.regions[0].blocks[0].operations):
+    for op in top_level_ops(module_op):
         ip.insert(op.detach_from_parent())
-    module_op.operation.erase()
-    return module
+    return module  # the emptied module_op is owned by Python and freed with it
+
+
+def _wrap_in_module(text: str) -> str:
+    """``module { <text> }`` (the prefix shares line 1, so later lines keep their
+    numbers), leaving a trailing ``{-# ... #-}`` resource section outside the
+    module, where it must stay."""
+    at = text.rfind("\n{-#")
+    if at < 0 and text.startswith("{-#"):
+        at = 0
+    if at < 0:
+        return "module {" + text + "\n}"
+    return "module {" + text[:at] + "}" + text[at:]
 
 
 def _parse_op(text: str, source_name: str, ctx: ir.Context):
@@ -90,17 +116,9 @@ def _parse_op(text: str, source_name: str, ctx: ir.Context):
         try:
             return ir.Operation.parse(text, source_name=source_name)
         except ir.MLIRError as e:
-            if "single top-level operation" in str(e):
-                # Several top-level ops (or none): parse them inside a module.
-                # The prefix shares line 1, so later lines keep their numbers.
-                return _parse_op("module {" + text + "\n}", source_name, ctx)
             raise ParseError(f"could not parse {source_name}", _mlir_errors(e, collector.diagnostics)) from None
         except Exception as e:
             raise ParseError(f"could not parse {source_name}: {e}") from None
-
-
-def _kiln_type(t):
-    return t if isinstance(t, TensorType) else None
 
 
 def _canonical(t):
@@ -163,8 +181,7 @@ def _canonicalize_dim_attrs(op) -> None:
 def symbols_of(root: ir.Operation) -> dict[str, SymbolInfo]:
     """The symbols declared at the top level of a module, by name."""
     out = {}
-    body = root.regions[0].blocks[0]
-    for op in body.operations:
+    for op in top_level_ops(root):
         if op.operation.name == "kiln.symbol":
             view = op.operation.opview
             out[view.attr("sym_name")] = SymbolInfo(
@@ -175,18 +192,8 @@ def symbols_of(root: ir.Operation) -> dict[str, SymbolInfo]:
 
 def _module_rules(root: ir.Operation) -> None:
     """The rules that need the whole module; errors go out as diagnostics."""
-    declared: dict[str, ir.Location] = {}
-    body = root.regions[0].blocks[0]
-    for op in body.operations:
-        if op.operation.name != "kiln.symbol":
-            continue
-        try:
-            name = op.operation.opview.attr("sym_name")
-        except KilnError:
-            continue  # the op's own verifier reports it
-        if name in declared:
-            op.location.emit_error(f"'kiln.symbol' op redefines symbol '{name}'")
-        declared[name] = op.location
+    # Redefinitions are caught by MLIR's symbol table verifier (sym_name).
+    declared = set(symbols_of(root))
 
     def check_type(t, where: str, loc: ir.Location, allow_unknown: bool) -> None:
         if not isinstance(t, TensorType):
@@ -205,10 +212,9 @@ def _module_rules(root: ir.Operation) -> None:
     def visit(op):
         name = op.name
         if name == "func.func":
-            block = op.regions[0].blocks[0] if len(op.regions[0].blocks) else None
-            if block is not None:
-                for i, arg in enumerate(block.arguments):
-                    check_type(arg.type, f"function argument #{i}", op.location, False)
+            ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+            for i, t in enumerate(ftype.inputs):
+                check_type(t, f"function argument #{i}", op.location, False)
         elif name.startswith("kiln."):
             for i, r in enumerate(op.results):
                 check_type(r.type, f"'{name}' op result #{i}", op.location, True)

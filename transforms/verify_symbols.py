@@ -18,7 +18,7 @@ from .._mlir import ir
 from ..dialects.dims import evaluate
 from ..dialects.kiln import TensorType, tensor_info
 from ..errors import KilnError
-from ..module import symbols_of
+from ..module import symbols_of, top_level_ops
 from ..pipelines.registry import Pass, register_pass
 
 # Dims over more symbols than this are checked at the all-min and all-max corners only.
@@ -38,7 +38,7 @@ class VerifySymbols(Pass):
         failed = False
         checked: set[str] = set()
 
-        for op in module.regions[0].blocks[0].operations:
+        for op in top_level_ops(module):
             if op.operation.name != "kiln.symbol":
                 continue
             s = syms.get(op.operation.opview.attr("sym_name"))
@@ -71,15 +71,16 @@ class VerifySymbols(Pass):
 
         def visit(op):
             if op.name == "func.func":
-                for i, arg in enumerate(op.regions[0].blocks[0].arguments):
-                    check(arg.type, op.location, f"function argument #{i}")
+                ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+                for i, t in enumerate(ftype.inputs):
+                    check(t, op.location, f"function argument #{i}")
             for i, r in enumerate(op.results):
                 check(r.type, op.location, f"'{op.name}' op result #{i}")
             return ir.WalkResult.ADVANCE
 
         module.walk(visit)
         for name in sorted(set(syms) - used):
-            for op in module.regions[0].blocks[0].operations:
+            for op in top_level_ops(module):
                 if op.operation.name == "kiln.symbol" and op.operation.opview.attr("sym_name") == name:
                     self.warn(op.location, f"symbol '{name}' is declared but no dim uses it")
         self.statistics["symbols checked"] = len(syms)

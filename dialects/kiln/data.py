@@ -199,6 +199,17 @@ class PadOp(KilnOp, name="pad", traits=[ext.Pure]):
         return [TensorInfo(dims, x.dtype)]
 
 
+def elements_type(value: ir.Attribute):
+    """The tensor type of a dense or dense_resource elements attribute, else None."""
+    if isinstance(value, ir.DenseElementsAttr):
+        return ir.ShapedType(value.type)
+    try:
+        # dense_resource attributes come back as plain Attributes: cast explicitly.
+        return ir.ShapedType(ir.DenseResourceElementsAttr(value).type)
+    except ValueError:
+        return None
+
+
 class ConstantOp(KilnOp, name="constant", traits=[ext.Pure]):
     """A constant tensor; ``value`` is a dense or dense_resource elements attribute
     whose shape and element type match the (static) result.
@@ -211,10 +222,8 @@ class ConstantOp(KilnOp, name="constant", traits=[ext.Pure]):
 
     def shape(self, operands, attrs):
         value = attrs["value"]
-        t = getattr(value, "type", None)
-        if not isinstance(value, (ir.DenseElementsAttr, ir.DenseResourceElementsAttr)) or not isinstance(
-            t, ir.RankedTensorType
-        ):
+        t = elements_type(value)
+        if t is None or not t.has_static_shape:
             raise VerifyError(f"attribute 'value' must be a dense or dense_resource elements attribute, got {value}")
         return [TensorInfo(tuple(dim(s) for s in t.shape), t.element_type)]
 
