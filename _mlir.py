@@ -5,16 +5,26 @@ The bindings come from the torch-mlir wheel.  Everything else in kiln imports
 from here, so the provider can be swapped in one place.
 """
 
-from torch_mlir import ir, passmanager, rewrite  # noqa: F401
-from torch_mlir import dialects  # noqa: F401
-from torch_mlir.dialects import arith, builtin, func, linalg, math, tensor  # noqa: F401
-from torch_mlir.dialects import ext  # noqa: F401
+from torch_mlir import (  # noqa: F401
+    dialects,  # noqa: F401
+    ir,
+    passmanager,
+    rewrite,
+)
+from torch_mlir.dialects import (  # noqa: F401
+    arith,
+    builtin,
+    ext,  # noqa: F401
+    func,
+    linalg,
+    math,
+    tensor,
+)
 
 __all__ = [
     "arith",
     "builtin",
     "dialects",
-    "execution_engine",
     "ext",
     "func",
     "ir",
@@ -24,6 +34,9 @@ __all__ = [
     "rewrite",
     "tensor",
 ]
+
+
+# `execution_engine` is available too, loaded lazily by __getattr__.
 
 
 def __getattr__(name):

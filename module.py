@@ -10,12 +10,13 @@ function arguments with named dims).  Failures raise ``ParseError`` /
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ._mlir import ir
 from .context import DiagnosticCollector
 from .dialects.dims import dim
-from .dialects.kiln import SymbolOp, TensorType, tensor_info, tensor_type
+from .dialects.kiln import TensorType, tensor_info, tensor_type
 from .errors import Diagnostic, KilnError, ParseError, VerifyError, diagnostic_from_mlir
 
 __all__ = [
@@ -87,6 +88,9 @@ def top_level_ops(module_op) -> list:
     return list(region.blocks[0].operations)
 
 
+_VERIFIER_MESSAGE = re.compile(r"^'[\w.$]+' op |^function argument #")
+
+
 def _to_module(module_op) -> ir.Module:
     """An ``ir.Module`` holding the ops (and attributes) of a parsed module op."""
     module = ir.Module.create(module_op.location)
@@ -107,8 +111,20 @@ def _wrap_in_module(text: str) -> str:
     if at < 0 and text.startswith("{-#"):
         at = 0
     if at < 0:
-        return "module {" + text + "\n}"
-    return "module {" + text[:at] + "}" + text[at:]
+        return _WRAP_PREFIX + text + "\n}"
+    return _WRAP_PREFIX + text[:at] + "}" + text[at:]
+
+
+_WRAP_PREFIX = "module {"
+
+
+def _unshift(diags: list[Diagnostic]) -> list[Diagnostic]:
+    """Undo the column shift the module prefix gives line-1 diagnostics."""
+    for d in diags:
+        if d.line == 1 and d.col is not None and d.col > len(_WRAP_PREFIX):
+            d.col -= len(_WRAP_PREFIX)
+        _unshift(d.notes)
+    return diags
 
 
 def _parse_op(text: str, source_name: str, ctx: ir.Context):
@@ -116,7 +132,12 @@ def _parse_op(text: str, source_name: str, ctx: ir.Context):
         try:
             return ir.Operation.parse(text, source_name=source_name)
         except ir.MLIRError as e:
-            raise ParseError(f"could not parse {source_name}", _mlir_errors(e, collector.diagnostics)) from None
+            diags = _unshift(_mlir_errors(e, collector.diagnostics))
+            # The parser verifies what it parsed: op-prefixed messages
+            # ("'kiln.add' op ...") come from verifiers, the rest from parsing.
+            if diags and all(_VERIFIER_MESSAGE.match(d.message) for d in diags if d.severity == "error"):
+                raise VerifyError(f"invalid IR in {source_name}", diags) from None
+            raise ParseError(f"could not parse {source_name}", diags) from None
         except Exception as e:
             raise ParseError(f"could not parse {source_name}: {e}") from None
 
