@@ -1,0 +1,207 @@
+"""PyTorch-eager kernels for ``kiln.fallback`` ops.
+
+A ``kiln.fallback`` op keeps an op kiln cannot lower under its original name
+(``aten.special_bessel_j0.default``, or an overload packet such as
+``aten.special_bessel_j0``).  :class:`FallbackKernel` runs it through
+``torch.ops`` and follows kiln's kernel contract: ``name``, ``inputs`` and
+``outputs`` (:class:`~kiln.dialects.kiln.TensorInfo` lists with symbolic dims,
+dtypes as names) and ``__call__(inputs, outputs, binding)`` writing into the
+preallocated ``outputs``.
+
+Tensors are passed without copies: numpy arrays become torch tensors with
+``torch.from_numpy`` (shared memory), torch tensors are passed as they are,
+and a single result is written straight into its output with the op's
+``.out`` overload when it has one (otherwise the result is copied in).
+Non-tensor operands the frontend recorded as ``operand<i>`` attributes are
+put back at their positions; a string that is a dim expression
+(``"B*16"``) is evaluated under the call's binding.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import torch
+
+from .._mlir import ir
+from ..dialects.dims import Dim, dim, evaluate
+from ..dialects.kiln import TensorInfo, tensor_info
+from ..errors import DimError, KilnError, UnsupportedError
+
+__all__ = ["FallbackKernel", "resolve_torch_op"]
+
+
+def resolve_torch_op(op_name: str):
+    """The ``torch.ops`` callable for ``aten.foo`` / ``aten.foo.default``.
+
+    Returns ``(callable, packet)``; UnsupportedError when torch has no such op
+    (an ONNX op name, say).
+    """
+    parts = op_name.split(".")
+    if len(parts) < 2:
+        raise UnsupportedError(f"fallback op '{op_name}' is not a torch op name (expected 'namespace.op[.overload]')")
+    try:
+        packet = getattr(getattr(torch.ops, parts[0]), parts[1])
+        target = packet
+        for p in parts[2:]:
+            target = getattr(target, p)
+    except (AttributeError, RuntimeError):
+        raise UnsupportedError(f"fallback op '{op_name}' has no PyTorch implementation in torch.ops") from None
+    return target, packet
+
+
+def _python_value(attr):
+    """A Python value for an MLIR attribute recorded by the frontend."""
+    if isinstance(attr, ir.UnitAttr):
+        return None
+    if isinstance(attr, ir.BoolAttr):
+        return bool(attr.value)
+    if isinstance(attr, ir.IntegerAttr):
+        return int(attr.value)
+    if isinstance(attr, ir.FloatAttr):
+        return float(attr.value)
+    if isinstance(attr, ir.StringAttr):
+        text = attr.value
+        try:
+            d = dim(text)
+        except DimError:
+            return text
+        return d if d.symbols else text  # "B*16": a dim, evaluated per call
+    if isinstance(attr, ir.ArrayAttr):
+        return [_python_value(a) for a in attr]
+    if isinstance(attr, ir.DenseI64ArrayAttr):
+        return [int(x) for x in attr]
+    if isinstance(attr, ir.TypeAttr):
+        return str(attr.value)
+    return str(attr)
+
+
+def _bind_value(value, binding):
+    if isinstance(value, Dim):
+        return evaluate(value, binding)
+    if isinstance(value, list):
+        return [_bind_value(v, binding) for v in value]
+    return value
+
+
+def _info(t) -> TensorInfo:
+    info = tensor_info(t)
+    return TensorInfo(info.dims, str(info.dtype))
+
+
+def _as_torch(x) -> torch.Tensor:
+    if isinstance(x, torch.Tensor):
+        return x
+    if isinstance(x, np.ndarray):
+        return torch.from_numpy(x)
+    raise KilnError(f"fallback kernels take numpy arrays or torch tensors, got {type(x).__name__}")
+
+
+class FallbackKernel:
+    """One ``kiln.fallback`` op run in PyTorch eager (see the module docstring).
+
+    ``positions`` lists, for each positional argument of the torch op, either
+    ``("tensor", k)`` (the k-th input) or ``("value", v)`` (a recorded scalar).
+    """
+
+    kind = "fallback"
+
+    def __init__(
+        self,
+        name: str,
+        op_name: str,
+        inputs: Sequence[TensorInfo],
+        outputs: Sequence[TensorInfo],
+        positions: Sequence[tuple[str, object]] | None = None,
+        kwargs: Mapping[str, object] | None = None,
+    ):
+        self.name = name
+        self.op_name = op_name
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self.positions = list(positions) if positions is not None else [("tensor", k) for k in range(len(inputs))]
+        self.kwargs = dict(kwargs or {})
+        self._fn, self._packet = resolve_torch_op(op_name)
+        self._use_out = len(self.outputs) == 1 and "out" in self._packet.overloads()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_op(cls, op, name: str | None = None) -> FallbackKernel:
+        """Build from a ``kiln.fallback`` op (an ``ir.Operation`` or its view)."""
+        op = op.operation
+        view = op.opview
+        op_name = view.attr("op_name")
+        recorded = {}
+        kwargs = {}
+        attrs = view.attr("attrs")
+        if attrs is not None:
+            for named in ir.DictAttr(attrs):
+                key = named.name
+                if key.startswith("operand") and key[len("operand"):].isdigit():
+                    recorded[int(key[len("operand"):])] = _python_value(named.attr)
+                else:
+                    kwargs[key] = _python_value(named.attr)
+        n_tensors = len(op.operands)
+        positions, k = [], 0
+        for pos in range(n_tensors + len(recorded)):
+            if pos in recorded:
+                positions.append(("value", recorded[pos]))
+            else:
+                positions.append(("tensor", k))
+                k += 1
+        if k != n_tensors:
+            raise KilnError(f"fallback '{op_name}': operand positions do not add up ({k} of {n_tensors} tensors)")
+        return cls(
+            name or op_name,
+            op_name,
+            [_info(v.type) for v in op.operands],
+            [_info(r.type) for r in op.results],
+            positions,
+            kwargs,
+        )
+
+    def _args(self, inputs, binding):
+        args = []
+        for kind, v in self.positions:
+            args.append(_as_torch(inputs[v]) if kind == "tensor" else _bind_value(v, binding))
+        kwargs = {k: _bind_value(v, binding) for k, v in self.kwargs.items()}
+        return args, kwargs
+
+    def __call__(self, inputs: Sequence, outputs: Sequence, binding: Mapping[str, int]) -> None:
+        """Run the op on ``inputs`` and write its results into ``outputs``."""
+        if len(inputs) != len(self.inputs) or len(outputs) != len(self.outputs):
+            raise KilnError(
+                f"fallback kernel '{self.name}' takes {len(self.inputs)} inputs and {len(self.outputs)} outputs, "
+                f"got {len(inputs)} and {len(outputs)}"
+            )
+        args, kwargs = self._args(inputs, binding)
+        outs = [_as_torch(o) for o in outputs]
+        if self._use_out:
+            out = outs[0]
+            ptr, shape = out.data_ptr(), tuple(out.shape)
+            try:
+                self._packet.out(*args, **kwargs, out=out)
+            except (RuntimeError, TypeError):
+                with self._lock:
+                    self._use_out = False  # this op's out= form does not fit: copy from now on
+            else:
+                if out.data_ptr() == ptr and tuple(out.shape) == shape:
+                    return
+                raise KilnError(f"fallback '{self.op_name}' resized its output from {shape} to {tuple(out.shape)}")
+        with torch.no_grad():
+            result = self._fn(*args, **kwargs)
+        results = list(result) if isinstance(result, (tuple, list)) else [result]
+        if len(results) < len(outs):
+            raise KilnError(f"fallback '{self.op_name}' returned {len(results)} results, expected {len(outs)}")
+        for k, (o, r) in enumerate(zip(outs, results)):
+            if tuple(r.shape) != tuple(o.shape):
+                raise KilnError(
+                    f"fallback '{self.op_name}' result #{k} has shape {tuple(r.shape)}, "
+                    f"but the kiln types give {tuple(o.shape)}"
+                )
+            o.copy_(r)
+
+    def __repr__(self) -> str:
+        return f"<FallbackKernel {self.name} {self.op_name}>"

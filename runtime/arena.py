@@ -1,0 +1,178 @@
+"""The memory arena: plan layouts per bound shape, and a pool of arenas by size.
+
+A :class:`ArenaPlan` holds the symbolic plan of ``kiln-plan-memory``
+(offsets, sizes, the arena size) compiled to closures.  Its
+:meth:`~ArenaPlan.layout` evaluates them once per bound shape and caches the
+result, so a repeated shape costs one dict lookup.  An :class:`ArenaPool`
+hands out arenas (flat ``uint8`` torch tensors) keyed by their exact size and
+takes them back after the call, so a model allocates one arena per
+*concurrent call shape*, not one buffer per tensor.  Arenas are per call: two
+threads never share one, which is what makes a model safe to call from
+several threads at once.
+
+Views into an arena (:meth:`CallArena.view`) are torch tensors sharing its
+memory; ``.numpy()`` on them is free as well.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import KilnError
+from .contract import compile_expr
+
+__all__ = ["ArenaLayout", "ArenaPlan", "ArenaPool", "CallArena", "torch_dtype"]
+
+_TORCH_DTYPES = {
+    "f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64,
+    "i1": torch.bool, "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64,
+}
+
+
+def torch_dtype(name) -> torch.dtype:
+    """The torch dtype of a kiln dtype name (``"f32"``) or MLIR type."""
+    try:
+        return _TORCH_DTYPES[str(name)]
+    except KeyError:
+        raise KilnError(f"no torch dtype for '{name}'") from None
+
+
+@dataclass(frozen=True)
+class ArenaLayout:
+    """A plan evaluated at one shape: bytes, and ``(offset, nbytes)`` per value id."""
+
+    arena_bytes: int
+    no_reuse_bytes: int
+    offsets: Mapping[int, tuple[int, int]]
+
+
+class ArenaPlan:
+    """A memory plan compiled for evaluation (see the module docstring).
+
+    ``buffers`` maps value ids to ``{"offset": text, "size": text}``;
+    ``arena_size``/``no_reuse_size`` are expression texts as
+    ``kiln-plan-memory`` prints them.
+    """
+
+    def __init__(self, buffers: Mapping[int, Mapping], arena_size: str, no_reuse_size: str, cache_size: int = 64):
+        self._buffers = {
+            vid: (compile_expr(b["offset"])[0], compile_expr(b["size"])[0]) for vid, b in buffers.items()
+        }
+        self._arena = compile_expr(arena_size)[0]
+        self._no_reuse = compile_expr(no_reuse_size)[0]
+        self.texts = {"arena_size": arena_size, "no_reuse_size": no_reuse_size}
+        self._cache: OrderedDict = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+        self.evaluations = 0  # layouts computed (cache misses)
+
+    @classmethod
+    def from_plan(cls, plan) -> ArenaPlan:
+        """From a :class:`kiln.transforms.plan_memory.MemoryPlan`."""
+        return cls(plan.buffers, plan.arena_size, plan.no_reuse_size)
+
+    def layout(self, binding: Mapping[str, int]) -> ArenaLayout:
+        """The layout at ``binding``: evaluated on first sight, then cached."""
+        key = tuple(sorted(binding.items()))
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
+        env = dict(binding)
+        offsets = {vid: (off(env), size(env)) for vid, (off, size) in self._buffers.items()}
+        layout = ArenaLayout(self._arena(env), self._no_reuse(env), offsets)
+        for vid, (off, n) in offsets.items():
+            if off < 0 or off + n > layout.arena_bytes:
+                raise KilnError(f"memory plan puts value {vid} at [{off}, {off + n}) outside the arena of {layout.arena_bytes} bytes")
+        with self._lock:
+            self._cache[key] = layout
+            self.evaluations += 1
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return layout
+
+
+class ArenaPool:
+    """Arenas keyed by size: :meth:`acquire` reuses a free one of that exact
+    size or allocates one; :meth:`release` returns it (at most ``max_free``
+    kept per size)."""
+
+    def __init__(self, max_free: int = 16):
+        self._free: dict[int, list[torch.Tensor]] = {}
+        self._lock = threading.Lock()
+        self.max_free = max_free
+        self.allocations = 0
+        self.reuses = 0
+        self.in_use = 0
+        self.peak_in_use = 0
+
+    def acquire(self, nbytes: int) -> torch.Tensor:
+        """A flat ``uint8`` tensor of ``nbytes`` bytes, owned by the caller until released."""
+        with self._lock:
+            free = self._free.get(nbytes)
+            if free:
+                buf = free.pop()
+                self.reuses += 1
+            else:
+                buf = None
+                self.allocations += 1
+            self.in_use += 1
+            self.peak_in_use = max(self.peak_in_use, self.in_use)
+        if buf is None:
+            buf = torch.empty(max(nbytes, 1), dtype=torch.uint8)
+        return buf
+
+    def release(self, buf: torch.Tensor, nbytes: int | None = None) -> None:
+        """Give an arena (acquired for ``nbytes``, default its size) back to the pool."""
+        nbytes = buf.numel() if nbytes is None else nbytes
+        with self._lock:
+            self.in_use -= 1
+            free = self._free.setdefault(nbytes, [])
+            if len(free) < self.max_free:
+                free.append(buf)
+
+    def stats(self) -> dict:
+        """Allocations, reuses and arenas in use (peak) as plain data."""
+        with self._lock:
+            return {
+                "allocations": self.allocations,
+                "reuses": self.reuses,
+                "peak_in_use": self.peak_in_use,
+                "pooled_bytes": sum(b.numel() for bs in self._free.values() for b in bs),
+            }
+
+
+class CallArena:
+    """One call's arena: ``with CallArena(pool, layout) as arena: arena.view(...)``."""
+
+    def __init__(self, pool: ArenaPool, layout: ArenaLayout):
+        self.pool = pool
+        self.layout = layout
+        self.buf: torch.Tensor | None = None
+
+    def __enter__(self) -> CallArena:
+        self.buf = self.pool.acquire(self.layout.arena_bytes)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.buf is not None:
+            self.pool.release(self.buf, self.layout.arena_bytes)
+            self.buf = None
+
+    def view(self, vid: int, shape: Sequence[int], dtype) -> torch.Tensor:
+        """The tensor of value ``vid`` (shape, dtype) inside the arena, no copy."""
+        off, nbytes = self.layout.offsets[vid]
+        t = torch_dtype(dtype)
+        need = t.itemsize
+        for s in shape:
+            need *= s
+        if need > nbytes:
+            raise KilnError(f"value {vid} needs {need} bytes but the plan gives it {nbytes}")
+        flat = self.buf[off : off + need]
+        return flat.view(t).view(tuple(shape))

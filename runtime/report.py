@@ -1,0 +1,163 @@
+"""What a compiled model did: metrics collected per call, and its report.
+
+:class:`Metrics` is updated by every call (thread-safe): the shape bound,
+the kernels launched, the time spent in fallback kernels and in the whole
+schedule, and -- when profiling is on -- the time of every kernel.
+:func:`build_report` turns it, the schedule, the memory plan and the profile
+selector's counters into plain data; :func:`format_report` prints that the
+way ``kiln-run --report`` shows it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+
+__all__ = ["Metrics", "build_report", "format_report"]
+
+
+class Metrics:
+    """Per-call counters of one compiled model (see the module docstring)."""
+
+    def __init__(self, profiling: bool = False):
+        self.profiling = profiling
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.last_binding: dict[str, int] | None = None
+        self.last_launched = 0
+        self.last_arena: tuple[int, int] | None = None  # (planned, no reuse) bytes
+        self.last_selection: str | None = None
+        self.total_s = 0.0
+        self.fallback_s = 0.0
+        self.kernel_s: dict[str, list] = {}  # name -> [calls, seconds]
+
+    def record(
+        self,
+        binding: Mapping[str, int],
+        launched: int,
+        total_s: float,
+        fallback_s: float,
+        arena: tuple[int, int] | None = None,
+        per_kernel: Mapping[str, float] | None = None,
+        selection: str | None = None,
+    ) -> None:
+        """Add one call's numbers."""
+        with self._lock:
+            self.calls += 1
+            self.last_binding = dict(binding)
+            self.last_launched = launched
+            self.total_s += total_s
+            self.fallback_s += fallback_s
+            if arena is not None:
+                self.last_arena = arena
+            if selection is not None:
+                self.last_selection = selection
+            for name, s in (per_kernel or {}).items():
+                entry = self.kernel_s.setdefault(name, [0, 0.0])
+                entry[0] += 1
+                entry[1] += s
+
+    def snapshot(self) -> dict:
+        """The counters as plain data."""
+        with self._lock:
+            return {
+                "calls": self.calls,
+                "last_binding": dict(self.last_binding or {}),
+                "last_launched": self.last_launched,
+                "last_arena": self.last_arena,
+                "last_selection": self.last_selection,
+                "total_s": self.total_s,
+                "fallback_s": self.fallback_s,
+                "kernel_s": {k: tuple(v) for k, v in self.kernel_s.items()},
+            }
+
+
+def build_report(schedule, metrics: Metrics, *, compile_time_s: float = 0.0, selector=None, arena_plan=None) -> dict:
+    """The report of a model: kernels, fallback share, arena bytes, compile
+    time, specializations and cache hits, per-kernel time (when profiling).
+
+    ``schedule`` is a :class:`~kiln.transforms.partition.Schedule`;
+    ``selector`` a :class:`~kiln.runtime.profiles.ProfileSelector` (optional);
+    ``arena_plan`` an :class:`~kiln.runtime.arena.ArenaPlan`, used when no
+    call has run yet (the arena at the symbols' opt point is not known then,
+    so the bytes are reported as ``None``).
+    """
+    m = metrics.snapshot()
+    steps = schedule.steps
+    total_ops = sum(len(s.ops) for s in steps)
+    fallback_steps = [s for s in steps if s.kind == "fallback"]
+    fallback_ops = sum(len(s.ops) for s in fallback_steps)
+    planned, no_reuse = m["last_arena"] if m["last_arena"] else (None, None)
+    report = {
+        "kernels": [{"name": s.name, "kind": s.kind, "ops": list(s.ops)} for s in steps],
+        "kernels_in_schedule": len(steps),
+        "kernels_launched_per_call": m["last_launched"],
+        "fallback": {
+            "ops": fallback_ops,
+            "op_names": sorted({n for s in fallback_steps for n in (s.torch_ops or s.ops)}),
+            "share_of_ops": (fallback_ops / total_ops) if total_ops else 0.0,
+            "share_of_time": (m["fallback_s"] / m["total_s"]) if m["total_s"] > 0 else 0.0,
+        },
+        "arena": {
+            "planned_peak_bytes": planned,
+            "no_reuse_bytes": no_reuse,
+            "at": m["last_binding"],
+            "expressions": dict(arena_plan.texts) if arena_plan is not None else None,
+        },
+        "compile_time_s": compile_time_s,
+        "calls": m["calls"],
+        "last_selection": m["last_selection"],
+    }
+    if selector is not None:
+        d = selector.describe()
+        report["profiles"] = d
+        report["specializations"] = d["specializations"]
+        report["cache_hits"] = d["cache_hits"]
+    else:
+        report["specializations"] = 0
+        report["cache_hits"] = 0
+    if metrics.profiling:
+        report["kernel_time_s"] = {
+            name: {"calls": n, "total_s": s, "mean_s": s / n if n else 0.0} for name, (n, s) in m["kernel_s"].items()
+        }
+    return report
+
+
+def _bytes(n) -> str:
+    if n is None:
+        return "-"
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit} ({n} B)"
+    return f"{n} B"
+
+
+def format_report(report: Mapping) -> str:
+    """The report as text, one fact per line."""
+    fb = report["fallback"]
+    arena = report["arena"]
+    at = ", ".join(f"{k}={v}" for k, v in sorted((arena.get("at") or {}).items())) or "-"
+    lines = [
+        f"kernels in schedule: {report['kernels_in_schedule']} "
+        f"({sum(1 for k in report['kernels'] if k['kind'] == 'fallback')} fallback)",
+        f"kernels launched per call: {report['kernels_launched_per_call']}",
+        f"fallback ops: {fb['ops']} ({fb['share_of_ops']:.1%} of ops, {fb['share_of_time']:.1%} of measured time)"
+        + (f": {', '.join(fb['op_names'])}" if fb["op_names"] else ""),
+        f"arena at {at}: planned peak {_bytes(arena['planned_peak_bytes'])}, no reuse {_bytes(arena['no_reuse_bytes'])}",
+        f"compile time: {report['compile_time_s']:.3f} s",
+        f"specializations: {report['specializations']}, cache hits: {report['cache_hits']}",
+        f"calls: {report['calls']}" + (f" (last served by {report['last_selection']})" if report.get("last_selection") else ""),
+    ]
+    if "profiles" in report:
+        hits = report["profiles"]["profile_hits"]
+        if hits:
+            lines.append("profile hits: " + ", ".join(f"{k}={v}" for k, v in hits.items()))
+        if report["profiles"]["generic_calls"]:
+            lines.append(f"generic calls: {report['profiles']['generic_calls']}")
+    lines.append("schedule:")
+    times = report.get("kernel_time_s", {})
+    for k in report["kernels"]:
+        t = times.get(k["name"])
+        timing = f"  {t['mean_s'] * 1e6:.1f} us/call" if t else ""
+        lines.append(f"  {k['name']:<16} {k['kind']:<9} {' + '.join(k['ops'])}{timing}")
+    return "\n".join(lines)
