@@ -1,0 +1,610 @@
+"""Patterns for torch's own ops (``torch.aten.*``, ``torch.prim.*``, constants).
+
+Each pattern is a small function ``lower_<op>(cx) -> value(s)`` registered in
+``ATEN_PATTERNS`` under the torch op name (``@pattern("torch.aten.mm")``).
+Scalar and list ops fold into Python values (see ``driver``); a pattern that
+cannot handle its op's arguments raises :class:`Decline` and the op falls back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..._mlir import ir
+from ...dialects.dims import Dim, dim
+from ...dialects.kiln import tensor_info, tensor_type
+from ...dialects.kiln.data import SLICE_END
+from ...dialects.kiln.shapes import product
+from .driver import Decline, Known
+
+ATEN_PATTERNS: dict = {}
+
+
+def pattern(*names):
+    """Register the decorated function as the pattern for op ``names``."""
+
+    def register(fn):
+        for n in names:
+            ATEN_PATTERNS[n] = fn
+        return fn
+
+    return register
+
+
+def dims_of(v: ir.Value) -> list:
+    return list(tensor_info(v.type).dims)
+
+
+def rank_of(v: ir.Value) -> int:
+    return len(tensor_info(v.type).dims)
+
+
+def dtype_of(v: ir.Value) -> str:
+    return str(tensor_info(v.type).dtype)
+
+
+def as_dim(v) -> Dim:
+    if isinstance(v, bool) or v is None or isinstance(v, float):
+        raise Decline(f"expected an integer, got {v!r}")
+    return dim(v)
+
+
+# ----------------------------------------------------------------------------
+# Constants, scalars, lists
+# ----------------------------------------------------------------------------
+
+
+@pattern("torch.constant.int")
+def lower_constant_int(cx):
+    return ir.IntegerAttr(cx.op.attributes["value"]).value
+
+
+@pattern("torch.constant.float")
+def lower_constant_float(cx):
+    return ir.FloatAttr(cx.op.attributes["value"]).value
+
+
+@pattern("torch.constant.bool")
+def lower_constant_bool(cx):
+    return ir.BoolAttr(cx.op.attributes["value"]).value
+
+
+@pattern("torch.constant.str")
+def lower_constant_str(cx):
+    return ir.StringAttr(cx.op.attributes["value"]).value
+
+
+@pattern("torch.constant.none")
+def lower_constant_none(cx):
+    return None
+
+
+@pattern("torch.constant.device")
+def lower_constant_device(cx):
+    return "device"
+
+
+@pattern("torch.prim.ListConstruct")
+def lower_list(cx):
+    return [cx.value(i) for i in range(cx.num_operands)]
+
+
+@pattern("torch.aten.size.int", "torch.aten.sym_size.int")
+def lower_size(cx):
+    x = cx.tensor(0)
+    dims = dims_of(x)
+    d = dims[cx.int(1) % len(dims)]
+    return d.value if d.is_static else d
+
+
+def _int_binop(fn):
+    def lower(cx):
+        a, b = as_dim(cx.scalar(0)), as_dim(cx.scalar(1))
+        r = fn(a, b)
+        return r.value if r.is_static else r
+
+    return lower
+
+
+ATEN_PATTERNS["torch.aten.mul.int"] = _int_binop(lambda a, b: a * b)
+ATEN_PATTERNS["torch.aten.add.int"] = _int_binop(lambda a, b: a + b)
+ATEN_PATTERNS["torch.aten.sub.int"] = _int_binop(lambda a, b: a - b)
+ATEN_PATTERNS["torch.aten.floordiv.int"] = _int_binop(lambda a, b: a // b)
+
+
+@pattern("torch.aten.Int.bool")
+def lower_int_bool(cx):
+    return int(bool(cx.scalar(0)))
+
+
+@pattern("torch.vtensor.literal")
+def lower_literal(cx):
+    value = cx.op.attributes["value"]
+    t = value.type
+    dtype = cx.result_dtype()
+    if str(ir.RankedTensorType(t).element_type) != dtype:
+        # si64 and friends: kiln uses signless integers. Rebuild small ones.
+        arr = cx.conv.resource(value)
+        if arr is None and isinstance(value, ir.DenseElementsAttr):
+            arr = np.array(value)
+        if arr is None:
+            raise Decline(f"constant of element type {ir.RankedTensorType(t).element_type} without data")
+        return Known(np.asarray(arr), dtype)
+    return cx.build("constant", value=value)
+
+
+# ----------------------------------------------------------------------------
+# Elementwise
+# ----------------------------------------------------------------------------
+
+
+def _operand(cx, i, like: ir.Value):
+    """Operand ``i`` as a tensor, scalars becoming rank-0 constants like ``like``."""
+    v = cx.value(i)
+    if isinstance(v, (ir.Value, Known)):
+        return cx.cast(cx.tensor(i), dtype_of(like))
+    if isinstance(v, Dim):
+        if not v.is_static:
+            raise Decline("symbolic scalar operand")
+        v = v.value
+    if not isinstance(v, (int, float, bool)):
+        raise Decline(f"operand #{i} is not a number")
+    return cx.like(v, like)
+
+
+def _binary(kind, with_alpha=False, reverse=False):
+    def lower(cx):
+        a = cx.tensor(0)
+        out_dtype = cx.result_dtype()
+        if kind in ("eq", "ne", "lt", "le", "gt", "ge"):
+            b = _operand(cx, 1, a)
+        else:
+            a = cx.cast(a, out_dtype)
+            b = _operand(cx, 1, a)
+        if with_alpha and cx.has(2) and cx.scalar(2) != 1:
+            b = cx.build("mul", b, cx.like(cx.scalar(2), b))
+        if reverse:
+            a, b = b, a
+        if kind == "div" and not out_dtype.startswith(("f", "b")):
+            raise Decline("integer true division")
+        return cx.build(kind, a, b)
+
+    return lower
+
+
+for _name, _kind in (("add", "add"), ("sub", "sub")):
+    ATEN_PATTERNS[f"torch.aten.{_name}.Tensor"] = _binary(_kind, with_alpha=True)
+    ATEN_PATTERNS[f"torch.aten.{_name}.Scalar"] = _binary(_kind, with_alpha=True)
+ATEN_PATTERNS["torch.aten.rsub.Scalar"] = _binary("sub", with_alpha=True, reverse=True)
+for _name in ("mul", "div"):
+    ATEN_PATTERNS[f"torch.aten.{_name}.Tensor"] = _binary(_name)
+    ATEN_PATTERNS[f"torch.aten.{_name}.Scalar"] = _binary(_name)
+ATEN_PATTERNS["torch.aten.pow.Tensor_Scalar"] = _binary("pow")
+ATEN_PATTERNS["torch.aten.pow.Tensor_Tensor"] = _binary("pow")
+ATEN_PATTERNS["torch.aten.maximum"] = _binary("maximum")
+ATEN_PATTERNS["torch.aten.minimum"] = _binary("minimum")
+for _cmp in ("eq", "ne", "lt", "le", "gt", "ge"):
+    ATEN_PATTERNS[f"torch.aten.{_cmp}.Tensor"] = _binary(_cmp)
+    ATEN_PATTERNS[f"torch.aten.{_cmp}.Scalar"] = _binary(_cmp)
+
+
+def _unary(kind):
+    def lower(cx):
+        return cx.build(kind, cx.tensor(0))
+
+    return lower
+
+
+for _name in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "silu", "erf"):
+    ATEN_PATTERNS[f"torch.aten.{_name}"] = _unary(_name)
+
+
+@pattern("torch.aten.gelu")
+def lower_gelu(cx):
+    approx = cx.scalar(1) if cx.has(1) else "none"
+    return cx.build("gelu", cx.tensor(0), approximate=approx)
+
+
+@pattern("torch.aten.clamp", "torch.aten.hardtanh")
+def lower_clamp(cx):
+    x = cx.tensor(0)
+    lo = cx.scalar(1) if cx.has(1) else None
+    hi = cx.scalar(2) if cx.has(2) else None
+    if cx.name == "torch.aten.hardtanh":
+        lo, hi = (-1.0 if lo is None else lo), (1.0 if hi is None else hi)
+    if lo is not None:
+        x = cx.build("maximum", x, cx.like(lo, x))
+    if hi is not None:
+        x = cx.build("minimum", x, cx.like(hi, x))
+    return x
+
+
+@pattern("torch.aten.where.self")
+def lower_where(cx):
+    cond = cx.cast(cx.tensor(0), "i1")
+    dtype = cx.result_dtype()
+    x = cx.cast(cx.tensor(1), dtype) if isinstance(cx.value(1), (ir.Value, Known)) else cx.const(cx.scalar(1), dtype)
+    y = cx.cast(cx.tensor(2), dtype) if isinstance(cx.value(2), (ir.Value, Known)) else cx.const(cx.scalar(2), dtype)
+    return cx.build("where", cond, x, y)
+
+
+@pattern("torch.aten.clone", "torch.aten.contiguous", "torch.aten.detach", "torch.aten.alias",
+         "torch.aten.lift_fresh_copy", "torch.aten.dropout")
+def lower_identity(cx):
+    return cx.value(0)
+
+
+@pattern("torch.aten._to_copy", "torch.aten.to.dtype", "torch.prims.convert_element_type")
+def lower_to(cx):
+    return cx.cast(cx.tensor(0), cx.result_dtype())
+
+
+# ----------------------------------------------------------------------------
+# Contractions and NN ops
+# ----------------------------------------------------------------------------
+
+
+@pattern("torch.aten.mm", "torch.aten.bmm", "torch.aten.matmul")
+def lower_matmul(cx):
+    return cx.build("matmul", cx.tensor(0), cx.tensor(1))
+
+
+def transpose_last2(cx, w):
+    r = rank_of(w)
+    perm = list(range(r))
+    perm[-1], perm[-2] = perm[-2], perm[-1]
+    return cx.build("transpose", w, perm=perm)
+
+
+@pattern("torch.aten.linear")
+def lower_linear(cx):
+    """``x @ w^T + b`` as transpose + matmul + add."""
+    x, w = cx.tensor(0), cx.tensor(1)
+    y = cx.build("matmul", x, transpose_last2(cx, w))
+    if cx.has(2):
+        y = cx.build("add", y, cx.tensor(2))
+    return y
+
+
+@pattern("torch.aten.addmm")
+def lower_addmm(cx):
+    """``beta * b + alpha * (x @ w)``."""
+    b, x, w = cx.tensor(0), cx.tensor(1), cx.tensor(2)
+    y = cx.build("matmul", x, w)
+    beta, alpha = cx.scalar(3, 1), cx.scalar(4, 1)
+    if alpha not in (None, 1):
+        y = cx.build("mul", y, cx.like(alpha, y))
+    if beta not in (None, 1):
+        b = cx.build("mul", b, cx.like(beta, b))
+    return cx.build("add", y, b)
+
+
+@pattern("torch.aten._softmax", "torch.aten.softmax.int")
+def lower_softmax(cx):
+    x = cx.tensor(0)
+    y = cx.build("softmax", x, axis=cx.int(1))
+    return cx.cast(y, cx.result_dtype())
+
+
+@pattern("torch.aten._log_softmax", "torch.aten.log_softmax.int")
+def lower_log_softmax(cx):
+    return cx.build("log", cx.build("softmax", cx.tensor(0), axis=cx.int(1)))
+
+
+@pattern("torch.aten.layer_norm")
+def lower_layer_norm(cx):
+    x = cx.tensor(0)
+    n = len(cx.ints(1))
+    operands = {}
+    if cx.has(2):
+        operands["weight"] = cx.tensor(2)
+    if cx.has(3):
+        operands["bias"] = cx.tensor(3)
+    return cx.build("layer_norm", x, axis=-n, epsilon=cx.scalar(4, 1e-5), **operands)
+
+
+@pattern("torch.aten.native_layer_norm")
+def lower_native_layer_norm(cx):
+    for r in list(cx.op.results)[1:]:
+        if _has_uses(r):
+            raise Decline("mean/rstd results of native_layer_norm are used")
+    x = cx.tensor(0)
+    n = len(cx.ints(1))
+    operands = {}
+    if cx.has(2):
+        operands["weight"] = cx.tensor(2)
+    if cx.has(3):
+        operands["bias"] = cx.tensor(3)
+    y = cx.build("layer_norm", x, axis=-n, epsilon=cx.scalar(4, 1e-5), **operands)
+    return (y, None, None)
+
+
+def _has_uses(v: ir.Value) -> bool:
+    return any(True for _ in v.uses)
+
+
+@pattern("torch.aten.batch_norm", "torch.aten._native_batch_norm_legit_no_training")
+def lower_batch_norm(cx):
+    legit = cx.name.endswith("no_training")
+    x = cx.tensor(0)
+    c = dims_of(x)[1]
+    if not c.is_static:
+        raise Decline("batch norm with symbolic channels")
+    dtype = dtype_of(x)
+    w = cx.tensor(1) if cx.has(1) else cx.const(1.0, dtype, [c.value])
+    b = cx.tensor(2) if cx.has(2) else cx.const(0.0, dtype, [c.value])
+    mean, var = cx.tensor(3), cx.tensor(4)
+    if legit:
+        eps = cx.scalar(6)
+    else:
+        if cx.scalar(5):
+            raise Decline("batch norm in training mode")
+        eps = cx.scalar(7)
+    y = cx.build("batch_norm", x, w, b, mean, var, epsilon=eps)
+    if legit:
+        for r in list(cx.op.results)[1:]:
+            if _has_uses(r):
+                raise Decline("saved statistics of batch norm are used")
+        return (y, None, None)
+    return y
+
+
+@pattern("torch.aten.scaled_dot_product_attention")
+def lower_sdpa(cx):
+    q, k, v = cx.tensor(0), cx.tensor(1), cx.tensor(2)
+    if cx.has(4) and cx.scalar(4) not in (0, 0.0):
+        raise Decline("attention dropout")
+    if cx.num_operands > 7 and cx.scalar(7):
+        raise Decline("grouped-query attention (enable_gqa)")
+    extra = {}
+    if cx.has(3):
+        extra["mask"] = cx.tensor(3)
+    scale = cx.scalar(6) if cx.has(6) else None
+    return cx.build("attention", q, k, v, causal=bool(cx.scalar(5, False)), scale=scale, **extra)
+
+
+def _pair(v, n=2):
+    v = [int(x) for x in v]
+    return v * n if len(v) == 1 else v
+
+
+@pattern("torch.aten.convolution", "torch.aten.conv2d")
+def lower_convolution(cx):
+    x, w = cx.tensor(0), cx.tensor(1)
+    if rank_of(x) != 4:
+        raise Decline(f"{rank_of(x) - 2}-D convolution (kiln has conv2d)")
+    stride, padding, dilation = _pair(cx.ints(3)), _pair(cx.ints(4)), _pair(cx.ints(5))
+    if cx.name.endswith("convolution"):
+        if cx.scalar(6):
+            raise Decline("transposed convolution")
+        groups = cx.int(8)
+    else:
+        groups = cx.int(6)
+    operands = [x, w] + ([cx.tensor(2)] if cx.has(2) else [])
+    return cx.build("conv2d", *operands, strides=stride, pads=padding + padding, dilations=dilation, groups=groups)
+
+
+@pattern("torch.aten.max_pool2d")
+def lower_max_pool2d(cx):
+    k = _pair(cx.ints(1))
+    s = _pair(cx.ints(2)) if cx.ints(2) else k
+    p = _pair(cx.ints(3, [0]))
+    d = _pair(cx.ints(4, [1]))
+    return cx.build("max_pool2d", cx.tensor(0), kernel=k, strides=s, pads=p + p, dilations=d,
+                    ceil_mode=bool(cx.scalar(5, False)))
+
+
+@pattern("torch.aten.avg_pool2d")
+def lower_avg_pool2d(cx):
+    k = _pair(cx.ints(1))
+    s = _pair(cx.ints(2)) if cx.ints(2) else k
+    p = _pair(cx.ints(3, [0]))
+    if cx.has(6):
+        raise Decline("avg_pool2d divisor_override")
+    return cx.build("avg_pool2d", cx.tensor(0), kernel=k, strides=s, pads=p + p,
+                    ceil_mode=bool(cx.scalar(4, False)), count_include_pad=bool(cx.scalar(5, True)))
+
+
+@pattern("torch.aten.adaptive_avg_pool2d", "torch.aten._adaptive_avg_pool2d")
+def lower_adaptive_avg_pool2d(cx):
+    if [int(v) for v in cx.ints(1)] not in ([1, 1], [1]):
+        raise Decline("adaptive pooling to a size other than 1")
+    return cx.build("reduce_mean", cx.tensor(0), axes=[2, 3], keepdims=True)
+
+
+def _reduce(kind):
+    def lower(cx):
+        x = cx.tensor(0)
+        axes = cx.ints(1) if cx.has(1) else []
+        keep = bool(cx.scalar(2, False)) if cx.num_operands > 2 else False
+        y = cx.build(kind, x, axes=[int(a) for a in axes], keepdims=keep)
+        return cx.cast(y, cx.result_dtype())
+
+    return lower
+
+
+ATEN_PATTERNS["torch.aten.mean.dim"] = _reduce("reduce_mean")
+ATEN_PATTERNS["torch.aten.sum.dim_IntList"] = _reduce("reduce_sum")
+ATEN_PATTERNS["torch.aten.amax"] = _reduce("reduce_max")
+
+
+@pattern("torch.aten.mean", "torch.aten.sum")
+def lower_reduce_all(cx):
+    kind = "reduce_mean" if cx.name.endswith("mean") else "reduce_sum"
+    return cx.cast(cx.build(kind, cx.tensor(0)), cx.result_dtype())
+
+
+# ----------------------------------------------------------------------------
+# Data movement
+# ----------------------------------------------------------------------------
+
+
+def reshape_dims(src: list, target: list) -> list:
+    """Resolve ``-1`` in a torch/ONNX target shape against the source dims."""
+    target = [as_dim(t) for t in target]
+    holes = [i for i, t in enumerate(target) if t.is_static and t.value == -1]
+    if len(holes) > 1:
+        raise Decline("reshape with more than one -1")
+    if holes:
+        known = product([t for i, t in enumerate(target) if i != holes[0]])
+        total = product(src)
+        if total.is_unknown or known.is_unknown:
+            raise Decline("reshape of unknown dims")
+        target[holes[0]] = total // known
+    return target
+
+
+@pattern("torch.aten.view", "torch.aten.reshape", "torch.aten._unsafe_view")
+def lower_view(cx):
+    x = cx.tensor(0)
+    return cx.build("reshape", x, shape=reshape_dims(dims_of(x), cx.ints(1)))
+
+
+@pattern("torch.aten.permute")
+def lower_permute(cx):
+    x = cx.tensor(0)
+    r = rank_of(x)
+    return cx.build("transpose", x, perm=[int(p) % r for p in cx.ints(1)])
+
+
+@pattern("torch.aten.transpose.int")
+def lower_transpose(cx):
+    x = cx.tensor(0)
+    r = rank_of(x)
+    perm = list(range(r))
+    a, b = cx.int(1) % r, cx.int(2) % r
+    perm[a], perm[b] = perm[b], perm[a]
+    return cx.build("transpose", x, perm=perm)
+
+
+@pattern("torch.aten.t", "torch.aten.numpy_T")
+def lower_t(cx):
+    x = cx.tensor(0)
+    return x if rank_of(x) < 2 else cx.build("transpose", x, perm=list(reversed(range(rank_of(x)))))
+
+
+def squeeze_dims(dims: list, axes) -> list:
+    r = len(dims)
+    if axes is None:
+        return [d for d in dims if not (d.is_static and d.value == 1)]
+    axes = {int(a) % r for a in axes}
+    return [d for i, d in enumerate(dims) if not (i in axes and d.is_static and d.value == 1)]
+
+
+@pattern("torch.aten.squeeze.dims", "torch.aten.squeeze.dim", "torch.aten.squeeze", "torch.prims.squeeze")
+def lower_squeeze(cx):
+    x = cx.tensor(0)
+    axes = cx.ints(1) if cx.has(1) else None
+    return cx.build("reshape", x, shape=squeeze_dims(dims_of(x), axes))
+
+
+@pattern("torch.aten.unsqueeze")
+def lower_unsqueeze(cx):
+    x = cx.tensor(0)
+    dims = dims_of(x)
+    axis = cx.int(1) % (len(dims) + 1)
+    return cx.build("reshape", x, shape=dims[:axis] + [dim(1)] + dims[axis:])
+
+
+@pattern("torch.aten.flatten.using_ints")
+def lower_flatten(cx):
+    x = cx.tensor(0)
+    dims = dims_of(x)
+    if not dims:
+        return cx.build("reshape", x, shape=[1])
+    a, b = cx.int(1) % len(dims), cx.int(2) % len(dims)
+    return cx.build("reshape", x, shape=dims[:a] + [product(dims[a:b + 1])] + dims[b + 1:])
+
+
+@pattern("torch.aten.expand")
+def lower_expand(cx):
+    x = cx.tensor(0)
+    target = [as_dim(t) for t in cx.ints(1)]
+    src = dims_of(x)
+    off = len(target) - len(src)
+    out = [src[i - off] if (t.is_static and t.value == -1) else t for i, t in enumerate(target)]
+    return cx.build("expand", x, shape=out)
+
+
+@pattern("torch.aten.slice.Tensor")
+def lower_slice(cx):
+    x = cx.tensor(0)
+    axis = cx.int(1, 0) % rank_of(x)
+    start = cx.scalar(2, 0)
+    end = cx.scalar(3, None)
+    step = cx.int(4, 1)
+    start = 0 if start is None else start
+    if isinstance(start, Dim) or isinstance(end, Dim):
+        raise Decline("slice with symbolic bounds")
+    end = SLICE_END if end is None or end >= SLICE_END or end > 2**40 else int(end)
+    return cx.build("slice", x, starts=[int(start)], ends=[end], axes=[axis], steps=[step])
+
+
+@pattern("torch.aten.select.int")
+def lower_select(cx):
+    x = cx.tensor(0)
+    axis = cx.int(1) % rank_of(x)
+    i = cx.int(2)
+    y = cx.build("slice", x, starts=[i], ends=[i + 1 if i != -1 else SLICE_END], axes=[axis], steps=[1])
+    dims = dims_of(x)
+    return cx.build("reshape", y, shape=dims[:axis] + dims[axis + 1:])
+
+
+def concat(cx, values, axis):
+    """``kiln.concat``, chained when there are more inputs than its 16 slots."""
+    from ...dialects.kiln import MAX_VARIADIC
+
+    values = list(values)
+    while len(values) > MAX_VARIADIC:
+        values = [cx.build("concat", *values[:MAX_VARIADIC], axis=axis)] + values[MAX_VARIADIC:]
+    if len(values) == 1:
+        return values[0]
+    return cx.build("concat", *values, axis=axis)
+
+
+@pattern("torch.aten.cat")
+def lower_cat(cx):
+    items = cx.value(0)
+    if not isinstance(items, list):
+        raise Decline("cat of a non-list")
+    tensors = [cx.conv.materialize(t, cx.loc) if isinstance(t, Known) else t for t in items]
+    tensors = [t for t in tensors if not (rank_of(t) == 1 and dims_of(t)[0] == dim(0))]
+    axis = cx.int(1, 0) % rank_of(tensors[0])
+    return concat(cx, tensors, axis)
+
+
+@pattern("torch.aten.embedding")
+def lower_embedding(cx):
+    return cx.build("gather", cx.tensor(0), cx.tensor(1), axis=0)
+
+
+@pattern("torch.aten.index_select")
+def lower_index_select(cx):
+    return cx.build("gather", cx.tensor(0), cx.tensor(2), axis=cx.int(1))
+
+
+@pattern("torch.aten.constant_pad_nd")
+def lower_constant_pad(cx):
+    x = cx.tensor(0)
+    r = rank_of(x)
+    pad = [int(p) for p in cx.ints(1)]
+    if any(p < 0 for p in pad):
+        raise Decline("negative padding")
+    begins, ends = [0] * r, [0] * r
+    for i in range(len(pad) // 2):
+        begins[r - 1 - i], ends[r - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    return cx.build("pad", x, pads=begins + ends, value=float(cx.scalar(2, 0.0) or 0.0))
+
+
+@pattern("torch.aten.full", "torch.aten.scalar_tensor")
+def lower_full(cx):
+    if cx.name.endswith("scalar_tensor"):
+        shape, value = [], cx.scalar(0)
+    else:
+        shape, value = cx.ints(0), cx.scalar(1)
+    if any(not as_dim(s).is_static for s in shape):
+        raise Decline("full with symbolic shape")
+    return cx.const(value, cx.result_dtype(), [as_dim(s).value for s in shape])
+
+
+__all__ = ["ATEN_PATTERNS", "concat", "reshape_dims", "squeeze_dims", "tensor_type"]

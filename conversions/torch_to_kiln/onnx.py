@@ -1,0 +1,790 @@
+"""Patterns for ONNX ops as torch-mlir's ONNX importer leaves them
+(``torch.operator "onnx.Conv"`` with ``torch.onnx.*`` attributes).
+
+ONNX ops map onto kiln directly (kiln's op set follows ONNX conventions for
+pads and axes), so these patterns skip torch-mlir's ONNX -> ATen lowering,
+which would turn every shape computation into runtime scalar arithmetic.
+Shape subgraphs (``Shape``, ``Gather``, ``Concat``, ``Unsqueeze``, ... on
+shape tensors) are folded at import time into :class:`Known` values and end
+up as kiln attributes.  Each pattern handles the attribute-vs-input forms of
+the opsets it names; anything else declines and falls back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..._mlir import ir
+from ...dialects.dims import Dim, dim
+from ...dialects.kiln.data import SLICE_END
+from ...dialects.kiln.shapes import product
+from .aten import concat, dims_of, dtype_of, rank_of, reshape_dims, squeeze_dims
+from .driver import Decline, Known
+
+ONNX_PATTERNS: dict = {}
+
+# ONNX TensorProto data types -> kiln dtypes.
+ONNX_DTYPES = {1: "f32", 2: None, 3: "i8", 4: None, 5: "i16", 6: "i32", 7: "i64", 9: "i1", 10: "f16", 11: "f64",
+               16: "bf16"}
+
+
+def pattern(*names):
+    """Register the decorated function for ONNX ops ``names`` (without ``onnx.``)."""
+
+    def register(fn):
+        for n in names:
+            ONNX_PATTERNS[f"onnx.{n}"] = fn
+        return fn
+
+    return register
+
+
+def _np_dtype(dtype: str):
+    return {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": np.int64, "i32": np.int32,
+            "i16": np.int16, "i8": np.int8, "i1": np.bool_, "bf16": np.float32}[dtype]
+
+
+def _attr_array(cx, a) -> np.ndarray | None:
+    arr = cx.conv.resource(a)
+    if arr is not None:
+        return np.asarray(arr)
+    if isinstance(a, ir.DenseElementsAttr):
+        t = ir.RankedTensorType(a.type)
+        if a.is_splat:
+            v = a.get_splat_value()
+            scalar = v.value if hasattr(v, "value") else float(v)
+            return np.full(t.shape, scalar)
+        try:
+            return np.array(a)
+        except Exception:
+            return None
+    return None
+
+
+def _all_known(cx, idx) -> bool:
+    return all(isinstance(cx.value(i), Known) for i in idx if cx.has(i))
+
+
+# ----------------------------------------------------------------------------
+# Constants and shapes
+# ----------------------------------------------------------------------------
+
+
+@pattern("Constant")
+def lower_constant(cx):
+    a = cx.op.attributes
+    dtype = cx.result_dtype()
+    if "torch.onnx.value" in a:
+        value = a["torch.onnx.value"]
+        el = str(ir.RankedTensorType(value.type).element_type)
+        shape = list(ir.RankedTensorType(value.type).shape)
+        small = int(np.prod(shape)) <= 64 if shape else True
+        if el == dtype and not (dtype.startswith("i") and small):
+            return cx.build("constant", value=value)
+        arr = _attr_array(cx, value)
+        if arr is None:
+            raise Decline(f"constant of element type {el} without readable data")
+        return Known(arr.astype(_np_dtype(dtype)).reshape(shape), dtype)
+    for key, conv in (("value_float", float), ("value_int", int)):
+        if f"torch.onnx.{key}" in a:
+            return Known(np.asarray(conv(cx.attr(key)), dtype=_np_dtype(dtype)), dtype)
+    for key in ("value_floats", "value_ints"):
+        if f"torch.onnx.{key}" in a:
+            return Known(np.asarray(cx.attr(key), dtype=_np_dtype(dtype)), dtype)
+    raise Decline("Constant without a supported value attribute")
+
+
+@pattern("Shape")
+def lower_shape(cx):
+    dims = dims_of(cx.tensor(0))
+    start, end = cx.attr("start", 0), cx.attr("end", None)
+    dims = dims[start:end] if end is not None else dims[start:]
+    if any(d.is_unknown for d in dims):
+        raise Decline("Shape of a tensor with unknown dims")
+    return Known([d.value if d.is_static else d for d in dims], "i64")
+
+
+@pattern("Size")
+def lower_size(cx):
+    n = product(dims_of(cx.tensor(0)))
+    return Known(np.asarray(n.value) if n.is_static else [n], "i64")
+
+
+@pattern("ConstantOfShape")
+def lower_constant_of_shape(cx):
+    shape = [dim(d) for d in cx.known(0).ints()]
+    dtype = cx.result_dtype()
+    value = 0.0
+    if "torch.onnx.value" in cx.op.attributes:
+        arr = _attr_array(cx, cx.op.attributes["torch.onnx.value"])
+        value = arr.reshape(-1)[0].item() if arr is not None else 0.0
+    if any(not d.is_static for d in shape):
+        c = cx.const(value, dtype)
+        return cx.build("expand", c, shape=shape)
+    shape = [d.value for d in shape]
+    if int(np.prod(shape)) <= 64 and dtype.startswith("i"):
+        return Known(np.full(shape, value, dtype=_np_dtype(dtype)), dtype)
+    return cx.const(value, dtype, shape)
+
+
+def _fold(fn):
+    """Evaluate an op on import-time known inputs (shape arithmetic)."""
+
+    def lower(cx):
+        vals = [cx.known(i) for i in range(cx.num_operands)]
+        if any(v.is_symbolic for v in vals):
+            if len(vals) == 2 and all(isinstance(v.data, list) or np.asarray(v.data).size <= 8 for v in vals):
+                a, b = ([dim(x) for x in v.ints()] for v in vals)
+                if len(a) == 1:
+                    a = a * len(b)
+                if len(b) == 1:
+                    b = b * len(a)
+                out = [fn(x, y) for x, y in zip(a, b)]
+                return Known([o.value if o.is_static else o for o in out], "i64")
+            raise Decline("symbolic shape arithmetic")
+        out = fn(*[v.array() for v in vals])
+        return Known(np.asarray(out).astype(_np_dtype(cx.result_dtype())), cx.result_dtype())
+
+    return lower
+
+
+_FOLDS = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
+          "Div": lambda a, b: a // b if not isinstance(a, np.ndarray) or a.dtype.kind in "iu" else a / b}
+
+
+# ----------------------------------------------------------------------------
+# Elementwise
+# ----------------------------------------------------------------------------
+
+
+def _binary(kind):
+    fold = _fold(_FOLDS[kind.capitalize()]) if kind.capitalize() in _FOLDS else None
+
+    def lower(cx):
+        if fold is not None and _all_known(cx, range(cx.num_operands)):
+            try:
+                return fold(cx)
+            except Decline:
+                pass
+        a, b = cx.tensor(0), cx.tensor(1)
+        if kind == "pow" and dtype_of(b) != dtype_of(a):
+            b = cx.cast(b, dtype_of(a))
+        if kind == "div" and not dtype_of(a).startswith(("f", "b")):
+            raise Decline("integer division (kiln.div truncates; ONNX floors negatives)")
+        return cx.build(kind, a, b)
+
+    return lower
+
+
+for _onnx, _kind in (("Add", "add"), ("Sub", "sub"), ("Mul", "mul"), ("Div", "div"), ("Pow", "pow"),
+                     ("Equal", "eq"), ("Less", "lt"), ("LessOrEqual", "le"), ("Greater", "gt"),
+                     ("GreaterOrEqual", "ge")):
+    ONNX_PATTERNS[f"onnx.{_onnx}"] = _binary(_kind)
+
+
+def _variadic(kind):
+    def lower(cx):
+        vals = [cx.tensor(i) for i in range(cx.num_operands)]
+        out = vals[0]
+        for v in vals[1:]:
+            out = cx.build(kind, out, v)
+        return out
+
+    return lower
+
+
+ONNX_PATTERNS["onnx.Sum"] = _variadic("add")
+ONNX_PATTERNS["onnx.Max"] = _variadic("maximum")
+ONNX_PATTERNS["onnx.Min"] = _variadic("minimum")
+
+
+@pattern("Mean")
+def lower_mean(cx):
+    out = _variadic("add")(cx)
+    return cx.build("div", out, cx.like(cx.num_operands, out)) if cx.num_operands > 1 else out
+
+
+def _unary(kind):
+    def lower(cx):
+        return cx.build(kind, cx.tensor(0))
+
+    return lower
+
+
+for _onnx, _kind in (("Neg", "neg"), ("Abs", "abs"), ("Exp", "exp"), ("Log", "log"), ("Sqrt", "sqrt"),
+                     ("Tanh", "tanh"), ("Sigmoid", "sigmoid"), ("Relu", "relu"), ("Erf", "erf")):
+    ONNX_PATTERNS[f"onnx.{_onnx}"] = _unary(_kind)
+
+
+@pattern("Identity", "Dropout")
+def lower_identity(cx):
+    if cx.name == "onnx.Dropout" and len(cx.op.results) > 1:
+        x = cx.tensor(0)
+        mask = cx.const(1, "i1", [])
+        return (x, cx.build("expand", mask, shape=dims_of(x)))
+    return cx.value(0)
+
+
+@pattern("Reciprocal")
+def lower_reciprocal(cx):
+    x = cx.tensor(0)
+    return cx.build("div", cx.like(1.0, x), x)
+
+
+@pattern("LeakyRelu")
+def lower_leaky_relu(cx):
+    x = cx.tensor(0)
+    alpha = cx.attr("alpha", 0.01)
+    return cx.build("where", cx.build("ge", x, cx.like(0.0, x)), x, cx.build("mul", x, cx.like(alpha, x)))
+
+
+@pattern("PRelu")
+def lower_prelu(cx):
+    x, slope = cx.tensor(0), cx.tensor(1)
+    return cx.build("where", cx.build("ge", x, cx.like(0.0, x)), x, cx.build("mul", x, slope))
+
+
+@pattern("Elu")
+def lower_elu(cx):
+    x = cx.tensor(0)
+    alpha = cx.attr("alpha", 1.0)
+    neg = cx.build("mul", cx.build("sub", cx.build("exp", x), cx.like(1.0, x)), cx.like(alpha, x))
+    return cx.build("where", cx.build("gt", x, cx.like(0.0, x)), x, neg)
+
+
+@pattern("Selu")
+def lower_selu(cx):
+    x = cx.tensor(0)
+    alpha, gamma = cx.attr("alpha", 1.67326319217681884765625), cx.attr("gamma", 1.05070102214813232421875)
+    neg = cx.build("mul", cx.build("sub", cx.build("exp", x), cx.like(1.0, x)), cx.like(alpha, x))
+    return cx.build("mul", cx.build("where", cx.build("gt", x, cx.like(0.0, x)), x, neg), cx.like(gamma, x))
+
+
+@pattern("HardSigmoid")
+def lower_hard_sigmoid(cx):
+    x = cx.tensor(0)
+    alpha, beta = cx.attr("alpha", 0.2), cx.attr("beta", 0.5)
+    y = cx.build("add", cx.build("mul", x, cx.like(alpha, x)), cx.like(beta, x))
+    return cx.build("minimum", cx.build("maximum", y, cx.like(0.0, x)), cx.like(1.0, x))
+
+
+@pattern("HardSwish")
+def lower_hard_swish(cx):
+    x = cx.tensor(0)
+    y = cx.build("add", cx.build("mul", x, cx.like(1 / 6, x)), cx.like(0.5, x))
+    y = cx.build("minimum", cx.build("maximum", y, cx.like(0.0, x)), cx.like(1.0, x))
+    return cx.build("mul", x, y)
+
+
+@pattern("Softplus")
+def lower_softplus(cx):
+    x = cx.tensor(0)
+    return cx.build("log", cx.build("add", cx.build("exp", x), cx.like(1.0, x)))
+
+
+@pattern("Softsign")
+def lower_softsign(cx):
+    x = cx.tensor(0)
+    return cx.build("div", x, cx.build("add", cx.build("abs", x), cx.like(1.0, x)))
+
+
+@pattern("Gelu")
+def lower_gelu(cx):
+    return cx.build("gelu", cx.tensor(0), approximate=cx.attr("approximate", "none"))
+
+
+@pattern("Clip")
+def lower_clip(cx):
+    x = cx.tensor(0)
+    if cx.opset < 11:
+        lo, hi = cx.attr("min", None), cx.attr("max", None)
+        lo = cx.like(lo, x) if lo is not None else None
+        hi = cx.like(hi, x) if hi is not None else None
+    else:
+        lo = cx.tensor(1) if cx.has(1) else None
+        hi = cx.tensor(2) if cx.has(2) else None
+    if lo is not None:
+        x = cx.build("maximum", x, lo)
+    if hi is not None:
+        x = cx.build("minimum", x, hi)
+    return x
+
+
+@pattern("Where")
+def lower_where(cx):
+    return cx.build("where", cx.tensor(0), cx.tensor(1), cx.tensor(2))
+
+
+@pattern("Not")
+def lower_not(cx):
+    x = cx.tensor(0)
+    return cx.build("eq", x, cx.like(0, x))
+
+
+@pattern("Cast")
+def lower_cast(cx):
+    to = cx.result_dtype()
+    v = cx.value(0)
+    if isinstance(v, Known):
+        if isinstance(v.data, list) and to.startswith("i"):
+            return Known(v.data, to)
+        return Known(v.array().astype(_np_dtype(to)), to)
+    return cx.cast(cx.tensor(0), to)
+
+
+@pattern("CastLike")
+def lower_cast_like(cx):
+    return cx.cast(cx.tensor(0), cx.result_dtype())
+
+
+# ----------------------------------------------------------------------------
+# Contractions, convolution, pooling, normalization
+# ----------------------------------------------------------------------------
+
+
+@pattern("MatMul")
+def lower_matmul(cx):
+    return cx.build("matmul", cx.tensor(0), cx.tensor(1))
+
+
+def _t(cx, x):
+    r = rank_of(x)
+    return cx.build("transpose", x, perm=list(range(r - 2)) + [r - 1, r - 2])
+
+
+@pattern("Gemm")
+def lower_gemm(cx):
+    """``alpha * A' B' + beta * C`` as transpose + matmul + mul + add."""
+    a, b = cx.tensor(0), cx.tensor(1)
+    if cx.attr("transA", 0):
+        a = _t(cx, a)
+    if cx.attr("transB", 0):
+        b = _t(cx, b)
+    y = cx.build("matmul", a, b)
+    alpha, beta = cx.attr("alpha", 1.0), cx.attr("beta", 1.0)
+    if alpha != 1.0:
+        y = cx.build("mul", y, cx.like(alpha, y))
+    if cx.has(2) and beta != 0.0:
+        c = cx.tensor(2)
+        if beta != 1.0:
+            c = cx.build("mul", c, cx.like(beta, c))
+        y = cx.build("add", y, c)
+    return y
+
+
+def _auto_pads(cx, x_dims, kernel, strides, dilations):
+    """ONNX ``pads`` as ``[top, left, bottom, right]``, honouring ``auto_pad``."""
+    auto = cx.attr("auto_pad", "NOTSET")
+    if auto in ("NOTSET", "VALID"):
+        pads = cx.attr("pads", [0, 0, 0, 0]) if auto == "NOTSET" else [0, 0, 0, 0]
+        return list(pads)
+    lo, hi = [], []
+    for size, k, s, d in zip(x_dims[2:], kernel, strides, dilations):
+        if not size.is_static:
+            raise Decline("auto_pad SAME with a symbolic spatial dim")
+        out = -(-size.value // s)
+        total = max(0, (out - 1) * s + (k - 1) * d + 1 - size.value)
+        small, big = total // 2, total - total // 2
+        if auto == "SAME_UPPER":
+            lo.append(small)
+            hi.append(big)
+        else:
+            lo.append(big)
+            hi.append(small)
+    return lo + hi
+
+
+@pattern("Conv")
+def lower_conv(cx):
+    x, w = cx.tensor(0), cx.tensor(1)
+    if rank_of(x) != 4:
+        raise Decline(f"{rank_of(x) - 2}-D Conv (kiln has conv2d)")
+    kernel = cx.attr("kernel_shape", None) or [d.value for d in dims_of(w)[2:]]
+    strides = cx.attr("strides", [1, 1])
+    dilations = cx.attr("dilations", [1, 1])
+    pads = _auto_pads(cx, dims_of(x), kernel, strides, dilations)
+    operands = [x, w] + ([cx.tensor(2)] if cx.has(2) else [])
+    return cx.build("conv2d", *operands, strides=strides, pads=pads, dilations=dilations, groups=cx.attr("group", 1))
+
+
+def _pool(kind):
+    def lower(cx):
+        x = cx.tensor(0)
+        if rank_of(x) != 4:
+            raise Decline(f"{rank_of(x) - 2}-D pooling")
+        if kind == "max_pool2d" and len(cx.op.results) > 1:
+            raise Decline("MaxPool with Indices output")
+        kernel = cx.attr("kernel_shape")
+        strides = cx.attr("strides", [1, 1])
+        dilations = cx.attr("dilations", [1, 1])
+        pads = _auto_pads(cx, dims_of(x), kernel, strides, dilations)
+        attrs = dict(kernel=kernel, strides=strides, pads=pads, ceil_mode=bool(cx.attr("ceil_mode", 0)))
+        if kind == "max_pool2d":
+            attrs["dilations"] = dilations
+        else:
+            if dilations != [1, 1]:
+                raise Decline("AveragePool with dilations")
+            attrs["count_include_pad"] = bool(cx.attr("count_include_pad", 0))
+        return cx.build(kind, x, **attrs)
+
+    return lower
+
+
+ONNX_PATTERNS["onnx.MaxPool"] = _pool("max_pool2d")
+ONNX_PATTERNS["onnx.AveragePool"] = _pool("avg_pool2d")
+
+
+@pattern("GlobalAveragePool", "GlobalMaxPool")
+def lower_global_pool(cx):
+    x = cx.tensor(0)
+    kind = "reduce_mean" if "Average" in cx.name else "reduce_max"
+    return cx.build(kind, x, axes=list(range(2, rank_of(x))), keepdims=True)
+
+
+@pattern("BatchNormalization")
+def lower_batch_norm(cx):
+    if len(cx.op.results) > 1 and any(_used(r) for r in list(cx.op.results)[1:]):
+        raise Decline("BatchNormalization in training mode")
+    if cx.attr("training_mode", 0):
+        raise Decline("BatchNormalization in training mode")
+    y = cx.build("batch_norm", *[cx.tensor(i) for i in range(5)], epsilon=cx.attr("epsilon", 1e-5))
+    return tuple([y] + [None] * (len(cx.op.results) - 1)) if len(cx.op.results) > 1 else y
+
+
+def _used(v) -> bool:
+    return any(True for _ in v.uses)
+
+
+@pattern("LayerNormalization")
+def lower_layer_norm(cx):
+    if len(cx.op.results) > 1 and any(_used(r) for r in list(cx.op.results)[1:]):
+        raise Decline("LayerNormalization mean/inv_std outputs are used")
+    x = cx.tensor(0)
+    operands = {"weight": cx.tensor(1)}
+    if cx.has(2):
+        operands["bias"] = cx.tensor(2)
+    axis = cx.attr("axis", -1)
+    # kiln wants weight shaped like the normalized dims; ONNX broadcasts.
+    norm = dims_of(x)[axis % rank_of(x):]
+    for key, v in list(operands.items()):
+        if dims_of(v) != norm:
+            operands[key] = cx.build("expand", v, shape=norm)
+    y = cx.build("layer_norm", x, axis=axis, epsilon=cx.attr("epsilon", 1e-5), **operands)
+    return tuple([y] + [None] * (len(cx.op.results) - 1)) if len(cx.op.results) > 1 else y
+
+
+@pattern("InstanceNormalization")
+def lower_instance_norm(cx):
+    """``(x - mean) / sqrt(var + eps) * scale + bias`` over the spatial dims."""
+    x, scale, bias = cx.tensor(0), cx.tensor(1), cx.tensor(2)
+    r = rank_of(x)
+    axes = list(range(2, r))
+    eps = cx.attr("epsilon", 1e-5)
+    mean = cx.build("reduce_mean", x, axes=axes, keepdims=True)
+    xc = cx.build("sub", x, mean)
+    var = cx.build("reduce_mean", cx.build("mul", xc, xc), axes=axes, keepdims=True)
+    y = cx.build("mul", xc, cx.build("rsqrt", cx.build("add", var, cx.like(eps, x))))
+    c = dims_of(scale)
+    shape = c + [dim(1)] * (r - 2)
+    y = cx.build("mul", y, cx.build("reshape", scale, shape=shape))
+    return cx.build("add", y, cx.build("reshape", bias, shape=shape))
+
+
+@pattern("LRN")
+def lower_lrn(cx):
+    """``x / (bias + alpha/size * sum over a channel window of x^2) ** beta``:
+    square, pad the channel axis, add ``size`` shifted slices."""
+    x = cx.tensor(0)
+    size = cx.attr("size")
+    alpha, beta, bias = cx.attr("alpha", 1e-4), cx.attr("beta", 0.75), cx.attr("bias", 1.0)
+    r = rank_of(x)
+    sq = cx.build("mul", x, x)
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    pads = [0] * (2 * r)
+    pads[1], pads[r + 1] = lo, hi
+    padded = cx.build("pad", sq, pads=pads, value=0.0)
+    c = dims_of(x)[1]
+    acc = None
+    for i in range(size):
+        end = c + i
+        part = cx.build("slice", padded, starts=[i], ends=[end.value if end.is_static else _dyn(end)], axes=[1])
+        acc = part if acc is None else cx.build("add", acc, part)
+    den = cx.build("add", cx.build("mul", acc, cx.like(alpha / size, x)), cx.like(bias, x))
+    return cx.build("div", x, cx.build("pow", den, cx.like(beta, x)))
+
+
+def _dyn(d: Dim):
+    raise Decline(f"LRN over symbolic channels ({d})")
+
+
+def _axes(cx, attr_name="axes", input_index=1, since=13):
+    """Axes from the attribute (older opsets) or the input (newer)."""
+    if cx.opset >= since and cx.has(input_index):
+        return [int(a) for a in cx.known(input_index).ints()]
+    return cx.attr(attr_name, None)
+
+
+def _reduce(kind, since=18):
+    def lower(cx):
+        x = cx.tensor(0)
+        axes = _axes(cx, since=since) if kind != "reduce_sum" else _axes(cx, since=13)
+        keep = bool(cx.attr("keepdims", 1))
+        if not axes:
+            if cx.attr("noop_with_empty_axes", 0):
+                return x
+            axes = list(range(rank_of(x)))
+        return _reduce_kind(cx, kind, x, axes, keep)
+
+    return lower
+
+
+def _reduce_kind(cx, kind, x, axes, keep):
+    if kind == "reduce_min":
+        return cx.build("neg", cx.build("reduce_max", cx.build("neg", x), axes=axes, keepdims=keep))
+    if kind == "reduce_sum_square":
+        return cx.build("reduce_sum", cx.build("mul", x, x), axes=axes, keepdims=keep)
+    if kind == "reduce_l2":
+        return cx.build("sqrt", cx.build("reduce_sum", cx.build("mul", x, x), axes=axes, keepdims=keep))
+    if kind == "reduce_l1":
+        return cx.build("reduce_sum", cx.build("abs", x), axes=axes, keepdims=keep)
+    if kind == "reduce_log_sum":
+        return cx.build("log", cx.build("reduce_sum", x, axes=axes, keepdims=keep))
+    if kind == "reduce_log_sum_exp":
+        m = cx.build("reduce_max", x, axes=axes, keepdims=True)
+        s = cx.build("reduce_sum", cx.build("exp", cx.build("sub", x, m)), axes=axes, keepdims=keep)
+        mk = m if keep else cx.build("reshape", m, shape=dims_of(s))
+        return cx.build("add", cx.build("log", s), mk)
+    return cx.build(kind, x, axes=axes, keepdims=keep)
+
+
+for _onnx, _kind in (("ReduceSum", "reduce_sum"), ("ReduceMean", "reduce_mean"), ("ReduceMax", "reduce_max"),
+                     ("ReduceMin", "reduce_min"), ("ReduceSumSquare", "reduce_sum_square"),
+                     ("ReduceL2", "reduce_l2"), ("ReduceL1", "reduce_l1"), ("ReduceLogSum", "reduce_log_sum"),
+                     ("ReduceLogSumExp", "reduce_log_sum_exp")):
+    ONNX_PATTERNS[f"onnx.{_onnx}"] = _reduce(_kind)
+
+
+def _softmax(log=False):
+    def lower(cx):
+        x = cx.tensor(0)
+        r = rank_of(x)
+        axis = cx.attr("axis", -1 if cx.opset >= 13 else 1) % max(r, 1)
+        if cx.opset < 13 and axis != r - 1:
+            # Old opsets: softmax over the flattened trailing dims [axis:].
+            dims = dims_of(x)
+            flat = cx.build("reshape", x, shape=[product(dims[:axis]), product(dims[axis:])])
+            y = cx.build("softmax", flat, axis=-1)
+            y = cx.build("log", y) if log else y
+            return cx.build("reshape", y, shape=dims)
+        y = cx.build("softmax", x, axis=axis)
+        return cx.build("log", y) if log else y
+
+    return lower
+
+
+ONNX_PATTERNS["onnx.Softmax"] = _softmax()
+ONNX_PATTERNS["onnx.LogSoftmax"] = _softmax(log=True)
+
+
+# ----------------------------------------------------------------------------
+# Data movement
+# ----------------------------------------------------------------------------
+
+
+@pattern("Reshape")
+def lower_reshape(cx):
+    x = cx.tensor(0)
+    target = cx.known(1).ints() if cx.opset >= 5 else cx.attr("shape")
+    src = dims_of(x)
+    if not cx.attr("allowzero", 0):
+        target = [src[i] if (isinstance(t, int) and t == 0) else t for i, t in enumerate(target)]
+    return cx.build("reshape", x, shape=reshape_dims(src, target))
+
+
+@pattern("Flatten")
+def lower_flatten(cx):
+    x = cx.tensor(0)
+    dims = dims_of(x)
+    axis = cx.attr("axis", 1) % (len(dims) + 1)
+    return cx.build("reshape", x, shape=[product(dims[:axis]), product(dims[axis:])])
+
+
+@pattern("Transpose")
+def lower_transpose(cx):
+    x = cx.tensor(0)
+    perm = cx.attr("perm", None) or list(reversed(range(rank_of(x))))
+    return cx.build("transpose", x, perm=perm)
+
+
+@pattern("Squeeze")
+def lower_squeeze(cx):
+    v = cx.value(0)
+    axes = _axes(cx, since=13)
+    if isinstance(v, Known) and isinstance(v.data, list):
+        return v  # a 1-D shape tensor stays 1-D: squeeze of [1] -> scalar is handled by users
+    x = cx.tensor(0)
+    return cx.build("reshape", x, shape=squeeze_dims(dims_of(x), axes))
+
+
+@pattern("Unsqueeze")
+def lower_unsqueeze(cx):
+    axes = _axes(cx, since=13)
+    v = cx.value(0)
+    if isinstance(v, Known):
+        if not isinstance(v.data, list) and np.asarray(v.data).ndim == 0 and axes in ([0], [-1]):
+            return Known(np.asarray(v.data).reshape(1), v.dtype)
+        if not isinstance(v.data, list):
+            out = np.asarray(v.data)
+            n = out.ndim + len(axes)
+            for a in sorted(a % n for a in axes):
+                out = np.expand_dims(out, a)
+            return Known(out, v.dtype)
+    x = cx.tensor(0)
+    dims = dims_of(x)
+    n = len(dims) + len(axes)
+    axes = sorted(a % n for a in axes)
+    for a in axes:
+        dims.insert(a, dim(1))
+    return cx.build("reshape", x, shape=dims)
+
+
+@pattern("Concat")
+def lower_concat(cx):
+    axis = cx.attr("axis")
+    vals = [cx.value(i) for i in range(cx.num_operands)]
+    if all(isinstance(v, Known) for v in vals):
+        if any(isinstance(v.data, list) for v in vals):
+            out = []
+            for v in vals:
+                out.extend(v.ints())
+            return Known(out, "i64")
+        return Known(np.concatenate([v.array() for v in vals], axis=axis), vals[0].dtype)
+    tensors = [cx.tensor(i) for i in range(cx.num_operands)]
+    tensors = [t for t in tensors if not any(d.is_static and d.value == 0 for d in dims_of(t))] or tensors[:1]
+    return concat(cx, tensors, axis % rank_of(tensors[0]))
+
+
+def _clamp_end(e):
+    return SLICE_END if e >= 2**31 - 1 else e
+
+
+@pattern("Slice")
+def lower_slice(cx):
+    v = cx.value(0)
+    if cx.opset >= 10:
+        starts, ends = cx.known(1).ints(), cx.known(2).ints()
+        axes = cx.known(3).ints() if cx.has(3) else list(range(len(starts)))
+        steps = cx.known(4).ints() if cx.has(4) else [1] * len(starts)
+    else:
+        starts, ends = cx.attr("starts"), cx.attr("ends")
+        axes = cx.attr("axes", None) or list(range(len(starts)))
+        steps = [1] * len(starts)
+    starts, ends, axes, steps = ([int(dim(a).value) for a in lst] for lst in (starts, ends, axes, steps))
+    if isinstance(v, Known) and isinstance(v.data, list) and axes in ([0], [-1]):
+        s, e = starts[0], ends[0]
+        return Known(v.data[slice(s, None if e >= 2**31 - 1 else e, steps[0])], v.dtype)
+    x = cx.tensor(0)
+    r = rank_of(x)
+    axes = [a % r for a in axes]
+    ends = [(-(2**62) if e <= -(2**31) else _clamp_end(e)) for e in ends]
+    if any(e == -(2**62) for e in ends):
+        raise Decline("Slice to before the start with a negative step")
+    return cx.build("slice", x, starts=starts, ends=ends, axes=axes, steps=steps)
+
+
+@pattern("Gather")
+def lower_gather(cx):
+    v, idx = cx.value(0), cx.value(1)
+    axis = cx.attr("axis", 0)
+    if isinstance(v, Known) and isinstance(idx, Known):
+        if isinstance(v.data, list):
+            ids = idx.array()
+            picked = [v.data[int(i)] for i in ids.reshape(-1)]
+            if ids.ndim == 0:
+                return Known(np.asarray(dim(picked[0]).value) if dim(picked[0]).is_static else [picked[0]], v.dtype)
+            return Known(picked, v.dtype)
+        return Known(np.take(v.array(), idx.array(), axis=axis), v.dtype)
+    x = cx.tensor(0)
+    ind = cx.tensor(1)
+    if isinstance(idx, Known) and (idx.array() < 0).any():
+        size = dims_of(x)[axis % rank_of(x)]
+        if not size.is_static:
+            raise Decline("negative Gather indices on a symbolic axis")
+        ind = cx.conv.materialize(Known(np.where(idx.array() < 0, idx.array() + size.value, idx.array()),
+                                        idx.dtype), cx.loc)
+    return cx.build("gather", x, ind, axis=axis)
+
+
+@pattern("Expand")
+def lower_expand(cx):
+    x = cx.tensor(0)
+    shape = [dim(s) for s in cx.known(1).ints()]
+    src = dims_of(x)
+    n = max(len(src), len(shape))
+    src = [dim(1)] * (n - len(src)) + src
+    shape = [dim(1)] * (n - len(shape)) + shape
+    out = [s if (t.is_static and t.value == 1) else t for s, t in zip(src, shape)]
+    if len(out) != rank_of(x):
+        x = cx.build("reshape", x, shape=src)
+    return cx.build("expand", x, shape=out)
+
+
+@pattern("Pad")
+def lower_pad(cx):
+    x = cx.tensor(0)
+    r = rank_of(x)
+    mode = cx.attr("mode", "constant")
+    if cx.opset >= 11:
+        pads = [int(p) for p in cx.known(1).ints()]
+        value = float(cx.known(2).array().reshape(-1)[0]) if cx.has(2) else 0.0
+        if cx.has(3):
+            axes = [int(a) % r for a in cx.known(3).ints()]
+            full = [0] * (2 * r)
+            for i, a in enumerate(axes):
+                full[a], full[r + a] = pads[i], pads[len(axes) + i]
+            pads = full
+    else:
+        pads, value = cx.attr("pads"), cx.attr("value", 0.0)
+    if any(p < 0 for p in pads):
+        raise Decline("negative pads (cropping)")
+    if mode == "wrap":
+        raise Decline("Pad mode 'wrap'")
+    return cx.build("pad", x, pads=pads, value=value, mode=mode)
+
+
+@pattern("Split")
+def lower_split(cx):
+    x = cx.tensor(0)
+    r = rank_of(x)
+    axis = cx.attr("axis", 0) % r
+    n = len(cx.op.results)
+    size = dims_of(x)[axis]
+    if cx.opset >= 13 and cx.has(1):
+        split = [int(s) for s in cx.known(1).ints()]
+    elif cx.attr("split", None):
+        split = cx.attr("split")
+    else:
+        if not size.is_static:
+            raise Decline("Split of a symbolic axis without sizes")
+        k = cx.attr("num_outputs", n)
+        chunk = -(-size.value // k)
+        split = [min(chunk, size.value - i * chunk) for i in range(k)]
+    outs, start = [], 0
+    for s in split:
+        outs.append(cx.build("slice", x, starts=[start], ends=[start + s], axes=[axis]))
+        start += s
+    return tuple(outs)
+
+
+@pattern("Tile")
+def lower_tile(cx):
+    x = cx.tensor(0)
+    reps = [int(dim(v).value) for v in cx.known(1).ints()]
+    out = x
+    for axis, k in enumerate(reps):
+        if k != 1:
+            out = concat(cx, [out] * k, axis)
+    return out
+
+
+__all__ = ["ONNX_DTYPES", "ONNX_PATTERNS"]

@@ -1,0 +1,200 @@
+"""ONNX frontend: ``onnx`` model -> torch-mlir's ONNX importer -> kiln.
+
+The model is loaded (a path, bytes, or a ``ModelProto``), checked, run
+through ONNX shape inference (so the importer sees every intermediate type),
+imported as ``torch.operator "onnx.*"`` ops, and converted by
+``convert-torch-to-kiln``.  Input dims with a ``dim_param`` become kiln
+symbols of that name; ``symbols={"B": (1, 64)}`` gives their ranges, and a
+symbol without one gets ``1 <= s <= 2**31-1`` (the report notes it).
+Initializers stay dense resource attributes; small integer tensors (shapes,
+axes) are also read into numpy so that shape computations fold.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+
+from .._mlir import ir
+from ..context import make_context
+from ..conversions.torch_to_kiln.driver import UNSET_MAX
+from ..errors import ConversionError, KilnError, ParseError, UnsupportedError
+from .report import finish
+
+__all__ = ["import_onnx", "load_model"]
+
+# The oldest default-domain opset whose ops the patterns were written for.
+MIN_OPSET = 1
+
+
+def load_model(model_or_path):
+    """An ``onnx.ModelProto`` from a path, bytes or a ModelProto; ParseError if unreadable."""
+    import onnx
+
+    if isinstance(model_or_path, onnx.ModelProto):
+        return model_or_path, "<model>"
+    if isinstance(model_or_path, (bytes, bytearray)):
+        data, where = bytes(model_or_path), "<bytes>"
+    else:
+        where = os.fspath(model_or_path)
+        try:
+            with open(where, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise ParseError(f"cannot read ONNX model {where}: {e.strerror}") from None
+    try:
+        model = onnx.load_from_string(data)
+    except Exception as e:
+        raise ParseError(f"{where} is not a valid ONNX model (truncated or corrupt): {type(e).__name__}: {e}") from None
+    if not model.graph.node and not model.graph.output:
+        raise ParseError(f"{where} is not a valid ONNX model: it has no graph")
+    return model, where
+
+
+def _opset(model, where) -> int:
+    import onnx
+
+    versions = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+    if not versions:
+        raise UnsupportedError(f"{where}: the model imports no default-domain ONNX opset")
+    v = versions[0]
+    newest = onnx.defs.onnx_opset_version()
+    if not MIN_OPSET <= v <= newest:
+        raise UnsupportedError(f"{where}: ONNX opset {v} is not supported (this importer reads opsets "
+                               f"{MIN_OPSET}..{newest})")
+    return v
+
+
+def _symbol_name(text: str) -> str:
+    name = re.sub(r"\W", "_", text)
+    return name if name and not name[0].isdigit() else f"s_{name}"
+
+
+def _check_symbols(symbols) -> dict:
+    out = {}
+    for name, rng in (symbols or {}).items():
+        try:
+            lo, hi = (int(rng[0]), int(rng[1]))
+        except (TypeError, ValueError, IndexError):
+            raise KilnError(f"symbol '{name}': range must be (min, max), got {rng!r}") from None
+        if lo > hi:
+            raise KilnError(f"symbol '{name}' has min {lo} > max {hi}")
+        if lo < 0:
+            raise KilnError(f"symbol '{name}' has min {lo} < 0")
+        out[name] = (lo, hi)
+    return out
+
+
+def _resources(model) -> dict:
+    """Sanitized tensor name -> numpy array, for the small integer tensors."""
+    from onnx import numpy_helper
+
+    def sanitize(name):
+        if not name.isidentifier():
+            name = "_" + name
+        return re.sub(r"[^\w\.]", "_", name)
+
+    out = {}
+
+    def add(tp):
+        if tp.data_type in (6, 7, 9) and _numel(tp.dims) <= 4096:
+            try:
+                out[sanitize(tp.name)] = numpy_helper.to_array(tp)
+            except Exception:
+                pass
+
+    for tp in model.graph.initializer:
+        add(tp)
+    for node in model.graph.node:
+        if node.op_type == "Constant":
+            for a in node.attribute:
+                if a.name == "value":
+                    add(a.t)
+    return out
+
+
+def _numel(dims) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
+def _input_dims(model, ranges):
+    """``{arg index: dims}`` for the graph inputs (initializers excluded) and
+    the symbols they name."""
+    inits = {t.name for t in model.graph.initializer}
+    arg_dims, named = {}, []
+    inputs = [i for i in model.graph.input if i.name not in inits]
+    for idx, inp in enumerate(inputs):
+        tt = inp.type.tensor_type
+        if not tt.HasField("shape"):
+            continue
+        dims = []
+        for axis, d in enumerate(tt.shape.dim):
+            if d.HasField("dim_value") and d.dim_value > 0:
+                dims.append(d.dim_value)
+            elif d.HasField("dim_param") and d.dim_param:
+                name = _symbol_name(d.dim_param)
+                dims.append(name)
+                if name not in named:
+                    named.append(name)
+            else:
+                name = _symbol_name(f"{inp.name}_{axis}")
+                dims.append(name)
+                named.append(name)
+        arg_dims[idx] = dims
+    return arg_dims, named
+
+
+def import_onnx(model_or_path, symbols=None, fallback=True, *, with_report=False):
+    """Import an ONNX model (path, bytes or ``onnx.ModelProto``) into kiln.
+
+    ``symbols`` maps dim_param names to ``(min, max)`` ranges.  Ops kiln
+    cannot lower become ``kiln.fallback`` unless ``fallback=False``, which
+    raises :class:`~kiln.errors.UnsupportedError` listing them.  Bad input (a
+    truncated file, an unreadable opset, ``min > max``) raises a KilnError
+    subclass naming the cause.
+
+    Returns the verified kiln ``ir.Module`` (``module.context`` is its
+    context, made by ``make_context(torch=True)``); with ``with_report=True``
+    returns ``(module, ImportReport)``.
+    """
+    import onnx
+    from torch_mlir.extras import onnx_importer
+
+    ranges = _check_symbols(symbols)
+    model, where = load_model(model_or_path)
+    _opset(model, where)
+    try:
+        onnx.checker.check_model(model)
+    except Exception as e:
+        raise ParseError(f"{where} fails the ONNX checker: {str(e).strip().splitlines()[0]}") from None
+    try:
+        model = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception as e:
+        raise ParseError(f"{where}: ONNX shape inference failed: {str(e).strip().splitlines()[0]}") from None
+
+    arg_dims, named = _input_dims(model, ranges)
+    unknown = sorted(set(ranges) - set(named))
+    if unknown:
+        raise KilnError(f"symbols {', '.join(unknown)} are not dim_params of the model's inputs "
+                        f"(inputs name: {', '.join(named) or 'none'})")
+    symbol_ranges = {n: ranges.get(n, (1, UNSET_MAX)) for n in named}
+    notes = [f"symbol '{n}' has no range given: 1 <= {n} <= {UNSET_MAX}" for n in named if n not in ranges]
+
+    ctx = make_context(torch=True)
+    with ctx, ir.Location.unknown():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                info = onnx_importer.ModelInfo(model)
+                mod = info.create_module(context=ctx)
+                imp = onnx_importer.NodeImporter.define_function(info.main_graph, mod.operation)
+                imp.import_all()
+        except Exception as e:
+            raise ConversionError(f"torch-mlir's ONNX importer failed on {where}: {type(e).__name__}: {e}") from None
+        report = finish(mod, fallback=fallback, resources=_resources(model), source=where, notes=notes,
+                        arg_dims=arg_dims, symbol_ranges=symbol_ranges, named=named)
+    return (mod, report) if with_report else mod

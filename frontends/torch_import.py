@@ -1,0 +1,134 @@
+"""PyTorch frontend: ``torch.export`` -> torch-mlir FX importer -> kiln.
+
+The program is exported with the caller's ``dynamic_shapes``, decomposed to
+core ATen *except* for the high-level ops kiln has (linear, layer_norm, gelu,
+silu, scaled_dot_product_attention), imported with its symbolic shape
+expressions (``torch.symbolic_int`` / ``torch.bind_symbolic_shape``), and
+converted by ``convert-torch-to-kiln``.  torch names its symbols ``s77``; they
+are renamed back to the user's ``Dim`` names from ``dynamic_shapes``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from .._mlir import ir
+from ..context import make_context
+from ..errors import ConversionError, KilnError, UnsupportedError
+from .report import ImportReport, finish
+
+__all__ = ["import_torch", "export_program"]
+
+# Ops kept whole by the decomposition because kiln has a pattern for them.
+KEEP_OPS = (
+    "aten.linear.", "aten.layer_norm.", "aten.gelu.", "aten.silu.", "aten.scaled_dot_product_attention.",
+    "aten.hardtanh.", "aten.adaptive_avg_pool2d.", "aten.flatten.",
+)
+
+
+def _decomposition_table():
+    import torch
+
+    table = torch.export.default_decompositions()
+    for op in list(table.keys()):
+        if str(op).startswith(KEEP_OPS):
+            table.pop(op)
+    return table
+
+
+def _check_dynamic_shapes(dynamic_shapes) -> None:
+    def visit(spec):
+        if isinstance(spec, dict):
+            for d in spec.values():
+                visit(d)
+        elif isinstance(spec, (list, tuple)):
+            for d in spec:
+                visit(d)
+        elif spec is not None and hasattr(spec, "min") and hasattr(spec, "max"):
+            lo, hi = getattr(spec, "min", None), getattr(spec, "max", None)
+            if lo is not None and hi is not None and lo > hi:
+                raise KilnError(f"symbol '{spec.__name__}' has min {lo} > max {hi}")
+
+    visit(dynamic_shapes)
+
+
+def export_program(module, example_args, dynamic_shapes=None):
+    """``torch.export.export`` with kiln's decompositions; KilnError when torch rejects it."""
+    import torch
+
+    _check_dynamic_shapes(dynamic_shapes)
+    if not isinstance(example_args, tuple):
+        example_args = tuple(example_args) if isinstance(example_args, list) else (example_args,)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if isinstance(module, torch.export.ExportedProgram):
+                ep = module
+            else:
+                ep = torch.export.export(module, example_args, dynamic_shapes=dynamic_shapes)
+            return ep.run_decompositions(_decomposition_table())
+    except KilnError:
+        raise
+    except Exception as e:  # torch raises many types; the user wants one
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise KilnError(f"torch.export failed for {type(module).__name__}: {type(e).__name__}: {first}") from None
+
+
+def symbol_names(ep, dynamic_shapes) -> dict[str, str]:
+    """torch's symbol names (``s77``) -> the user's Dim names (``B``), from
+    the user inputs' dims in the exported program."""
+    if dynamic_shapes is None:
+        return {}
+    specs = list(dynamic_shapes.values()) if isinstance(dynamic_shapes, dict) else list(dynamic_shapes)
+    user_inputs = [
+        s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"
+    ]
+    nodes = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    out = {}
+    for spec, name in zip(specs, user_inputs):
+        val = nodes[name].meta.get("val")
+        if val is None or spec is None:
+            continue
+        items = spec.items() if isinstance(spec, dict) else enumerate(spec)
+        for axis, d in items:
+            if d is None or not hasattr(d, "__name__"):
+                continue
+            s = val.shape[axis]
+            text = str(s)
+            if text.isidentifier() and text not in out:
+                out[text] = d.__name__
+    return out
+
+
+def import_torch(module, example_args, dynamic_shapes=None, fallback=True, *, with_report=False):
+    """Import a ``torch.nn.Module`` (or ExportedProgram) into kiln.
+
+    ``dynamic_shapes`` is as for ``torch.export.export`` (one ``{axis: Dim}``
+    per argument); every dynamic dim becomes a ``kiln.symbol`` with the Dim's
+    name and range, and derived dims become dim expressions.  Ops kiln cannot
+    lower become ``kiln.fallback`` unless ``fallback=False``, which raises
+    :class:`~kiln.errors.UnsupportedError` listing them.
+
+    Returns the verified kiln ``ir.Module``; its context (``module.context``,
+    made by ``make_context(torch=True)``) is the one to use with it.  With
+    ``with_report=True`` returns ``(module, ImportReport)``.
+    """
+    from torch_mlir.extras.fx_importer import FxImporter
+
+    ep = export_program(module, example_args, dynamic_shapes)
+    names = symbol_names(ep, dynamic_shapes)
+    ctx = make_context(torch=True)
+    with ctx, ir.Location.unknown():
+        importer = FxImporter(context=ctx)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                importer.import_frozen_program(ep, func_name="main", import_symbolic_shape_expressions=True)
+        except Exception as e:
+            raise ConversionError(f"torch-mlir's FX importer failed: {type(e).__name__}: {e}") from None
+        mod = importer.module
+        report = finish(mod, fallback=fallback, symbol_names=names, source=type(module).__name__)
+    return (mod, report) if with_report else mod
+
+
+__all__ += ["ImportReport", "UnsupportedError"]
