@@ -1,0 +1,225 @@
+// RUN: kiln-opt %s --split-input-file --kiln-simplify | FileCheck %s
+// RUN: kiln-opt %s --split-input-file --kiln-simplify --mlir-pass-statistics 2>&1 >/dev/null | FileCheck %s --check-prefix=STATS
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+// CHECK-LABEL: func.func @identities$dynamic
+// CHECK-NEXT: return %arg0
+// STATS: kiln-simplify
+// STATS-NEXT: (1) mul-one
+// STATS-NEXT: (1) add-zero
+func.func @identities$dynamic(%x: !kiln.tensor<["B", 4], f32>) -> !kiln.tensor<["B", 4], f32> {
+  %one = "kiln.constant"() {value = dense<1.0> : tensor<4xf32>} : () -> !kiln.tensor<[4], f32>
+  %zero = "kiln.constant"() {value = dense<0.0> : tensor<f32>} : () -> !kiln.tensor<[], f32>
+  %a = "kiln.mul"(%one, %x) : (!kiln.tensor<[4], f32>, !kiln.tensor<["B", 4], f32>) -> !kiln.tensor<["B", 4], f32>
+  %b = "kiln.add"(%a, %zero) : (!kiln.tensor<["B", 4], f32>, !kiln.tensor<[], f32>) -> !kiln.tensor<["B", 4], f32>
+  return %b : !kiln.tensor<["B", 4], f32>
+}
+
+// -----
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+// x - 0 and x / 1 go too.
+// CHECK-LABEL: func.func @sub_div
+// CHECK-NEXT: return %arg0
+func.func @sub_div(%x: !kiln.tensor<["B", 4], f32>) -> !kiln.tensor<["B", 4], f32> {
+  %one = "kiln.constant"() {value = dense<1.0> : tensor<1xf32>} : () -> !kiln.tensor<[1], f32>
+  %zero = "kiln.constant"() {value = dense<0.0> : tensor<4xf32>} : () -> !kiln.tensor<[4], f32>
+  %a = "kiln.sub"(%x, %zero) : (!kiln.tensor<["B", 4], f32>, !kiln.tensor<[4], f32>) -> !kiln.tensor<["B", 4], f32>
+  %b = "kiln.div"(%a, %one) : (!kiln.tensor<["B", 4], f32>, !kiln.tensor<[1], f32>) -> !kiln.tensor<["B", 4], f32>
+  return %b : !kiln.tensor<["B", 4], f32>
+}
+
+// -----
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+// Negative: ones that broadcast x to a bigger shape; a constant that is not
+// all ones; 0 - x; 1 / x.
+// CHECK-LABEL: func.func @identities_negative
+// CHECK: "kiln.mul"(%arg0, %{{.*}}) : (!kiln.tensor<[4], f32>, !kiln.tensor<[3, 4], f32>)
+// CHECK: "kiln.mul"(%arg1, %{{.*}}) : (!kiln.tensor<["B", 4], f32>, !kiln.tensor<[4], f32>)
+// CHECK: "kiln.sub"
+// CHECK: "kiln.div"
+func.func @identities_negative(%x: !kiln.tensor<[4], f32>, %y: !kiln.tensor<["B", 4], f32>) -> (!kiln.tensor<[3, 4], f32>, !kiln.tensor<["B", 4], f32>, !kiln.tensor<[4], f32>, !kiln.tensor<[4], f32>) {
+  %ones = "kiln.constant"() {value = dense<1.0> : tensor<3x4xf32>} : () -> !kiln.tensor<[3, 4], f32>
+  %one = "kiln.constant"() {value = dense<1.0> : tensor<4xf32>} : () -> !kiln.tensor<[4], f32>
+  %zero = "kiln.constant"() {value = dense<0.0> : tensor<4xf32>} : () -> !kiln.tensor<[4], f32>
+  %c = "kiln.constant"() {value = dense<[1.0, 1.0, 2.0, 1.0]> : tensor<4xf32>} : () -> !kiln.tensor<[4], f32>
+  %a = "kiln.mul"(%x, %ones) : (!kiln.tensor<[4], f32>, !kiln.tensor<[3, 4], f32>) -> !kiln.tensor<[3, 4], f32>
+  %b = "kiln.mul"(%y, %c) : (!kiln.tensor<["B", 4], f32>, !kiln.tensor<[4], f32>) -> !kiln.tensor<["B", 4], f32>
+  %s = "kiln.sub"(%zero, %x) : (!kiln.tensor<[4], f32>, !kiln.tensor<[4], f32>) -> !kiln.tensor<[4], f32>
+  %d = "kiln.div"(%one, %x) : (!kiln.tensor<[4], f32>, !kiln.tensor<[4], f32>) -> !kiln.tensor<[4], f32>
+  return %a, %b, %s, %d : !kiln.tensor<[3, 4], f32>, !kiln.tensor<["B", 4], f32>, !kiln.tensor<[4], f32>, !kiln.tensor<[4], f32>
+}
+
+// -----
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
+// neg(neg(x)), transpose(transpose(x)) composing to the identity and to one
+// transpose, reshape(reshape(x)), and no-op reshape/expand/cast.
+// CHECK-LABEL: func.func @pairs$dynamic
+// CHECK-NEXT: %[[T:.*]] = "kiln.transpose"(%arg0) {perm = array<i64: 2, 0, 1>}
+// CHECK-NEXT: %[[R:.*]] = "kiln.reshape"(%arg0) {shape = ["B*L", 8]}
+// CHECK-NEXT: return %arg0, %arg0, %[[T]], %[[R]], %arg0
+func.func @pairs$dynamic(%x: !kiln.tensor<["B", "L", 8], f32>) -> (!kiln.tensor<["B", "L", 8], f32>, !kiln.tensor<["B", "L", 8], f32>, !kiln.tensor<[8, "B", "L"], f32>, !kiln.tensor<["B*L", 8], f32>, !kiln.tensor<["B", "L", 8], f32>) {
+  %n1 = "kiln.neg"(%x) : (!kiln.tensor<["B", "L", 8], f32>) -> !kiln.tensor<["B", "L", 8], f32>
+  %n2 = "kiln.neg"(%n1) : (!kiln.tensor<["B", "L", 8], f32>) -> !kiln.tensor<["B", "L", 8], f32>
+  %t1 = "kiln.transpose"(%x) {perm = array<i64: 1, 0, 2>} : (!kiln.tensor<["B", "L", 8], f32>) -> !kiln.tensor<["L", "B", 8], f32>
+  %t2 = "kiln.transpose"(%t1) {perm = array<i64: 1, 0, 2>} : (!kiln.tensor<["L", "B", 8], f32>) -> !kiln.tensor<["B", "L", 8], f32>
+  %t3 = "kiln.transpose"(%t1) {perm = array<i64: 2, 1, 0>} : (!kiln.tensor<["L", "B", 8], f32>) -> !kiln.tensor<[8, "B", "L"], f32>
+  %r1 = "kiln.reshape"(%x) {shape = ["B", "L*8"]} : (!kiln.tensor<["B", "L", 8], f32>) -> !kiln.tensor<["B", "L*8"], f32>
+  %r2 = "kiln.reshape"(%r1) {shape = ["B*L", 8]} : (!kiln.tensor<["B", "L*8"], f32>) -> !kiln.tensor<["B*L", 8], f32>
+  %r3 = "kiln.reshape"(%x) {shape = ["B", "L", 8]} : (!kiln.tensor<["B", "L", 8], f32>) -> !kiln.tensor<["B", "L", 8], f32>
+  %e = "kiln.expand"(%r3) {shape = ["B", "L", 8]} : (!kiln.tensor<["B", "L", 8], f32>) -> !kiln.tensor<["B", "L", 8], f32>
+  %c = "kiln.cast"(%e) : (!kiln.tensor<["B", "L", 8], f32>) -> !kiln.tensor<["B", "L", 8], f32>
+  return %n2, %t2, %t3, %r2, %c : !kiln.tensor<["B", "L", 8], f32>, !kiln.tensor<["B", "L", 8], f32>, !kiln.tensor<[8, "B", "L"], f32>, !kiln.tensor<["B*L", 8], f32>, !kiln.tensor<["B", "L", 8], f32>
+}
+
+// -----
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+// Negative: a single neg, a real transpose, a reshape that changes the shape,
+// an expand that broadcasts, a cast that converts.
+// CHECK-LABEL: func.func @pairs_negative
+// CHECK: "kiln.neg"
+// CHECK: "kiln.transpose"
+// CHECK: "kiln.reshape"
+// CHECK: "kiln.expand"
+// CHECK: "kiln.cast"
+func.func @pairs_negative(%x: !kiln.tensor<["B", 8], f32>) -> (!kiln.tensor<["B", 8], f32>, !kiln.tensor<[8, "B"], f32>, !kiln.tensor<["B", 2, 4], f32>, !kiln.tensor<[3, "B", 8], f32>, !kiln.tensor<["B", 8], f16>) {
+  %n = "kiln.neg"(%x) : (!kiln.tensor<["B", 8], f32>) -> !kiln.tensor<["B", 8], f32>
+  %t = "kiln.transpose"(%x) {perm = array<i64: 1, 0>} : (!kiln.tensor<["B", 8], f32>) -> !kiln.tensor<[8, "B"], f32>
+  %r = "kiln.reshape"(%x) {shape = ["B", 2, 4]} : (!kiln.tensor<["B", 8], f32>) -> !kiln.tensor<["B", 2, 4], f32>
+  %e = "kiln.expand"(%x) {shape = [3, "B", 8]} : (!kiln.tensor<["B", 8], f32>) -> !kiln.tensor<[3, "B", 8], f32>
+  %c = "kiln.cast"(%x) : (!kiln.tensor<["B", 8], f32>) -> !kiln.tensor<["B", 8], f16>
+  return %n, %t, %r, %e, %c : !kiln.tensor<["B", 8], f32>, !kiln.tensor<[8, "B"], f32>, !kiln.tensor<["B", 2, 4], f32>, !kiln.tensor<[3, "B", 8], f32>, !kiln.tensor<["B", 8], f16>
+}
+
+// -----
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
+// softmax from its primitive form, with and without the max shift.
+// CHECK-LABEL: func.func @softmax$dynamic
+// CHECK-NEXT: %[[A:.*]] = "kiln.softmax"(%arg0) {axis = -1 : i64}
+// CHECK-NEXT: %[[B:.*]] = "kiln.softmax"(%arg0) {axis = -2 : i64}
+// CHECK-NEXT: return %[[A]], %[[B]]
+// STATS: (2) softmax
+func.func @softmax$dynamic(%x: !kiln.tensor<["B", "L"], f32>) -> (!kiln.tensor<["B", "L"], f32>, !kiln.tensor<["B", "L"], f32>) {
+  %m = "kiln.reduce_max"(%x) {axes = array<i64: -1>, keepdims = true} : (!kiln.tensor<["B", "L"], f32>) -> !kiln.tensor<["B", 1], f32>
+  %d = "kiln.sub"(%x, %m) : (!kiln.tensor<["B", "L"], f32>, !kiln.tensor<["B", 1], f32>) -> !kiln.tensor<["B", "L"], f32>
+  %e = "kiln.exp"(%d) : (!kiln.tensor<["B", "L"], f32>) -> !kiln.tensor<["B", "L"], f32>
+  %s = "kiln.reduce_sum"(%e) {axes = array<i64: 1>, keepdims = true} : (!kiln.tensor<["B", "L"], f32>) -> !kiln.tensor<["B", 1], f32>
+  %r = "kiln.div"(%e, %s) : (!kiln.tensor<["B", "L"], f32>, !kiln.tensor<["B", 1], f32>) -> !kiln.tensor<["B", "L"], f32>
+  %e2 = "kiln.exp"(%x) : (!kiln.tensor<["B", "L"], f32>) -> !kiln.tensor<["B", "L"], f32>
+  %s2 = "kiln.reduce_sum"(%e2) {axes = array<i64: 0>, keepdims = true} : (!kiln.tensor<["B", "L"], f32>) -> !kiln.tensor<[1, "L"], f32>
+  %r2 = "kiln.div"(%e2, %s2) : (!kiln.tensor<["B", "L"], f32>, !kiln.tensor<[1, "L"], f32>) -> !kiln.tensor<["B", "L"], f32>
+  return %r, %r2 : !kiln.tensor<["B", "L"], f32>, !kiln.tensor<["B", "L"], f32>
+}
+
+// -----
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+// Negative: the sum runs over another axis than the max (the shift is kept
+// inside the softmax: exp(x - m) / sum is then softmax of x - m), a sum over
+// two axes, and a division by a sum of something else.
+// CHECK-LABEL: func.func @softmax_negative
+// CHECK: "kiln.softmax"(%{{.*}}) {axis = -1 : i64} : (!kiln.tensor<[3, "B"], f32>)
+// CHECK: "kiln.reduce_sum"(%{{.*}}) {axes = array<i64: 0, 1>
+// CHECK: "kiln.div"
+// CHECK: "kiln.reduce_sum"(%arg0)
+// CHECK: "kiln.div"
+func.func @softmax_negative(%x: !kiln.tensor<[3, "B"], f32>) -> (!kiln.tensor<[3, "B"], f32>, !kiln.tensor<[3, "B"], f32>, !kiln.tensor<[3, "B"], f32>) {
+  %m = "kiln.reduce_max"(%x) {axes = array<i64: 0>, keepdims = true} : (!kiln.tensor<[3, "B"], f32>) -> !kiln.tensor<[1, "B"], f32>
+  %d = "kiln.sub"(%x, %m) : (!kiln.tensor<[3, "B"], f32>, !kiln.tensor<[1, "B"], f32>) -> !kiln.tensor<[3, "B"], f32>
+  %e = "kiln.exp"(%d) : (!kiln.tensor<[3, "B"], f32>) -> !kiln.tensor<[3, "B"], f32>
+  %s = "kiln.reduce_sum"(%e) {axes = array<i64: 1>, keepdims = true} : (!kiln.tensor<[3, "B"], f32>) -> !kiln.tensor<[3, 1], f32>
+  %r = "kiln.div"(%e, %s) : (!kiln.tensor<[3, "B"], f32>, !kiln.tensor<[3, 1], f32>) -> !kiln.tensor<[3, "B"], f32>
+  %s2 = "kiln.reduce_sum"(%e) {axes = array<i64: 0, 1>, keepdims = true} : (!kiln.tensor<[3, "B"], f32>) -> !kiln.tensor<[1, 1], f32>
+  %r2 = "kiln.div"(%e, %s2) : (!kiln.tensor<[3, "B"], f32>, !kiln.tensor<[1, 1], f32>) -> !kiln.tensor<[3, "B"], f32>
+  %s3 = "kiln.reduce_sum"(%x) {axes = array<i64: 1>, keepdims = true} : (!kiln.tensor<[3, "B"], f32>) -> !kiln.tensor<[3, 1], f32>
+  %r3 = "kiln.div"(%e, %s3) : (!kiln.tensor<[3, "B"], f32>, !kiln.tensor<[3, 1], f32>) -> !kiln.tensor<[3, "B"], f32>
+  return %r, %r2, %r3 : !kiln.tensor<[3, "B"], f32>, !kiln.tensor<[3, "B"], f32>, !kiln.tensor<[3, "B"], f32>
+}
+
+// -----
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
+// layer_norm from its primitive form (as torch decomposes it), then its
+// weight and bias folded in.
+// CHECK-LABEL: func.func @layer_norm$dynamic
+// CHECK: %[[G:.*]] = "kiln.constant"() {value = dense<2.000000e+00> : tensor<8xf32>}
+// CHECK: %[[B:.*]] = "kiln.constant"() {value = dense<5.000000e-01> : tensor<8xf32>}
+// CHECK-NEXT: %[[N:.*]] = "kiln.layer_norm"(%arg0, %[[G]], %[[B]]) {axis = -1 : i64, epsilon = 1.000000e-05 : f64, operandSegmentSizes = array<i32: 1, 1, 1>}
+// CHECK-NEXT: return %[[N]]
+// STATS: (1) layer-norm
+// STATS-NEXT: (1) layer-norm-weight
+// STATS-NEXT: (1) layer-norm-bias
+func.func @layer_norm$dynamic(%x: !kiln.tensor<["B", "L", 8], f32>) -> !kiln.tensor<["B", "L", 8], f32> {
+  %eps = "kiln.constant"() {value = dense<1.0e-5> : tensor<f32>} : () -> !kiln.tensor<[], f32>
+  %g = "kiln.constant"() {value = dense<2.0> : tensor<8xf32>} : () -> !kiln.tensor<[8], f32>
+  %b = "kiln.constant"() {value = dense<0.5> : tensor<8xf32>} : () -> !kiln.tensor<[8], f32>
+  %mean = "kiln.reduce_mean"(%x) {axes = array<i64: -1>, keepdims = true} : (!kiln.tensor<["B", "L", 8], f32>) -> !kiln.tensor<["B", "L", 1], f32>
+  %d = "kiln.sub"(%x, %mean) : (!kiln.tensor<["B", "L", 8], f32>, !kiln.tensor<["B", "L", 1], f32>) -> !kiln.tensor<["B", "L", 8], f32>
+  %sq = "kiln.mul"(%d, %d) : (!kiln.tensor<["B", "L", 8], f32>, !kiln.tensor<["B", "L", 8], f32>) -> !kiln.tensor<["B", "L", 8], f32>
+  %var = "kiln.reduce_mean"(%sq) {axes = array<i64: 2>, keepdims = true} : (!kiln.tensor<["B", "L", 8], f32>) -> !kiln.tensor<["B", "L", 1], f32>
+  %ve = "kiln.add"(%var, %eps) : (!kiln.tensor<["B", "L", 1], f32>, !kiln.tensor<[], f32>) -> !kiln.tensor<["B", "L", 1], f32>
+  %rs = "kiln.rsqrt"(%ve) : (!kiln.tensor<["B", "L", 1], f32>) -> !kiln.tensor<["B", "L", 1], f32>
+  %n = "kiln.mul"(%d, %rs) : (!kiln.tensor<["B", "L", 8], f32>, !kiln.tensor<["B", "L", 1], f32>) -> !kiln.tensor<["B", "L", 8], f32>
+  %w = "kiln.mul"(%n, %g) : (!kiln.tensor<["B", "L", 8], f32>, !kiln.tensor<[8], f32>) -> !kiln.tensor<["B", "L", 8], f32>
+  %y = "kiln.add"(%w, %b) : (!kiln.tensor<["B", "L", 8], f32>, !kiln.tensor<[8], f32>) -> !kiln.tensor<["B", "L", 8], f32>
+  return %y : !kiln.tensor<["B", "L", 8], f32>
+}
+
+// -----
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+// The division form with pow(d, 2) and sqrt, over the two trailing axes.
+// CHECK-LABEL: func.func @layer_norm_div
+// CHECK-NEXT: %[[N:.*]] = "kiln.layer_norm"(%arg0) {axis = -2 : i64, epsilon = 1.000000e-03 : f64
+// CHECK-NEXT: return %[[N]]
+func.func @layer_norm_div(%x: !kiln.tensor<["B", 4, 8], f32>) -> !kiln.tensor<["B", 4, 8], f32> {
+  %epsf = "kiln.constant"() {value = dense<1.0e-3> : tensor<1xf32>} : () -> !kiln.tensor<[1], f32>
+  %two = "kiln.constant"() {value = dense<2.0> : tensor<f32>} : () -> !kiln.tensor<[], f32>
+  %mean = "kiln.reduce_mean"(%x) {axes = array<i64: 1, 2>, keepdims = true} : (!kiln.tensor<["B", 4, 8], f32>) -> !kiln.tensor<["B", 1, 1], f32>
+  %d = "kiln.sub"(%x, %mean) : (!kiln.tensor<["B", 4, 8], f32>, !kiln.tensor<["B", 1, 1], f32>) -> !kiln.tensor<["B", 4, 8], f32>
+  %sq = "kiln.pow"(%d, %two) : (!kiln.tensor<["B", 4, 8], f32>, !kiln.tensor<[], f32>) -> !kiln.tensor<["B", 4, 8], f32>
+  %var = "kiln.reduce_mean"(%sq) {axes = array<i64: 2, 1>, keepdims = true} : (!kiln.tensor<["B", 4, 8], f32>) -> !kiln.tensor<["B", 1, 1], f32>
+  %ve = "kiln.add"(%epsf, %var) : (!kiln.tensor<[1], f32>, !kiln.tensor<["B", 1, 1], f32>) -> !kiln.tensor<["B", 1, 1], f32>
+  %sd = "kiln.sqrt"(%ve) : (!kiln.tensor<["B", 1, 1], f32>) -> !kiln.tensor<["B", 1, 1], f32>
+  %n = "kiln.div"(%d, %sd) : (!kiln.tensor<["B", 4, 8], f32>, !kiln.tensor<["B", 1, 1], f32>) -> !kiln.tensor<["B", 4, 8], f32>
+  return %n : !kiln.tensor<["B", 4, 8], f32>
+}
+
+// -----
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+// Negative: normalizing over a leading axis, a variance of something else,
+// and a weight that is not shaped like the normalized dims.
+// CHECK-LABEL: func.func @layer_norm_negative
+// CHECK-NOT: "kiln.layer_norm"
+// CHECK: "kiln.rsqrt"
+// CHECK: "kiln.rsqrt"
+// CHECK: %[[N:.*]] = "kiln.layer_norm"(%arg0)
+// CHECK-NEXT: "kiln.mul"(%[[N]], %{{.*}}) : (!kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>)
+func.func @layer_norm_negative(%x: !kiln.tensor<["B", 8], f32>, %y: !kiln.tensor<["B", 8], f32>) -> (!kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>) {
+  %eps = "kiln.constant"() {value = dense<1.0e-5> : tensor<f32>} : () -> !kiln.tensor<[], f32>
+  %mean = "kiln.reduce_mean"(%x) {axes = array<i64: 0>, keepdims = true} : (!kiln.tensor<["B", 8], f32>) -> !kiln.tensor<[1, 8], f32>
+  %d = "kiln.sub"(%x, %mean) : (!kiln.tensor<["B", 8], f32>, !kiln.tensor<[1, 8], f32>) -> !kiln.tensor<["B", 8], f32>
+  %sq = "kiln.mul"(%d, %d) : (!kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>) -> !kiln.tensor<["B", 8], f32>
+  %var = "kiln.reduce_mean"(%sq) {axes = array<i64: 0>, keepdims = true} : (!kiln.tensor<["B", 8], f32>) -> !kiln.tensor<[1, 8], f32>
+  %ve = "kiln.add"(%var, %eps) : (!kiln.tensor<[1, 8], f32>, !kiln.tensor<[], f32>) -> !kiln.tensor<[1, 8], f32>
+  %rs = "kiln.rsqrt"(%ve) : (!kiln.tensor<[1, 8], f32>) -> !kiln.tensor<[1, 8], f32>
+  %n = "kiln.mul"(%d, %rs) : (!kiln.tensor<["B", 8], f32>, !kiln.tensor<[1, 8], f32>) -> !kiln.tensor<["B", 8], f32>
+  %mean2 = "kiln.reduce_mean"(%x) {axes = array<i64: 1>, keepdims = true} : (!kiln.tensor<["B", 8], f32>) -> !kiln.tensor<["B", 1], f32>
+  %d2 = "kiln.sub"(%x, %mean2) : (!kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 1], f32>) -> !kiln.tensor<["B", 8], f32>
+  %sq2 = "kiln.mul"(%y, %y) : (!kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>) -> !kiln.tensor<["B", 8], f32>
+  %var2 = "kiln.reduce_mean"(%sq2) {axes = array<i64: 1>, keepdims = true} : (!kiln.tensor<["B", 8], f32>) -> !kiln.tensor<["B", 1], f32>
+  %ve2 = "kiln.add"(%var2, %eps) : (!kiln.tensor<["B", 1], f32>, !kiln.tensor<[], f32>) -> !kiln.tensor<["B", 1], f32>
+  %rs2 = "kiln.rsqrt"(%ve2) : (!kiln.tensor<["B", 1], f32>) -> !kiln.tensor<["B", 1], f32>
+  %n2 = "kiln.mul"(%d2, %rs2) : (!kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 1], f32>) -> !kiln.tensor<["B", 8], f32>
+  %ln = "kiln.layer_norm"(%x) {operandSegmentSizes = array<i32: 1, 0, 0>} : (!kiln.tensor<["B", 8], f32>) -> !kiln.tensor<["B", 8], f32>
+  %w = "kiln.mul"(%ln, %y) : (!kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>) -> !kiln.tensor<["B", 8], f32>
+  return %n, %n2, %w : !kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>
+}

@@ -1,0 +1,197 @@
+"""Helpers the graph passes share: walking functions, reading and making
+constants, replacing values.
+
+Constants are ``kiln.constant`` ops whose ``value`` is a dense or
+dense_resource elements attribute.  :func:`constant_array` reads either into
+numpy without going through Python lists: a dense attribute through the
+buffer protocol, a dense_resource one from the hex blob MLIR prints for it
+(the bindings have no accessor for resource data; printing a scratch module
+that holds only a clone of the constant prints only that blob).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from .._mlir import ir
+
+__all__ = [
+    "NUMPY_DTYPES",
+    "block_ops",
+    "constant_array",
+    "functions",
+    "is_constant",
+    "make_constant",
+    "numpy_dtype",
+    "replace_value",
+    "same_type",
+    "users",
+]
+
+#: numpy dtype for each kiln dtype numpy can hold (bf16 has none).
+NUMPY_DTYPES = {
+    "f16": np.float16,
+    "f32": np.float32,
+    "f64": np.float64,
+    "i1": np.bool_,
+    "i8": np.int8,
+    "i16": np.int16,
+    "i32": np.int32,
+    "i64": np.int64,
+}
+
+
+def numpy_dtype(t: ir.Type):
+    """The numpy dtype of an MLIR element type, or None (bf16)."""
+    return NUMPY_DTYPES.get(str(t))
+
+
+def functions(module) -> list:
+    """The ``func.func`` operations of a module op, in order."""
+    region = module.regions[0]
+    if len(region.blocks) == 0:
+        return []
+    return [op.operation for op in region.blocks[0].operations if op.operation.name == "func.func"]
+
+
+def block_ops(block) -> list:
+    """The operations of a block, as ``ir.Operation`` objects, in order."""
+    return [op.operation for op in block.operations]
+
+
+def users(value) -> list:
+    """The operations using ``value`` (one entry per use)."""
+    return [u.owner for u in value.uses]
+
+
+def same_type(a, b) -> bool:
+    """True when two values (or types) have exactly the same type."""
+    ta = a if isinstance(a, ir.Type) else a.type
+    tb = b if isinstance(b, ir.Type) else b.type
+    return ta == tb
+
+
+def replace_value(old, new) -> None:
+    """Replace every use of ``old`` with ``new``."""
+    old.replace_all_uses_with(new)
+
+
+def is_constant(value) -> bool:
+    """True when ``value`` is the result of a ``kiln.constant``."""
+    owner = value.owner
+    return isinstance(owner, (ir.Operation, ir.OpView)) and owner.name == "kiln.constant"
+
+
+def _elements(attr):
+    if isinstance(attr, ir.DenseElementsAttr):
+        return attr, ir.ShapedType(attr.type)
+    try:
+        res = ir.DenseResourceElementsAttr(attr)
+    except ValueError:
+        return None, None
+    return res, ir.ShapedType(res.type)
+
+
+def constant_nbytes(op) -> int | None:
+    """Bytes of a ``kiln.constant``'s data (None for element types numpy lacks)."""
+    _, t = _elements(op.operation.attributes["value"])
+    dt = numpy_dtype(t.element_type) if t is not None else None
+    if dt is None:
+        return None
+    return int(np.prod(t.shape, dtype=np.int64)) * np.dtype(dt).itemsize
+
+
+_BLOB = re.compile(r'^\s*([\w.$-]+|"[^"]*"): "0x([0-9A-Fa-f]*)"', re.M)
+
+
+def constant_array(value_or_op, max_bytes: int | None = None) -> np.ndarray | None:
+    """The data of a ``kiln.constant`` (op or its result) as a numpy array.
+
+    None when the element type has no numpy dtype, the data is larger than
+    ``max_bytes``, or it cannot be read.  The array is read-only when it views
+    the attribute's storage.
+    """
+    op = value_or_op.owner if isinstance(value_or_op, ir.Value) else value_or_op
+    if isinstance(op, ir.Block):  # a block argument
+        return None
+    op = op.operation
+    if op.name != "kiln.constant":
+        return None
+    attr, t = _elements(op.attributes["value"])
+    if attr is None:
+        return None
+    dt = numpy_dtype(t.element_type)
+    if dt is None:
+        return None
+    shape = tuple(t.shape)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
+    if max_bytes is not None and nbytes > max_bytes:
+        return None
+    if isinstance(attr, ir.DenseElementsAttr):
+        arr = np.array(attr)  # splats come back expanded
+        if arr.dtype == object:
+            return None
+        return arr.astype(dt, copy=False).reshape(shape)
+    return _resource_array(op, shape, dt)
+
+
+def _resource_array(op, shape, dt) -> np.ndarray | None:
+    scratch = ir.Module.create(op.location)
+    op.clone(ir.InsertionPoint(scratch.body))
+    text = str(scratch)
+    at = text.find("dialect_resources")
+    match = _BLOB.search(text, at) if at >= 0 else None
+    if match is None:
+        return None
+    raw = bytes.fromhex(match.group(2))[4:]  # the first 4 bytes are the alignment
+    if dt is np.bool_:
+        return np.frombuffer(raw, dtype=np.uint8).astype(np.bool_).reshape(shape)
+    count = int(np.prod(shape, dtype=np.int64))
+    if len(raw) != count * np.dtype(dt).itemsize:
+        return None
+    return np.frombuffer(raw, dtype=dt).reshape(shape)
+
+
+def _scalar_attr(t: ir.Type, v) -> ir.Attribute:
+    name = str(t)
+    if name.startswith("f") or name == "bf16":
+        return ir.FloatAttr.get(t, float(v))
+    return ir.IntegerAttr.get(t, int(bool(v)) if name == "i1" else int(v))
+
+
+def elements_attr(array: np.ndarray, element_type: ir.Type) -> ir.Attribute:
+    """A dense elements attribute holding ``array`` (splat when uniform)."""
+    shape = list(array.shape)
+    ttype = ir.RankedTensorType.get(shape, element_type)
+    if array.size > 0:
+        flat = array.reshape(-1)
+        if bool((flat == flat[0]).all()) and not (np.issubdtype(flat.dtype, np.floating) and np.isnan(flat[0])):
+            return ir.DenseElementsAttr.get_splat(ttype, _scalar_attr(element_type, flat[0]))
+    dt = numpy_dtype(element_type)
+    data = np.ascontiguousarray(array.astype(dt, copy=False))
+    if dt is np.bool_:
+        return ir.DenseElementsAttr.get(data, type=element_type)
+    return ir.DenseElementsAttr.get(data, type=element_type, shape=shape)
+
+
+def make_constant(array, element_type: ir.Type | str, *, loc=None, ip=None):
+    """A ``kiln.constant`` holding ``array`` (any array-like) as ``element_type``;
+    returns its result value."""
+    from ..dialects.kiln import ConstantOp, create_op, parse_dtype
+
+    if isinstance(element_type, str):
+        element_type = parse_dtype(element_type)
+    dt = numpy_dtype(element_type)
+    array = np.asarray(array, dtype=dt) if dt is not None else np.asarray(array)
+    attr = elements_attr(array, element_type)
+    return create_op(ConstantOp, attrs={"value": attr}, loc=loc, ip=ip).result
+
+
+def scalar_constant(value: float, element_type: ir.Type, *, loc=None, ip=None):
+    """A rank-0 ``kiln.constant`` (a splat, so any element type works, bf16 too)."""
+    from ..dialects.kiln import ConstantOp, create_op
+
+    attr = ir.DenseElementsAttr.get_splat(ir.RankedTensorType.get([], element_type), _scalar_attr(element_type, value))
+    return create_op(ConstantOp, attrs={"value": attr}, loc=loc, ip=ip).result

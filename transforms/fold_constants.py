@@ -1,0 +1,321 @@
+"""``kiln-fold-constants``: evaluate kiln ops whose operands are all constants.
+
+Each foldable op has a numpy evaluator in :data:`EVALUATORS` that computes the
+op's documented meaning (numpy reference semantics: broadcasting, ``matmul``,
+``take``, ...) in the result's dtype.  The op is replaced by a
+``kiln.constant`` holding the result, and constants left without users are
+erased.  That covers shape arithmetic as frontends emit it: a ``reshape`` or
+``transpose`` of a constant, or ``x * (2*3)`` becoming ``x * 6``.
+
+Option ``max-bytes`` keeps folding from inflating the model: an op is folded
+when its result has at most ``max-bytes`` bytes, or when the result is no
+larger than the constant operands it frees (operands used by nothing else,
+e.g. the ``transpose`` of a weight).  Ops with a dtype numpy lacks (bf16), a
+non-static result, or an evaluation error (integer division by zero, an index
+out of range) are left alone.
+
+Statistics: ``ops folded``, ``ops left (max-bytes)``, ``constants erased``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from .._mlir import ir
+from ..dialects.kiln import KilnOp, tensor_info
+from ..dialects.kiln.data import SLICE_END
+from ..pipelines.registry import Option, Pass, register_pass
+from ._graph import block_ops, constant_array, constant_nbytes, functions, is_constant, make_constant, numpy_dtype
+
+__all__ = ["EVALUATORS", "FoldConstants", "evaluate", "operand_map"]
+
+# Constant operands above this size are never read (reading a dense_resource
+# goes through its printed hex form).
+_MAX_OPERAND_BYTES = 64 << 20
+
+
+def operand_map(op) -> dict[str, int]:
+    """``{operand field name: index in op.operands}`` for the fields present.
+
+    Needed for ops with optional operands (``layer_norm``'s weight and bias),
+    whose positions depend on ``operandSegmentSizes``.
+    """
+    from ..dialects.kiln import _operand_layout
+
+    layout = _operand_layout(type(op.opview))
+    attrs = op.attributes
+    if "operandSegmentSizes" in attrs:
+        sizes = list(ir.DenseI32ArrayAttr(attrs["operandSegmentSizes"]))
+    else:
+        sizes = [1] * len(layout)
+    out, at = {}, 0
+    for (name, _), size in zip(layout, sizes):
+        if size:
+            out[name] = at
+        at += size
+    return out
+
+
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _gelu(x, approximate):
+    if approximate == "tanh":
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1 + _erf(x / math.sqrt(2)))
+
+
+def _int_div(a, b):
+    if np.any(b == 0):
+        raise ZeroDivisionError("integer division by zero")
+    q = np.floor_divide(a, b)
+    # floor -> truncation toward zero (the op's integer semantics)
+    return q + ((q < 0) & (q * b != a))
+
+
+def _div(args, attrs, op):
+    a, b = args
+    if np.issubdtype(a.dtype, np.integer):
+        return _int_div(a, b)
+    return a / b
+
+
+def _pow(args, attrs, op):
+    a, b = args
+    if np.issubdtype(b.dtype, np.integer) and np.any(b < 0):
+        raise ValueError("negative integer power")
+    return np.power(a, b)
+
+
+def _axes(attrs, rank):
+    axes = attrs["axes"] or list(range(rank))
+    return tuple(a % rank for a in axes) if rank else ()
+
+
+def _reduce(fn):
+    def run(args, attrs, op):
+        (x,) = args
+        return fn(x, axis=_axes(attrs, x.ndim), keepdims=attrs["keepdims"])
+
+    return run
+
+
+def _softmax(args, attrs, op):
+    (x,) = args
+    axis = attrs["axis"]
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _layer_norm(args, attrs, op):
+    fields = operand_map(op)
+    x = args[0]
+    axes = tuple(range(attrs["axis"] % x.ndim, x.ndim))
+    mean = x.mean(axis=axes, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    y = (x - mean) / np.sqrt(var + attrs["epsilon"])
+    if "weight" in fields:
+        y = y * args[fields["weight"]]
+    if "bias" in fields:
+        y = y + args[fields["bias"]]
+    return y
+
+
+def _batch_norm(args, attrs, op):
+    x, scale, bias, mean, var = args
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    inv = scale.reshape(shape) / np.sqrt(var.reshape(shape) + attrs["epsilon"])
+    return (x - mean.reshape(shape)) * inv + bias.reshape(shape)
+
+
+def _slice(args, attrs, op):
+    (x,) = args
+    index = [slice(None)] * x.ndim
+    steps = attrs["steps"] or [1] * len(attrs["axes"])
+    for s, e, a, st in zip(attrs["starts"], attrs["ends"], attrs["axes"], steps):
+        index[a % x.ndim] = slice(s, None if e >= SLICE_END else e, st)
+    return x[tuple(index)]
+
+
+def _pad(args, attrs, op):
+    (x,) = args
+    pads = attrs["pads"]
+    widths = [(pads[i], pads[i + x.ndim]) for i in range(x.ndim)]
+    if attrs["mode"] == "constant":
+        return np.pad(x, widths, mode="constant", constant_values=attrs["value"])
+    return np.pad(x, widths, mode=attrs["mode"])
+
+
+def _gather(args, attrs, op):
+    data, idx = args
+    axis = attrs["axis"] % data.ndim
+    if np.any(idx >= data.shape[axis]) or np.any(idx < -data.shape[axis]):
+        raise IndexError("gather index out of range")
+    return np.take(data, idx, axis=axis)
+
+
+def _unary(fn) -> Callable:
+    return lambda args, attrs, op: fn(args[0])
+
+
+def _binary(fn) -> Callable:
+    return lambda args, attrs, op: fn(args[0], args[1])
+
+
+#: ``{op name: evaluator(operand arrays, decoded attrs, op) -> array}``, numpy
+#: reference semantics of each op.  The result is cast to the result dtype.
+EVALUATORS: dict[str, Callable] = {
+    "kiln.add": _binary(np.add),
+    "kiln.sub": _binary(np.subtract),
+    "kiln.mul": _binary(np.multiply),
+    "kiln.div": _div,
+    "kiln.pow": _pow,
+    "kiln.maximum": _binary(np.maximum),
+    "kiln.minimum": _binary(np.minimum),
+    "kiln.eq": _binary(np.equal),
+    "kiln.ne": _binary(np.not_equal),
+    "kiln.lt": _binary(np.less),
+    "kiln.le": _binary(np.less_equal),
+    "kiln.gt": _binary(np.greater),
+    "kiln.ge": _binary(np.greater_equal),
+    "kiln.neg": _unary(np.negative),
+    "kiln.abs": _unary(np.abs),
+    "kiln.exp": _unary(np.exp),
+    "kiln.log": _unary(np.log),
+    "kiln.sqrt": _unary(np.sqrt),
+    "kiln.rsqrt": _unary(lambda x: 1 / np.sqrt(x)),
+    "kiln.tanh": _unary(np.tanh),
+    "kiln.sigmoid": _unary(_sigmoid),
+    "kiln.relu": _unary(lambda x: np.maximum(x, np.zeros((), x.dtype))),
+    "kiln.gelu": lambda args, attrs, op: _gelu(args[0], attrs["approximate"]),
+    "kiln.silu": _unary(lambda x: x * _sigmoid(x)),
+    "kiln.erf": _unary(_erf),
+    "kiln.where": lambda args, attrs, op: np.where(args[0], args[1], args[2]),
+    "kiln.cast": _unary(lambda x: x),  # the cast to the result dtype does it
+    "kiln.reshape": None,  # handled by the result shape (see evaluate)
+    "kiln.transpose": lambda args, attrs, op: np.transpose(args[0], attrs["perm"]),
+    "kiln.concat": lambda args, attrs, op: np.concatenate(args, axis=attrs["axis"]),
+    "kiln.slice": _slice,
+    "kiln.gather": _gather,
+    "kiln.expand": None,  # broadcast to the result shape (see evaluate)
+    "kiln.pad": _pad,
+    "kiln.matmul": _binary(np.matmul),
+    "kiln.reduce_sum": _reduce(np.sum),
+    "kiln.reduce_mean": _reduce(np.mean),
+    "kiln.reduce_max": _reduce(np.max),
+    "kiln.softmax": _softmax,
+    "kiln.layer_norm": _layer_norm,
+    "kiln.batch_norm": _batch_norm,
+}
+
+
+def _static_shape(value) -> tuple[int, ...] | None:
+    dims = tensor_info(value.type).dims
+    if not all(d.is_static for d in dims):
+        return None
+    return tuple(d.value for d in dims)
+
+
+def evaluate(op, args: list[np.ndarray]) -> np.ndarray:
+    """The value of kiln op ``op`` (single result, static shape) for operand arrays.
+
+    Raises ``KeyError`` for ops without an evaluator and the evaluator's own
+    errors (``ZeroDivisionError``, ``IndexError``, ...) when it cannot fold.
+    """
+    op = op.operation
+    name = op.name
+    shape = _static_shape(op.results[0])
+    dt = numpy_dtype(tensor_info(op.results[0].type).dtype)
+    if shape is None or dt is None:
+        raise ValueError("result is not static or has no numpy dtype")
+    if name == "kiln.reshape":
+        out = np.reshape(args[0], shape)
+    elif name == "kiln.expand":
+        out = np.broadcast_to(args[0], shape)
+    else:
+        fn = EVALUATORS[name]
+        with np.errstate(all="ignore"):
+            out = fn(args, op.opview.decoded_attrs(), op)
+    out = np.asarray(out)
+    if out.shape != shape:
+        raise ValueError(f"evaluator gave shape {out.shape}, the result type says {shape}")
+    with np.errstate(all="ignore"):
+        return out.astype(dt, copy=False)
+
+
+@register_pass
+class FoldConstants(Pass):
+    """Replace kiln ops over constants by the constants they compute."""
+
+    name = "kiln-fold-constants"
+    summary = "Evaluate kiln ops whose operands are all constants (numpy semantics), within a size cap"
+    options = (
+        Option("max-bytes", int, 1 << 20, "largest folded result, unless it replaces constants at least as large"),
+    )
+
+    def run(self, module) -> None:
+        for fn in functions(module):
+            for block in fn.regions[0].blocks:
+                self._fold_block(block)
+
+    def _fold_block(self, block) -> None:
+        for op in block_ops(block):
+            if op.name == "kiln.fused":
+                self._fold_block(op.regions[0].blocks[0])
+                continue
+            if self._foldable(op):
+                self._try_fold(op)
+
+    @staticmethod
+    def _foldable(op) -> bool:
+        if not isinstance(op.opview, KilnOp) or len(op.results) != 1 or not op.operands:
+            return False
+        if op.name not in EVALUATORS:
+            return False
+        return all(is_constant(v) for v in op.operands)
+
+    def _try_fold(self, op) -> None:
+        max_bytes = self.option("max-bytes")
+        result = op.results[0]
+        shape = _static_shape(result)
+        rdt = numpy_dtype(tensor_info(result.type).dtype)
+        if shape is None or rdt is None:
+            return
+        out_bytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(rdt).itemsize
+        producers = [v.owner.operation for v in op.operands]
+        unique = {}  # one entry per distinct constant op (an operand may repeat)
+        for p in producers:
+            unique.setdefault(p, constant_nbytes(p))
+        if any(s is None for s in unique.values()):
+            return
+        # Bytes that folding frees: constants used by this op only.
+        freed = sum(s for p, s in unique.items() if all(u.owner == op for u in p.results[0].uses))
+        if out_bytes > max_bytes and out_bytes > freed:
+            self.bump("ops left (max-bytes)")
+            return
+        args = [constant_array(p, _MAX_OPERAND_BYTES) for p in producers]
+        if any(a is None for a in args):
+            return
+        try:
+            value = evaluate(op, args)
+        except Exception:  # numpy could not evaluate it: leave the op to the backend
+            return
+        new = make_constant(value, tensor_info(result.type).dtype, loc=op.location, ip=ir.InsertionPoint(op))
+        if new.type != result.type:
+            new.owner.erase()
+            return
+        result.replace_all_uses_with(new)
+        op.erase()
+        self.bump("ops folded")
+        for p in unique:
+            if not list(p.results[0].uses):
+                p.erase()
+                self.bump("constants erased")

@@ -1,0 +1,377 @@
+"""``kiln-simplify``: algebraic rewrites, as a table of patterns.
+
+Each entry of :data:`PATTERNS` names a rewrite, the op it is rooted at, and a
+guard-first function that returns the value replacing the root's result (a
+new op built before the root, or an existing value), or ``None`` for *no
+match*.  A replacement is used only when its type is exactly the root's
+result type, so broadcasting rewrites (``x[4] * ones[B, 4]``) never change a
+shape.  The driver sweeps each block until nothing matches, erasing the ops
+a rewrite leaves dead.
+
+=======================  =====================================================
+pattern                  rewrite
+=======================  =====================================================
+``mul-one``              ``x * 1``, ``1 * x``  ->  ``x``
+``div-one``              ``x / 1``  ->  ``x``
+``add-zero``             ``x + 0``, ``0 + x``, ``x - 0``  ->  ``x``
+``neg-neg``              ``-(-x)``  ->  ``x``
+``transpose-transpose``  ``transpose(transpose(x, p), q)``  ->  one transpose (or ``x``)
+``transpose-identity``   ``transpose(x, [0, 1, ...])``  ->  ``x``
+``reshape-reshape``      ``reshape(reshape(x))``  ->  one reshape (or ``x``)
+``reshape-noop``         a reshape to the operand's own type  ->  ``x``
+``expand-noop``          an expand to the operand's own type  ->  ``x``
+``cast-noop``            a cast to the operand's own dtype  ->  ``x``
+``softmax``              ``exp(x - max(x)) / sum(exp(x - max(x)))`` (or without the
+                         max) over one axis  ->  ``kiln.softmax``
+``layer-norm``           ``(x - mean(x)) / sqrt(mean((x - mean(x))**2) + eps)`` (or
+                         ``* rsqrt(...)``) over trailing axes  ->  ``kiln.layer_norm``
+``layer-norm-weight``    ``layer_norm(x) * g``  ->  ``layer_norm(x, weight=g)``
+``layer-norm-bias``      ``layer_norm(x) + b``  ->  ``layer_norm(x, bias=b)``
+=======================  =====================================================
+
+The recognitions undo a frontend's decomposition, so the backends see one
+op they have a kernel for.  Option ``disable`` (a list) turns patterns off.
+Statistics: one counter per pattern applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._mlir import ir
+from ..dialects.kiln import create_op, tensor_info
+from ..errors import KilnError, VerifyError
+from ..pipelines.registry import Option, Pass, register_pass
+from ._graph import block_ops, constant_array, functions
+from .fold_constants import operand_map
+
+__all__ = ["PATTERNS", "Pattern", "Simplify"]
+
+# Constants larger than this are never read to decide a match.
+_MAX_PROBE_BYTES = 1 << 16
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One rewrite: ``fn(root op) -> replacement value | None`` (None: no match)."""
+
+    name: str
+    root: str
+    fn: Callable
+
+
+# -- matching helpers ---------------------------------------------------------
+
+
+def _producer(value, name: str):
+    """The op defining ``value`` if it is a ``name`` op, else None."""
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return None
+    owner = owner.operation
+    return owner if owner.name == name else None
+
+
+def _splat(value) -> float | None:
+    """The value every element of a (small) constant has, else None."""
+    arr = constant_array(value, _MAX_PROBE_BYTES)
+    if arr is None or arr.size == 0:
+        return None
+    flat = arr.reshape(-1)
+    first = flat[0]
+    if not bool((flat == first).all()):
+        return None
+    # The shortest decimal that rounds to the value in its own dtype: an f32
+    # epsilon of 1e-5 becomes 1e-5, not 9.99999974e-06.
+    return float(str(first)) if np.issubdtype(flat.dtype, np.floating) else float(first)
+
+
+def _build(root, name: str, operands, attrs=None, **named):
+    """Build a kiln op before ``root`` at its location; None if it is invalid."""
+    try:
+        return create_op(name, operands, attrs=attrs, loc=root.location, ip=ir.InsertionPoint(root), **named).result
+    except (VerifyError, KilnError):
+        return None
+
+
+def _rank(value) -> int:
+    return len(tensor_info(value.type).dims)
+
+
+def _axes(op) -> list[int] | None:
+    """Normalized reduction axes of a ``keepdims`` reduction, else None."""
+    attrs = op.opview.decoded_attrs()
+    if not attrs["keepdims"]:
+        return None
+    rank = _rank(op.operands[0])
+    axes = attrs["axes"] or list(range(rank))
+    return sorted(a % rank for a in axes)
+
+
+# -- identities ---------------------------------------------------------------
+
+
+def _identity_operand(root, unit: float, positions=(0, 1)):
+    """The other operand when operand ``i`` (in ``positions``) is all ``unit``."""
+    for i in positions:
+        other = root.operands[1 - i]
+        if _splat(root.operands[i]) == unit and other.type == root.results[0].type:
+            return other
+    return None
+
+
+def mul_one(root):
+    return _identity_operand(root, 1.0)
+
+
+def div_one(root):
+    return _identity_operand(root, 1.0, positions=(1,))
+
+
+def add_zero(root):
+    return _identity_operand(root, 0.0)
+
+
+def sub_zero(root):
+    return _identity_operand(root, 0.0, positions=(1,))
+
+
+def neg_neg(root):
+    inner = _producer(root.operands[0], "kiln.neg")
+    return inner.operands[0] if inner is not None else None
+
+
+def _same_type_operand(root):
+    x = root.operands[0]
+    return x if x.type == root.results[0].type else None
+
+
+def transpose_identity(root):
+    perm = root.opview.attr("perm")
+    return root.operands[0] if perm == list(range(len(perm))) else None
+
+
+def transpose_transpose(root):
+    inner = _producer(root.operands[0], "kiln.transpose")
+    if inner is None:
+        return None
+    p, q = inner.opview.attr("perm"), root.opview.attr("perm")
+    composed = [p[i] for i in q]
+    x = inner.operands[0]
+    if composed == list(range(len(composed))):
+        return x
+    return _build(root, "kiln.transpose", [x], {"perm": composed})
+
+
+def reshape_reshape(root):
+    inner = _producer(root.operands[0], "kiln.reshape")
+    if inner is None:
+        return None
+    x = inner.operands[0]
+    if x.type == root.results[0].type:
+        return x
+    return _build(root, "kiln.reshape", [x], {"shape": root.opview.attr("shape")})
+
+
+# -- recognitions ---------------------------------------------------------------
+
+
+def softmax(root):
+    """``e / reduce_sum(e, [a], keepdims)`` with ``e = exp(x - reduce_max(x, [a], keepdims))``."""
+    e, s = root.operands
+    total = _producer(s, "kiln.reduce_sum")
+    exp = _producer(e, "kiln.exp")
+    if total is None or exp is None or total.operands[0] != e:
+        return None
+    axes = _axes(total)
+    if axes is None or len(axes) != 1:
+        return None
+    x = exp.operands[0]
+    shifted = _producer(x, "kiln.sub")
+    if shifted is not None:
+        peak = _producer(shifted.operands[1], "kiln.reduce_max")
+        if peak is not None and peak.operands[0] == shifted.operands[0] and _axes(peak) == axes:
+            x = shifted.operands[0]
+    if x.type != root.results[0].type:
+        return None
+    return _build(root, "kiln.softmax", [x], {"axis": axes[0] - _rank(x)})
+
+
+def _variance_of(value, centered, axes) -> bool:
+    """True when ``value`` is ``reduce_mean(centered**2, axes, keepdims)``."""
+    mean = _producer(value, "kiln.reduce_mean")
+    if mean is None or _axes(mean) != axes:
+        return False
+    sq = mean.operands[0]
+    mul = _producer(sq, "kiln.mul")
+    if mul is not None:
+        return mul.operands[0] == centered and mul.operands[1] == centered
+    power = _producer(sq, "kiln.pow")
+    return power is not None and power.operands[0] == centered and _splat(power.operands[1]) == 2.0
+
+
+def layer_norm(root):
+    """``d / sqrt(var + eps)`` or ``d * rsqrt(var + eps)``, ``d = x - reduce_mean(x)``."""
+    if root.name == "kiln.div":
+        d, den = root.operands
+        root_op = _producer(den, "kiln.sqrt")
+    else:
+        d, den = root.operands
+        root_op = _producer(den, "kiln.rsqrt")
+        if root_op is None:
+            den, d = root.operands
+            root_op = _producer(den, "kiln.rsqrt")
+    if root_op is None:
+        return None
+    centered = _producer(d, "kiln.sub")
+    if centered is None:
+        return None
+    x, mean_v = centered.operands
+    mean = _producer(mean_v, "kiln.reduce_mean")
+    if mean is None or mean.operands[0] != x:
+        return None
+    axes = _axes(mean)
+    rank = _rank(x)
+    if axes is None or axes != list(range(rank - len(axes), rank)):
+        return None  # layer_norm normalizes trailing axes only
+    plus = _producer(root_op.operands[0], "kiln.add")
+    if plus is None:
+        return None
+    for var_v, eps_v in (plus.operands, reversed(list(plus.operands))):
+        eps = _splat(eps_v)
+        if eps is not None and _rank(eps_v) <= 1 and _variance_of(var_v, d, axes):
+            break
+    else:
+        return None
+    if x.type != root.results[0].type:
+        return None
+    return _build(root, "kiln.layer_norm", [x], {"axis": axes[0] - rank, "epsilon": eps})
+
+
+def _single_use(value) -> bool:
+    return len(list(value.uses)) == 1
+
+
+def _fold_into_layer_norm(root, field: str):
+    for i in (0, 1):
+        ln = _producer(root.operands[i], "kiln.layer_norm")
+        param = root.operands[1 - i]
+        if ln is None or not _single_use(root.operands[i]):
+            continue
+        fields = operand_map(ln)
+        if field in fields or (field == "weight" and "bias" in fields):
+            continue  # already has it, or a bias that must come after the weight
+        x = ln.operands[0]
+        info, p = tensor_info(x.type), tensor_info(param.type)
+        axis = ln.opview.attr("axis") % info.rank
+        if p.dtype != info.dtype or tuple(p.dims) != tuple(info.dims[axis:]):
+            continue
+        named = {name: ln.operands[idx] for name, idx in fields.items() if name != "x"}
+        named[field] = param
+        attrs = {"axis": ln.opview.attr("axis"), "epsilon": ln.opview.attr("epsilon")}
+        return _build(root, "kiln.layer_norm", [x], attrs, **named)
+    return None
+
+
+def layer_norm_weight(root):
+    return _fold_into_layer_norm(root, "weight")
+
+
+def layer_norm_bias(root):
+    return _fold_into_layer_norm(root, "bias")
+
+
+#: The rewrite table, tried in order at each op.
+PATTERNS: list[Pattern] = [
+    Pattern("mul-one", "kiln.mul", mul_one),
+    Pattern("div-one", "kiln.div", div_one),
+    Pattern("add-zero", "kiln.add", add_zero),
+    Pattern("add-zero", "kiln.sub", sub_zero),
+    Pattern("neg-neg", "kiln.neg", neg_neg),
+    Pattern("transpose-identity", "kiln.transpose", transpose_identity),
+    Pattern("transpose-transpose", "kiln.transpose", transpose_transpose),
+    Pattern("reshape-noop", "kiln.reshape", _same_type_operand),
+    Pattern("reshape-reshape", "kiln.reshape", reshape_reshape),
+    Pattern("expand-noop", "kiln.expand", _same_type_operand),
+    Pattern("cast-noop", "kiln.cast", _same_type_operand),
+    Pattern("softmax", "kiln.div", softmax),
+    Pattern("layer-norm", "kiln.div", layer_norm),
+    Pattern("layer-norm", "kiln.mul", layer_norm),
+    Pattern("layer-norm-weight", "kiln.mul", layer_norm_weight),
+    Pattern("layer-norm-bias", "kiln.add", layer_norm_bias),
+]
+
+PATTERN_NAMES = tuple(dict.fromkeys(p.name for p in PATTERNS))
+
+
+def _erase_dead(op) -> None:
+    """Erase ``op`` if its results are unused, then its producers likewise."""
+    if op.name in ("kiln.symbol", "kiln.yield", "func.return") or not op.results:
+        return
+    if any(list(r.uses) for r in op.results):
+        return
+    producers = [v.owner.operation for v in op.operands if not isinstance(v.owner, ir.Block)]
+    op.erase()
+    for p in dict.fromkeys(producers):
+        if p.name.startswith("kiln."):
+            _erase_dead(p)
+
+
+@register_pass
+class Simplify(Pass):
+    """Apply the algebraic rewrite table until nothing matches."""
+
+    name = "kiln-simplify"
+    summary = "Algebraic simplifications and softmax/layer_norm recognition (a table of patterns)"
+    options = (Option("disable", list, [], f"patterns to skip: {', '.join(PATTERN_NAMES)}"),)
+
+    #: Sweeps over a block before giving up on reaching a fixpoint.
+    MAX_SWEEPS = 16
+
+    def run(self, module) -> None:
+        disabled = set(self.option("disable"))
+        unknown = disabled - set(PATTERN_NAMES)
+        if unknown:
+            raise KilnError(f"kiln-simplify: unknown pattern(s) {', '.join(sorted(unknown))} (patterns: {', '.join(PATTERN_NAMES)})")
+        by_root: dict[str, list[Pattern]] = {}
+        for p in PATTERNS:
+            if p.name not in disabled:
+                by_root.setdefault(p.root, []).append(p)
+        for fn in functions(module):
+            for block in fn.regions[0].blocks:
+                self._simplify_block(block, by_root)
+
+    def _simplify_block(self, block, by_root) -> None:
+        for _ in range(self.MAX_SWEEPS):
+            changed = False
+            for op in block_ops(block):
+                if op.name == "kiln.fused":
+                    self._simplify_block(op.regions[0].blocks[0], by_root)
+                    continue
+                for pattern in by_root.get(op.name, ()):
+                    if self._apply(pattern, op):
+                        changed = True
+                        break
+            if not changed:
+                return
+
+    def _apply(self, pattern: Pattern, op) -> bool:
+        try:
+            new = pattern.fn(op)
+        except (VerifyError, KilnError, ValueError, IndexError):
+            new = None
+        if new is None:
+            return False
+        result = op.results[0]
+        if new.type != result.type:
+            owner = new.owner
+            if not isinstance(owner, ir.Block):
+                _erase_dead(owner.operation)
+            return False
+        result.replace_all_uses_with(new)
+        _erase_dead(op)
+        self.bump(pattern.name)
+        return True
