@@ -1,0 +1,292 @@
+"""The persistent kernel cache shared by kiln's backends.
+
+Layout under the cache root (``$KILN_CACHE_DIR``, else
+``$XDG_CACHE_HOME/kiln``, else ``~/.cache/kiln``)::
+
+    <root>/<kind>/<key[:2]>/<key>.entry   one entry (kinds: kernel, tune, binary, ...)
+    <root>/src/<sha256>.py                generated Triton source, content-addressed
+    <root>/triton/                        Triton's own compile cache (TRITON_CACHE_DIR)
+
+An entry is ``KILNCACHE1\\n`` + a JSON header line (``size``, ``sha256`` of
+the payload, free-form ``meta``) + the payload.  Reads check all three; an
+entry that fails (truncated, corrupted, foreign) is deleted and reported as a
+miss, so the caller rebuilds and rewrites it.  Writes go to a temporary file
+in the same folder and are moved into place with ``os.replace``: readers in
+other processes see the old entry or the new one, never half of one.
+
+Keys (:func:`make_key`) hash the kernel IR's digest, the shape bucket, the
+target, and the kiln / Triton / MLIR versions plus the cache format, so an
+upgrade never reads a stale entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CACHE_FORMAT",
+    "CacheStats",
+    "KernelCache",
+    "default_cache",
+    "default_cache_dir",
+    "make_key",
+    "shape_bucket",
+    "versions",
+]
+
+CACHE_FORMAT = 1
+_MAGIC = b"KILNCACHE1\n"
+
+
+def default_cache_dir() -> Path:
+    """``$KILN_CACHE_DIR``, else the user cache dir + ``/kiln``."""
+    env = os.environ.get("KILN_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "kiln"
+
+
+_VERSIONS: dict[str, str] | None = None
+
+
+def versions() -> dict[str, str]:
+    """Versions that make up every key: kiln, triton, the MLIR bindings, the format."""
+    global _VERSIONS
+    if _VERSIONS is None:
+        from importlib import metadata
+
+        from .. import __version__
+
+        def ver(dist: str) -> str:
+            try:
+                return metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                return "none"
+
+        _VERSIONS = {
+            "kiln": __version__,
+            "triton": ver("triton"),
+            "mlir": ver("torch-mlir"),
+            "format": str(CACHE_FORMAT),
+        }
+    return dict(_VERSIONS)
+
+
+def _next_pow2(v: int) -> int:
+    return 1 if v <= 1 else 1 << (int(v) - 1).bit_length()
+
+
+def shape_bucket(binding: Mapping[str, int]) -> dict[str, int]:
+    """Each symbol's value rounded up to a power of two: shapes in one bucket
+    share tuning decisions."""
+    return {k: _next_pow2(v) for k, v in sorted(binding.items())}
+
+
+def make_key(kind: str, ir_digest: str, bucket: Mapping[str, int] | None, target: str, **extra: Any) -> str:
+    """The cache key (sha256 hex) of an entry."""
+    payload = {
+        "kind": kind,
+        "ir": ir_digest,
+        "bucket": dict(sorted((bucket or {}).items())),
+        "target": target,
+        "versions": versions(),
+        "extra": extra,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@dataclass
+class CacheStats:
+    """Counters of one :class:`KernelCache` object (this process only)."""
+
+    hits: int = 0
+    misses: int = 0
+    corrupt: int = 0
+    writes: int = 0
+    by_kind: dict[str, list[int]] = field(default_factory=dict)
+
+    def count(self, kind: str, hit: bool) -> None:
+        entry = self.by_kind.setdefault(kind, [0, 0])
+        entry[0 if hit else 1] += 1
+        if hit:
+            self.hits += 1
+        else:
+            self.misses += 1
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+class KernelCache:
+    """A persistent, process-safe key -> bytes store (see the module docstring)."""
+
+    def __init__(self, root: str | os.PathLike | None = None):
+        self.root = Path(root) if root is not None else default_cache_dir()
+        self.stats = CacheStats()
+        self._lock = threading.Lock()
+
+    # -- entries -----------------------------------------------------------
+
+    def path(self, kind: str, key: str) -> Path:
+        """Where entry ``key`` of ``kind`` lives."""
+        return self.root / kind / key[:2] / f"{key}.entry"
+
+    def get(self, kind: str, key: str) -> tuple[bytes, dict] | None:
+        """``(payload, meta)`` of a valid entry, else None (a bad one is deleted)."""
+        p = self.path(kind, key)
+        try:
+            data = p.read_bytes()
+        except OSError:
+            self.stats.count(kind, False)
+            return None
+        parsed = self._parse(data)
+        if parsed is None:
+            self.stats.corrupt += 1
+            try:
+                p.unlink()
+            except OSError:
+                pass
+            self.stats.count(kind, False)
+            return None
+        self.stats.count(kind, True)
+        return parsed
+
+    @staticmethod
+    def _parse(data: bytes) -> tuple[bytes, dict] | None:
+        if not data.startswith(_MAGIC):
+            return None
+        rest = data[len(_MAGIC) :]
+        nl = rest.find(b"\n")
+        if nl < 0:
+            return None
+        try:
+            header = json.loads(rest[:nl])
+            payload = rest[nl + 1 :]
+            if len(payload) != header["size"] or hashlib.sha256(payload).hexdigest() != header["sha256"]:
+                return None
+            return payload, header.get("meta", {})
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def put(self, kind: str, key: str, payload: bytes, meta: dict | None = None) -> Path:
+        """Write an entry atomically; returns its path."""
+        header = {"size": len(payload), "sha256": hashlib.sha256(payload).hexdigest(), "meta": meta or {}}
+        data = _MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload
+        p = self.path(kind, key)
+        _atomic_write(p, data)
+        self.stats.writes += 1
+        return p
+
+    def get_json(self, kind: str, key: str) -> Any | None:
+        """A JSON entry's value, or None."""
+        got = self.get(kind, key)
+        if got is None:
+            return None
+        try:
+            return json.loads(got[0])
+        except ValueError:
+            self.path(kind, key).unlink(missing_ok=True)
+            return None
+
+    def put_json(self, kind: str, key: str, value: Any, meta: dict | None = None) -> Path:
+        """Write a JSON entry."""
+        return self.put(kind, key, json.dumps(value, sort_keys=True).encode(), meta)
+
+    # -- generated source --------------------------------------------------
+
+    def source_file(self, text: str) -> Path:
+        """A ``.py`` file holding ``text``, content-addressed by its sha256.
+
+        A file whose content no longer matches its name (truncated by a
+        crash, edited) is rewritten.  Triton reads kernel source from files
+        (``inspect``), so generated code must live on disk.
+        """
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        p = self.root / "src" / f"k{digest[:32]}.py"
+        with self._lock:
+            try:
+                ok = hashlib.sha256(p.read_bytes()).hexdigest() == digest
+            except OSError:
+                ok = False
+            self.stats.count("src", ok)
+            if not ok:
+                if p.exists():
+                    self.stats.corrupt += 1
+                _atomic_write(p, text.encode())
+                self.stats.writes += 1
+        return p
+
+    def triton_dir(self) -> Path:
+        """Where Triton's own compile cache goes (used unless TRITON_CACHE_DIR is set)."""
+        return self.root / "triton"
+
+    # -- maintenance -------------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        """Entry counts and bytes per kind, and the root."""
+        kinds: dict[str, dict[str, int]] = {}
+        if self.root.is_dir():
+            for sub in sorted(self.root.iterdir()):
+                if not sub.is_dir():
+                    continue
+                n = size = 0
+                for f in sub.rglob("*"):
+                    if f.is_file() and not f.name.startswith(".tmp-"):
+                        n += 1
+                        size += f.stat().st_size
+                kinds[sub.name] = {"entries": n, "bytes": size}
+        return {
+            "root": str(self.root),
+            "kinds": kinds,
+            "entries": sum(k["entries"] for k in kinds.values()),
+            "bytes": sum(k["bytes"] for k in kinds.values()),
+            "versions": versions(),
+        }
+
+    def clear(self) -> int:
+        """Delete every entry; returns how many files were removed."""
+        n = 0
+        if self.root.is_dir():
+            for sub in list(self.root.iterdir()):
+                if sub.is_dir():
+                    n += sum(1 for f in sub.rglob("*") if f.is_file())
+                    shutil.rmtree(sub, ignore_errors=True)
+                else:
+                    sub.unlink(missing_ok=True)
+                    n += 1
+        return n
+
+
+_CACHES: dict[str, KernelCache] = {}
+
+
+def default_cache() -> KernelCache:
+    """The process's cache object for the current :func:`default_cache_dir`."""
+    root = str(default_cache_dir())
+    if root not in _CACHES:
+        _CACHES[root] = KernelCache(root)
+    return _CACHES[root]

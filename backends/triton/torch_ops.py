@@ -1,0 +1,62 @@
+"""Kernels the Triton backend runs in PyTorch: concat, pad, gather, fallback.
+
+These are data-movement ops (or ops kiln cannot lower) with no generated
+Triton kernel yet; they follow the same kernel contract so a program mixes
+them freely with generated kernels.  ``is_fallback`` marks them for the
+runtime's counters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ...errors import UnsupportedError
+from .kernel import TritonKernel
+
+__all__ = ["TorchKernel"]
+
+
+class TorchKernel(TritonKernel):
+    """One kiln op computed with torch on the tensors' device."""
+
+    kind = "torch"
+    is_fallback = True
+
+    def generate(self) -> str:
+        return ""
+
+    def __call__(self, inputs: Sequence, outputs: Sequence, binding: Mapping[str, int]) -> None:
+        import torch
+        import torch.nn.functional as F  # noqa: N812
+
+        self.check(inputs, outputs, binding)
+        xs = [i.apply(t, binding) for i, t in zip(self.spec.inputs, inputs)]
+        node = self.spec.anchor
+        args = [xs[i] for _, i in node.args]
+        at = node.attrs
+        op = node.op
+        if op == "kiln.concat":
+            y = torch.cat(args, dim=at["axis"])
+        elif op == "kiln.pad":
+            rank = args[0].dim()
+            pads = at["pads"]
+            flat = []
+            for a in reversed(range(rank)):
+                flat += [pads[a], pads[a + rank]]
+            mode = {"constant": "constant", "reflect": "reflect", "edge": "replicate"}[at.get("mode", "constant")]
+            y = F.pad(args[0], flat, mode=mode, value=at.get("value", 0.0)) if mode == "constant" else F.pad(
+                args[0], flat, mode=mode
+            )
+        elif op == "kiln.gather":
+            data, idx = args
+            axis = at.get("axis", 0) % data.dim()
+            flat = torch.index_select(data, axis, idx.reshape(-1).long())
+            y = flat.reshape(data.shape[:axis] + idx.shape + data.shape[axis + 1 :])
+        elif op == "kiln.fallback" and at["op_name"].startswith("aten."):
+            name = at["op_name"].split(".")
+            fn = getattr(torch.ops.aten, name[1])
+            fn = getattr(fn, name[2]) if len(name) > 2 else fn
+            y = fn(*args)
+        else:
+            raise UnsupportedError(f"the Triton backend has no kernel for '{op}'")
+        outputs[0].copy_(y)
