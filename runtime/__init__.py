@@ -1,1 +1,3 @@
 """Runtime of kiln (see DESIGN.md)."""
+
+from .model import CompiledModel  # noqa: E402,F401

@@ -1,0 +1,40 @@
+"""JIT-compiled CPU kernels: an LLVM-dialect module in an ``ExecutionEngine``.
+
+:class:`CpuKernel` implements the :mod:`kiln.backends.kernel` contract for
+one function of a module lowered by ``kiln-cpu-lower``: its inputs come
+first, then one output buffer per result (destination-passing style).  The
+kernel holds its engine (a function looked up from a collected engine
+segfaults, MLIR_NOTES sharp edge 9) and the engine holds the module's
+context alive through the module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..kernel import Kernel, memref_pointers
+
+__all__ = ["CpuKernel", "jit"]
+
+
+def jit(module, opt_level: int = 3):
+    """An ``ExecutionEngine`` for an LLVM-dialect module (opt level 3)."""
+    from ..._mlir import execution_engine
+
+    return execution_engine.ExecutionEngine(module, opt_level=opt_level)
+
+
+class CpuKernel(Kernel):
+    """One JIT-compiled function: ``kernel(inputs, outputs, binding)`` writes ``outputs``."""
+
+    def __init__(self, name: str, inputs, outputs, engine, module=None):
+        self.name = name
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self.engine = engine
+        self._module = module  # keeps the module (and its context) alive with the engine
+
+    def __call__(self, inputs: Sequence, outputs: Sequence, binding: dict[str, int]) -> None:
+        ptrs, keep = memref_pointers(list(inputs) + list(outputs))
+        self.engine.invoke(self.name, *ptrs)
+        del keep

@@ -1,0 +1,203 @@
+"""The CPU lowering as named stages: linalg on tensors → LLVM dialect.
+
+Each stage is a registered kiln pass, so ``kiln-opt --pass-pipeline`` and
+``kiln-compile --stop-after=<stage>`` reproduce any step from a file:
+
+1. ``kiln-cpu-prepare``: drop ``kiln.symbol`` declarations, turn every
+   function into destination-passing style (one ``memref`` argument per
+   result, written with ``bufferization.materialize_in_destination``; no
+   buffer escapes, MLIR_NOTES sharp edge 17) and mark it
+   ``llvm.emit_c_interface``.
+2. ``kiln-cpu-vectorize``: tile and vectorize the linalg ops (upstream
+   passes; ``level=0`` turns it off).
+3. ``kiln-cpu-bufferize``: one-shot bufferization with identity layouts at
+   function boundaries, then the buffer deallocation pipeline (internal
+   buffers are freed before returning).
+4. ``kiln-cpu-to-llvm``: loops → cf → LLVM dialect (math through libm where
+   LLVM has no intrinsic).
+
+``kiln-cpu-lower`` runs all four.
+"""
+
+from __future__ import annotations
+
+from ..._mlir import ir, passmanager
+from ...context import DiagnosticCollector
+from ...errors import PipelineError, UnsupportedError, diagnostic_from_mlir
+from ...pipelines.registry import Option, Pass, register_pass
+
+__all__ = ["BUFFERIZE", "TO_LLVM", "CpuLower", "prepare_module", "run_upstream"]
+
+BUFFERIZE = (
+    "eliminate-empty-tensors,"
+    "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},"
+    "canonicalize,"
+    "buffer-deallocation-pipeline,"
+    "canonicalize"
+)
+
+TO_LLVM = (
+    "convert-linalg-to-loops,"
+    "expand-strided-metadata,"
+    "lower-affine,"
+    "convert-scf-to-cf,"
+    "func.func(convert-math-to-llvm),"
+    "convert-math-to-libm,"
+    "finalize-memref-to-llvm,"
+    "convert-arith-to-llvm,"
+    "convert-func-to-llvm,"
+    "convert-cf-to-llvm,"
+    "convert-ub-to-llvm,"
+    "reconcile-unrealized-casts"
+)
+
+VECTORIZE = "func.func(linalg-generalize-named-ops),canonicalize,cse"
+
+
+def run_upstream(module, text: str, stage: str) -> None:
+    """Run upstream pipeline ``text`` on ``module``; PipelineError with diagnostics on failure."""
+    ctx = module.context
+    with DiagnosticCollector(ctx) as collector:
+        try:
+            pm = passmanager.PassManager.parse(f"builtin.module({text})", ctx)
+            pm.run(module)
+        except ir.MLIRError as e:
+            diags = [diagnostic_from_mlir(d) for d in e.error_diagnostics] or collector.errors
+            raise PipelineError(f"{stage} failed", diags) from None
+
+
+def _functions(module):
+    for op in module.regions[0].blocks[0].operations:
+        if op.operation.name == "func.func" and len(op.operation.regions[0].blocks):
+            yield op.operation
+
+
+def _is_linalg_result(v: ir.Value) -> bool:
+    owner = v.owner
+    return isinstance(owner, (ir.Operation, ir.OpView)) and getattr(owner, "name", "").startswith("linalg.")
+
+
+def prepare_module(module) -> None:
+    """Stage ``kiln-cpu-prepare`` (see the module docstring)."""
+    from ...conversions.kiln_to_linalg.common import copy_contiguous
+
+    body = module.regions[0].blocks[0]
+    for op in list(body.operations):
+        name = op.operation.name
+        if name == "kiln.symbol":
+            op.operation.erase()
+    bad = []
+
+    def visit(op):
+        if op.name.startswith("kiln."):
+            bad.append(op.name)
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    if bad:
+        raise UnsupportedError(
+            f"the CPU backend cannot run '{bad[0]}' (lower kiln ops with convert-kiln-to-linalg first; "
+            "kiln.fallback ops run in the runtime, not in a CPU kernel)"
+        )
+    for fn in _functions(module):
+        block = fn.regions[0].blocks[0]
+        ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+        ret = block.operations[len(block.operations) - 1]
+        outs = []
+        with fn.location:
+            for t in ftype.results:
+                rt = ir.RankedTensorType(t)
+                mt = ir.MemRefType.get(rt.shape, rt.element_type)
+                outs.append(block.add_argument(mt, fn.location))
+            ip = ir.InsertionPoint(ret)
+            seen: list = []
+            with ip:
+                for v, out in zip(list(ret.operands), outs):
+                    orig = v
+                    if not _is_linalg_result(v) or any(v == s for s in seen):
+                        # Copy, so the result is computed straight into the
+                        # caller's buffer (no memref.copy of strided views).
+                        v = copy_contiguous(v)
+                    seen.append(orig)
+                    ir.Operation.create(
+                        "bufferization.materialize_in_destination",
+                        operands=[v, out],
+                        attributes={"restrict": ir.UnitAttr.get(), "writable": ir.UnitAttr.get()},
+                    )
+                ir.Operation.create("func.return", operands=[])
+            ret.erase()
+        fn.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get(list(ftype.inputs) + [o.type for o in outs], [])
+        )
+        fn.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+
+
+def _c(i: int):
+    from ..._mlir import arith
+
+    return arith.constant(ir.IndexType.get(), i)
+
+
+@register_pass
+class CpuPrepare(Pass):
+    """Destination-passing style, C interface, no kiln declarations left."""
+
+    name = "kiln-cpu-prepare"
+    summary = "Give every function one memref argument per result and mark it for the C interface"
+
+    def run(self, module) -> None:
+        prepare_module(module)
+
+
+@register_pass
+class CpuVectorize(Pass):
+    """Tile and vectorize linalg ops on tensors for the host CPU."""
+
+    name = "kiln-cpu-vectorize"
+    summary = "Tile and vectorize linalg ops (level 0: none)"
+    options = (Option("level", int, 1, "0: no vectorization"),)
+
+    def run(self, module) -> None:
+        if self.option("level") > 0:
+            run_upstream(module, VECTORIZE, self.name)
+
+
+@register_pass
+class CpuBufferize(Pass):
+    """One-shot bufferization and deallocation."""
+
+    name = "kiln-cpu-bufferize"
+    summary = "One-shot bufferize (identity layouts at function boundaries), then free internal buffers"
+
+    def run(self, module) -> None:
+        run_upstream(module, BUFFERIZE, self.name)
+
+
+@register_pass
+class CpuToLLVM(Pass):
+    """Lower loops, memrefs, arith, math and func to the LLVM dialect."""
+
+    name = "kiln-cpu-to-llvm"
+    summary = "Lower bufferized linalg to the LLVM dialect"
+
+    def run(self, module) -> None:
+        run_upstream(module, TO_LLVM, self.name)
+
+
+#: The CPU stages in order (names of registered passes).
+STAGES = ("kiln-cpu-prepare", "kiln-cpu-vectorize", "kiln-cpu-bufferize", "kiln-cpu-to-llvm")
+
+
+@register_pass
+class CpuLower(Pass):
+    """The whole CPU lowering: prepare, vectorize, bufferize, to LLVM."""
+
+    name = "kiln-cpu-lower"
+    summary = "linalg on tensors -> LLVM dialect for the ExecutionEngine (all kiln-cpu-* stages)"
+    options = (Option("vectorize", int, 1, "vectorization level (0: none)"),)
+
+    def run(self, module) -> None:
+        prepare_module(module)
+        CpuVectorize(level=self.option("vectorize")).run(module)
+        run_upstream(module, BUFFERIZE, "kiln-cpu-bufferize")
+        run_upstream(module, TO_LLVM, "kiln-cpu-to-llvm")

@@ -1,0 +1,229 @@
+"""``kiln.compile``: a model in, a :class:`~kiln.runtime.CompiledModel` out.
+
+The stages, each a registered pass (so ``kiln-opt --pass-pipeline`` and
+``kiln-compile --stop-after=<stage>`` reproduce any of them from a file)::
+
+    kiln-infer-shapes → convert-kiln-to-linalg → kiln-cpu-prepare →
+    kiln-cpu-vectorize → kiln-cpu-bufferize → kiln-cpu-to-llvm → ExecutionEngine
+
+One compilation serves every shape in the symbols' ranges: dims stay
+dynamic down to the machine code, and the runtime binds them per call.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from ._mlir import ir
+from .dialects.kiln import TensorType, dtype_name, tensor_info
+from .errors import KilnError, ParseError, UnsupportedError
+
+__all__ = ["STAGES", "compilation_count", "compile", "load_source", "lower"]
+
+#: The lowering stages in order (names of registered passes).
+STAGES = (
+    "kiln-infer-shapes",
+    "convert-kiln-to-linalg",
+    "kiln-cpu-prepare",
+    "kiln-cpu-vectorize",
+    "kiln-cpu-bufferize",
+    "kiln-cpu-to-llvm",
+)
+
+_count_lock = threading.Lock()
+_compilations = 0
+
+
+def compilation_count() -> int:
+    """How many JIT compilations :func:`compile` has run in this process."""
+    return _compilations
+
+
+def _is_torch_module(source) -> bool:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(source, torch.nn.Module) or type(source).__name__ == "ExportedProgram"
+
+
+def _is_onnx(source) -> bool:
+    if isinstance(source, (str, os.PathLike)) and str(source).endswith(".onnx"):
+        return True
+    return type(source).__name__ == "ModelProto"
+
+
+def load_source(source, example_args=None, dynamic_shapes=None, symbols=None) -> ir.Module:
+    """The kiln module for ``source`` (torch module, ONNX model/path, kiln
+    ``ir.Module``, MLIR text or a ``.mlir`` path), in a context of its own."""
+    from .context import make_context
+    from .module import parse_module
+
+    if _is_torch_module(source):
+        from .frontends import import_torch
+
+        if example_args is None:
+            raise KilnError("compiling a torch module needs example_args")
+        return import_torch(source, tuple(example_args), dynamic_shapes)
+    if _is_onnx(source):
+        from .frontends import import_onnx
+
+        return import_onnx(source, symbols=symbols)
+    if isinstance(source, ir.Module):
+        text, name = source.operation.get_asm(enable_debug_info=True), "<module>"
+    elif isinstance(source, (str, os.PathLike)):
+        text, name = str(source), "<string>"
+        if "\n" not in text and os.path.exists(text):
+            name = text
+            with open(text) as f:
+                text = f.read()
+    else:
+        raise KilnError(f"cannot compile a {type(source).__name__}: expected a torch.nn.Module, an ONNX model "
+                        "or path, a kiln ir.Module or MLIR text")
+    # A fresh context: the caller's module is not mutated, and one context
+    # owns everything this compilation touches (MLIR_NOTES sharp edge 10).
+    ctx = make_context()
+    with ctx, ir.Location.unknown():
+        module = parse_module(text, name)
+    return module
+
+
+def lower(module: ir.Module, stop_after: str | None = None, vectorize: int = 1) -> ir.Module:
+    """Run the lowering stages on ``module`` in place (up to ``stop_after``)."""
+    from .pipelines import Pipeline
+
+    with module.context, ir.Location.unknown():
+        p = Pipeline(stop_after=stop_after)
+        for name in STAGES:
+            if name == "kiln-cpu-vectorize":
+                p.add(name, level=vectorize)
+            else:
+                p.add(name)
+        p.run(module)
+    return module
+
+
+def _entry(module: ir.Module):
+    funcs = [op.operation for op in module.body.operations if op.operation.name == "func.func"]
+    if not funcs:
+        raise KilnError("the module has no function to compile")
+    for f in funcs:
+        if ir.StringAttr(f.attributes["sym_name"]).value in ("main", "forward"):
+            return f
+    return funcs[0]
+
+
+def _signature(module: ir.Module):
+    """Input specs and output value infos of the entry function (kiln types)."""
+    from .runtime.contract import InputSpec
+    from .runtime.model import ValueInfo
+
+    fn = _entry(module)
+    name = ir.StringAttr(fn.attributes["sym_name"]).value
+    ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+    arg_names = _arg_names(fn, len(ftype.inputs))
+    inputs, outputs = [], []
+    for i, t in enumerate(ftype.inputs):
+        if not isinstance(t, TensorType):
+            raise UnsupportedError(f"function '{name}' argument #{i} has type {t}, not a !kiln.tensor")
+        info = tensor_info(t)
+        inputs.append(InputSpec.make(arg_names[i], info.dims, dtype_name(info.dtype)))
+    for j, t in enumerate(ftype.results):
+        info = tensor_info(t)
+        outputs.append(ValueInfo(f"output{j}", tuple(info.dims), dtype_name(info.dtype)))
+    return name, inputs, outputs
+
+
+def _arg_names(fn, n: int) -> list[str]:
+    names = [f"arg{i}" for i in range(n)]
+    if "arg_attrs" in fn.attributes:
+        for i, d in enumerate(ir.ArrayAttr(fn.attributes["arg_attrs"])):
+            d = ir.DictAttr(d)
+            for key in ("kiln.name", "kiln.input_name"):
+                if key in d:
+                    names[i] = ir.StringAttr(d[key]).value
+    return names
+
+
+def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device="cpu", **options):  # noqa: A001
+    """Compile ``source`` for ``device`` and return a :class:`~kiln.runtime.CompiledModel`.
+
+    ``source`` is a ``torch.nn.Module`` (imported with ``example_args`` and
+    ``dynamic_shapes`` through :func:`kiln.import_torch`), an ONNX model or
+    path (``symbols`` names/ranges its dynamic dims, see
+    :func:`kiln.import_onnx`), a kiln ``ir.Module``, MLIR text or a ``.mlir``
+    path.  Options: ``vectorize`` (0 turns vectorization off) and
+    ``keep_ir`` (keep each stage's IR text in ``model.ir``).
+
+    The model is callable on numpy arrays or torch CPU tensors and returns
+    the same kind; one compilation serves every shape in the symbols' ranges.
+    """
+    global _compilations
+    from .backends.cpu import CpuKernel, jit
+    from .module import symbols_of
+    from .runtime.model import CompiledModel, Step, ValueInfo
+
+    if device != "cpu":
+        raise UnsupportedError(f"device '{device}' is not supported by kiln.compile yet (only 'cpu')")
+    unknown = set(options) - {"vectorize", "keep_ir"}
+    if unknown:
+        raise KilnError(f"unknown kiln.compile option(s): {', '.join(sorted(unknown))}")
+    module = load_source(source, example_args, dynamic_shapes, symbols)
+    with module.context, ir.Location.unknown():
+        syms = symbols_of(module.operation)
+        fname, inputs, outputs = _signature(module)
+        _reject_fallbacks(module)
+        kept = {}
+        if options.get("keep_ir"):
+            kept["kiln"] = str(module)
+        lower(module, vectorize=int(options.get("vectorize", 1)))
+        if options.get("keep_ir"):
+            kept["llvm"] = str(module)
+        try:
+            engine = jit(module)
+            engine.lookup(fname)  # materializes the code now: missing symbols fail here
+        except Exception as e:  # the engine reports unresolved symbols as a RuntimeError
+            raise KilnError(f"the CPU JIT failed: {e}") from None
+        with _count_lock:
+            _compilations += 1
+    values = [ValueInfo(s.name, s.dims, s.dtype) for s in inputs] + outputs
+    n = len(inputs)
+    from .dialects.kiln import TensorInfo
+
+    kernel = CpuKernel(
+        fname,
+        [TensorInfo(s.dims, s.dtype) for s in inputs],
+        [TensorInfo(o.dims, o.dtype) for o in outputs],
+        engine,
+        module,
+    )
+    schedule = [Step(kernel, list(range(n)), list(range(n, n + len(outputs))))]
+    return CompiledModel(
+        inputs=inputs,
+        values=values,
+        schedule=schedule,
+        output_ids=list(range(n, n + len(outputs))),
+        symbols=syms,
+        ir=kept,
+        keepalive=[module.context, module, engine],
+    )
+
+
+def _reject_fallbacks(module: ir.Module) -> None:
+    found = []
+
+    def visit(op):
+        if op.name == "kiln.fallback":
+            found.append(op.opview.attr("op_name"))
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    if found:
+        raise UnsupportedError(
+            f"the model has {len(found)} kiln.fallback op(s) ({', '.join(sorted(set(found)))}); "
+            "the CPU backend cannot run them yet"
+        )
+
+
+__all__ += ["ParseError"]

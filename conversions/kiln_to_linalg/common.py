@@ -1,0 +1,250 @@
+"""Helpers shared by the kiln → linalg lowerings.
+
+* :class:`DimEnv` turns kiln dims into ``index`` SSA values: each symbol is
+  one value per function (``tensor.dim`` of the first argument dim naming
+  it, created at the function entry); expressions (``"B*L"``, ``"(H-3)/2+1"``)
+  become ``arith`` on those values at the point of use, so equal dims are
+  built from the same values and stay provably equal.
+* :class:`Lowering` is what each ``lower_<op>`` function receives: the op,
+  its converted operands, the kiln infos of operands and results, the
+  decoded attributes and the dim environment.
+* :func:`generic` builds a ``linalg.generic`` from maps, iterator kinds and a
+  Python function that emits the scalar body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import sympy
+
+from ..._mlir import arith, ir, linalg, tensor
+from ...dialects.dims import Dim, FloorDiv, dim
+from ...dialects.kiln import TensorInfo, is_float
+from ...errors import ConversionError
+
+DYN = ir.ShapedType.get_dynamic_size()
+
+
+def index_type() -> ir.Type:
+    return ir.IndexType.get()
+
+
+def const_index(v: int) -> ir.Value:
+    return arith.constant(index_type(), int(v))
+
+
+def builtin_tensor_type(info: TensorInfo) -> ir.RankedTensorType:
+    """``tensor<?x?x256xf32>`` for ``["B", "L", 256], f32``: every non-static dim is ``?``."""
+    return ir.RankedTensorType.get([d.value if d.is_static else DYN for d in info.dims], info.dtype)
+
+
+class DimEnv:
+    """Symbols of one function as ``index`` values, and dim expressions built on them."""
+
+    def __init__(self, symbol_values: dict[str, ir.Value]):
+        self.symbols = symbol_values
+
+    def value(self, d) -> ir.Value:
+        """An ``index`` value for dim ``d``, built at the current insertion point."""
+        d = dim(d)
+        if d.is_unknown:
+            raise ConversionError("cannot lower a '?' dim: run kiln-infer-shapes first")
+        return self._expr(d.expr)
+
+    def values(self, dims: Sequence) -> list[ir.Value]:
+        return [self.value(d) for d in dims]
+
+    def _expr(self, e) -> ir.Value:
+        if e.is_Integer:
+            return const_index(int(e))
+        if e.is_Symbol:
+            if e.name not in self.symbols:
+                raise ConversionError(
+                    f"symbol '{e.name}' is not the exact dim of any function argument, so it has no value"
+                )
+            return self.symbols[e.name]
+        if isinstance(e, sympy.Add):
+            terms = [self._expr(a) for a in e.args]
+            out = terms[0]
+            for t in terms[1:]:
+                out = arith.addi(out, t)
+            return out
+        if isinstance(e, sympy.Mul):
+            factors = [self._expr(a) for a in e.args]
+            out = factors[0]
+            for f in factors[1:]:
+                out = arith.muli(out, f)
+            return out
+        if isinstance(e, sympy.Pow) and e.exp.is_Integer and int(e.exp) > 0:
+            base = self._expr(e.base)
+            out = base
+            for _ in range(int(e.exp) - 1):
+                out = arith.muli(out, base)
+            return out
+        if isinstance(e, FloorDiv):
+            return arith.floordivsi(self._expr(e.args[0]), self._expr(e.args[1]))
+        raise ConversionError(f"cannot lower dim expression '{Dim(e)}'")
+
+
+@dataclass
+class Lowering:
+    """Everything a ``lower_<op>`` function needs about one kiln op."""
+
+    op: ir.Operation
+    operands: list[ir.Value]  # converted (builtin tensor) operands
+    infos: list[TensorInfo]  # kiln infos of the operands
+    results: list[TensorInfo]  # kiln infos of the results
+    attrs: dict
+    env: DimEnv
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    def result_type(self, i: int = 0) -> ir.RankedTensorType:
+        return builtin_tensor_type(self.results[i])
+
+    def empty(self, dims: Sequence, dtype: ir.Type) -> ir.Value:
+        """``tensor.empty`` with the dynamic dims of ``dims`` as operands."""
+        return empty_tensor(dims, dtype, self.env)
+
+    def error(self, message: str) -> ConversionError:
+        return ConversionError(f"'{self.name}' op {message}")
+
+
+def empty_tensor(dims: Sequence, dtype: ir.Type, env: DimEnv) -> ir.Value:
+    sizes = []
+    for d in dims:
+        d = dim(d)
+        sizes.append(d.value if d.is_static else env.value(d))
+    return tensor.empty(sizes, dtype)
+
+
+_ITER = {}
+
+
+def iterator(kind: str) -> ir.Attribute:
+    return ir.Attribute.parse(f"#linalg.iterator_type<{kind}>")
+
+
+def affine_map(n_dims: int, exprs: Sequence) -> ir.AffineMap:
+    """An affine map from ``n_dims`` loop dims; ``exprs`` holds ints (dim
+    positions), ``("c", k)`` constants, or ready AffineExprs."""
+    out = []
+    for e in exprs:
+        if isinstance(e, int):
+            out.append(ir.AffineDimExpr.get(e))
+        elif isinstance(e, tuple) and e[0] == "c":
+            out.append(ir.AffineConstantExpr.get(e[1]))
+        else:
+            out.append(e)
+    return ir.AffineMap.get(n_dims, 0, out)
+
+
+def generic(
+    inputs: Sequence[ir.Value],
+    inits: Sequence[ir.Value],
+    maps: Sequence[ir.AffineMap],
+    iterators: Sequence[str],
+    body: Callable,
+) -> list[ir.Value]:
+    """A ``linalg.generic``; ``body(*block_args)`` returns the yielded value(s)."""
+    op = linalg.GenericOp(
+        [v.type for v in inits],
+        list(inputs),
+        list(inits),
+        ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
+        ir.ArrayAttr.get([iterator(k) for k in iterators]),
+    )
+    types = [ir.RankedTensorType(v.type).element_type for v in list(inputs) + list(inits)]
+    block = op.regions[0].blocks.append(*types)
+    with ir.InsertionPoint(block):
+        out = body(*block.arguments)
+        linalg.YieldOp(list(out) if isinstance(out, (list, tuple)) else [out])
+    return list(op.results)
+
+
+def loop_index(i: int) -> ir.Value:
+    """``linalg.index i`` inside a generic body."""
+    return linalg.IndexOp(i).result
+
+
+def broadcast_map(operand_type: ir.RankedTensorType, out_dims: Sequence[Dim], n_loops: int | None = None) -> ir.AffineMap:
+    """Numpy broadcasting of an operand into the result's iteration space.
+
+    Dims are right-aligned; an operand dim that is a static 1 where the
+    result dim is not reads index 0.
+    """
+    rank = len(out_dims)
+    n_loops = rank if n_loops is None else n_loops
+    shape = operand_type.shape
+    exprs = []
+    for k, size in enumerate(shape):
+        axis = k + rank - len(shape)
+        if size == 1 and not (out_dims[axis].is_static and out_dims[axis].value == 1):
+            exprs.append(("c", 0))
+        else:
+            exprs.append(axis)
+    return affine_map(n_loops, exprs)
+
+
+def identity_map(rank: int) -> ir.AffineMap:
+    return affine_map(rank, list(range(rank)))
+
+
+def elementwise(
+    operands: Sequence[ir.Value], out_dims: Sequence[Dim], out_dtype: ir.Type, env: DimEnv, body: Callable
+) -> ir.Value:
+    """A parallel generic over ``out_dims`` reading the broadcast operands."""
+    rank = len(out_dims)
+    init = empty_tensor(out_dims, out_dtype, env)
+    maps = [broadcast_map(ir.RankedTensorType(v.type), out_dims) for v in operands] + [identity_map(rank)]
+    return generic(operands, [init], maps, ["parallel"] * rank, lambda *a: body(*a[:-1]))[0]
+
+
+def fill(value: ir.Value, init: ir.Value) -> ir.Value:
+    """``linalg.fill`` of ``init`` with a scalar."""
+    return linalg.fill(value, outs=[init])
+
+
+# -- scalar helpers ------------------------------------------------------------
+
+
+def scalar_const(t: ir.Type, value) -> ir.Value:
+    """A scalar constant of element type ``t`` (floats, ints, i1)."""
+    if is_float(t):
+        return arith.constant(t, float(value))
+    if str(t) == "i1":
+        return arith.constant(t, ir.IntegerAttr.get(t, 1 if value else 0))
+    return arith.constant(t, int(value))
+
+
+def lowest(t: ir.Type) -> ir.Value:
+    """The identity of ``max``: -inf for floats, the minimum for integers."""
+    if is_float(t):
+        return arith.constant(t, float("-inf"))
+    bits = ir.IntegerType(t).width
+    return arith.constant(t, -(2 ** (bits - 1)))
+
+
+def to_float(v: ir.Value, t: ir.Type) -> ir.Value:
+    """An ``index`` value as a float of type ``t``."""
+    i64 = arith.index_cast(ir.IntegerType.get_signless(64), v)
+    return arith.sitofp(t, i64)
+
+
+def copy_contiguous(x: ir.Value) -> ir.Value:
+    """A fresh contiguous copy of ``x`` (a generic reading ``x`` with ``tensor.extract``).
+
+    Not ``linalg.copy``: canonicalization erases a copy on tensors, and
+    bufferization then copies a strided view with ``memref.copy``, whose
+    runtime function the wheel lacks (MLIR_NOTES sharp edge 16).
+    """
+    xt = ir.RankedTensorType(x.type)
+    sizes = [s if s != DYN else tensor.dim(x, const_index(i)) for i, s in enumerate(xt.shape)]
+    init = tensor.empty(sizes, xt.element_type)
+    rank = xt.rank
+    return generic([], [init], [identity_map(rank)], ["parallel"] * rank,
+                   lambda _: tensor.extract(x, [loop_index(i) for i in range(rank)]))[0]

@@ -1,0 +1,276 @@
+"""``convert-kiln-to-linalg``: the Dialect Conversion from kiln to linalg on tensors.
+
+The recipe of MLIR's Toy tutorial, in Python:
+
+* :class:`KilnTypeConverter` maps ``!kiln.tensor<["B", "L", 256], f32>`` to
+  ``tensor<?x?x256xf32>`` (other types unchanged); its callback is owned by
+  the converter object, so it lives as long as the converter (MLIR_NOTES
+  sharp edge 1).
+* :func:`conversion_target`: the kiln dialect is illegal (passed as a class,
+  sharp edge 2) except ``kiln.symbol`` and ``kiln.fallback``; linalg, tensor,
+  arith, math and ``func.func`` are legal.  ``func.return`` is left
+  "unknown" so its pattern rewrites kiln-typed returns.
+* :func:`populate_kiln_to_linalg` adds one conversion pattern per kiln op from
+  the lowering table (``lower_<op>`` functions in ``elementwise``, ``nn`` and
+  ``data``).
+* Function signatures are converted before the patterns run: block
+  arguments get their builtin types, an ``unrealized_conversion_cast`` gives
+  the kiln ops their old values, and each symbol gets one ``index`` value
+  (``tensor.dim`` of the first argument dim naming it) at the function entry.
+  The casts fold away (``reconcile-unrealized-casts``) once every op is
+  converted.
+
+``kiln.fused`` ops (issue 6) are inlined first: their bodies hold ordinary
+kiln ops.
+"""
+
+from __future__ import annotations
+
+from ..._mlir import func, ir, passmanager, rewrite
+from ...context import DiagnosticCollector
+from ...dialects.dims import UNKNOWN, dim
+from ...dialects.kiln import OPS, FallbackOp, Kiln, SymbolOp, TensorInfo, TensorType, tensor_info
+from ...errors import ConversionError, KilnError, diagnostic_from_mlir
+from ...pipelines.registry import Pass, register_pass
+from . import data, elementwise, nn
+from .common import DimEnv, Lowering, builtin_tensor_type, const_index
+
+__all__ = ["ConvertKilnToLinalg", "KilnTypeConverter", "LOWERINGS", "conversion_target", "populate_kiln_to_linalg"]
+
+#: kiln op name -> ``lower_<op>(Lowering) -> [result values]``.
+LOWERINGS: dict = {**elementwise.table(), **nn.table(), **data.table()}
+
+
+class KilnTypeConverter:
+    """Owns an MLIR ``TypeConverter`` and the Python callback it calls."""
+
+    def __init__(self):
+        self.converter = rewrite.TypeConverter()
+        # Keep the bound method referenced: the converter does not (sharp edge 1).
+        self._callback = self.convert
+        self.converter.add_conversion(self._callback)
+
+    @staticmethod
+    def convert(t: ir.Type):
+        """``!kiln.tensor`` -> ``tensor<...>``; any other type is already legal."""
+        if isinstance(t, TensorType):
+            return builtin_tensor_type(tensor_info(t))
+        return t
+
+
+def _dialect(module_name: str):
+    import importlib
+
+    return importlib.import_module(f"torch_mlir.dialects.{module_name}")._Dialect
+
+
+def conversion_target() -> rewrite.ConversionTarget:
+    """kiln illegal (but symbols and fallbacks), linalg/tensor/arith/math legal."""
+    target = rewrite.ConversionTarget()
+    target.add_illegal_dialect(Kiln)
+    target.add_legal_op(SymbolOp, FallbackOp)
+    target.add_legal_dialect(
+        *(_dialect(n) for n in ("_linalg_ops_gen", "_tensor_ops_gen", "_arith_ops_gen", "_math_ops_gen"))
+    )
+    target.add_legal_op(func.FuncOp)
+    return target
+
+
+def _info(v: ir.Value) -> TensorInfo:
+    t = v.type
+    if isinstance(t, TensorType):
+        return tensor_info(t)
+    rt = ir.RankedTensorType(t)
+    return TensorInfo(tuple(UNKNOWN if ir.ShapedType.is_dynamic_size(s) else dim(s) for s in rt.shape), rt.element_type)
+
+
+def _as_value(v) -> ir.Value:
+    """Builders return values, op views or result lists: one value each."""
+    if isinstance(v, ir.Value):
+        return v
+    if isinstance(v, (ir.OpView, ir.Operation)):
+        return v.results[0]
+    if isinstance(v, ir.OpResultList):
+        return v[0]
+    return v
+
+
+def _parent_function(op):
+    p = op.parent
+    while p is not None and p.name != "func.func":
+        p = p.parent
+    return p
+
+
+class _Driver:
+    """State of one conversion run: the dim environments and the errors seen."""
+
+    def __init__(self):
+        self.envs: dict[str, DimEnv] = {}
+        self.errors: list[str] = []
+
+    def env_of(self, op) -> DimEnv:
+        fn = _parent_function(op)
+        key = ir.StringAttr(fn.attributes["sym_name"]).value if fn is not None else ""
+        return self.envs.get(key) or DimEnv({})
+
+    def pattern(self, lower):
+        def apply(op, adaptor, converter, rewriter):
+            try:
+                lw = Lowering(
+                    op=op,
+                    operands=list(adaptor.operands),
+                    infos=[_info(v) for v in op.operands],
+                    results=[tensor_info(r.type) for r in op.results],
+                    attrs=op.opview.decoded_attrs(),
+                    env=self.env_of(op),
+                )
+                with rewriter.ip, op.location:
+                    values = lower(lw)
+            except KilnError as e:
+                self.errors.append(f"{op.location}: {e.message}")
+                return True  # no match: the conversion reports the op as illegal
+            except Exception as e:  # a bug in a lowering must not crash MLIR (sharp edge 4)
+                self.errors.append(f"{op.location}: '{op.name}' lowering failed: {type(e).__name__}: {e}")
+                return True
+            rewriter.replace_op(op, [_as_value(v) for v in values])
+            return False
+
+        return apply
+
+    @staticmethod
+    def lower_return(op, adaptor, converter, rewriter):
+        if not any(isinstance(v.type, TensorType) for v in op.operands):
+            return True  # already legal
+        with rewriter.ip, op.location:
+            func.ReturnOp(list(adaptor.operands))
+        rewriter.erase_op(op)
+        return False
+
+
+def populate_kiln_to_linalg(patterns: rewrite.RewritePatternSet, converter: KilnTypeConverter, driver: _Driver) -> None:
+    """Add one conversion pattern per kiln op of :data:`LOWERINGS`, and ``func.return``'s."""
+    for name, lower in LOWERINGS.items():
+        if name in OPS:
+            patterns.add_conversion(OPS[name], driver.pattern(lower), converter.converter)
+    patterns.add_conversion("func.return", driver.lower_return, converter.converter)
+
+
+def _inline_fused(module) -> None:
+    try:
+        from ...dialects.kiln.fused import inline_fused
+    except ImportError:
+        return
+    fused = []
+
+    def visit(op):
+        if op.name == "kiln.fused":
+            fused.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    for op in fused:
+        inline_fused(op)
+
+
+def _functions(module):
+    for op in module.regions[0].blocks[0].operations:
+        if op.operation.name == "func.func" and len(op.operation.regions[0].blocks):
+            yield op.operation
+
+
+def _convert_signature(fn, converter: KilnTypeConverter) -> DimEnv:
+    """Give the entry block builtin-typed arguments and the symbols their values."""
+    block = fn.regions[0].blocks[0]
+    ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+    ip = ir.InsertionPoint.at_block_begin(block)
+    first_use: dict[str, tuple] = {}
+    converted = []
+    with fn.location:
+        for i, arg in enumerate(block.arguments):
+            old = arg.type
+            new = converter.convert(old)
+            converted.append(new)
+            if isinstance(old, TensorType):
+                for axis, d in enumerate(tensor_info(old).dims):
+                    if d.is_symbol:
+                        first_use.setdefault(str(d), (i, axis))
+                arg.set_type(new)
+                cast = ir.Operation.create("builtin.unrealized_conversion_cast", results=[old], operands=[arg], ip=ip)
+                arg.replace_all_uses_except(cast.result, cast)
+        symbols = {}
+        for name, (i, axis) in first_use.items():
+            with ip:
+                symbols[name] = _tensor_dim(block.arguments[i], axis)
+    results = [converter.convert(t) for t in ftype.results]
+    fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(converted, results))
+    return DimEnv(symbols)
+
+
+def _tensor_dim(v: ir.Value, axis: int) -> ir.Value:
+    from ..._mlir import tensor
+
+    return tensor.dim(v, const_index(axis))
+
+
+def _has_fallback(module) -> bool:
+    found = []
+
+    def visit(op):
+        if op.name == "kiln.fallback":
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    return bool(found)
+
+
+def convert_kiln_to_linalg(module) -> None:
+    """Run the conversion on a ``builtin.module`` op in place; ConversionError on failure."""
+    _inline_fused(module)
+    converter = KilnTypeConverter()
+    driver = _Driver()
+    for fn in _functions(module):
+        driver.envs[ir.StringAttr(fn.attributes["sym_name"]).value] = _convert_signature(fn, converter)
+    patterns = rewrite.RewritePatternSet()
+    populate_kiln_to_linalg(patterns, converter, driver)
+    target = conversion_target()
+    ctx = module.context
+    with DiagnosticCollector(ctx) as collector:
+        try:
+            rewrite.apply_partial_conversion(module, target, patterns.freeze())
+        except ir.MLIRError as e:
+            diags = [diagnostic_from_mlir(d) for d in e.error_diagnostics] or collector.errors
+            detail = "; ".join(driver.errors)
+            raise ConversionError(
+                "convert-kiln-to-linalg failed" + (f": {detail}" if detail else ""), diags
+            ) from None
+    if driver.errors:
+        raise ConversionError("convert-kiln-to-linalg failed: " + "; ".join(driver.errors))
+    # Function results take the types of the values returned.
+    for fn in _functions(module):
+        ret = fn.regions[0].blocks[0].operations[len(fn.regions[0].blocks[0].operations) - 1]
+        ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+        fn.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get(list(ftype.inputs), [v.type for v in ret.operands])
+        )
+    if not _has_fallback(module):
+        pm = passmanager.PassManager.parse("builtin.module(reconcile-unrealized-casts,canonicalize,cse)", ctx)
+        with DiagnosticCollector(ctx):
+            try:
+                pm.run(module)
+            except ir.MLIRError as e:
+                raise ConversionError(
+                    "convert-kiln-to-linalg: cleanup failed", [diagnostic_from_mlir(d) for d in e.error_diagnostics]
+                ) from None
+
+
+@register_pass
+class ConvertKilnToLinalg(Pass):
+    """Lower every kiln op (but ``kiln.symbol`` and ``kiln.fallback``) to linalg on tensors."""
+
+    name = "convert-kiln-to-linalg"
+    summary = "Lower kiln ops to linalg/tensor/arith/math on builtin tensors with dynamic dims"
+
+    def run(self, module) -> None:
+        convert_kiln_to_linalg(module)

@@ -1,0 +1,239 @@
+"""Lowerings of the data-movement ops and constants.
+
+Views (slice, reshape) become ``tensor`` ops; anything that gathers
+(gather, reflect/edge padding, negative-step slices) is a ``linalg.generic``
+reading its source with ``tensor.extract`` at computed indices.  Concat
+copies each operand into a slice of one destination (``linalg.copy`` into
+``tensor.extract_slice``, then ``tensor.insert_slice``), a form one-shot
+bufferization performs in place.
+"""
+
+from __future__ import annotations
+
+from ..._mlir import arith, ir, linalg, tensor
+from ...dialects.kiln.data import SLICE_END
+from ...errors import ConversionError
+from .common import (
+    DYN,
+    Lowering,
+    builtin_tensor_type,
+    const_index,
+    copy_contiguous,
+    elementwise,
+    empty_tensor,
+    generic,
+    identity_map,
+    loop_index,
+    scalar_const,
+)
+from .elementwise import cast_scalar
+
+
+def _dims_of(x: ir.Value) -> list:
+    """Static sizes as ints, dynamic ones as ``tensor.dim`` values."""
+    xt = ir.RankedTensorType(x.type)
+    return [s if s != DYN else tensor.dim(x, const_index(i)) for i, s in enumerate(xt.shape)]
+
+
+def _idx(v) -> ir.Value:
+    return const_index(v) if isinstance(v, int) else v
+
+
+def lower_constant(lw: Lowering):
+    value = lw.attrs["value"]
+    return [arith.ConstantOp(lw.result_type(), value).result]
+
+
+def lower_expand(lw: Lowering):
+    out = lw.results[0]
+    return [elementwise(lw.operands, out.dims, out.dtype, lw.env, lambda v: v)]
+
+
+def lower_transpose(lw: Lowering):
+    out = lw.results[0]
+    init = lw.empty(out.dims, out.dtype)
+    return [linalg.transpose(lw.operands[0], outs=[init], permutation=lw.attrs["perm"])]
+
+
+def contiguous(x: ir.Value) -> ir.Value:
+    """``x``, copied into a fresh tensor when it is a strided view (a slice):
+    ``memref.reshape`` needs an identity layout, and bufferization would
+    otherwise copy with ``memref.copy`` (whose runtime the wheel lacks)."""
+    owner = x.owner
+    if isinstance(owner, ir.OpView):
+        owner = owner.operation
+    if isinstance(owner, ir.Operation) and owner.name == "tensor.extract_slice":
+        return copy_contiguous(x)
+    return x
+
+
+def lower_reshape(lw: Lowering):
+    out = lw.results[0]
+    x = contiguous(lw.operands[0])
+    values = [arith.index_cast(ir.IntegerType.get_signless(64), lw.env.value(d)) for d in out.dims]
+    i64 = ir.IntegerType.get_signless(64)
+    shape = tensor.from_elements(ir.RankedTensorType.get([len(values)], i64), values)
+    return [tensor.reshape(lw.result_type(), x, shape)]
+
+
+def _clamp(v: ir.Value, lo: ir.Value, hi: ir.Value) -> ir.Value:
+    return arith.minsi(arith.maxsi(v, lo), hi)
+
+
+def lower_slice(lw: Lowering):
+    x = lw.operands[0]
+    out = lw.results[0]
+    xt = ir.RankedTensorType(x.type)
+    rank = xt.rank
+    attrs = lw.attrs
+    steps = attrs["steps"] if attrs["steps"] is not None else [1] * len(attrs["axes"])
+    offsets = [0] * rank
+    strides = [1] * rank
+    sizes = _dims_of(x)
+    for start, end, axis, step in zip(attrs["starts"], attrs["ends"], attrs["axes"], steps):
+        axis %= rank
+        size = xt.shape[axis]
+        if size != DYN:
+            r = range(size)[slice(start, end if end < SLICE_END else None, step)]
+            offsets[axis] = r.start if len(r) else 0
+            strides[axis] = step
+        else:
+            if step < 0:
+                raise lw.error(f"a negative step on axis {axis} needs a static dim")
+            n = sizes[axis]
+            s = const_index(start) if start >= 0 else arith.addi(n, const_index(start))
+            offsets[axis] = _clamp(s, const_index(0), n)
+            strides[axis] = step
+    if any(s < 0 for s in strides):
+        return [_gather_slice(lw, x, offsets, strides)]
+    out_sizes = [d.value if d.is_static else lw.env.value(d) for d in out.dims]
+    return [_extract_slice(x, offsets, out_sizes, strides, lw.result_type())]
+
+
+def _extract_slice(x, offsets, sizes, strides, result_type) -> ir.Value:
+    dyn_off = [o for o in offsets if not isinstance(o, int)]
+    dyn_size = [s for s in sizes if not isinstance(s, int)]
+    static_off = [o if isinstance(o, int) else DYN for o in offsets]
+    static_size = [s if isinstance(s, int) else DYN for s in sizes]
+    return tensor.ExtractSliceOp(result_type, x, dyn_off, dyn_size, [], static_off, static_size, strides).result
+
+
+def _insert_slice(src, dest, offsets, sizes) -> ir.Value:
+    dyn_off = [o for o in offsets if not isinstance(o, int)]
+    dyn_size = [s for s in sizes if not isinstance(s, int)]
+    static_off = [o if isinstance(o, int) else DYN for o in offsets]
+    static_size = [s if isinstance(s, int) else DYN for s in sizes]
+    return tensor.InsertSliceOp(src, dest, dyn_off, dyn_size, [], static_off, static_size, [1] * len(sizes)).result
+
+
+def _gather_slice(lw: Lowering, x, offsets, strides):
+    """A strided (possibly reversed) slice as a generic reading ``x[off + i*step]``."""
+    out = lw.results[0]
+    rank = len(out.dims)
+    init = lw.empty(out.dims, out.dtype)
+
+    def body(_):
+        idx = []
+        for i in range(rank):
+            v = arith.muli(loop_index(i), const_index(strides[i]))
+            idx.append(arith.addi(_idx(offsets[i]), v))
+        return tensor.extract(x, idx)
+
+    return generic([], [init], [identity_map(rank)], ["parallel"] * rank, body)[0]
+
+
+def lower_concat(lw: Lowering):
+    out = lw.results[0]
+    axis = lw.attrs["axis"] % len(out.dims)
+    dest = lw.empty(out.dims, out.dtype)
+    offset = const_index(0)
+    rank = len(out.dims)
+    for x in lw.operands:
+        sizes = _dims_of(x)
+        offsets = [0] * rank
+        offsets[axis] = offset
+        xt = ir.RankedTensorType(x.type)
+        part = _extract_slice(dest, offsets, sizes, [1] * rank, ir.RankedTensorType.get(xt.shape, xt.element_type))
+        copied = linalg.copy(x, outs=[part])
+        dest = _insert_slice(copied, dest, offsets, sizes)
+        offset = arith.addi(offset, _idx(sizes[axis]))
+    return [dest]
+
+
+def lower_gather(lw: Lowering):
+    data, indices = lw.operands
+    out = lw.results[0]
+    dt = ir.RankedTensorType(data.type)
+    it = ir.RankedTensorType(indices.type)
+    axis = lw.attrs["axis"] % dt.rank
+    rank = len(out.dims)
+    n_idx = it.rank
+    init = lw.empty(out.dims, out.dtype)
+    size = _idx(_dims_of(data)[axis])
+    imap = ir.AffineMap.get(rank, 0, [ir.AffineDimExpr.get(axis + k) for k in range(n_idx)])
+
+    def body(i, _):
+        iv = arith.index_cast(ir.IndexType.get(), cast_scalar(i, ir.IntegerType.get_signless(64)))
+        neg = arith.cmpi(arith.CmpIPredicate.slt, iv, const_index(0))
+        iv = arith.select(neg, arith.addi(iv, size), iv)
+        # Out-of-range indices read a clamped position rather than memory outside the table.
+        iv = _clamp(iv, const_index(0), arith.subi(size, const_index(1)))
+        idx = [loop_index(k) for k in range(axis)] + [iv] + [loop_index(axis + n_idx + k) for k in range(dt.rank - axis - 1)]
+        return tensor.extract(data, idx)
+
+    return generic([indices], [init], [imap, identity_map(rank)], ["parallel"] * rank, body)
+
+
+def lower_pad(lw: Lowering):
+    x = lw.operands[0]
+    out = lw.results[0]
+    pads = lw.attrs["pads"]
+    rank = len(out.dims)
+    lo, hi = pads[:rank], pads[rank:]
+    mode = lw.attrs["mode"]
+    t = out.dtype
+    if mode == "constant":
+        from .nn import pad_tensor
+
+        v = pad_tensor(x, lo, hi, scalar_const(t, lw.attrs["value"]))
+        if ir.RankedTensorType(v.type).shape != lw.result_type().shape:
+            v = tensor.CastOp(lw.result_type(), v).result
+        return [v]
+    sizes = [_idx(s) for s in _dims_of(x)]
+    init = lw.empty(out.dims, t)
+
+    def body(_):
+        idx = []
+        for i in range(rank):
+            p = arith.subi(loop_index(i), const_index(lo[i]))  # position in x, may be outside
+            n = sizes[i]
+            last = arith.subi(n, const_index(1))
+            if mode == "edge":
+                p = _clamp(p, const_index(0), last)
+            else:  # reflect (no edge repeat): -1 -> 1, n -> n-2
+                p = arith.maxsi(p, arith.subi(const_index(0), p))
+                over = arith.subi(p, last)
+                p = arith.select(arith.cmpi(arith.CmpIPredicate.sgt, over, const_index(0)),
+                                 arith.subi(last, over), p)
+                p = _clamp(p, const_index(0), last)
+            idx.append(p)
+        return tensor.extract(x, idx)
+
+    return generic([], [init], [identity_map(rank)], ["parallel"] * rank, body)
+
+
+def table() -> dict:
+    """The data-movement part of the lowering table."""
+    return {
+        "kiln.constant": lower_constant,
+        "kiln.expand": lower_expand,
+        "kiln.transpose": lower_transpose,
+        "kiln.reshape": lower_reshape,
+        "kiln.slice": lower_slice,
+        "kiln.concat": lower_concat,
+        "kiln.gather": lower_gather,
+        "kiln.pad": lower_pad,
+    }
+
+
+__all__ = ["ConversionError", "builtin_tensor_type", "empty_tensor", "table"]

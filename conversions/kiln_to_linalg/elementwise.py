@@ -1,0 +1,152 @@
+"""Lowerings of the elementwise kiln ops to one broadcasting ``linalg.generic`` each.
+
+Each op is a scalar function in :data:`SCALAR` (float and integer forms);
+:func:`lower_elementwise` wraps it in a parallel generic whose indexing maps
+implement numpy broadcasting (a static 1 reads index 0).
+"""
+
+from __future__ import annotations
+
+import math as pymath
+
+from ..._mlir import arith, ir, math
+from ...dialects.kiln import is_float
+from .common import Lowering, elementwise, scalar_const
+
+
+def _f(pred: str):
+    return getattr(arith.CmpFPredicate, pred.upper())
+
+
+def _i(pred: str):
+    return getattr(arith.CmpIPredicate, pred)
+
+
+def _sigmoid(x):
+    one = scalar_const(x.type, 1.0)
+    return arith.divf(one, arith.addf(one, math.exp(arith.negf(x))))
+
+
+def _gelu(x, approximate: str):
+    t = x.type
+    half = scalar_const(t, 0.5)
+    one = scalar_const(t, 1.0)
+    if approximate == "tanh":
+        # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+        x3 = arith.mulf(arith.mulf(x, x), x)
+        inner = arith.mulf(scalar_const(t, pymath.sqrt(2.0 / pymath.pi)),
+                           arith.addf(x, arith.mulf(scalar_const(t, 0.044715), x3)))
+        return arith.mulf(arith.mulf(half, x), arith.addf(one, math.tanh(inner)))
+    e = math.erf(arith.mulf(x, scalar_const(t, 1.0 / pymath.sqrt(2.0))))
+    return arith.mulf(arith.mulf(half, x), arith.addf(one, e))
+
+
+def _binary(fop, iop):
+    def body(a, b, attrs):
+        return fop(a, b) if is_float(a.type) else iop(a, b)
+
+    return body
+
+
+def _compare(fpred, ipred):
+    def body(a, b, attrs):
+        if is_float(a.type):
+            return arith.cmpf(_f(fpred), a, b)
+        return arith.cmpi(_i(ipred), a, b)
+
+    return body
+
+
+def _int_pow(a, b):
+    return math.ipowi(a, b)
+
+
+def _neg(x, attrs):
+    return arith.negf(x) if is_float(x.type) else arith.subi(scalar_const(x.type, 0), x)
+
+
+def _abs(x, attrs):
+    return math.absf(x) if is_float(x.type) else math.absi(x)
+
+
+def _relu(x, attrs):
+    if is_float(x.type):
+        # select keeps NaN as NaN, as torch.relu does
+        zero = scalar_const(x.type, 0.0)
+        return arith.select(arith.cmpf(_f("olt"), x, zero), zero, x)
+    return arith.maxsi(x, scalar_const(x.type, 0))
+
+
+def _rsqrt(x, attrs):
+    return arith.divf(scalar_const(x.type, 1.0), math.sqrt(x))
+
+
+#: kiln op name -> scalar body ``fn(*scalars, attrs)``.
+SCALAR = {
+    "kiln.add": _binary(arith.addf, arith.addi),
+    "kiln.sub": _binary(arith.subf, arith.subi),
+    "kiln.mul": _binary(arith.mulf, arith.muli),
+    "kiln.div": _binary(arith.divf, arith.divsi),
+    "kiln.pow": _binary(math.powf, _int_pow),
+    "kiln.maximum": _binary(arith.maximumf, arith.maxsi),
+    "kiln.minimum": _binary(arith.minimumf, arith.minsi),
+    "kiln.eq": _compare("oeq", "eq"),
+    "kiln.ne": _compare("une", "ne"),
+    "kiln.lt": _compare("olt", "slt"),
+    "kiln.le": _compare("ole", "sle"),
+    "kiln.gt": _compare("ogt", "sgt"),
+    "kiln.ge": _compare("oge", "sge"),
+    "kiln.neg": _neg,
+    "kiln.abs": _abs,
+    "kiln.exp": lambda x, a: math.exp(x),
+    "kiln.log": lambda x, a: math.log(x),
+    "kiln.sqrt": lambda x, a: math.sqrt(x),
+    "kiln.rsqrt": _rsqrt,
+    "kiln.tanh": lambda x, a: math.tanh(x),
+    "kiln.sigmoid": lambda x, a: _sigmoid(x),
+    "kiln.relu": _relu,
+    "kiln.gelu": lambda x, a: _gelu(x, a.get("approximate", "none")),
+    "kiln.silu": lambda x, a: arith.mulf(x, _sigmoid(x)),
+    "kiln.erf": lambda x, a: math.erf(x),
+    "kiln.where": lambda c, x, y, a: arith.select(c, x, y),
+}
+
+
+def cast_scalar(x: ir.Value, dst: ir.Type) -> ir.Value:
+    """Convert one scalar between kiln dtypes (C/numpy semantics; to i1 is ``!= 0``)."""
+    src = x.type
+    if src == dst:
+        return x
+    if str(dst) == "i1":
+        zero = scalar_const(src, 0)
+        return arith.cmpf(_f("une"), x, zero) if is_float(src) else arith.cmpi(_i("ne"), x, zero)
+    if is_float(src) and is_float(dst):
+        wider = ir.FloatType(dst).width > ir.FloatType(src).width
+        return arith.extf(dst, x) if wider else arith.truncf(dst, x)
+    if is_float(src):
+        return arith.fptosi(dst, x)
+    if is_float(dst):
+        return arith.uitofp(dst, x) if str(src) == "i1" else arith.sitofp(dst, x)
+    sw, dw = ir.IntegerType(src).width, ir.IntegerType(dst).width
+    if dw > sw:
+        return arith.extui(dst, x) if sw == 1 else arith.extsi(dst, x)
+    return arith.trunci(dst, x)
+
+
+def lower_elementwise(lw: Lowering) -> list[ir.Value]:
+    """Any op of :data:`SCALAR`: one broadcasting parallel generic."""
+    body = SCALAR[lw.name]
+    out = lw.results[0]
+    return [elementwise(lw.operands, out.dims, out.dtype, lw.env, lambda *s: body(*s, lw.attrs))]
+
+
+def lower_cast(lw: Lowering) -> list[ir.Value]:
+    out = lw.results[0]
+    return [elementwise(lw.operands, out.dims, out.dtype, lw.env, lambda x: cast_scalar(x, out.dtype))]
+
+
+def table() -> dict:
+    """The elementwise part of the lowering table."""
+    t = {name: lower_elementwise for name in SCALAR}
+    t["kiln.cast"] = lower_cast
+    return t

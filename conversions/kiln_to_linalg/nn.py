@@ -1,0 +1,494 @@
+"""Lowerings of contractions, reductions, normalizations, convolution, pooling, attention.
+
+Contractions are ``linalg.matmul`` (2-D) or a ``linalg.generic`` contraction
+whose maps implement numpy batch broadcasting; reductions are generics with
+``reduction`` iterators into a filled init; softmax and the norms are short
+chains of those; convolution and pooling pad with ``tensor.pad`` and use
+the named NCHW ops.
+"""
+
+from __future__ import annotations
+
+import math as pymath
+
+from ..._mlir import arith, ir, linalg, math, tensor
+from ...dialects.dims import dim
+from ...dialects.kiln import is_float
+from .common import (
+    DYN,
+    DimEnv,
+    Lowering,
+    affine_map,
+    broadcast_map,
+    const_index,
+    elementwise,
+    empty_tensor,
+    fill,
+    generic,
+    identity_map,
+    loop_index,
+    lowest,
+    scalar_const,
+    to_float,
+)
+
+
+def _batch_exprs(shape, out_batch, n_batch_loops):
+    """Map exprs for an operand's leading (batch) dims, right-aligned into the batch loops."""
+    exprs = []
+    for k, size in enumerate(shape):
+        axis = k + n_batch_loops - len(shape)
+        od = out_batch[axis]
+        exprs.append(("c", 0) if size == 1 and not (od.is_static and od.value == 1) else axis)
+    return exprs
+
+
+def _add(a, b):
+    return arith.addf(a, b) if is_float(a.type) else arith.addi(a, b)
+
+
+def _mul(a, b):
+    return arith.mulf(a, b) if is_float(a.type) else arith.muli(a, b)
+
+
+def contract(lhs, rhs, out_dims, dtype, env, lhs_vec: bool, rhs_vec: bool) -> ir.Value:
+    """numpy ``matmul`` as one generic: loops are batch..., m?, n?, k."""
+    lt, rt = ir.RankedTensorType(lhs.type), ir.RankedTensorType(rhs.type)
+    n_out = len(out_dims)
+    n_batch = n_out - (0 if lhs_vec else 1) - (0 if rhs_vec else 1)
+    k = n_out  # the reduction loop
+    m = n_batch
+    n = n_batch + (0 if lhs_vec else 1)
+    batch = list(out_dims[:n_batch])
+    if lhs_vec:
+        lmap = [k]
+    else:
+        lmap = _batch_exprs(lt.shape[:-2], batch, n_batch) + [m, k]
+    if rhs_vec:
+        rmap = [k]
+    else:
+        rmap = _batch_exprs(rt.shape[:-2], batch, n_batch) + [k, n]
+    init = fill(scalar_const(dtype, 0), empty_tensor(out_dims, dtype, env))
+    maps = [affine_map(n_out + 1, lmap), affine_map(n_out + 1, rmap), affine_map(n_out + 1, list(range(n_out)))]
+    iters = ["parallel"] * n_out + ["reduction"]
+    return generic([lhs, rhs], [init], maps, iters, lambda a, b, acc: _add(acc, _mul(a, b)))[0]
+
+
+def lower_matmul(lw: Lowering):
+    a, b = lw.operands
+    out = lw.results[0]
+    ra, rb = ir.RankedTensorType(a.type).rank, ir.RankedTensorType(b.type).rank
+    if ra == 2 and rb == 2:
+        init = fill(scalar_const(out.dtype, 0), lw.empty(out.dims, out.dtype))
+        return [linalg.matmul(a, b, outs=[init])]
+    return [contract(a, b, out.dims, out.dtype, lw.env, ra == 1, rb == 1)]
+
+
+# -- reductions ----------------------------------------------------------------
+
+
+def reduce(x: ir.Value, axes, keepdims: bool, init_value, combine, env: DimEnv, out_dims=None) -> ir.Value:
+    """Reduce ``x`` over ``axes`` with ``combine(acc, v)`` from ``init_value``."""
+    xt = ir.RankedTensorType(x.type)
+    rank = xt.rank
+    axes = sorted(a % rank for a in axes) if rank else []
+    if out_dims is None:
+        out_dims = []
+        for i in range(rank):
+            if i in axes:
+                if keepdims:
+                    out_dims.append(dim(1))
+            else:
+                out_dims.append(_dim_of(x, i, env))
+    sizes = [d if not hasattr(d, "is_static") else d for d in out_dims]
+    init = fill(init_value, _empty_from(sizes, xt.element_type, env))
+    out_exprs = []
+    for i in range(rank):
+        if i in axes:
+            if keepdims:
+                out_exprs.append(("c", 0))
+        else:
+            out_exprs.append(i)
+    maps = [identity_map(rank), affine_map(rank, out_exprs)]
+    iters = ["reduction" if i in axes else "parallel" for i in range(rank)]
+    return generic([x], [init], maps, iters, lambda v, acc: combine(acc, v))[0]
+
+
+class _Size:
+    """A dim known only as an SSA value (``tensor.dim`` of a converted tensor)."""
+
+    def __init__(self, static: int | None, value: ir.Value | None):
+        self.static, self.value_ = static, value
+
+
+def _dim_of(x: ir.Value, axis: int, env: DimEnv):
+    s = ir.RankedTensorType(x.type).shape[axis]
+    if s != DYN:
+        return dim(s)
+    return _Size(None, tensor.dim(x, const_index(axis)))
+
+
+def _empty_from(sizes, dtype, env: DimEnv) -> ir.Value:
+    out = []
+    for s in sizes:
+        if isinstance(s, _Size):
+            out.append(s.value_)
+        elif s.is_static:
+            out.append(s.value)
+        else:
+            out.append(env.value(s))
+    return tensor.empty(out, dtype)
+
+
+def _count(x: ir.Value, axes) -> ir.Value:
+    """Number of elements over ``axes`` of ``x``, as an index value."""
+    rank = ir.RankedTensorType(x.type).rank
+    total = const_index(1)
+    for a in axes:
+        total = arith.muli(total, tensor.dim(x, const_index(a % rank)))
+    return total
+
+
+def _reduce_axes(lw: Lowering):
+    rank = ir.RankedTensorType(lw.operands[0].type).rank
+    return [a % rank for a in lw.attrs["axes"]] if lw.attrs["axes"] else list(range(rank))
+
+
+def lower_reduce_sum(lw: Lowering):
+    x = lw.operands[0]
+    out = lw.results[0]
+    zero = scalar_const(out.dtype, 0)
+    return [reduce(x, _reduce_axes(lw), lw.attrs["keepdims"], zero, _add, lw.env, list(out.dims))]
+
+
+def lower_reduce_max(lw: Lowering):
+    x = lw.operands[0]
+    out = lw.results[0]
+    t = out.dtype
+
+    def mx(a, b):
+        return arith.maximumf(a, b) if is_float(t) else arith.maxsi(a, b)
+
+    return [reduce(x, _reduce_axes(lw), lw.attrs["keepdims"], lowest(t), mx, lw.env, list(out.dims))]
+
+
+def lower_reduce_mean(lw: Lowering):
+    x = lw.operands[0]
+    out = lw.results[0]
+    axes = _reduce_axes(lw)
+    s = reduce(x, axes, lw.attrs["keepdims"], scalar_const(out.dtype, 0), _add, lw.env, list(out.dims))
+    if not is_float(out.dtype):
+        raise lw.error(f"needs a floating-point operand, got {out.dtype}")
+    n = to_float(_count(x, axes), out.dtype)
+    return [elementwise([s], out.dims, out.dtype, lw.env, lambda v: arith.divf(v, n))]
+
+
+def softmax(x: ir.Value, axis: int, dims, env: DimEnv) -> ir.Value:
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis``."""
+    t = ir.RankedTensorType(x.type).element_type
+    m = reduce(x, [axis], True, lowest(t), arith.maximumf, env)
+    e = elementwise([x, m], dims, t, env, lambda a, b: math.exp(arith.subf(a, b)))
+    s = reduce(e, [axis], True, scalar_const(t, 0.0), arith.addf, env)
+    return elementwise([e, s], dims, t, env, arith.divf)
+
+
+def lower_softmax(lw: Lowering):
+    x = lw.operands[0]
+    out = lw.results[0]
+    return [softmax(x, lw.attrs["axis"] % len(out.dims), out.dims, lw.env)]
+
+
+def lower_layer_norm(lw: Lowering):
+    x = lw.operands[0]
+    out = lw.results[0]
+    t = out.dtype
+    rank = len(out.dims)
+    axes = list(range(lw.attrs["axis"] % rank, rank))
+    n = to_float(_count(x, axes), t)
+    zero = scalar_const(t, 0.0)
+    mean = elementwise(
+        [reduce(x, axes, True, zero, arith.addf, lw.env)], _kept(out.dims, axes), t, lw.env, lambda v: arith.divf(v, n)
+    )
+    d = elementwise([x, mean], out.dims, t, lw.env, arith.subf)
+    sq = reduce(elementwise([d], out.dims, t, lw.env, lambda v: arith.mulf(v, v)), axes, True, zero, arith.addf, lw.env)
+    eps = scalar_const(t, lw.attrs["epsilon"])
+    inv = elementwise(
+        [sq], _kept(out.dims, axes), t, lw.env,
+        lambda v: arith.divf(scalar_const(t, 1.0), math.sqrt(arith.addf(arith.divf(v, n), eps))),
+    )
+    extra = lw.operands[1:]  # weight, bias (either optional)
+    op = lw.op
+    names = []
+    for v in op.operands[1:]:
+        names.append("weight" if op.opview.weight is not None and v == op.opview.weight else "bias")
+
+    def body(dv, iv, *wb):
+        y = arith.mulf(dv, iv)
+        for name, val in zip(names, wb):
+            y = arith.mulf(y, val) if name == "weight" else arith.addf(y, val)
+        return y
+
+    return [elementwise([d, inv, *extra], out.dims, t, lw.env, body)]
+
+
+def _kept(dims, axes):
+    return [dim(1) if i in axes else d for i, d in enumerate(dims)]
+
+
+def lower_batch_norm(lw: Lowering):
+    x, scale, bias, mean, var = lw.operands
+    out = lw.results[0]
+    t = out.dtype
+    rank = len(out.dims)
+    eps = scalar_const(t, lw.attrs["epsilon"])
+    init = lw.empty(out.dims, t)
+    chan = affine_map(rank, [1])
+    maps = [identity_map(rank), chan, chan, chan, chan, identity_map(rank)]
+
+    def body(xv, s, b, m, v, _):
+        inv = arith.divf(scalar_const(t, 1.0), math.sqrt(arith.addf(v, eps)))
+        return arith.addf(arith.mulf(arith.mulf(arith.subf(xv, m), inv), s), b)
+
+    return generic([x, scale, bias, mean, var], [init], maps, ["parallel"] * rank, body)
+
+
+# -- convolution and pooling ---------------------------------------------------
+
+
+def pad_tensor(x: ir.Value, low, high, value) -> ir.Value:
+    """Constant padding; ``low``/``high`` hold ints or index values.
+
+    A generic reading ``x`` at clamped indices and selecting ``value``
+    outside it, rather than ``tensor.pad``: its bufferization copies into a
+    strided subview (``memref.copy``, whose runtime the wheel lacks).
+    """
+    xt = ir.RankedTensorType(x.type)
+    rank = xt.rank
+    sizes, shape = [], []
+    src = []
+    for i, (lo, hi) in enumerate(zip(low, high)):
+        s = xt.shape[i]
+        n = const_index(s) if s != DYN else tensor.dim(x, const_index(i))
+        src.append(n)
+        if s != DYN and isinstance(lo, int) and isinstance(hi, int):
+            sizes.append(s + lo + hi)
+            shape.append(s + lo + hi)
+        else:
+            sizes.append(arith.addi(arith.addi(n, _as_index(lo)), _as_index(hi)))
+            shape.append(DYN)
+    init = tensor.empty(sizes, xt.element_type)
+    zero = None
+
+    def body(_):
+        nonlocal zero
+        zero = const_index(0)
+        inside = None
+        idx = []
+        for i in range(rank):
+            p = arith.subi(loop_index(i), _as_index(low[i]))
+            ok = arith.andi(arith.cmpi(arith.CmpIPredicate.sge, p, zero), arith.cmpi(arith.CmpIPredicate.slt, p, src[i]))
+            inside = ok if inside is None else arith.andi(inside, ok)
+            idx.append(arith.minsi(arith.maxsi(p, zero), arith.subi(src[i], const_index(1))))
+        v = tensor.extract(x, idx)
+        return arith.select(inside, v, value) if inside is not None else v
+
+    return generic([], [init], [identity_map(rank)], ["parallel"] * rank, body)[0]
+
+
+def _as_index(v):
+    return const_index(v) if isinstance(v, int) else v
+
+
+def _pairs(v, default):
+    return list(v) if v is not None else list(default)
+
+
+def lower_conv2d(lw: Lowering):
+    x, w = lw.operands[0], lw.operands[1]
+    bias = lw.operands[2] if len(lw.operands) > 2 else None
+    out = lw.results[0]
+    t = out.dtype
+    strides = _pairs(lw.attrs["strides"], [1, 1])
+    pads = _pairs(lw.attrs["pads"], [0, 0, 0, 0])
+    dil = _pairs(lw.attrs["dilations"], [1, 1])
+    groups = lw.attrs["groups"]
+    if any(pads):
+        x = pad_tensor(x, [0, 0, pads[0], pads[1]], [0, 0, pads[2], pads[3]], scalar_const(t, 0.0))
+    init = lw.empty(out.dims, t)
+    if bias is not None:
+        rank = 4
+        init = generic([bias], [init], [affine_map(rank, [1]), identity_map(rank)], ["parallel"] * rank,
+                       lambda b, _: b)[0]
+    else:
+        init = fill(scalar_const(t, 0.0), init)
+    if groups == 1:
+        return [linalg.conv_2d_nchw_fchw(x, w, outs=[init], strides=strides, dilations=dil)]
+    # Grouped: one convolution per group on channel slices (static channel counts).
+    wt = ir.RankedTensorType(w.type)
+    o, cg = wt.shape[0], wt.shape[1]
+    og = o // groups
+    for g in range(groups):
+        xs = _channel_slice(x, g * cg, cg)
+        ws = _channel_slice(w, g * og, og, axis=0)
+        os_ = _channel_slice(init, g * og, og)
+        r = linalg.conv_2d_nchw_fchw(xs, ws, outs=[os_], strides=strides, dilations=dil)
+        init = _insert_channels(r, init, g * og, og)
+    return [init]
+
+
+def _slice_args(x: ir.Value, offset: int, size: int, axis: int):
+    xt = ir.RankedTensorType(x.type)
+    sizes, static_sizes, shape = [], [], []
+    for i, s in enumerate(xt.shape):
+        if i == axis:
+            static_sizes.append(size)
+            shape.append(size)
+        elif s == DYN:
+            static_sizes.append(DYN)
+            sizes.append(tensor.dim(x, const_index(i)))
+            shape.append(DYN)
+        else:
+            static_sizes.append(s)
+            shape.append(s)
+    offsets = [offset if i == axis else 0 for i in range(xt.rank)]
+    return xt, sizes, static_sizes, shape, offsets
+
+
+def _channel_slice(x: ir.Value, offset: int, size: int, axis: int = 1) -> ir.Value:
+    xt, sizes, static_sizes, shape, offsets = _slice_args(x, offset, size, axis)
+    rt = ir.RankedTensorType.get(shape, xt.element_type)
+    return tensor.ExtractSliceOp(rt, x, [], sizes, [], offsets, static_sizes, [1] * xt.rank).result
+
+
+def _insert_channels(src: ir.Value, dest: ir.Value, offset: int, size: int, axis: int = 1) -> ir.Value:
+    xt, sizes, static_sizes, shape, offsets = _slice_args(dest, offset, size, axis)
+    return tensor.InsertSliceOp(src, dest, [], sizes, [], offsets, static_sizes, [1] * xt.rank).result
+
+
+def _pool_input(lw: Lowering, x: ir.Value, value, user_pad_value=None):
+    """Pad ``x`` for pooling: the user pads, plus the extra high pad that
+    ``ceil_mode`` windows need (computed from the result dims)."""
+    out = lw.results[0]
+    kernel = lw.attrs["kernel"]
+    strides = _pairs(lw.attrs["strides"], kernel)
+    pads = _pairs(lw.attrs["pads"], [0, 0, 0, 0])
+    dil = _pairs(lw.attrs.get("dilations"), [1, 1])
+    if user_pad_value is None:
+        user_pad_value = value
+    if any(pads):
+        x = pad_tensor(x, [0, 0, pads[0], pads[1]], [0, 0, pads[2], pads[3]], user_pad_value)
+    if lw.attrs["ceil_mode"]:
+        highs = [0, 0]
+        for axis, od in ((2, out.dims[2]), (3, out.dims[3])):
+            k = kernel[axis - 2]
+            s, d = strides[axis - 2], dil[axis - 2]
+            need = arith.addi(arith.muli(arith.subi(lw.env.value(od), const_index(1)), const_index(s)),
+                              const_index((k - 1) * d + 1))
+            have = tensor.dim(x, const_index(axis))
+            highs.append(arith.maxsi(arith.subi(need, have), const_index(0)))
+        x = pad_tensor(x, [0, 0, 0, 0], highs, value)
+    return x, kernel, strides, dil
+
+
+def lower_max_pool2d(lw: Lowering):
+    out = lw.results[0]
+    t = out.dtype
+    x, kernel, strides, dil = _pool_input(lw, lw.operands[0], lowest(t))
+    window = tensor.empty(kernel, t)
+    init = fill(lowest(t), lw.empty(out.dims, t))
+    return [linalg.pooling_nchw_max(x, window, outs=[init], strides=strides, dilations=dil)]
+
+
+def lower_avg_pool2d(lw: Lowering):
+    out = lw.results[0]
+    t = out.dtype
+    src = lw.operands[0]
+    zero = scalar_const(t, 0.0)
+    x, kernel, strides, dil = _pool_input(lw, src, zero)
+    window = tensor.empty(kernel, t)
+    sums = linalg.pooling_nchw_sum(x, window, outs=[fill(zero, lw.empty(out.dims, t))], strides=strides, dilations=dil)
+    # Divisors: pool a [1, 1, H, W] tensor of ones padded like the input (1s in
+    # the user padding when count_include_pad, 0s in the ceil-mode extra).
+    h, w_ = tensor.dim(src, const_index(2)), tensor.dim(src, const_index(3))
+    ones = fill(scalar_const(t, 1.0), tensor.empty([1, 1, h, w_], t))
+    inc = scalar_const(t, 1.0 if lw.attrs["count_include_pad"] else 0.0)
+    cx, _, _, _ = _pool_input(lw, ones, zero, inc)
+    cdims = [dim(1), dim(1), out.dims[2], out.dims[3]]
+    counts = linalg.pooling_nchw_sum(cx, window, outs=[fill(zero, empty_tensor(cdims, t, lw.env))],
+                                     strides=strides, dilations=dil)
+    return [elementwise([sums, counts], out.dims, t, lw.env, arith.divf)]
+
+
+# -- attention -----------------------------------------------------------------
+
+
+def lower_attention(lw: Lowering):
+    q, k, v = lw.operands[:3]
+    mask = lw.operands[3] if len(lw.operands) > 3 else None
+    out = lw.results[0]
+    t = out.dtype
+    qi = lw.infos[0]
+    ki = lw.infos[1]
+    batch = list(out.dims[:-2])
+    nb = len(batch)
+    seq_q, seq_k = out.dims[-2], ki.dims[-2]
+    qt, kt, vt = (ir.RankedTensorType(x.type) for x in (q, k, v))
+    scale = lw.attrs["scale"]
+    if scale is None:
+        hd = qt.shape[-1]
+        if hd == DYN:
+            raise lw.error("needs a static head dim (or an explicit 'scale')")
+        scale = 1.0 / pymath.sqrt(hd)
+    del qi
+    # scores[b.., l, s] = sum_d q[b.., l, d] * k[b.., s, d]
+    sdims = batch + [seq_q, seq_k]
+    n = nb + 3
+    qmap = _batch_exprs(qt.shape[:-2], batch, nb) + [nb, nb + 2]
+    kmap = _batch_exprs(kt.shape[:-2], batch, nb) + [nb + 1, nb + 2]
+    init = fill(scalar_const(t, 0.0), empty_tensor(sdims, t, lw.env))
+    scores = generic([q, k], [init], [affine_map(n, qmap), affine_map(n, kmap), affine_map(n, list(range(nb + 2)))],
+                     ["parallel"] * (nb + 2) + ["reduction"], lambda a, b, acc: arith.addf(acc, arith.mulf(a, b)))[0]
+    causal = lw.attrs["causal"]
+    sc = scalar_const(t, scale)
+    ninf = scalar_const(t, float("-inf"))
+    inputs = [scores] + ([mask] if mask is not None else [])
+    r = nb + 2
+    maps = [identity_map(r)] + ([broadcast_map(ir.RankedTensorType(mask.type), sdims)] if mask is not None else [])
+    maps.append(identity_map(r))
+
+    def body(s, *rest):
+        y = arith.mulf(s, sc)
+        if mask is not None:
+            m = rest[0]
+            y = arith.select(m, y, ninf) if str(m.type) == "i1" else arith.addf(y, m)
+        if causal:
+            li, si = loop_index(nb), loop_index(nb + 1)
+            y = arith.select(arith.cmpi(arith.CmpIPredicate.ugt, si, li), ninf, y)
+        return y
+
+    scaled = generic(inputs, [empty_tensor(sdims, t, lw.env)], maps, ["parallel"] * r, lambda *a: body(*a[:-1]))[0]
+    p = softmax(scaled, r - 1, sdims, lw.env)
+    # out[b.., l, e] = sum_s p[b.., l, s] * v[b.., s, e]
+    pmap = list(range(nb)) + [nb, nb + 2]
+    vmap = _batch_exprs(vt.shape[:-2], batch, nb) + [nb + 2, nb + 1]
+    init = fill(scalar_const(t, 0.0), lw.empty(out.dims, t))
+    res = generic([p, v], [init], [affine_map(n, pmap), affine_map(n, vmap), affine_map(n, list(range(nb + 2)))],
+                  ["parallel"] * (nb + 2) + ["reduction"], lambda a, b, acc: arith.addf(acc, arith.mulf(a, b)))[0]
+    return [res]
+
+
+def table() -> dict:
+    """The nn part of the lowering table."""
+    return {
+        "kiln.matmul": lower_matmul,
+        "kiln.reduce_sum": lower_reduce_sum,
+        "kiln.reduce_mean": lower_reduce_mean,
+        "kiln.reduce_max": lower_reduce_max,
+        "kiln.softmax": lower_softmax,
+        "kiln.layer_norm": lower_layer_norm,
+        "kiln.batch_norm": lower_batch_norm,
+        "kiln.conv2d": lower_conv2d,
+        "kiln.max_pool2d": lower_max_pool2d,
+        "kiln.avg_pool2d": lower_avg_pool2d,
+        "kiln.attention": lower_attention,
+    }

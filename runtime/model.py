@@ -1,0 +1,123 @@
+"""``CompiledModel``: what :func:`kiln.compile` returns.
+
+A call is three steps, kept separate so the runtime can grow each one
+(profiles, memory planning, other schedules):
+
+1. **check + bind shapes**: the :class:`~kiln.runtime.contract.ShapeContract`
+   checks every input's rank, dtype and dims and binds the symbols; a bad
+   input raises :class:`~kiln.errors.ShapeError` before any kernel runs;
+2. **run the schedule**: a list of :class:`Step` ``(kernel, input value ids,
+   output value ids)``; each step's outputs are allocated with the shapes
+   its value infos evaluate to under the binding, then the kernel writes
+   them (the :mod:`kiln.backends.kernel` contract);
+3. **outputs**: the values named by ``output_ids``, as numpy arrays, or as
+   torch tensors when the inputs were torch tensors (sharing memory).
+
+Value ids ``0 .. n_inputs-1`` are the model inputs, in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..backends.kernel import as_numpy
+from ..dialects.dims import evaluate
+from .contract import InputSpec, ShapeContract
+
+__all__ = ["CompiledModel", "Step", "ValueInfo"]
+
+_NUMPY = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_, "i8": np.int8,
+          "i16": np.int16, "i32": np.int32, "i64": np.int64}
+
+
+@dataclass(frozen=True)
+class ValueInfo:
+    """A value of the schedule: symbolic dims and a dtype name (``"f32"``)."""
+
+    name: str
+    dims: tuple
+    dtype: str
+
+    def shape(self, binding: dict[str, int]) -> tuple[int, ...]:
+        """The concrete shape under ``binding``."""
+        return tuple(evaluate(d, binding) for d in self.dims)
+
+
+@dataclass
+class Step:
+    """One kernel launch: ``kernel(values[inputs], values[outputs], binding)``."""
+
+    kernel: object
+    inputs: list[int]
+    outputs: list[int]
+
+
+@dataclass
+class CompiledModel:
+    """A compiled model; call it on numpy arrays or torch CPU tensors.
+
+    ``values`` describes every value id; ``schedule`` runs in order;
+    ``output_ids`` are returned (one array, or a tuple for several).
+    ``compilations`` counts JIT compilations behind this model (1 for a
+    fully dynamic model, whatever the shapes it is called with); ``keepalive``
+    holds what the kernels need alive (MLIR context, modules, engines).
+    """
+
+    inputs: list[InputSpec]
+    values: list[ValueInfo]
+    schedule: list[Step]
+    output_ids: list[int]
+    symbols: dict
+    compilations: int = 1
+    ir: dict = field(default_factory=dict)  # stage name -> IR text, when kept
+    keepalive: list = field(default_factory=list)
+    device: str = "cpu"
+
+    def __post_init__(self):
+        self.contract = ShapeContract(self.inputs, self.symbols)
+        self.calls = 0
+
+    @property
+    def outputs(self) -> list[ValueInfo]:
+        """The infos of the returned values."""
+        return [self.values[i] for i in self.output_ids]
+
+    def bind(self, args: Sequence) -> dict[str, int]:
+        """Check the inputs against the shape contract; the symbol binding."""
+        return self.contract.bind(args)
+
+    def run(self, args: Sequence, binding: dict[str, int]) -> list[np.ndarray]:
+        """Run the schedule on checked inputs; the output arrays."""
+        env: list = [None] * len(self.values)
+        for i, a in enumerate(args):
+            env[i] = np.ascontiguousarray(as_numpy(a))
+        for step in self.schedule:
+            outs = []
+            for vid in step.outputs:
+                info = self.values[vid]
+                env[vid] = np.empty(info.shape(binding), dtype=_NUMPY[info.dtype])
+                outs.append(env[vid])
+            step.kernel([env[i] for i in step.inputs], outs, binding)
+        return [env[i] for i in self.output_ids]
+
+    def __call__(self, *args):
+        binding = self.bind(args)
+        results = self.run(args, binding)
+        self.calls += 1
+        if args and all(_is_torch(a) for a in args):
+            import torch
+
+            results = [torch.from_numpy(r) for r in results]
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{s.name}: {s.shape_text()} {s.dtype}" for s in self.inputs)
+        outs = ", ".join(f"[{', '.join(map(str, o.dims))}] {o.dtype}" for o in self.outputs)
+        return f"<CompiledModel ({ins}) -> ({outs}), {len(self.schedule)} kernel(s) on {self.device}>"
+
+
+def _is_torch(a) -> bool:
+    return type(a).__module__.startswith("torch")
