@@ -1,0 +1,81 @@
+// RUN: kiln-opt %s --split-input-file --kiln-partition | FileCheck %s
+// RUN: kiln-opt %s --split-input-file --kiln-partition='fuse=false' | FileCheck %s --check-prefix=NOFUSE
+// RUN: kiln-opt %s --split-input-file --kiln-partition --mlir-pass-statistics 2>&1 >/dev/null | FileCheck %s --check-prefix=STATS
+// RUN: kiln-opt %s --split-input-file --kiln-partition --kiln-partition | FileCheck %s --check-prefix=TWICE
+
+// matmul + bias + relu is one kernel; the fallback op is a kernel of its own;
+// softmax takes the mul that follows it; the constant stays in the schedule.
+// CHECK-LABEL: func.func @mlp$epilogue
+// CHECK-SAME: kiln.schedule = ["mlp$epilogue_k0", "mlp$epilogue_k1", "mlp$epilogue_k2"]
+// CHECK-NEXT: %[[C:.*]] = "kiln.constant"()
+// CHECK-NEXT: %[[K0:.*]] = call @mlp$epilogue_k0(%arg0, %arg1, %[[C]])
+// CHECK-NEXT: %[[K1:.*]] = call @mlp$epilogue_k1(%[[K0]])
+// CHECK-NEXT: %[[K2:.*]] = call @mlp$epilogue_k2(%[[K1]], %[[K0]])
+// CHECK-NEXT: return %[[K2]]
+// CHECK: func.func private @mlp$epilogue_k0(%arg0: !kiln.tensor<["B", 16], f32>, %arg1: !kiln.tensor<[16, 32], f32>, %arg2: !kiln.tensor<[32], f32>) -> !kiln.tensor<["B", 32], f32>
+// CHECK-SAME: kiln.group = "matmul", kiln.kernel = "generated", kiln.ops = ["kiln.matmul", "kiln.add", "kiln.relu"]
+// CHECK-NEXT: %[[M:.*]] = "kiln.matmul"(%arg0, %arg1)
+// CHECK-NEXT: %[[A:.*]] = "kiln.add"(%[[M]], %arg2)
+// CHECK-NEXT: %[[R:.*]] = "kiln.relu"(%[[A]])
+// CHECK-NEXT: return %[[R]]
+// CHECK: func.func private @mlp$epilogue_k1
+// CHECK-SAME: kiln.group = "fallback", kiln.kernel = "fallback", kiln.ops = ["kiln.fallback"]
+// CHECK-NEXT: "kiln.fallback"(%arg0) {op_name = "aten.special_bessel_j0.default"
+// CHECK: func.func private @mlp$epilogue_k2
+// CHECK-SAME: kiln.group = "softmax", kiln.kernel = "generated", kiln.ops = ["kiln.softmax", "kiln.mul"]
+// NOFUSE-LABEL: func.func @mlp$epilogue
+// NOFUSE-SAME: kiln.schedule = ["mlp$epilogue_k0", "mlp$epilogue_k1", "mlp$epilogue_k2", "mlp$epilogue_k3", "mlp$epilogue_k4", "mlp$epilogue_k5"]
+// NOFUSE-COUNT-6: func.func private
+// STATS: kiln-partition
+// STATS-NEXT: (3) kernels
+// STATS-NEXT: (1) fallback kernels
+// A partitioned function is a schedule already: a second run leaves it alone.
+// TWICE-LABEL: func.func @mlp$epilogue
+// TWICE-COUNT-3: func.func private
+// TWICE-NOT: func.func private
+// TWICE: {{^// -----}}
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64, opt = 8 : i64} : () -> ()
+func.func @mlp$epilogue(%x: !kiln.tensor<["B", 16], f32>, %w: !kiln.tensor<[16, 32], f32>) -> !kiln.tensor<["B", 32], f32> {
+  %b = "kiln.constant"() {value = dense<1.0> : tensor<32xf32>} : () -> !kiln.tensor<[32], f32>
+  %0 = "kiln.matmul"(%x, %w) : (!kiln.tensor<["B", 16], f32>, !kiln.tensor<[16, 32], f32>) -> !kiln.tensor<["B", 32], f32>
+  %1 = "kiln.add"(%0, %b) : (!kiln.tensor<["B", 32], f32>, !kiln.tensor<[32], f32>) -> !kiln.tensor<["B", 32], f32>
+  %2 = "kiln.relu"(%1) : (!kiln.tensor<["B", 32], f32>) -> !kiln.tensor<["B", 32], f32>
+  %3 = "kiln.fallback"(%2) {op_name = "aten.special_bessel_j0.default", operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0>} : (!kiln.tensor<["B", 32], f32>) -> !kiln.tensor<["B", 32], f32>
+  %4 = "kiln.softmax"(%3) {axis = -1 : i64} : (!kiln.tensor<["B", 32], f32>) -> !kiln.tensor<["B", 32], f32>
+  %5 = "kiln.mul"(%4, %2) : (!kiln.tensor<["B", 32], f32>, !kiln.tensor<["B", 32], f32>) -> !kiln.tensor<["B", 32], f32>
+  return %5 : !kiln.tensor<["B", 32], f32>
+}
+
+// -----
+
+// A kiln.fused group (from kiln-fuse) is one kernel: its body is inlined
+// into the kernel function and its kind becomes kiln.group.  A value used
+// both inside a group and later is an output of the group's kernel.
+// CHECK-LABEL: func.func @fused$matmul_epilogue
+// CHECK-NEXT: %[[F:.*]] = call @fused$matmul_epilogue_k0(%arg0, %arg1, %arg2)
+// CHECK-NEXT: %[[E:.*]]:2 = call @fused$matmul_epilogue_k1(%[[F]])
+// CHECK-NEXT: %[[D:.*]] = call @fused$matmul_epilogue_k2(%[[E]]#1, %[[E]]#0)
+// CHECK-NEXT: return %[[D]]
+// CHECK: func.func private @fused$matmul_epilogue_k0(%arg0: !kiln.tensor<["B", 64], f32>, %arg1: !kiln.tensor<[64, 256], f32>, %arg2: !kiln.tensor<[256], f32>) -> !kiln.tensor<["B", 256], f32>
+// CHECK-SAME: kiln.group = "matmul_epilogue", kiln.kernel = "generated", kiln.ops = ["kiln.matmul", "kiln.add", "kiln.gelu"]
+// CHECK-NEXT: "kiln.matmul"(%arg0, %arg1)
+// CHECK-NOT: kiln.fused
+// CHECK: func.func private @fused$matmul_epilogue_k1(%arg0: !kiln.tensor<["B", 256], f32>) -> (!kiln.tensor<["B", 256], f32>, !kiln.tensor<["B", 256], f32>)
+// CHECK-SAME: kiln.group = "elementwise", kiln.kernel = "generated", kiln.ops = ["kiln.exp", "kiln.neg"]
+// CHECK: func.func private @fused$matmul_epilogue_k2
+// CHECK-SAME: kiln.group = "reduce_sum"
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+func.func @fused$matmul_epilogue(%x: !kiln.tensor<["B", 64], f32>, %w: !kiln.tensor<[64, 256], f32>, %b: !kiln.tensor<[256], f32>) -> !kiln.tensor<["B", 256], f32> {
+  %r = "kiln.fused"(%x, %w, %b) ({
+  ^bb0(%a: !kiln.tensor<["B", 64], f32>, %bw: !kiln.tensor<[64, 256], f32>, %bb: !kiln.tensor<[256], f32>):
+    %0 = "kiln.matmul"(%a, %bw) : (!kiln.tensor<["B", 64], f32>, !kiln.tensor<[64, 256], f32>) -> !kiln.tensor<["B", 256], f32>
+    %1 = "kiln.add"(%0, %bb) : (!kiln.tensor<["B", 256], f32>, !kiln.tensor<[256], f32>) -> !kiln.tensor<["B", 256], f32>
+    %2 = "kiln.gelu"(%1) : (!kiln.tensor<["B", 256], f32>) -> !kiln.tensor<["B", 256], f32>
+    "kiln.yield"(%2) {operandSegmentSizes = array<i32: 1, 0, 0, 0>} : (!kiln.tensor<["B", 256], f32>) -> ()
+  }) {kind = "matmul_epilogue", operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0>} : (!kiln.tensor<["B", 64], f32>, !kiln.tensor<[64, 256], f32>, !kiln.tensor<[256], f32>) -> !kiln.tensor<["B", 256], f32>
+  %e = "kiln.exp"(%r) : (!kiln.tensor<["B", 256], f32>) -> !kiln.tensor<["B", 256], f32>
+  %n = "kiln.neg"(%e) : (!kiln.tensor<["B", 256], f32>) -> !kiln.tensor<["B", 256], f32>
+  %s = "kiln.reduce_sum"(%n) {axes = array<i64: 1>, keepdims = true} : (!kiln.tensor<["B", 256], f32>) -> !kiln.tensor<["B", 1], f32>
+  %d = "kiln.add"(%s, %e) : (!kiln.tensor<["B", 1], f32>, !kiln.tensor<["B", 256], f32>) -> !kiln.tensor<["B", 256], f32>
+  return %d : !kiln.tensor<["B", 256], f32>
+}
