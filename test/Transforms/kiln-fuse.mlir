@@ -1,0 +1,172 @@
+// RUN: kiln-opt %s --split-input-file --kiln-fuse | FileCheck %s
+// RUN: kiln-opt %s --split-input-file --kiln-fuse --mlir-pass-statistics 2>&1 >/dev/null | FileCheck %s --check-prefix=STATS
+// RUN: kiln-opt %s --split-input-file --kiln-fuse='kinds=elementwise' | FileCheck %s --check-prefix=EW
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+// matmul + bias + GELU, and matmul + bias + scale with a dynamic batch: two
+// matmul_epilogue kernels; the weights and the bias stay inputs, the scalar
+// constant moves in.
+// CHECK-LABEL: func.func @mlp$dynamic
+// CHECK: %[[W1:.*]] = "kiln.constant"() {{.*}} -> !kiln.tensor<[16, 32], f32>
+// CHECK: %[[B1:.*]] = "kiln.constant"() {{.*}} -> !kiln.tensor<[32], f32>
+// CHECK: %[[H:.*]] = "kiln.fused"(%arg0, %[[W1]], %[[B1]]) ({
+// CHECK-NEXT: ^bb0(%[[X:.*]]: !kiln.tensor<["B", 16], f32>, %[[W:.*]]: !kiln.tensor<[16, 32], f32>, %[[B:.*]]: !kiln.tensor<[32], f32>):
+// CHECK-NEXT: %[[M:.*]] = "kiln.matmul"(%[[X]], %[[W]])
+// CHECK-NEXT: %[[S:.*]] = "kiln.add"(%[[M]], %[[B]])
+// CHECK-NEXT: %[[G:.*]] = "kiln.gelu"(%[[S]])
+// CHECK-NEXT: "kiln.yield"(%[[G]])
+// CHECK-NEXT: }) {kind = "matmul_epilogue"
+// CHECK: %[[O:.*]] = "kiln.fused"(%[[H]], %{{.*}}, %{{.*}}) ({
+// CHECK: "kiln.constant"() {value = dense<5.000000e-01> : tensor<f32>}
+// CHECK-NEXT: "kiln.matmul"
+// CHECK-NEXT: "kiln.add"
+// CHECK-NEXT: "kiln.mul"
+// CHECK-NEXT: "kiln.yield"
+// CHECK-NEXT: }) {kind = "matmul_epilogue"
+// CHECK: return %[[O]]
+// STATS: kiln-fuse
+// STATS-NEXT: (2) groups fused
+// STATS-NEXT: (6) ops fused
+// STATS-NEXT: (2) matmul_epilogue groups
+// Without the matmul rule the epilogues are elementwise kernels of their own.
+// EW-LABEL: func.func @mlp$dynamic
+// EW: "kiln.matmul"
+// EW-NEXT: "kiln.fused"
+// EW-NEXT: ^bb0
+// EW-NEXT: "kiln.add"
+// EW-NEXT: "kiln.gelu"
+// EW-NEXT: "kiln.yield"
+// EW-NEXT: }) {kind = "elementwise"
+// EW-NEXT: "kiln.matmul"
+// EW-NEXT: "kiln.fused"
+// EW: return
+func.func @mlp$dynamic(%x: !kiln.tensor<["B", 16], f32>) -> !kiln.tensor<["B", 8], f32> {
+  %w1 = "kiln.constant"() {value = dense<0.5> : tensor<16x32xf32>} : () -> !kiln.tensor<[16, 32], f32>
+  %b1 = "kiln.constant"() {value = dense<0.25> : tensor<32xf32>} : () -> !kiln.tensor<[32], f32>
+  %w2 = "kiln.constant"() {value = dense<0.5> : tensor<32x8xf32>} : () -> !kiln.tensor<[32, 8], f32>
+  %b2 = "kiln.constant"() {value = dense<0.25> : tensor<8xf32>} : () -> !kiln.tensor<[8], f32>
+  %half = "kiln.constant"() {value = dense<0.5> : tensor<f32>} : () -> !kiln.tensor<[], f32>
+  %h = "kiln.matmul"(%x, %w1) : (!kiln.tensor<["B", 16], f32>, !kiln.tensor<[16, 32], f32>) -> !kiln.tensor<["B", 32], f32>
+  %hb = "kiln.add"(%h, %b1) : (!kiln.tensor<["B", 32], f32>, !kiln.tensor<[32], f32>) -> !kiln.tensor<["B", 32], f32>
+  %g = "kiln.gelu"(%hb) : (!kiln.tensor<["B", 32], f32>) -> !kiln.tensor<["B", 32], f32>
+  %o = "kiln.matmul"(%g, %w2) : (!kiln.tensor<["B", 32], f32>, !kiln.tensor<[32, 8], f32>) -> !kiln.tensor<["B", 8], f32>
+  %ob = "kiln.add"(%o, %b2) : (!kiln.tensor<["B", 8], f32>, !kiln.tensor<[8], f32>) -> !kiln.tensor<["B", 8], f32>
+  %s = "kiln.mul"(%ob, %half) : (!kiln.tensor<["B", 8], f32>, !kiln.tensor<[], f32>) -> !kiln.tensor<["B", 8], f32>
+  return %s : !kiln.tensor<["B", 8], f32>
+}
+
+// -----
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
+// softmax with its prologue (scale, mask) and epilogue; layer_norm with its
+// weight and a residual add as epilogue.  An intermediate used outside the
+// group becomes a second result.
+// CHECK-LABEL: func.func @reductions$dynamic
+// CHECK: %[[P:.*]] = "kiln.fused"(%arg0, %arg1) ({
+// CHECK: "kiln.mul"
+// CHECK-NEXT: "kiln.add"
+// CHECK-NEXT: "kiln.softmax"
+// CHECK-NEXT: "kiln.exp"
+// CHECK-NEXT: "kiln.yield"
+// CHECK-NEXT: }) {kind = "reduction"
+// CHECK: %[[N:.*]]:2 = "kiln.fused"(%[[P]], %arg2) ({
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: %[[LN:.*]] = "kiln.layer_norm"
+// CHECK-NEXT: %[[R:.*]] = "kiln.add"(%[[LN]],
+// CHECK-NEXT: "kiln.yield"(%[[LN]], %[[R]])
+// CHECK-NEXT: }) {kind = "reduction"
+// CHECK: return %[[N]]#1, %[[N]]#0
+// EW-LABEL: func.func @reductions$dynamic
+// EW: "kiln.fused"
+// EW-NEXT: ^bb0
+// EW-NEXT: "kiln.constant"
+// EW-NEXT: "kiln.mul"
+// EW-NEXT: "kiln.add"
+// EW-NEXT: "kiln.yield"
+// EW-NEXT: }) {kind = "elementwise"
+// EW-NOT: "kiln.fused"
+// EW: return
+func.func @reductions$dynamic(%x: !kiln.tensor<["B", "L", "L"], f32>, %mask: !kiln.tensor<["L", "L"], f32>, %g: !kiln.tensor<["L"], f32>) -> (!kiln.tensor<["B", "L", "L"], f32>, !kiln.tensor<["B", "L", "L"], f32>) {
+  %scale = "kiln.constant"() {value = dense<0.125> : tensor<1xf32>} : () -> !kiln.tensor<[1], f32>
+  %a = "kiln.mul"(%x, %scale) : (!kiln.tensor<["B", "L", "L"], f32>, !kiln.tensor<[1], f32>) -> !kiln.tensor<["B", "L", "L"], f32>
+  %b = "kiln.add"(%a, %mask) : (!kiln.tensor<["B", "L", "L"], f32>, !kiln.tensor<["L", "L"], f32>) -> !kiln.tensor<["B", "L", "L"], f32>
+  %p = "kiln.softmax"(%b) : (!kiln.tensor<["B", "L", "L"], f32>) -> !kiln.tensor<["B", "L", "L"], f32>
+  %e = "kiln.exp"(%p) : (!kiln.tensor<["B", "L", "L"], f32>) -> !kiln.tensor<["B", "L", "L"], f32>
+  %n = "kiln.layer_norm"(%e, %g) {operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["B", "L", "L"], f32>, !kiln.tensor<["L"], f32>) -> !kiln.tensor<["B", "L", "L"], f32>
+  %r = "kiln.add"(%n, %e) : (!kiln.tensor<["B", "L", "L"], f32>, !kiln.tensor<["B", "L", "L"], f32>) -> !kiln.tensor<["B", "L", "L"], f32>
+  return %r, %n : !kiln.tensor<["B", "L", "L"], f32>, !kiln.tensor<["B", "L", "L"], f32>
+}
+
+// -----
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+// An elementwise tree (two chains meeting in a where) is one kernel.
+// CHECK-LABEL: func.func @elementwise
+// CHECK: "kiln.fused"(%arg0, %arg1) ({
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: "kiln.constant"() {value = dense<0.000000e+00> : tensor<f32>}
+// CHECK-NEXT: "kiln.neg"
+// CHECK-NEXT: "kiln.exp"
+// CHECK-NEXT: "kiln.gt"
+// CHECK-NEXT: "kiln.where"
+// CHECK-NEXT: "kiln.yield"
+// CHECK-NEXT: }) {kind = "elementwise"
+// CHECK-NOT: "kiln.fused"
+// STATS: (1) elementwise groups
+func.func @elementwise(%x: !kiln.tensor<["B", 4], f32>, %y: !kiln.tensor<["B", 4], f32>) -> !kiln.tensor<["B", 4], f32> {
+  %zero = "kiln.constant"() {value = dense<0.0> : tensor<f32>} : () -> !kiln.tensor<[], f32>
+  %n = "kiln.neg"(%x) : (!kiln.tensor<["B", 4], f32>) -> !kiln.tensor<["B", 4], f32>
+  %e = "kiln.exp"(%y) : (!kiln.tensor<["B", 4], f32>) -> !kiln.tensor<["B", 4], f32>
+  %c = "kiln.gt"(%x, %zero) : (!kiln.tensor<["B", 4], f32>, !kiln.tensor<[], f32>) -> !kiln.tensor<["B", 4], i1>
+  %w = "kiln.where"(%c, %n, %e) : (!kiln.tensor<["B", 4], i1>, !kiln.tensor<["B", 4], f32>, !kiln.tensor<["B", 4], f32>) -> !kiln.tensor<["B", 4], f32>
+  return %w : !kiln.tensor<["B", 4], f32>
+}
+
+// -----
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+// Negative: lone ops stay; a reduction after a matmul is not an epilogue; a
+// bias that broadcasts the matmul result to a bigger shape is not either;
+// '?' dims cannot be proven equal to the matmul's; ops that are never fused
+// (transpose) split chains.
+// CHECK-LABEL: func.func @negative
+// CHECK-NOT: "kiln.fused"
+// CHECK: return
+func.func @negative(%x: !kiln.tensor<["B", 4], f32>, %w: !kiln.tensor<[4, 4], f32>, %big: !kiln.tensor<[2, "B", 4], f32>) -> (!kiln.tensor<["B"], f32>, !kiln.tensor<[2, "B", 4], f32>, !kiln.tensor<["B", 4], f32>, !kiln.tensor<[4, "B"], f32>) {
+  %m = "kiln.matmul"(%x, %w) : (!kiln.tensor<["B", 4], f32>, !kiln.tensor<[4, 4], f32>) -> !kiln.tensor<["B", 4], f32>
+  %s = "kiln.reduce_sum"(%m) {axes = array<i64: 1>} : (!kiln.tensor<["B", 4], f32>) -> !kiln.tensor<["B"], f32>
+  %m2 = "kiln.matmul"(%x, %w) : (!kiln.tensor<["B", 4], f32>, !kiln.tensor<[4, 4], f32>) -> !kiln.tensor<["B", 4], f32>
+  %b = "kiln.add"(%m2, %big) : (!kiln.tensor<["B", 4], f32>, !kiln.tensor<[2, "B", 4], f32>) -> !kiln.tensor<[2, "B", 4], f32>
+  %m3 = "kiln.matmul"(%x, %w) : (!kiln.tensor<["B", 4], f32>, !kiln.tensor<[4, 4], f32>) -> !kiln.tensor<["?", 4], f32>
+  %r = "kiln.relu"(%m3) : (!kiln.tensor<["?", 4], f32>) -> !kiln.tensor<["B", 4], f32>
+  %n = "kiln.neg"(%x) : (!kiln.tensor<["B", 4], f32>) -> !kiln.tensor<["B", 4], f32>
+  %t = "kiln.transpose"(%n) {perm = array<i64: 1, 0>} : (!kiln.tensor<["B", 4], f32>) -> !kiln.tensor<[4, "B"], f32>
+  %e = "kiln.exp"(%t) : (!kiln.tensor<[4, "B"], f32>) -> !kiln.tensor<[4, "B"], f32>
+  return %s, %b, %r, %e : !kiln.tensor<["B"], f32>, !kiln.tensor<[2, "B", 4], f32>, !kiln.tensor<["B", 4], f32>, !kiln.tensor<[4, "B"], f32>
+}
+
+// -----
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+// Negative (convexity): exp(x) feeds a transpose pair whose result comes back
+// into the add; fusing exp with the add would need the transposes inside.
+// The exp/sqrt chain still fuses; the ops reading its result in between move
+// after the kernel.
+// CHECK-LABEL: func.func @convex
+// CHECK: %[[F:.*]]:2 = "kiln.fused"(%arg0)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: "kiln.exp"
+// CHECK-NEXT: "kiln.sqrt"
+// CHECK-NEXT: "kiln.yield"
+// CHECK: "kiln.transpose"(%[[F]]#0)
+// CHECK: "kiln.transpose"
+// CHECK: "kiln.add"(%[[F]]#1,
+func.func @convex(%x: !kiln.tensor<[4, 4], f32>) -> !kiln.tensor<[4, 4], f32> {
+  %e = "kiln.exp"(%x) : (!kiln.tensor<[4, 4], f32>) -> !kiln.tensor<[4, 4], f32>
+  %t = "kiln.transpose"(%e) {perm = array<i64: 1, 0>} : (!kiln.tensor<[4, 4], f32>) -> !kiln.tensor<[4, 4], f32>
+  %q = "kiln.sqrt"(%e) : (!kiln.tensor<[4, 4], f32>) -> !kiln.tensor<[4, 4], f32>
+  %t2 = "kiln.transpose"(%t) {perm = array<i64: 1, 0>} : (!kiln.tensor<[4, 4], f32>) -> !kiln.tensor<[4, 4], f32>
+  %a = "kiln.add"(%q, %t2) : (!kiln.tensor<[4, 4], f32>, !kiln.tensor<[4, 4], f32>) -> !kiln.tensor<[4, 4], f32>
+  return %a : !kiln.tensor<[4, 4], f32>
+}
