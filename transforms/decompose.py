@@ -1,1 +1,188 @@
-"""placeholder"""
+"""``kiln-decompose``: rewrite high-level ops into kiln primitives.
+
+A backend without a kernel for ``gelu``, ``layer_norm``, ``softmax``,
+``attention`` or ``batch_norm`` asks for their decomposition, so the op
+still runs natively (as elementwise ops, reductions and matmuls) instead of
+through ``kiln.fallback``.  One boolean option per op selects what is
+decomposed (all by default)::
+
+    kiln-decompose{softmax=false attention=true}
+
+The decompositions compute the op's documented meaning:
+
+- ``gelu``: ``0.5 * x * (1 + erf(x / sqrt(2)))``, or with ``approximate =
+  "tanh"``: ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))``;
+- ``softmax``: ``e / reduce_sum(e)`` with ``e = exp(x - reduce_max(x))``;
+- ``layer_norm``: ``(x - mean) * rsqrt(mean((x - mean)**2) + eps)``, then
+  ``* weight`` and ``+ bias``;
+- ``batch_norm``: ``(x - mean) * (scale * rsqrt(var + eps)) + bias``, the
+  ``[C]`` parameters reshaped to broadcast along axis 1;
+- ``attention``: ``softmax(q @ k^T * scale + mask) @ v``; a boolean mask
+  selects with ``where(mask, s, -inf)``; ``causal`` uses a constant
+  lower-triangular mask, so it needs static query and key lengths (and the
+  default scale a static head dim): otherwise the op is kept and counted.
+
+Statistics: ``<op> decomposed`` per op, ``attention kept`` when it can't be.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._mlir import ir
+from ..dialects.kiln import create_op, tensor_info
+from ..pipelines.registry import Option, Pass, register_pass
+from ._graph import block_ops, functions, make_constant, scalar_constant
+from .fold_constants import operand_map
+
+__all__ = ["DECOMPOSITIONS", "Decompose"]
+
+
+class _Emitter:
+    """Builds kiln ops right before ``root``, at its location."""
+
+    def __init__(self, root):
+        self.root = root
+        self.ip = ir.InsertionPoint(root)
+        self.loc = root.location
+        self.dtype = tensor_info(root.results[0].type).dtype
+
+    def op(self, name: str, *operands, **attrs):
+        return create_op(name, operands, attrs=attrs or None, loc=self.loc, ip=self.ip).result
+
+    def scalar(self, value: float):
+        return scalar_constant(value, self.dtype, loc=self.loc, ip=self.ip)
+
+    def const(self, array, dtype):
+        return make_constant(array, dtype, loc=self.loc, ip=self.ip)
+
+
+def _gelu(root, e: _Emitter):
+    x = root.operands[0]
+    if root.opview.attr("approximate") == "tanh":
+        cube = e.op("kiln.mul", e.op("kiln.mul", x, x), x)
+        inner = e.op("kiln.add", x, e.op("kiln.mul", cube, e.scalar(0.044715)))
+        t = e.op("kiln.tanh", e.op("kiln.mul", inner, e.scalar(math.sqrt(2 / math.pi))))
+    else:
+        t = e.op("kiln.erf", e.op("kiln.mul", x, e.scalar(1 / math.sqrt(2))))
+    return e.op("kiln.mul", e.op("kiln.mul", x, e.op("kiln.add", t, e.scalar(1.0))), e.scalar(0.5))
+
+
+def _softmax_of(x, axis: int, e: _Emitter):
+    peak = e.op("kiln.reduce_max", x, axes=[axis], keepdims=True)
+    ex = e.op("kiln.exp", e.op("kiln.sub", x, peak))
+    return e.op("kiln.div", ex, e.op("kiln.reduce_sum", ex, axes=[axis], keepdims=True))
+
+
+def _softmax(root, e: _Emitter):
+    return _softmax_of(root.operands[0], root.opview.attr("axis"), e)
+
+
+def _layer_norm(root, e: _Emitter):
+    fields = operand_map(root)
+    x = root.operands[0]
+    rank = len(tensor_info(x.type).dims)
+    axes = list(range(root.opview.attr("axis") % rank, rank))
+    mean = e.op("kiln.reduce_mean", x, axes=axes, keepdims=True)
+    d = e.op("kiln.sub", x, mean)
+    var = e.op("kiln.reduce_mean", e.op("kiln.mul", d, d), axes=axes, keepdims=True)
+    y = e.op("kiln.mul", d, e.op("kiln.rsqrt", e.op("kiln.add", var, e.scalar(root.opview.attr("epsilon")))))
+    if "weight" in fields:
+        y = e.op("kiln.mul", y, root.operands[fields["weight"]])
+    if "bias" in fields:
+        y = e.op("kiln.add", y, root.operands[fields["bias"]])
+    return y
+
+
+def _batch_norm(root, e: _Emitter):
+    x, scale, bias, mean, var = root.operands
+    info = tensor_info(x.type)
+    channels = info.dims[1]
+    shape = [channels] + [1] * (info.rank - 2)
+
+    def per_channel(v):
+        return v if info.rank == 2 else e.op("kiln.reshape", v, shape=shape)
+
+    inv = e.op("kiln.mul", per_channel(scale), e.op("kiln.rsqrt", e.op("kiln.add", per_channel(var), e.scalar(root.opview.attr("epsilon")))))
+    return e.op("kiln.add", e.op("kiln.mul", e.op("kiln.sub", x, per_channel(mean)), inv), per_channel(bias))
+
+
+def _attention(root, e: _Emitter):
+    fields = operand_map(root)
+    q, k, v = (root.operands[fields[n]] for n in ("q", "k", "v"))
+    qi, ki = tensor_info(q.type), tensor_info(k.type)
+    causal = root.opview.attr("causal")
+    scale = root.opview.attr("scale")
+    length, keys, head = qi.dims[-2], ki.dims[-2], qi.dims[-1]
+    if scale is None:
+        if not head.is_static:
+            return None
+        scale = 1 / math.sqrt(head.value)
+    if causal and not (length.is_static and keys.is_static):
+        return None
+    perm = list(range(ki.rank - 2)) + [ki.rank - 1, ki.rank - 2]
+    s = e.op("kiln.matmul", q, e.op("kiln.transpose", k, perm=perm))
+    s = e.op("kiln.mul", s, e.scalar(scale))
+    neg_inf = None
+    if "mask" in fields:
+        mask = root.operands[fields["mask"]]
+        if str(tensor_info(mask.type).dtype) == "i1":
+            neg_inf = e.scalar(-math.inf)
+            s = e.op("kiln.where", mask, s, neg_inf)
+        else:
+            s = e.op("kiln.add", s, mask)
+    if causal:
+        tri = np.tril(np.ones((length.value, keys.value), dtype=np.bool_))
+        neg_inf = neg_inf or e.scalar(-math.inf)
+        s = e.op("kiln.where", e.const(tri, "i1"), s, neg_inf)
+    return e.op("kiln.matmul", _softmax_of(s, -1, e), v)
+
+
+#: ``{op name: (option name, decomposition(root, emitter) -> value | None)}``.
+DECOMPOSITIONS = {
+    "kiln.gelu": ("gelu", _gelu),
+    "kiln.softmax": ("softmax", _softmax),
+    "kiln.layer_norm": ("layer-norm", _layer_norm),
+    "kiln.batch_norm": ("batch-norm", _batch_norm),
+    "kiln.attention": ("attention", _attention),
+}
+
+
+@register_pass
+class Decompose(Pass):
+    """Rewrite gelu, softmax, layer_norm, batch_norm and attention into primitives."""
+
+    name = "kiln-decompose"
+    summary = "Decompose high-level ops (gelu, layer_norm, softmax, attention, batch_norm) into kiln primitives"
+    options = tuple(
+        Option(opt, bool, True, f"decompose {name}") for name, (opt, _) in DECOMPOSITIONS.items()
+    )
+
+    def run(self, module) -> None:
+        wanted = {name: fn for name, (opt, fn) in DECOMPOSITIONS.items() if self.option(opt)}
+        for fn in functions(module):
+            for block in fn.regions[0].blocks:
+                self._decompose_block(block, wanted)
+
+    def _decompose_block(self, block, wanted) -> None:
+        for op in block_ops(block):
+            if op.name == "kiln.fused":
+                self._decompose_block(op.regions[0].blocks[0], wanted)
+                continue
+            rewrite = wanted.get(op.name)
+            if rewrite is None:
+                continue
+            short = op.name.split(".", 1)[1]
+            new = rewrite(op, _Emitter(op))
+            if new is None:
+                self.bump(f"{short} kept")
+                continue
+            if new.type != op.results[0].type:
+                # The primitives refine a '?' dim: keep the declared type's
+                # users valid by giving the new value the declared type.
+                new.set_type(op.results[0].type)
+            op.results[0].replace_all_uses_with(new)
+            op.erase()
+            self.bump(f"{short} decomposed")
