@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from ...errors import UnsupportedError
 from .emit import Source
 from .kernel import TritonKernel, next_pow2
+from .matmul import _upcast, upcast
 
 __all__ = ["AttentionKernel", "attention_shape", "attention_workspace"]
 
@@ -64,7 +65,7 @@ class AttentionKernel(TritonKernel):
         params += ["sqb", "sqm", "sqd", "skb", "skn", "skd", "svb", "svn", "svd", "sob", "som", "sod"]
         if has_mask:
             params += ["smb", "smm", "smn"]
-        params += [f"{n}: tl.constexpr" for n in ("D", "DV", "BD", "BDV", "BM", "BN", "CAUSAL")]
+        params += [f"{n}: tl.constexpr" for n in ("D", "DV", "BD", "BDV", "BM", "BN", "CAUSAL", "UPCAST")]
         src("@triton.jit")
         src(f"def kernel({', '.join(params)}):")
         src.indent()
@@ -77,6 +78,7 @@ class AttentionKernel(TritonKernel):
         src("mrow = offs_m < L")
         src("qt = tl.load(q + bh * sqb + offs_m[:, None] * sqm + offs_d[None, :] * sqd, "
             "mask=mrow[:, None] & (offs_d[None, :] < D), other=0.0)")
+        _upcast(src, "qt")
         src("m_i = tl.full((BM,), float('-inf'), tl.float32)")
         src("l_i = tl.zeros((BM,), dtype=tl.float32)")
         src("acc = tl.zeros((BM, BDV), dtype=tl.float32)")
@@ -88,6 +90,7 @@ class AttentionKernel(TritonKernel):
         src("cols = n0 + offs_n")
         src("kt = tl.load(k + bh * skb + cols[None, :] * skn + offs_d[:, None] * skd, "
             "mask=(cols[None, :] < S) & (offs_d[:, None] < D), other=0.0)")
+        _upcast(src, "kt")
         src(f"s = tl.dot(qt, kt{prec}) * sm_scale")
         src("ok = (cols[None, :] < S) & mrow[:, None]")
         src("if CAUSAL:")
@@ -107,6 +110,7 @@ class AttentionKernel(TritonKernel):
         src("l_i = l_i * alpha + tl.sum(p, axis=1)")
         src("vt = tl.load(v + bh * svb + cols[:, None] * svn + offs_dv[None, :] * svd, "
             "mask=(cols[:, None] < S) & (offs_dv[None, :] < DV), other=0.0)")
+        _upcast(src, "vt")
         src(f"acc = acc * alpha[:, None] + tl.dot(p.to(vt.dtype), vt{prec})")
         src("m_i = m_new")
         src.dedent()
@@ -144,6 +148,7 @@ class AttentionKernel(TritonKernel):
         cx = {
             "D": d, "DV": dv, "BD": max(16, next_pow2(d)), "BDV": max(16, next_pow2(dv)),
             "BM": c["BM"], "BN": c["BN"], "CAUSAL": bool(spec.anchor.attrs.get("causal")),
+            "UPCAST": upcast(q),
         }
         grid = ((length + c["BM"] - 1) // c["BM"], q3.shape[0])
         return grid, args, cx

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 from ...errors import UnsupportedError
 from .emit import Source, emit_epilogue, epilogue_inputs
-from .kernel import TritonKernel, bcast_strides
+from .kernel import TritonKernel, bcast_strides, interpreting
 
 __all__ = ["Conv2dKernel", "MatmulKernel"]
 
@@ -50,6 +50,21 @@ def _precision(spec, config) -> str:
     if dtype != "f32":
         raise UnsupportedError(f"'{spec.anchor.op}' on the Triton backend supports f16, bf16 and f32, not {dtype}")
     return f', input_precision="{config.get("precision", "ieee")}"'
+
+
+def upcast(t) -> bool:
+    """True when ``tl.dot`` must see fp32 tiles: the interpreter multiplies
+    bf16 tiles wrongly (their raw bits), so there bf16 is upcast first —
+    the same products, exact in fp32.  Compiled kernels keep bf16 dots."""
+    import torch
+
+    return interpreting() and t.dtype == torch.bfloat16
+
+
+def _upcast(src: Source, *names: str) -> None:
+    src("if UPCAST:")
+    for n in names:
+        src(f"    {n} = {n}.to(tl.float32)")
 
 
 def _store_epilogue(src: Source, spec, index: list[str], mask: str, out_offset: str) -> None:
@@ -95,7 +110,7 @@ class MatmulKernel(TritonKernel):
         params += [f"sb_b{i}" for i in range(nb)] + ["sb_k", "sb_n"]
         params += [f"so_b{i}" for i in range(nb)] + ["so_m", "so_n"]
         params += [f"es{k}_{x}" for k in ins for x in range(rank)]
-        params += ["BM: tl.constexpr", "BN: tl.constexpr", "BK: tl.constexpr"]
+        params += ["BM: tl.constexpr", "BN: tl.constexpr", "BK: tl.constexpr", "UPCAST: tl.constexpr"]
         src("@triton.jit")
         src(f"def kernel({', '.join(params)}):")
         src.indent()
@@ -117,6 +132,7 @@ class MatmulKernel(TritonKernel):
         src("kmask = (k0 + offs_k) < K")
         src("av = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & kmask[None, :], other=0.0)")
         src("bv = tl.load(b_ptrs, mask=kmask[:, None] & (offs_n[None, :] < N), other=0.0)")
+        _upcast(src, "av", "bv")
         src(f"acc = tl.dot(av, bv, acc{_precision(spec, self.config)})")
         src("a_ptrs += BK * sa_k")
         src("b_ptrs += BK * sb_k")
@@ -154,7 +170,7 @@ class MatmulKernel(TritonKernel):
         for d in batch:
             nbatch *= d
         grid = ((m + c["BM"] - 1) // c["BM"], (n + c["BN"] - 1) // c["BN"], nbatch)
-        return grid, args, {"BM": c["BM"], "BN": c["BN"], "BK": c["BK"]}
+        return grid, args, {"BM": c["BM"], "BN": c["BN"], "BK": c["BK"], "UPCAST": upcast(a)}
 
 
 class Conv2dKernel(TritonKernel):
@@ -190,7 +206,7 @@ class Conv2dKernel(TritonKernel):
         params += ["H", "W", "OH", "OW", "M", "CG", "OG"]
         params += [f"sx{i}" for i in range(4)] + [f"sw{i}" for i in range(4)] + [f"so{i}" for i in range(4)]
         params += [f"es{k}_{x}" for k in ins for x in range(4)]
-        params += [f"{n}: tl.constexpr" for n in ("KH", "KW", "SH", "SW", "PH", "PW", "DH", "DW", "BM", "BN", "BK")]
+        params += [f"{n}: tl.constexpr" for n in ("KH", "KW", "SH", "SW", "PH", "PW", "DH", "DW", "BM", "BN", "BK", "UPCAST")]
         src("@triton.jit")
         src(f"def kernel({', '.join(params)}):")
         src.indent()
@@ -224,6 +240,7 @@ class Conv2dKernel(TritonKernel):
             "bv = tl.load(w + oc[None, :] * sw0 + ci[:, None] * sw1 + kh[:, None] * sw2 + kw[:, None] * sw3, "
             "mask=kmask[:, None] & cmask[None, :], other=0.0)"
         )
+        _upcast(src, "av", "bv")
         src(f"acc = tl.dot(av, bv, acc{_precision(spec, self.config)})")
         src.dedent()
         if has_bias:
@@ -259,7 +276,7 @@ class Conv2dKernel(TritonKernel):
         cfg = self.config
         cx = {
             "KH": kh, "KW": kw, "SH": strides[0], "SW": strides[1], "PH": pads[0], "PW": pads[1],
-            "DH": dil[0], "DW": dil[1], "BM": cfg["BM"], "BN": cfg["BN"], "BK": cfg["BK"],
+            "DH": dil[0], "DW": dil[1], "BM": cfg["BM"], "BN": cfg["BN"], "BK": cfg["BK"], "UPCAST": upcast(x),
         }
         grid = ((n * oh * ow + cfg["BM"] - 1) // cfg["BM"], (og + cfg["BN"] - 1) // cfg["BN"], groups)
         return grid, args, cx

@@ -133,6 +133,8 @@ def compile_function(
             continue
         choice = registry.select(spec, device, binding, autotune=autotune, cache=cache, target=target,
                                  max_configs=max_configs)
+        if hasattr(choice.kernel, "generate") and choice.kernel.source:
+            choice.kernel.fn  # noqa: B018 (load the generated module now, through the cache)
         kernels.append(choice.kernel)
         choices.append(choice)
     stats = {

@@ -102,13 +102,13 @@ class _RowKernel(TritonKernel):
         _, red = self._axes()
         src("cols = c0 + tl.arange(0, BLOCK)")
         src("cmask = cols < ncols")
-        src("rest = cols")
+        src("crest = cols")
         for j in reversed(range(len(red))):
             if j == 0:
-                src("r0 = rest")
+                src("r0 = crest")
             else:
-                src(f"r{j} = rest % rd{j}")
-                src(f"rest = rest // rd{j}")
+                src(f"r{j} = crest % rd{j}")
+                src(f"crest = crest // rd{j}")
         src(f"xoff = {' + '.join(f'r{j} * rsx{j}' for j in range(len(red))) or '0'}")
         if self.SAME_SHAPE:
             src(f"ooff = {' + '.join(f'r{j} * rso{j}' for j in range(len(red))) or '0'}")

@@ -288,6 +288,7 @@ class _Group:
         self.nodes: list[Node] = []
         self.local: dict[str, int] = {}  # value id -> node index
         self.tail: str | None = None
+        self.op_ids: set[int] = set()
 
     def ref(self, vid: str, virtual: dict, specs: dict) -> tuple[str, int]:
         if vid in self.local:
@@ -367,8 +368,13 @@ def partition_function(func_op) -> Program:
             return
         g = current
         current = None
-        spec = KernelSpec(g.kind, g.inputs, g.nodes, [len(g.nodes) - 1], name=f"{fname}_{len(prog.steps)}_{g.kind}")
-        prog.steps.append(Step(spec, list(g.input_ids), [g.tail]))
+        outs = [g.tail]
+        if g.kind == "pointwise":
+            # Every value some op outside the group reads (the return included).
+            outs = [v for v in g.local if users.get(v, set()) - g.op_ids] or [g.tail]
+        name = f"{fname}_{len(prog.steps)}_{g.kind}"
+        spec = KernelSpec(g.kind, g.inputs, g.nodes, [g.local[v] for v in outs], name=name)
+        prog.steps.append(Step(spec, list(g.input_ids), outs))
 
     def materialize(v: str) -> str:
         """A real value for ``v``: views become a pointwise copy kernel."""
@@ -384,7 +390,7 @@ def partition_function(func_op) -> Program:
         close()
         return out
 
-    for op in ops:
+    for n, op in enumerate(ops):
         if op is None:
             close()
             continue
@@ -425,18 +431,25 @@ def partition_function(func_op) -> Program:
                     virtual[pv] = (base, views + (View("reshape", shape),))
                     specs[pv] = TensorSpec(shape, specs[p].dtype)
                 operands = operands[:1] + [f"{p}.bn{rank}" for p in operands[1:]]
-            fuse = (
-                current is not None
-                and current.tail in operands
-                and len(users.get(current.tail, ())) == 1
-                and specs[current.tail].dims == out.dims
-                and (current.kind == "pointwise" or current.kind in _EPILOGUE_KINDS)
-            )
+            if current is not None and current.kind == "pointwise":
+                # A pointwise kernel takes any elementwise DAG over its shape
+                # (values read outside it become extra outputs).
+                fuse = any(o in current.local for o in operands) and specs[current.tail].dims == out.dims
+            else:
+                # An epilogue is a chain: each value's only user is the next op.
+                fuse = (
+                    current is not None
+                    and current.tail in operands
+                    and len(users.get(current.tail, ())) == 1
+                    and specs[current.tail].dims == out.dims
+                    and current.kind in _EPILOGUE_KINDS
+                )
             if not fuse:
                 close()
                 current = _Group("pointwise")
             refs = [current.ref(o, virtual, specs) for o in operands]
             current.add(name, refs, attrs, out, res[0])
+            current.op_ids.add(n)
             continue
         close()
         kind = ANCHORS.get(name, "torch")
@@ -445,6 +458,7 @@ def partition_function(func_op) -> Program:
         if kind == "torch" and len(res) != 1:
             raise UnsupportedError(f"the Triton backend runs '{name}' with one result only")
         current.add(name, refs, attrs, out, res[0])
+        current.op_ids.add(n)
         if kind in ("torch", "attention"):
             close()
     close()
