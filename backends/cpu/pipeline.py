@@ -28,8 +28,11 @@ from ...pipelines.registry import Option, Pass, register_pass
 
 __all__ = ["BUFFERIZE", "TO_LLVM", "CpuLower", "prepare_module", "run_upstream"]
 
+# No eliminate-empty-tensors: after CSE one tensor.empty can feed several
+# results, and eliminating it into one output buffer made two results share
+# it (wrong values).  Results are computed in internal buffers and copied
+# into the outputs (a memcpy each).
 BUFFERIZE = (
-    "eliminate-empty-tensors,"
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},"
     "canonicalize,"
     "buffer-deallocation-pipeline,"

@@ -76,14 +76,6 @@ def conversion_target() -> rewrite.ConversionTarget:
     return target
 
 
-def _info(v: ir.Value) -> TensorInfo:
-    t = v.type
-    if isinstance(t, TensorType):
-        return tensor_info(t)
-    rt = ir.RankedTensorType(t)
-    return TensorInfo(tuple(UNKNOWN if ir.ShapedType.is_dynamic_size(s) else dim(s) for s in rt.shape), rt.element_type)
-
-
 def _as_value(v) -> ir.Value:
     """Builders return values, op views or result lists: one value each."""
     if isinstance(v, ir.Value):
@@ -93,6 +85,40 @@ def _as_value(v) -> ir.Value:
     if isinstance(v, ir.OpResultList):
         return v[0]
     return v
+
+
+# Attributes set on ops before the conversion runs.  Patterns must not read
+# the types of an op's *original* operands: the conversion may already have
+# erased their producers (reading them was a use-after-free, seen as heap
+# corruption), so each kiln op carries its operand types here.
+_OPERAND_TYPES = "kiln.operand_types"
+_MARK = "kiln.convert_return"
+
+
+def _operand_infos(op) -> list[TensorInfo]:
+    if _OPERAND_TYPES not in op.attributes:
+        return []
+    return [_info_of_type(ir.TypeAttr(a).value) for a in ir.ArrayAttr(op.attributes[_OPERAND_TYPES])]
+
+
+def _info_of_type(t) -> TensorInfo:
+    if isinstance(t, TensorType):
+        return tensor_info(t)
+    rt = ir.RankedTensorType(t)
+    return TensorInfo(tuple(UNKNOWN if ir.ShapedType.is_dynamic_size(s) else dim(s) for s in rt.shape), rt.element_type)
+
+
+def _annotate(module) -> None:
+    """Record operand types on kiln ops and mark the returns to convert."""
+
+    def visit(op):
+        if op.name.startswith("kiln.") and op.name not in ("kiln.symbol", "kiln.fallback"):
+            op.attributes[_OPERAND_TYPES] = ir.ArrayAttr.get([ir.TypeAttr.get(v.type) for v in op.operands])
+        elif op.name == "func.return" and any(isinstance(v.type, TensorType) for v in op.operands):
+            op.attributes[_MARK] = ir.UnitAttr.get()
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
 
 
 def _parent_function(op):
@@ -120,7 +146,7 @@ class _Driver:
                 lw = Lowering(
                     op=op,
                     operands=list(adaptor.operands),
-                    infos=[_info(v) for v in op.operands],
+                    infos=_operand_infos(op),
                     results=[tensor_info(r.type) for r in op.results],
                     attrs=op.opview.decoded_attrs(),
                     env=self.env_of(op),
@@ -140,8 +166,8 @@ class _Driver:
 
     @staticmethod
     def lower_return(op, adaptor, converter, rewriter):
-        if not any(isinstance(v.type, TensorType) for v in op.operands):
-            return True  # already legal
+        if _MARK not in op.attributes:
+            return True  # a return this conversion built: already legal
         with rewriter.ip, op.location:
             func.ReturnOp(list(adaptor.operands))
         rewriter.erase_op(op)
@@ -228,6 +254,7 @@ def _has_fallback(module) -> bool:
 def convert_kiln_to_linalg(module) -> None:
     """Run the conversion on a ``builtin.module`` op in place; ConversionError on failure."""
     _inline_fused(module)
+    _annotate(module)
     converter = KilnTypeConverter()
     driver = _Driver()
     for fn in _functions(module):

@@ -143,21 +143,37 @@ def _gather_slice(lw: Lowering, x, offsets, strides):
 
 
 def lower_concat(lw: Lowering):
+    """One generic over the result: along ``axis``, each position reads the
+    operand whose range holds it (``tensor.extract`` at a clamped index, then
+    ``select``).  Copying into slices of one destination instead bufferizes to
+    ``memref.copy`` of strided views once canonicalization folds the
+    destination's slices into fresh empties."""
     out = lw.results[0]
-    axis = lw.attrs["axis"] % len(out.dims)
-    dest = lw.empty(out.dims, out.dtype)
-    offset = const_index(0)
     rank = len(out.dims)
+    axis = lw.attrs["axis"] % rank
+    init = lw.empty(out.dims, out.dtype)
+    starts, sizes = [], []
+    offset = const_index(0)
     for x in lw.operands:
-        sizes = _dims_of(x)
-        offsets = [0] * rank
-        offsets[axis] = offset
-        xt = ir.RankedTensorType(x.type)
-        part = _extract_slice(dest, offsets, sizes, [1] * rank, ir.RankedTensorType.get(xt.shape, xt.element_type))
-        copied = linalg.copy(x, outs=[part])
-        dest = _insert_slice(copied, dest, offsets, sizes)
-        offset = arith.addi(offset, _idx(sizes[axis]))
-    return [dest]
+        n = _idx(_dims_of(x)[axis])
+        starts.append(offset)
+        sizes.append(n)
+        offset = arith.addi(offset, n)
+
+    def body(_):
+        a = loop_index(axis)
+        result = None
+        for x, start, n in reversed(list(zip(lw.operands, starts, sizes))):
+            p = _clamp(arith.subi(a, start), const_index(0), arith.subi(n, const_index(1)))
+            idx = [p if i == axis else loop_index(i) for i in range(rank)]
+            v = tensor.extract(x, idx)
+            if result is None:
+                result = v
+            else:
+                result = arith.select(arith.cmpi(arith.CmpIPredicate.slt, a, arith.addi(start, n)), v, result)
+        return result
+
+    return generic([], [init], [identity_map(rank)], ["parallel"] * rank, body)
 
 
 def lower_gather(lw: Lowering):

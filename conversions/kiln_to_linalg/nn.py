@@ -217,10 +217,9 @@ def lower_layer_norm(lw: Lowering):
         lambda v: arith.divf(scalar_const(t, 1.0), math.sqrt(arith.addf(arith.divf(v, n), eps))),
     )
     extra = lw.operands[1:]  # weight, bias (either optional)
-    op = lw.op
-    names = []
-    for v in op.operands[1:]:
-        names.append("weight" if op.opview.weight is not None and v == op.opview.weight else "bias")
+    # operandSegmentSizes says which of weight and bias are present
+    segments = list(ir.DenseI32ArrayAttr(lw.op.attributes["operandSegmentSizes"]))
+    names = [n for n, k in zip(("weight", "bias"), segments[1:]) if k]
 
     def body(dv, iv, *wb):
         y = arith.mulf(dv, iv)
