@@ -1,12 +1,10 @@
 """Contractions, reductions, softmax and norms on the CPU backend vs PyTorch."""
 
+import kiln
 import numpy as np
 import pytest
 import torch
-from kbuild import K
-from kbuild import module_text
-
-import kiln
+from kbuild import K, module_text
 
 SHAPES = [(1, 1), (7, 33), (64, 5), (2, 512), (5, 9)]
 F = torch.nn.functional
