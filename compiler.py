@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 from ._mlir import ir
 from .dialects.kiln import TensorType, dtype_name, tensor_info
@@ -54,7 +55,7 @@ def _is_onnx(source) -> bool:
     return type(source).__name__ == "ModelProto"
 
 
-def load_source(source, example_args=None, dynamic_shapes=None, symbols=None) -> ir.Module:
+def load_source(source, example_args=None, dynamic_shapes=None, symbols=None, fallback=True) -> ir.Module:
     """The kiln module for ``source`` (torch module, ONNX model/path, kiln
     ``ir.Module``, MLIR text or a ``.mlir`` path), in a context of its own."""
     from .context import make_context
@@ -65,11 +66,11 @@ def load_source(source, example_args=None, dynamic_shapes=None, symbols=None) ->
 
         if example_args is None:
             raise KilnError("compiling a torch module needs example_args")
-        return import_torch(source, tuple(example_args), dynamic_shapes)
+        return import_torch(source, tuple(example_args), dynamic_shapes, fallback=fallback)
     if _is_onnx(source):
         from .frontends import import_onnx
 
-        return import_onnx(source, symbols=symbols)
+        return import_onnx(source, symbols=symbols, fallback=fallback)
     if isinstance(source, ir.Module):
         text, name = source.operation.get_asm(enable_debug_info=True), "<module>"
     elif isinstance(source, (str, os.PathLike)):
@@ -154,7 +155,13 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     path (``symbols`` names/ranges its dynamic dims, see
     :func:`kiln.import_onnx`), a kiln ``ir.Module``, MLIR text or a ``.mlir``
     path.  Options: ``vectorize`` (0 turns vectorization off) and
-    ``keep_ir`` (keep each stage's IR text in ``model.ir``).
+    ``keep_ir`` (keep each stage's IR text in ``model.ir``); the runtime's
+    ``profiles`` (``[{"B": (min, opt, max)}, ...]``), ``policy`` outside them
+    (``"error"``, ``"specialize"``, ``"generic"``), ``budget`` (specialized
+    buckets per symbol), ``profiling`` (per-kernel times in the report) and
+    ``fallback`` (False: an op kiln cannot lower is an error instead of a
+    PyTorch kernel).  The graph is split into kernels by ``kiln-partition``
+    and run out of one arena planned by ``kiln-plan-memory``.
 
     The model is callable on numpy arrays or torch CPU tensors and returns
     the same kind; one compilation serves every shape in the symbols' ranges.
@@ -162,51 +169,61 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     global _compilations
     from .backends.cpu import CpuKernel, jit
     from .module import symbols_of
+    from .runtime.executor import ModelRuntime, prepare
     from .runtime.model import CompiledModel, Step, ValueInfo
 
     if device != "cpu":
         raise UnsupportedError(f"device '{device}' is not supported by kiln.compile yet (only 'cpu')")
-    unknown = set(options) - {"vectorize", "keep_ir"}
+    unknown = set(options) - {"vectorize", "keep_ir", "profiles", "policy", "budget", "profiling", "fallback"}
     if unknown:
         raise KilnError(f"unknown kiln.compile option(s): {', '.join(sorted(unknown))}")
-    module = load_source(source, example_args, dynamic_shapes, symbols)
+    start = time.perf_counter()
+    module = load_source(source, example_args, dynamic_shapes, symbols, fallback=options.get("fallback", True))
+    engine = None
     with module.context, ir.Location.unknown():
         syms = symbols_of(module.operation)
         fname, inputs, outputs = _signature(module)
-        _reject_fallbacks(module)
         kept = {}
         if options.get("keep_ir"):
             kept["kiln"] = str(module)
-        lower(module, vectorize=int(options.get("vectorize", 1)))
+        # kiln-partition + kiln-plan-memory: the schedule, the arena plan and
+        # the fallback kernels come out; the module keeps the generated kernels.
+        prepared = prepare(module, fname)
         if options.get("keep_ir"):
-            kept["llvm"] = str(module)
-        try:
-            engine = jit(module)
-            engine.lookup(fname)  # materializes the code now: missing symbols fail here
-        except Exception as e:  # the engine reports unresolved symbols as a RuntimeError
-            raise KilnError(f"the CPU JIT failed: {e}") from None
-        with _count_lock:
-            _compilations += 1
-    values = [ValueInfo(s.name, s.dims, s.dtype) for s in inputs] + outputs
-    n = len(inputs)
-    from .dialects.kiln import TensorInfo
-
-    kernel = CpuKernel(
-        fname,
-        [TensorInfo(s.dims, s.dtype) for s in inputs],
-        [TensorInfo(o.dims, o.dtype) for o in outputs],
-        engine,
-        module,
+            kept["partitioned"] = prepared.text
+        if prepared.generated:
+            lower(module, vectorize=int(options.get("vectorize", 1)))
+            if options.get("keep_ir"):
+                kept["llvm"] = str(module)
+            try:
+                engine = jit(module)
+                for name in prepared.generated.values():
+                    engine.lookup(name)  # materializes the code now: missing symbols fail here
+            except Exception as e:  # the engine reports unresolved symbols as a RuntimeError
+                raise KilnError(f"the CPU JIT failed: {e}") from None
+            with _count_lock:
+                _compilations += 1
+    kernels = prepared.kernels(lambda name, ins, outs: CpuKernel(name, ins, outs, engine, module))
+    runtime = ModelRuntime(
+        prepared, kernels, syms,
+        profiles=options.get("profiles"), policy=options.get("policy"), budget=options.get("budget", 4),
+        profiling=bool(options.get("profiling", False)), compile_time_s=time.perf_counter() - start,
     )
-    schedule = [Step(kernel, list(range(n)), list(range(n, n + len(outputs))))]
+    sched = prepared.schedule
+    values = [ValueInfo(f"%{v.id}", tuple(v.info.dims), str(v.info.dtype)) for v in sched.values]
+    for spec, vid in zip(inputs, sched.inputs):
+        values[vid] = ValueInfo(spec.name, spec.dims, spec.dtype)
+    schedule = [Step(k, list(s.inputs), list(s.outputs)) for k, s in zip(kernels, sched.steps)]
     return CompiledModel(
         inputs=inputs,
         values=values,
         schedule=schedule,
-        output_ids=list(range(n, n + len(outputs))),
+        output_ids=list(sched.outputs),
         symbols=syms,
+        compilations=1 if engine is not None else 0,
         ir=kept,
         keepalive=[module.context, module, engine],
+        runtime=runtime,
     )
 
 

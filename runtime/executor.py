@@ -23,7 +23,7 @@ from .arena import ArenaPlan, ArenaPool, CallArena, torch_dtype
 from .contract import compile_expr
 from .report import Metrics
 
-__all__ = ["Executor", "constant_tensor"]
+__all__ = ["Executor", "ModelRuntime", "Prepared", "constant_tensor", "prepare"]
 
 
 def constant_tensor(op) -> torch.Tensor:
@@ -137,3 +137,144 @@ class Executor:
             (layout.arena_bytes, layout.no_reuse_bytes), per_kernel, selection,
         )
         return results
+
+
+# ----------------------------------------------------------------------------
+# From a kiln module to a runtime: partition, plan, split off what PyTorch runs.
+# ----------------------------------------------------------------------------
+
+
+class Prepared:
+    """A kiln module partitioned and planned for the runtime.
+
+    ``schedule`` (detached from the IR) and ``plan`` describe the call;
+    ``fallback`` maps step indices to :class:`~kiln.backends.fallback.FallbackKernel`;
+    ``generated`` maps step indices to the kernel function names left in the
+    module for the backend to lower; ``constants`` maps value ids to tensors;
+    ``text`` is the partitioned, planned IR (before the module was stripped).
+    """
+
+    def __init__(self, schedule, plan, fallback, generated, constants, text):
+        self.schedule = schedule
+        self.plan = plan
+        self.fallback = fallback
+        self.generated = generated
+        self.constants = constants
+        self.text = text
+
+    def io(self, step_index: int):
+        """``(inputs, outputs)`` TensorInfo lists of a step (dtypes as names)."""
+        step = self.schedule.steps[step_index]
+        vals = self.schedule.values
+        return [vals[v].info for v in step.inputs], [vals[v].info for v in step.outputs]
+
+    def kernels(self, make_generated) -> list:
+        """One kernel per step: fallback kernels, and ``make_generated(name,
+        inputs, outputs)`` for the backend's."""
+        out = []
+        for i in range(len(self.schedule.steps)):
+            if i in self.fallback:
+                out.append(self.fallback[i])
+            else:
+                ins, outs = self.io(i)
+                out.append(make_generated(self.generated[i], ins, outs))
+        return out
+
+
+def prepare(module, function: str) -> Prepared:
+    """Partition and plan ``module`` (in place), then strip it down to the
+    generated kernel functions (public, ready for the backend's lowering).
+
+    Must run inside the module's context.
+    """
+    from .._mlir import ir
+    from ..backends.fallback import FallbackKernel
+    from ..pipelines import Pipeline
+    from ..transforms.plan_memory import read_plan
+
+    Pipeline().add("kiln-infer-shapes").add("kiln-partition").add("kiln-plan-memory").run(module)
+    schedule, plan = read_plan(module.operation, function)
+    text = str(module)
+    fallback, generated = {}, {}
+    for i, step in enumerate(schedule.steps):
+        if step.kind == "fallback":
+            body = step.func.regions[0].blocks[0] if step.func is not None else None
+            op = step.op if body is None else next(
+                o for o in body.operations if o.operation.name == "kiln.fallback"
+            )
+            fallback[i] = FallbackKernel.from_op(op, step.name)
+        else:
+            generated[i] = step.name
+    constants = {vid: constant_tensor(op) for vid, op in schedule.constants.items()}
+    detached = schedule.detached()
+    keep = set(generated.values())
+    for op in list(module.body.operations):
+        op = op.operation
+        if op.name != "func.func":
+            continue
+        name = ir.StringAttr(op.attributes["sym_name"]).value
+        if name not in keep:
+            op.erase()
+            continue
+        for attr in ("sym_visibility", "kiln.kernel", "kiln.group", "kiln.ops"):
+            if attr in op.attributes:
+                del op.attributes[attr]
+    return Prepared(detached, plan, fallback, generated, constants, text)
+
+
+class ModelRuntime:
+    """Everything a compiled model does per call after the shape check:
+    pick the profile (or specialization, or the generic kernels), run the
+    schedule out of a pooled arena, record metrics; and its report.
+
+    Every profile and specialization shares the compiled kernels (the CPU
+    backend's kernels are dynamic in every dim) but gets a memory plan of its
+    own, with slot choices made at its opt point.
+    """
+
+    def __init__(self, prepared: Prepared, kernels, symbols, *, profiles=None, policy=None, budget=4,
+                 profiling=False, compile_time_s=0.0):
+        from dataclasses import replace
+
+        from ..transforms.plan_memory import plan_memory
+        from .profiles import ProfileSelector, normalize_profiles
+        from .report import Metrics
+
+        self.symbols = dict(symbols)
+        self.metrics = Metrics(profiling)
+        self.pool = ArenaPool()
+        self.compile_time_s = compile_time_s
+        self.profiles = normalize_profiles(profiles, self.symbols)
+        self.policy = policy or ("error" if self.profiles else "generic")
+        base = Executor(prepared.schedule, prepared.plan, kernels, prepared.constants, pool=self.pool,
+                        metrics=self.metrics)
+        self.executor = base
+
+        def build(profile):
+            if profile is None:
+                return base
+            at = profile.opt_binding(self.symbols)
+            syms = {n: replace(s, opt=min(max(at[n], s.min), s.max)) for n, s in self.symbols.items()}
+            plan, _ = plan_memory(base.schedule, syms)
+            return Executor(base.schedule, plan, kernels, prepared.constants, pool=self.pool, metrics=self.metrics)
+
+        self.selector = ProfileSelector(self.profiles, self.symbols, build, self.policy, budget)
+
+    def run(self, args: Sequence, binding: Mapping[str, int]) -> list[np.ndarray]:
+        """Run one checked, bound call; numpy outputs (sharing memory with torch ones)."""
+        sel = self.selector.select(binding)
+        label = sel.kind if sel.profile is None else f"{sel.kind} {sel.profile.name}"
+        ins = []
+        for a in args:
+            if isinstance(a, np.ndarray):
+                ins.append(torch.from_numpy(np.ascontiguousarray(a)))
+            else:
+                ins.append(a.detach().contiguous())
+        return [r.numpy() for r in sel.variant.run(ins, binding, selection=label)]
+
+    def report(self) -> dict:
+        """See :func:`kiln.runtime.report.build_report`."""
+        from .report import build_report
+
+        return build_report(self.executor.schedule, self.metrics, compile_time_s=self.compile_time_s,
+                            selector=self.selector, arena_plan=self.executor.arena_plan)

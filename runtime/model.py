@@ -75,9 +75,12 @@ class CompiledModel:
     ir: dict = field(default_factory=dict)  # stage name -> IR text, when kept
     keepalive: list = field(default_factory=list)
     device: str = "cpu"
+    # kiln.runtime.executor.ModelRuntime: profiles, arena, fallback kernels, metrics.
+    runtime: object = None
 
     def __post_init__(self):
-        self.contract = ShapeContract(self.inputs, self.symbols)
+        profiles = self.runtime.profiles if self.runtime is not None else ()
+        self.contract = ShapeContract(self.inputs, self.symbols, profiles)
         self.calls = 0
 
     @property
@@ -91,6 +94,8 @@ class CompiledModel:
 
     def run(self, args: Sequence, binding: dict[str, int]) -> list[np.ndarray]:
         """Run the schedule on checked inputs; the output arrays."""
+        if self.runtime is not None:
+            return self.runtime.run(args, binding)
         env: list = [None] * len(self.values)
         for i, a in enumerate(args):
             env[i] = np.ascontiguousarray(as_numpy(a))
@@ -112,6 +117,20 @@ class CompiledModel:
 
             results = [torch.from_numpy(r) for r in results]
         return results[0] if len(results) == 1 else tuple(results)
+
+    def report(self) -> dict:
+        """What the model did: kernels (in the schedule, launched per call),
+        fallback ops (count, share of ops and of measured time), arena bytes
+        (planned peak vs no reuse) at the last shape, compile time,
+        specializations and cache hits, per-kernel time when profiling."""
+        if self.runtime is None:
+            return {}
+        return self.runtime.report()
+
+    def shape_contract(self) -> dict:
+        """The symbols with their ranges, the inputs' symbolic shapes, the
+        profiles and the policy, as plain data."""
+        return self.contract.describe(self.runtime.policy if self.runtime is not None else None)
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{s.name}: {s.shape_text()} {s.dtype}" for s in self.inputs)

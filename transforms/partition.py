@@ -145,6 +145,30 @@ class Partition(Pass):
             else:
                 cur = _Group([op], "generated", "elementwise" if is_elementwise(name) else name.split(".", 1)[1])
                 groups.append(cur)
+        return self._close_symbols(groups)
+
+    def _close_symbols(self, groups: list[_Group]) -> list[_Group]:
+        """Merge a kernel with its neighbour while it uses a symbol that none
+        of its arguments has as an exact dim: a kernel recovers each symbol's
+        value from its arguments' dims, so a kernel reading ``[B*L, 16]`` and
+        producing ``[B, L, 4, 4]`` cannot stand alone."""
+        i = 0
+        while i < len(groups):
+            g = groups[i]
+            if g.kind == "fallback" or not _missing_symbols(g):
+                i += 1
+                continue
+            if i > 0 and groups[i - 1].kind != "fallback":
+                groups[i - 1] = _merge(groups[i - 1], g)
+                del groups[i]
+                i -= 1
+                self.bump("kernels merged for symbols")
+            elif i + 1 < len(groups) and groups[i + 1].kind != "fallback":
+                groups[i] = _merge(g, groups[i + 1])
+                del groups[i + 1]
+                self.bump("kernels merged for symbols")
+            else:
+                i += 1  # nothing to merge with: the backend names the symbol
         return groups
 
     # -- outlining --------------------------------------------------------
@@ -237,6 +261,60 @@ class Partition(Pass):
         if fused is not None:
             yield_op.erase()
             fused.erase()
+
+
+def _flat_ops(ops) -> list:
+    """The ops of a group with every ``kiln.fused`` inlined (in place)."""
+    from ..dialects.kiln.fused import inline_fused
+
+    out = []
+    for o in ops:
+        if o.name == "kiln.fused":
+            body = [x.operation for x in o.regions[0].blocks[0].operations][:-1]
+            inline_fused(o)
+            out.extend(body)
+        else:
+            out.append(o)
+    return out
+
+
+def _merge(a: _Group, b: _Group) -> _Group:
+    ops = _flat_ops(a.ops + b.ops)
+    return _Group(ops, "generated", f"{a.group}+{b.group}")
+
+
+def _type_symbols(t) -> set[str]:
+    if not isinstance(t, TensorType):
+        return set()
+    return set().union(*(d.symbols for d in tensor_info(t).dims)) if tensor_info(t).dims else set()
+
+
+def _missing_symbols(group: _Group) -> set[str]:
+    """Symbols the group's ops use that no group input has as an exact dim."""
+    needed: set[str] = set()
+    bound: set[str] = set()
+    inputs = []
+
+    def visit(op):
+        for r in op.results:
+            needed.update(_type_symbols(r.type))
+        view = op.opview
+        for name, spec in getattr(view, "ATTRS", {}).items():
+            if spec.kind == "dims" and name in op.attributes:
+                for d in view.attr(name):
+                    needed.update(d.symbols)
+        return ir.WalkResult.ADVANCE
+
+    for o in group.ops:
+        o.walk(visit)
+        if o.name == "kiln.fused":
+            inputs.extend(o.operands)
+        else:
+            inputs.extend(v for v in o.operands if not group.defines(v))
+    for v in inputs:
+        if isinstance(v.type, TensorType):
+            bound.update(str(d) for d in tensor_info(v.type).dims if d.is_symbol)
+    return needed - bound
 
 
 def _unique(values: list) -> list:
