@@ -30,7 +30,7 @@ from ..._mlir import func, ir, passmanager, rewrite
 from ...context import DiagnosticCollector
 from ...dialects.dims import UNKNOWN, dim
 from ...dialects.kiln import OPS, FallbackOp, Kiln, SymbolOp, TensorInfo, TensorType, tensor_info
-from ...errors import ConversionError, KilnError, diagnostic_from_mlir
+from ...errors import ConversionError, Diagnostic, KilnError, diagnostic_from_mlir, location_fields
 from ...pipelines.registry import Pass, register_pass
 from . import data, elementwise, nn
 from .common import DimEnv, Lowering, builtin_tensor_type, const_index
@@ -133,7 +133,11 @@ class _Driver:
 
     def __init__(self):
         self.envs: dict[str, DimEnv] = {}
-        self.errors: list[str] = []
+        self.errors: list[tuple[str, str]] = []
+
+    def diagnostics(self) -> list[Diagnostic]:
+        """The lowering errors, as diagnostics at their ops' locations."""
+        return [Diagnostic("error", loc, msg, **location_fields(loc)) for loc, msg in self.errors]
 
     def env_of(self, op) -> DimEnv:
         fn = _parent_function(op)
@@ -154,10 +158,10 @@ class _Driver:
                 with rewriter.ip, op.location:
                     values = lower(lw)
             except KilnError as e:
-                self.errors.append(f"{op.location}: {e.message}")
+                self.errors.append((str(op.location), e.message))
                 return True  # no match: the conversion reports the op as illegal
             except Exception as e:  # a bug in a lowering must not crash MLIR (sharp edge 4)
-                self.errors.append(f"{op.location}: '{op.name}' lowering failed: {type(e).__name__}: {e}")
+                self.errors.append((str(op.location), f"'{op.name}' lowering failed: {type(e).__name__}: {e}"))
                 return True
             rewriter.replace_op(op, [_as_value(v) for v in values])
             return False
@@ -268,12 +272,9 @@ def convert_kiln_to_linalg(module) -> None:
             rewrite.apply_partial_conversion(module, target, patterns.freeze())
         except ir.MLIRError as e:
             diags = [diagnostic_from_mlir(d) for d in e.error_diagnostics] or collector.errors
-            detail = "; ".join(driver.errors)
-            raise ConversionError(
-                "convert-kiln-to-linalg failed" + (f": {detail}" if detail else ""), diags
-            ) from None
+            raise ConversionError("convert-kiln-to-linalg failed", driver.diagnostics() + diags) from None
     if driver.errors:
-        raise ConversionError("convert-kiln-to-linalg failed: " + "; ".join(driver.errors))
+        raise ConversionError("convert-kiln-to-linalg failed", driver.diagnostics())
     # Function results take the types of the values returned.
     for fn in _functions(module):
         ret = fn.regions[0].blocks[0].operations[len(fn.regions[0].blocks[0].operations) - 1]

@@ -1,0 +1,70 @@
+// RUN: kiln-opt %s --convert-kiln-to-linalg | FileCheck %s
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
+
+// CHECK-DAG: #[[LHS:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+// CHECK-DAG: #[[RHS:.*]] = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
+// CHECK-DAG: #[[OUT:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+
+// 2-D operands: linalg.matmul into a zero-filled init.
+// CHECK-LABEL: func.func @matmul$2d(
+// CHECK: %[[E:.*]] = tensor.empty(%{{.*}}) : tensor<?x8xf32>
+// CHECK: %[[Z:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E]] : tensor<?x8xf32>)
+// CHECK: linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<?x16xf32>, tensor<16x8xf32>) outs(%[[Z]] : tensor<?x8xf32>)
+func.func @matmul$2d(%a: !kiln.tensor<["B", 16], f32>, %w: !kiln.tensor<[16, 8], f32>) -> !kiln.tensor<["B", 8], f32> {
+  %0 = "kiln.matmul"(%a, %w) : (!kiln.tensor<["B", 16], f32>, !kiln.tensor<[16, 8], f32>) -> !kiln.tensor<["B", 8], f32>
+  return %0 : !kiln.tensor<["B", 8], f32>
+}
+
+// Batch dims broadcast: a generic contraction with a reduction loop.
+// CHECK-LABEL: func.func @matmul$dynamic_batch(
+// CHECK: linalg.generic {indexing_maps = [#[[LHS]], #[[RHS]], #[[OUT]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+// CHECK: arith.mulf
+// CHECK: arith.addf
+func.func @matmul$dynamic_batch(%a: !kiln.tensor<["B", "L", 16], f32>, %w: !kiln.tensor<[16, 8], f32>) -> !kiln.tensor<["B", "L", 8], f32> {
+  %0 = "kiln.matmul"(%a, %w) : (!kiln.tensor<["B", "L", 16], f32>, !kiln.tensor<[16, 8], f32>) -> !kiln.tensor<["B", "L", 8], f32>
+  return %0 : !kiln.tensor<["B", "L", 8], f32>
+}
+
+// Softmax: max, exp(x - max), sum, divide.
+// CHECK-LABEL: func.func @softmax$last(
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<?x1xf32>)
+// CHECK: iterator_types = ["parallel", "reduction"]
+// CHECK: arith.maximumf
+// CHECK: math.exp
+// CHECK: iterator_types = ["parallel", "reduction"]
+// CHECK: arith.addf
+// CHECK: arith.divf
+func.func @softmax$last(%a: !kiln.tensor<["B", "L"], f32>) -> !kiln.tensor<["B", "L"], f32> {
+  %0 = "kiln.softmax"(%a) {axis = -1 : i64} : (!kiln.tensor<["B", "L"], f32>) -> !kiln.tensor<["B", "L"], f32>
+  return %0 : !kiln.tensor<["B", "L"], f32>
+}
+
+// The mean divides by the reduced extent, read at run time.
+// CHECK-LABEL: func.func @reduce_mean$dynamic(
+// CHECK: iterator_types = ["parallel", "reduction"]
+// CHECK: %[[N:.*]] = tensor.dim %{{.*}}, %c1 : tensor<?x?xf32>
+// CHECK: arith.index_cast %[[N]]
+// CHECK: arith.sitofp
+// CHECK: arith.divf
+func.func @reduce_mean$dynamic(%a: !kiln.tensor<["B", "L"], f32>) -> !kiln.tensor<["B"], f32> {
+  %0 = "kiln.reduce_mean"(%a) {axes = array<i64: 1>} : (!kiln.tensor<["B", "L"], f32>) -> !kiln.tensor<["B"], f32>
+  return %0 : !kiln.tensor<["B"], f32>
+}
+
+// CHECK-LABEL: func.func @conv2d$padded(
+// CHECK: tensor.extract
+// CHECK: arith.select
+// CHECK: linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+func.func @conv2d$padded(%x: !kiln.tensor<["B", 3, 32, 32], f32>, %w: !kiln.tensor<[8, 3, 3, 3], f32>) -> !kiln.tensor<["B", 8, 16, 16], f32> {
+  %0 = "kiln.conv2d"(%x, %w) {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["B", 3, 32, 32], f32>, !kiln.tensor<[8, 3, 3, 3], f32>) -> !kiln.tensor<["B", 8, 16, 16], f32>
+  return %0 : !kiln.tensor<["B", 8, 16, 16], f32>
+}
+
+// CHECK-LABEL: func.func @max_pool2d$basic(
+// CHECK: linalg.pooling_nchw_max
+func.func @max_pool2d$basic(%x: !kiln.tensor<["B", 8, 32, 32], f32>) -> !kiln.tensor<["B", 8, 16, 16], f32> {
+  %0 = "kiln.max_pool2d"(%x) {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (!kiln.tensor<["B", 8, 32, 32], f32>) -> !kiln.tensor<["B", 8, 16, 16], f32>
+  return %0 : !kiln.tensor<["B", 8, 16, 16], f32>
+}
