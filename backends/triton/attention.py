@@ -114,7 +114,7 @@ class AttentionKernel(TritonKernel):
         src(f"acc = acc * alpha[:, None] + tl.dot(p.to(vt.dtype), vt{prec})")
         src("m_i = m_new")
         src.dedent()
-        src("o = acc / l_i[:, None]")
+        src("o = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]")
         src("tl.store(out0 + bh * sob + offs_m[:, None] * som + offs_dv[None, :] * sod, o.to(out0.dtype.element_ty), "
             "mask=mrow[:, None] & (offs_dv[None, :] < DV))")
         return src.text()

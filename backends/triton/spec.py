@@ -412,8 +412,12 @@ def partition_function(func_op) -> Program:
             attrs["affine"] = [n for n in ("weight", "bias") if getattr(view, n) is not None]
         operands = [vid[v] for v in op.operands]
         if name == "kiln.constant":
-            value = op.attributes["value"]
-            prog.constants[res[0]] = np.array(value).reshape(specs[res[0]].shape({}))
+            from ...transforms._graph import constant_array
+
+            array = constant_array(op)
+            if array is None:
+                raise UnsupportedError(f"cannot read the data of a {specs[res[0]].text()} kiln.constant")
+            prog.constants[res[0]] = np.array(array)  # a copy: the attribute dies with the context
             continue
         if name in VIEW_OPS:
             base, views = virtual.get(operands[0], (operands[0], ()))

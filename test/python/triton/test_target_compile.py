@@ -10,20 +10,20 @@ F = torch.nn.functional
 
 
 def modules():
-    x, w, y = "B,32:{d}", "32,24:{d}", "B,24:{d}"
+    xf, wf, yf = "B,32:{d}", "32,24:{d}", "B,24:{d}"
     out = {}
     for d in ("f32", "f16", "bf16"):
-        X, W, Y = x.format(d=d), w.format(d=d), y.format(d=d)
+        xt, wt, yt = xf.format(d=d), wf.format(d=d), yf.format(d=d)
         out[f"matmul_softmax_{d}"] = (symbols(B=(1, 64, 8)) + f"""
-func.func @f(%x: {t(X)}, %w: {t(W)}, %b: {t("24:" + d)}) -> {t(Y)} {{
-  %m = "kiln.matmul"(%x, %w) : ({t(X)}, {t(W)}) -> {t(Y)}
-  %a = "kiln.add"(%m, %b) : ({t(Y)}, {t("24:" + d)}) -> {t(Y)}
-  %g = "kiln.gelu"(%a) : ({t(Y)}) -> {t(Y)}
-  %s = "kiln.softmax"(%g) {{axis = -1 : i64}} : ({t(Y)}) -> {t(Y)}
-  %n = "kiln.layer_norm"(%s, %b) {{axis = -1 : i64, operandSegmentSizes = array<i32: 1, 1, 0>}} : ({t(Y)}, {t("24:" + d)}) -> {t(Y)}
-  %r = "kiln.reduce_sum"(%n) {{axes = array<i64: 1>, keepdims = true}} : ({t(Y)}) -> {t("B,1:" + d)}
-  %e = "kiln.sub"(%n, %r) : ({t(Y)}, {t("B,1:" + d)}) -> {t(Y)}
-  return %e : {t(Y)}
+func.func @f(%x: {t(xt)}, %w: {t(wt)}, %b: {t("24:" + d)}) -> {t(yt)} {{
+  %m = "kiln.matmul"(%x, %w) : ({t(xt)}, {t(wt)}) -> {t(yt)}
+  %a = "kiln.add"(%m, %b) : ({t(yt)}, {t("24:" + d)}) -> {t(yt)}
+  %g = "kiln.gelu"(%a) : ({t(yt)}) -> {t(yt)}
+  %s = "kiln.softmax"(%g) {{axis = -1 : i64}} : ({t(yt)}) -> {t(yt)}
+  %n = "kiln.layer_norm"(%s, %b) {{axis = -1 : i64, operandSegmentSizes = array<i32: 1, 1, 0>}} : ({t(yt)}, {t("24:" + d)}) -> {t(yt)}
+  %r = "kiln.reduce_sum"(%n) {{axes = array<i64: 1>, keepdims = true}} : ({t(yt)}) -> {t("B,1:" + d)}
+  %e = "kiln.sub"(%n, %r) : ({t(yt)}, {t("B,1:" + d)}) -> {t(yt)}
+  return %e : {t(yt)}
 }}""", lambda d=d: (torch.randn(5, 32).to(TD[d]), torch.randn(32, 24).to(TD[d]), torch.randn(24).to(TD[d])))
         out[f"attention_{d}"] = (attention_module(d, True), lambda d=d: tuple(
             torch.randn(1, 2, 17, 24).to(TD[d]) for _ in range(3)))

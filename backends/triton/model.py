@@ -1,0 +1,152 @@
+"""``kiln.compile(..., device="cuda")``: a CompiledModel whose kernels are Triton's.
+
+:func:`compile_cuda` loads the model the way the CPU path does
+(:func:`kiln.compiler.load_source`), runs shape inference (and ``kiln-fuse``
+when asked), compiles the entry function with :func:`.program.compile_function`
+and wraps the result in a :class:`TritonModel`: the runtime's
+:class:`~kiln.runtime.model.CompiledModel` (same shape contract, same
+schedule of ``(kernel, input ids, output ids)`` steps) with a ``run`` that
+keeps values as torch tensors on the device — CUDA on a GPU, CPU under
+``TRITON_INTERPRET=1``.  Calls take torch tensors (returned as torch
+tensors on the same device) or numpy arrays (returned as numpy arrays).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from ..._mlir import ir
+from ...errors import KilnError
+from ...runtime.model import CompiledModel, Step, ValueInfo
+from .emit import torch_dtype
+from .kernel import interpreting
+from .program import compile_function
+
+__all__ = ["TritonModel", "compile_cuda"]
+
+_OPTIONS = {"autotune", "opt", "fuse", "keep_ir", "max_configs", "cache"}
+
+
+class TritonModel(CompiledModel):
+    """A CompiledModel running Triton kernels on torch tensors."""
+
+    def _device(self, args):
+        import torch
+
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                return a.device
+        if interpreting() or not torch.cuda.is_available():
+            return torch.device("cpu")
+        return torch.device("cuda")
+
+    def run(self, args: Sequence, binding: dict[str, int]) -> list:
+        """Run the schedule; the output tensors (on the inputs' device)."""
+        import torch
+
+        device = self._device(args)
+        env: list = [None] * len(self.values)
+        for i, a in enumerate(args):
+            t = a if isinstance(a, torch.Tensor) else torch.from_numpy(a)
+            env[i] = t.to(device)
+        consts = self._constants.get(str(device))
+        if consts is None:
+            consts = {vid: torch.as_tensor(arr).to(device) for vid, arr in self._constant_arrays.items()}
+            self._constants[str(device)] = consts
+        for vid, t in consts.items():
+            env[vid] = t
+        for step in self.schedule:
+            outs = []
+            for vid in step.outputs:
+                info = self.values[vid]
+                env[vid] = torch.empty(info.shape(binding), dtype=torch_dtype(info.dtype), device=device)
+                outs.append(env[vid])
+            step.kernel([env[i] for i in step.inputs], outs, binding)
+        return [env[i] for i in self.output_ids]
+
+    def __call__(self, *args):
+        import torch
+
+        binding = self.bind(args)
+        results = self.run(args, binding)
+        self.calls += 1
+        if not (args and all(isinstance(a, torch.Tensor) for a in args)):
+            results = [r.cpu().numpy() for r in results]
+        return results[0] if len(results) == 1 else tuple(results)
+
+
+def compile_cuda(source, example_args=None, dynamic_shapes=None, symbols=None, **options) -> TritonModel:
+    """Compile ``source`` (anything :func:`kiln.compile` takes) for the Triton backend.
+
+    Options: ``autotune`` (measure candidates at the opt shape), ``opt``
+    (symbol -> size, overriding the declared opt points), ``fuse`` (run
+    ``kiln-fuse`` first; the backend's own grouping runs either way),
+    ``max_configs``, ``cache`` (a :class:`~kiln.backends.cache.KernelCache`),
+    ``keep_ir``.
+    """
+    from ...compiler import _entry, _signature, load_source
+    from ...module import symbols_of
+    from ...pipelines import Pipeline
+
+    unknown = set(options) - _OPTIONS
+    if unknown:
+        raise KilnError(f"unknown kiln.compile option(s) for device 'cuda': {', '.join(sorted(unknown))}")
+    if not interpreting():
+        os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    module = load_source(source, example_args, dynamic_shapes, symbols)
+    with module.context, ir.Location.unknown():
+        syms = symbols_of(module.operation)
+        _, inputs, outputs = _signature(module)
+        p = Pipeline()
+        p.add("kiln-infer-shapes")
+        if options.get("fuse"):
+            p.add("kiln-fuse")
+        p.run(module)
+        kept = {"kiln": str(module)} if options.get("keep_ir") else {}
+        prog = compile_function(
+            _entry(module),
+            opt=options.get("opt"),
+            autotune=bool(options.get("autotune")),
+            cache=options.get("cache"),
+            max_configs=options.get("max_configs"),
+        )
+    # Value ids: inputs, constants, then every step's outputs, as the runtime numbers them.
+    ids: dict[str, int] = {}
+    values = [ValueInfo(s.name, s.dims, s.dtype) for s in inputs]
+    for i in range(len(inputs)):
+        ids[f"arg{i}"] = i
+    program = prog.program
+    constant_arrays = {}
+    for vid, arr in program.constants.items():
+        ids[vid] = len(values)
+        constant_arrays[ids[vid]] = arr
+        values.append(ValueInfo(vid, tuple(arr.shape), _dtype_name(arr)))
+    schedule = []
+    for step, kernel in zip(program.steps, prog.kernels):
+        out_ids = []
+        for vid, spec in zip(step.outputs, step.spec.output_specs):
+            ids[vid] = len(values)
+            values.append(ValueInfo(vid, spec.dims, spec.dtype))
+            out_ids.append(ids[vid])
+        schedule.append(Step(kernel, [ids[v] for v in step.inputs], out_ids))
+    model = TritonModel(
+        inputs=inputs,
+        values=values,
+        schedule=schedule,
+        output_ids=[ids[r] for r in program.results],
+        symbols=syms,
+        ir=kept,
+        keepalive=[],  # nothing MLIR outlives compilation: kernels are plain Python + Triton
+        device="cuda",
+    )
+    model._constant_arrays = constant_arrays
+    model._constants = {}
+    model.program = prog
+    del outputs
+    return model
+
+
+def _dtype_name(arr) -> str:
+    return {"float16": "f16", "float32": "f32", "float64": "f64", "bool": "i1", "int8": "i8", "int16": "i16",
+            "int32": "i32", "int64": "i64"}[str(arr.dtype)]
