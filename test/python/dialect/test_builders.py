@@ -4,6 +4,7 @@ import sys
 
 import numpy as np
 import pytest
+
 from kiln._mlir import func, ir
 from kiln.dialects.kiln import OPS, builders, create_op, tensor_info, tensor_type
 from kiln.errors import VerifyError

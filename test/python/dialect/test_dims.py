@@ -1,6 +1,7 @@
 """The dim algebra: parsing, canonical forms, equality, arithmetic, evaluation."""
 
 import pytest
+
 from kiln.dialects.dims import UNKNOWN, dim, dims_equal, evaluate, format_dim
 from kiln.errors import DimError
 

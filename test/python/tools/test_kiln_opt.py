@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+
 from kiln._mlir import ir
 from kiln.context import make_context
 from kiln.errors import KilnError

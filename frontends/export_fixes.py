@@ -1,0 +1,82 @@
+"""Fixes applied to a ``torch.export`` program before torch-mlir imports it.
+
+torch-mlir's ``fx.export_and_import`` fails on the models most people deploy
+(Hugging Face transformers built from a config).  Each fix below is for one
+failure seen here; the case that needed it is named in its docstring.
+
+The order matters, and :func:`prepare_exported_program` applies it:
+
+1. :func:`views_to_reshapes` before decomposition;
+2. ``run_decompositions`` (torch-mlir's table, minus what kiln keeps whole);
+3. :func:`restore_non_persistent_buffers` after it (doing it before trips
+   torch.export's verifier: "Non-persistent buffer ... is in the state dict").
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["decomposition_table", "prepare_exported_program", "restore_non_persistent_buffers", "views_to_reshapes"]
+
+# Ops kiln maps to one kiln op and that torch-mlir's table would decompose.
+KEEP_WHOLE = (
+    torch.ops.aten.scaled_dot_product_attention.default,
+)
+
+
+def views_to_reshapes(ep: torch.export.ExportedProgram) -> int:
+    """Turn ``aten.view`` into ``aten.reshape`` in place; returns how many.
+
+    GPT-2 (``transformers.GPT2Model``): the decomposition pass re-traces
+    ``view(x, [-1, 64])`` of a *transposed* tensor under symbolic shapes and
+    fails ("Cannot view a tensor with shape [s23, s27, 64] and strides (64,
+    64*s23, 1)").  Tensors carry no strides in kiln, so ``reshape`` (which
+    copies only when it must) has the same meaning and always traces.
+    """
+    count = 0
+    for node in ep.graph.nodes:
+        if node.op == "call_function" and node.target is torch.ops.aten.view.default:
+            node.target = torch.ops.aten.reshape.default
+            count += 1
+    if count:
+        ep.graph_module.recompile()
+    return count
+
+
+def restore_non_persistent_buffers(ep: torch.export.ExportedProgram) -> list[str]:
+    """Make non-persistent buffers visible where torch-mlir looks for them.
+
+    BERT (``embeddings.position_ids``) and LLaMA (``rotary_emb.inv_freq``)
+    register buffers with ``persistent=False``.  torch.export keeps their
+    values in ``ep.constants``, but torch-mlir's frozen import reads every
+    buffer from ``ep.state_dict`` and fails with "Could not find state
+    mapping for buffer".  Returns the names restored.
+    """
+    restored = []
+    for name in ep.graph_signature.inputs_to_buffers.values():
+        if name not in ep.state_dict and name in ep.constants:
+            ep.state_dict[name] = ep.constants[name]
+            restored.append(name)
+    return restored
+
+
+def decomposition_table(keep=KEEP_WHOLE) -> dict:
+    """torch-mlir's decomposition table without the ops kiln keeps whole."""
+    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+
+    table = dict(get_decomposition_table())
+    for op in keep:
+        table.pop(op, None)
+    return table
+
+
+def prepare_exported_program(ep: torch.export.ExportedProgram, table: dict | None = None):
+    """Apply every fix and the decompositions; returns the program to import.
+
+    Import the result with torch-mlir's importer *without* decomposing again
+    (``decomposition_table={}``).
+    """
+    views_to_reshapes(ep)
+    ep = ep.run_decompositions(decomposition_table() if table is None else table)
+    restore_non_persistent_buffers(ep)
+    return ep
