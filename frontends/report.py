@@ -20,7 +20,7 @@ from ..conversions.torch_to_kiln import convert_module
 from ..conversions.torch_to_kiln.driver import UNSET_MAX
 from ..dialects.dims import evaluate
 from ..dialects.kiln import tensor_info
-from ..errors import KilnError, VerifyError
+from ..errors import ConversionError, KilnError, VerifyError
 from ..module import symbols_of, verify_module
 
 __all__ = ["ImportReport", "finish"]
@@ -156,8 +156,13 @@ def finish(mod: ir.Module, *, fallback=True, symbol_names=None, resources=None, 
     Raises KilnError subclasses (never returns a partial module as success).
     """
     with DiagnosticCollector(mod.context) as diags:
-        stats = convert_module(mod.operation, fallback=fallback, symbol_names=symbol_names, resources=resources,
-                               arg_dims=arg_dims, symbol_ranges=symbol_ranges)
+        try:
+            stats = convert_module(mod.operation, fallback=fallback, symbol_names=symbol_names,
+                                   resources=resources, arg_dims=arg_dims, symbol_ranges=symbol_ranges)
+        except KilnError:
+            raise
+        except Exception as e:  # a bug in a pattern must not reach the user as a traceback
+            raise ConversionError(f"conversion to kiln failed: {type(e).__name__}: {e}") from None
     if diags.errors:
         raise VerifyError("conversion to kiln emitted errors", diags.errors)
     verify_module(mod.operation)

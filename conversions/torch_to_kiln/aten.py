@@ -441,8 +441,8 @@ def lower_reduce_all(cx):
 
 def reshape_dims(src: list, target: list) -> list:
     """Resolve ``-1`` in a torch/ONNX target shape against the source dims."""
-    target = [as_dim(t) for t in target]
-    holes = [i for i, t in enumerate(target) if t.is_static and t.value == -1]
+    holes = [i for i, t in enumerate(target) if isinstance(t, int) and t == -1]
+    target = [dim(1) if i in holes else as_dim(t) for i, t in enumerate(target)]
     if len(holes) > 1:
         raise Decline("reshape with more than one -1")
     if holes:
@@ -450,8 +450,21 @@ def reshape_dims(src: list, target: list) -> list:
         total = product(src)
         if total.is_unknown or known.is_unknown:
             raise Decline("reshape of unknown dims")
-        target[holes[0]] = total // known
+        target[holes[0]] = exact_div(total, known)
     return target
+
+
+def exact_div(total: Dim, part: Dim) -> Dim:
+    """``total / part`` when it divides exactly (``B*L*8 / B`` is ``L*8``)."""
+    import sympy
+
+    if part.is_static:
+        return total // part
+    q = sympy.cancel(total.expr / part.expr)
+    num, den = sympy.fraction(q)
+    if den != 1:
+        raise Decline(f"cannot infer -1 in a reshape: {total} is not a multiple of {part}")
+    return dim(num)
 
 
 @pattern("torch.aten.view", "torch.aten.reshape", "torch.aten._unsafe_view")
@@ -519,10 +532,10 @@ def lower_flatten(cx):
 @pattern("torch.aten.expand")
 def lower_expand(cx):
     x = cx.tensor(0)
-    target = [as_dim(t) for t in cx.ints(1)]
+    target = cx.ints(1)
     src = dims_of(x)
     off = len(target) - len(src)
-    out = [src[i - off] if (t.is_static and t.value == -1) else t for i, t in enumerate(target)]
+    out = [src[i - off] if (isinstance(t, int) and t == -1) else as_dim(t) for i, t in enumerate(target)]
     return cx.build("expand", x, shape=out)
 
 

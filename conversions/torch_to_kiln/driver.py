@@ -67,13 +67,13 @@ class Known:
 
     @property
     def is_symbolic(self) -> bool:
-        return isinstance(self.data, list) and any(not dim(d).is_static for d in self.data)
+        return isinstance(self.data, list) and any(isinstance(d, Dim) and not d.is_static for d in self.data)
 
     def array(self) -> np.ndarray:
         if isinstance(self.data, list):
             if self.is_symbolic:
                 raise Decline("shape tensor with symbolic dims used as data")
-            return np.asarray([dim(d).value for d in self.data], dtype=np.int64)
+            return np.asarray([d.value if isinstance(d, Dim) else int(d) for d in self.data], dtype=np.int64)
         return np.asarray(self.data)
 
 
@@ -462,14 +462,17 @@ class TorchToKiln:
             "torch.onnx_meta.opset_version" in attrs) else 0
         for i, arg in enumerate(block.arguments):
             if not is_tensor_type(arg.type):
-                raise ConversionError(f"function argument #{i} has type {arg.type}: expected a tensor")
+                raise UnsupportedError(f"function argument #{i} has type {arg.type}: kiln takes tensors only")
             dims = self.bound.get(arg)
             if i in self.arg_dims:
                 dims = [dim(d) for d in self.arg_dims[i]]
-            base, _ = self.types.parse(arg.type)
-            if any(d.is_unknown for d in base) and dims is None:
-                dims = [d if not d.is_unknown else dim(self.fresh_symbol()) for d in base]
-            arg.set_type(self.types.convert(arg.type, dims))
+            try:
+                base, _ = self.types.parse(arg.type)
+                if any(d.is_unknown for d in base) and dims is None:
+                    dims = [d if not d.is_unknown else dim(self.fresh_symbol()) for d in base]
+                arg.set_type(self.types.convert(arg.type, dims))
+            except Decline as e:
+                raise UnsupportedError(f"function argument #{i}: {e}") from None
             self.values[arg] = arg
         ops = list(block.operations)
         for op in ops:
@@ -525,6 +528,8 @@ class TorchToKiln:
                     return
                 except Decline as e:
                     reason = str(e)
+                except KilnError as e:  # a DimError / VerifyError while folding: decline too
+                    reason = e.message
             self._fallback(op, name, reason)
 
     def _record(self, op, name, cx, out) -> None:
@@ -559,19 +564,25 @@ class TorchToKiln:
     def _fallback(self, op, name, reason) -> None:
         loc = str(op.location)
         self.stats.unsupported.append((name, loc, reason))
+        if not self.fallback:
+            op.location.emit_error(f"unsupported op '{name.removeprefix('torch.')}': {reason}")
         self.stats.fallback[name] += 1
         operands, attrs = [], {}
         for i, v in enumerate(op.operands):
             val = self.values.get(v)
             if isinstance(val, Known):
-                val = self.materialize(val, op.location)
+                try:
+                    val = self.materialize(val, op.location)
+                except Decline:  # a symbolic shape tensor: keep it as dims
+                    val = val.data
             if isinstance(val, ir.Value):
                 operands.append(val)
             else:
                 attrs[f"operand{i}"] = _scalar_attr(val)
         for a in op.attributes:
-            if a.name != "name":
-                attrs[a.name] = a.attr
+            key = a if isinstance(a, str) else a.name
+            if key != "name":
+                attrs[key] = op.attributes[key]
         results = []
         for i, r in enumerate(op.results):
             if not is_tensor_type(r.type):

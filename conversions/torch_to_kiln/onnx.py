@@ -372,12 +372,13 @@ def lower_gemm(cx):
     return y
 
 
-def _auto_pads(cx, x_dims, kernel, strides, dilations):
+def _auto_pads(cx, x_dims, kernel, strides, dilations, pads=None):
     """ONNX ``pads`` as ``[top, left, bottom, right]``, honouring ``auto_pad``."""
     auto = cx.attr("auto_pad", "NOTSET")
     if auto in ("NOTSET", "VALID"):
-        pads = cx.attr("pads", [0, 0, 0, 0]) if auto == "NOTSET" else [0, 0, 0, 0]
-        return list(pads)
+        if auto == "VALID":
+            return [0, 0, 0, 0]
+        return list(pads if pads is not None else cx.attr("pads", [0, 0, 0, 0]))
     lo, hi = [], []
     for size, k, s, d in zip(x_dims[2:], kernel, strides, dilations):
         if not size.is_static:
@@ -394,30 +395,66 @@ def _auto_pads(cx, x_dims, kernel, strides, dilations):
     return lo + hi
 
 
+def _to_2d(cx, x):
+    """``[N, C, L]`` -> ``[N, C, 1, L]``: kiln's 2-D ops then do 1-D work."""
+    d = dims_of(x)
+    return cx.build("reshape", x, shape=d[:2] + [dim(1)] + d[2:])
+
+
+def _from_2d(cx, y):
+    d = dims_of(y)
+    return cx.build("reshape", y, shape=d[:2] + d[3:])
+
+
+def _widen(cx, name, default, one=1):
+    """A 1-D attribute (``[s]``, pads ``[b, e]``) as its 2-D form."""
+    v = cx.attr(name, None)
+    if v is None:
+        return None
+    return [0, v[0], 0, v[1]] if name == "pads" else [one] + list(v)
+
+
 @pattern("Conv")
 def lower_conv(cx):
     x, w = cx.tensor(0), cx.tensor(1)
-    if rank_of(x) != 4:
+    one_d = rank_of(x) == 3
+    if rank_of(x) != 4 and not one_d:
         raise Decline(f"{rank_of(x) - 2}-D Conv (kiln has conv2d)")
-    kernel = cx.attr("kernel_shape", None) or [d.value for d in dims_of(w)[2:]]
-    strides = cx.attr("strides", [1, 1])
-    dilations = cx.attr("dilations", [1, 1])
-    pads = _auto_pads(cx, dims_of(x), kernel, strides, dilations)
+    if one_d:
+        x, w = _to_2d(cx, x), _to_2d(cx, w)
+        kernel = [1, dims_of(w)[3].value]
+        strides = _widen(cx, "strides", None) or [1, 1]
+        dilations = _widen(cx, "dilations", None) or [1, 1]
+        pads = _auto_pads(cx, dims_of(x), kernel, strides, dilations, _widen(cx, "pads", None))
+    else:
+        kernel = cx.attr("kernel_shape", None) or [d.value for d in dims_of(w)[2:]]
+        strides = cx.attr("strides", [1, 1])
+        dilations = cx.attr("dilations", [1, 1])
+        pads = _auto_pads(cx, dims_of(x), kernel, strides, dilations)
     operands = [x, w] + ([cx.tensor(2)] if cx.has(2) else [])
-    return cx.build("conv2d", *operands, strides=strides, pads=pads, dilations=dilations, groups=cx.attr("group", 1))
+    y = cx.build("conv2d", *operands, strides=strides, pads=pads, dilations=dilations, groups=cx.attr("group", 1))
+    return _from_2d(cx, y) if one_d else y
 
 
 def _pool(kind):
     def lower(cx):
         x = cx.tensor(0)
-        if rank_of(x) != 4:
+        one_d = rank_of(x) == 3
+        if rank_of(x) != 4 and not one_d:
             raise Decline(f"{rank_of(x) - 2}-D pooling")
         if kind == "max_pool2d" and len(cx.op.results) > 1:
             raise Decline("MaxPool with Indices output")
-        kernel = cx.attr("kernel_shape")
-        strides = cx.attr("strides", [1, 1])
-        dilations = cx.attr("dilations", [1, 1])
-        pads = _auto_pads(cx, dims_of(x), kernel, strides, dilations)
+        if one_d:
+            x = _to_2d(cx, x)
+            kernel = [1] + list(cx.attr("kernel_shape"))
+            strides = _widen(cx, "strides", None) or [1, 1]
+            dilations = _widen(cx, "dilations", None) or [1, 1]
+            pads = _auto_pads(cx, dims_of(x), kernel, strides, dilations, _widen(cx, "pads", None))
+        else:
+            kernel = cx.attr("kernel_shape")
+            strides = cx.attr("strides", [1, 1])
+            dilations = cx.attr("dilations", [1, 1])
+            pads = _auto_pads(cx, dims_of(x), kernel, strides, dilations)
         attrs = dict(kernel=kernel, strides=strides, pads=pads, ceil_mode=bool(cx.attr("ceil_mode", 0)))
         if kind == "max_pool2d":
             attrs["dilations"] = dilations
@@ -425,7 +462,8 @@ def _pool(kind):
             if dilations != [1, 1]:
                 raise Decline("AveragePool with dilations")
             attrs["count_include_pad"] = bool(cx.attr("count_include_pad", 0))
-        return cx.build(kind, x, **attrs)
+        y = cx.build(kind, x, **attrs)
+        return _from_2d(cx, y) if one_d else y
 
     return lower
 
@@ -457,20 +495,91 @@ def _used(v) -> bool:
 
 @pattern("LayerNormalization")
 def lower_layer_norm(cx):
-    if len(cx.op.results) > 1 and any(_used(r) for r in list(cx.op.results)[1:]):
-        raise Decline("LayerNormalization mean/inv_std outputs are used")
     x = cx.tensor(0)
+    r = rank_of(x)
+    axis = cx.attr("axis", -1) % r
+    eps = cx.attr("epsilon", 1e-5)
+    extra = len(cx.op.results) > 1 and any(_used(v) for v in list(cx.op.results)[1:])
+    if extra or cx.attr("stash_type", 1) != 1 and dtype_of(x) != "f32":
+        return _layer_norm_decomposed(cx, x, axis, eps)
     operands = {"weight": cx.tensor(1)}
     if cx.has(2):
         operands["bias"] = cx.tensor(2)
-    axis = cx.attr("axis", -1)
     # kiln wants weight shaped like the normalized dims; ONNX broadcasts.
-    norm = dims_of(x)[axis % rank_of(x):]
+    norm = dims_of(x)[axis:]
     for key, v in list(operands.items()):
         if dims_of(v) != norm:
             operands[key] = cx.build("expand", v, shape=norm)
-    y = cx.build("layer_norm", x, axis=axis, epsilon=cx.attr("epsilon", 1e-5), **operands)
+    y = cx.build("layer_norm", x, axis=axis - r, epsilon=eps, **operands)
     return tuple([y] + [None] * (len(cx.op.results) - 1)) if len(cx.op.results) > 1 else y
+
+
+def _layer_norm_decomposed(cx, x, axis, eps):
+    """Layer norm from primitives, also producing ONNX's Mean and InvStdDev outputs."""
+    axes = list(range(axis, rank_of(x)))
+    mean = cx.build("reduce_mean", x, axes=axes, keepdims=True)
+    xc = cx.build("sub", x, mean)
+    var = cx.build("reduce_mean", cx.build("mul", xc, xc), axes=axes, keepdims=True)
+    inv = cx.build("rsqrt", cx.build("add", var, cx.like(eps, x)))
+    y = cx.build("mul", cx.build("mul", xc, inv), cx.tensor(1))
+    if cx.has(2):
+        y = cx.build("add", y, cx.tensor(2))
+    return (y, mean, inv)[: len(cx.op.results)] if len(cx.op.results) > 1 else y
+
+
+@pattern("RMSNormalization")
+def lower_rms_norm(cx):
+    """``x * rsqrt(mean(x^2 over [axis:]) + eps) * scale``."""
+    x = cx.tensor(0)
+    axis = cx.attr("axis", -1) % rank_of(x)
+    axes = list(range(axis, rank_of(x)))
+    ms = cx.build("reduce_mean", cx.build("mul", x, x), axes=axes, keepdims=True)
+    y = cx.build("mul", x, cx.build("rsqrt", cx.build("add", ms, cx.like(cx.attr("epsilon", 1e-5), x))))
+    return cx.build("mul", y, cx.tensor(1))
+
+
+@pattern("And", "Or", "Xor")
+def lower_logical(cx):
+    a, b = cx.tensor(0), cx.tensor(1)
+    if cx.name == "onnx.Xor":
+        return cx.build("ne", a, b)
+    const = cx.like(cx.name == "onnx.Or", a)
+    return cx.build("where", a, b, const) if cx.name == "onnx.And" else cx.build("where", a, const, b)
+
+
+@pattern("Sign")
+def lower_sign(cx):
+    x = cx.tensor(0)
+    zero = cx.like(0, x)
+    neg = cx.build("where", cx.build("lt", x, zero), cx.like(-1, x), zero)
+    return cx.build("where", cx.build("gt", x, zero), cx.like(1, x), neg)
+
+
+@pattern("Mish")
+def lower_mish(cx):
+    x = cx.tensor(0)
+    sp = cx.build("log", cx.build("add", cx.build("exp", x), cx.like(1.0, x)))
+    return cx.build("mul", x, cx.build("tanh", sp))
+
+
+@pattern("Range")
+def lower_range(cx):
+    start, limit, delta = (cx.known(i).array().reshape(-1)[0] for i in range(3))
+    return Known(np.arange(start, limit, delta).astype(_np_dtype(cx.result_dtype())), cx.result_dtype())
+
+
+@pattern("Trilu")
+def lower_trilu(cx):
+    """``where(mask, x, 0)`` with the triangle mask built at import time."""
+    x = cx.tensor(0)
+    dims = dims_of(x)
+    if not (dims[-1].is_static and dims[-2].is_static):
+        raise Decline("Trilu over symbolic matrix dims")
+    k = int(cx.known(1).array().reshape(-1)[0]) if cx.has(1) else 0
+    n, m = dims[-2].value, dims[-1].value
+    mask = np.triu(np.ones((n, m), dtype=np.bool_), k) if cx.attr("upper", 1) else np.tril(
+        np.ones((n, m), dtype=np.bool_), k)
+    return cx.build("where", cx.conv.materialize(Known(mask, "i1"), cx.loc), x, cx.like(0, x))
 
 
 @pattern("InstanceNormalization")
@@ -664,6 +773,14 @@ def lower_concat(cx):
     return concat(cx, tensors, axis % rank_of(tensors[0]))
 
 
+def _int(v) -> int:
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, Dim) and v.is_static:
+        return v.value
+    raise Decline(f"symbolic value {v} where a constant is needed")
+
+
 def _clamp_end(e):
     return SLICE_END if e >= 2**31 - 1 else e
 
@@ -679,7 +796,7 @@ def lower_slice(cx):
         starts, ends = cx.attr("starts"), cx.attr("ends")
         axes = cx.attr("axes", None) or list(range(len(starts)))
         steps = [1] * len(starts)
-    starts, ends, axes, steps = ([int(dim(a).value) for a in lst] for lst in (starts, ends, axes, steps))
+    starts, ends, axes, steps = ([_int(a) for a in lst] for lst in (starts, ends, axes, steps))
     if isinstance(v, Known) and isinstance(v.data, list) and axes in ([0], [-1]):
         s, e = starts[0], ends[0]
         return Known(v.data[slice(s, None if e >= 2**31 - 1 else e, steps[0])], v.dtype)
@@ -718,7 +835,7 @@ def lower_gather(cx):
 @pattern("Expand")
 def lower_expand(cx):
     x = cx.tensor(0)
-    shape = [dim(s) for s in cx.known(1).ints()]
+    shape = [dim(s) for s in cx.known(1).ints()]  # Expand sizes are >= 1
     src = dims_of(x)
     n = max(len(src), len(shape))
     src = [dim(1)] * (n - len(src)) + src
@@ -779,7 +896,7 @@ def lower_split(cx):
 @pattern("Tile")
 def lower_tile(cx):
     x = cx.tensor(0)
-    reps = [int(dim(v).value) for v in cx.known(1).ints()]
+    reps = [_int(v) for v in cx.known(1).ints()]
     out = x
     for axis, k in enumerate(reps):
         if k != 1:

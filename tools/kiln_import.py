@@ -1,0 +1,101 @@
+"""``kiln-import``: import an ONNX model or a PyTorch factory into kiln IR.
+
+    kiln-import model.onnx -o m.mlir [--symbol B=1:64 ...] [--report] [--report-json r.json]
+    kiln-import pkg.module:factory -o m.mlir [--report]
+
+A factory returns ``(module, example_args, dynamic_shapes)`` (see
+``kiln.bench.models``).  ``--report`` prints, per op type, how many ops were
+converted directly, decomposed, or fell back, and the fallback rate;
+``--report-json`` writes the same as JSON.  ``--no-fallback`` makes an
+unsupported op an error.  Errors print as ``kiln-import: error: ...`` with
+exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ..errors import KilnError
+
+__all__ = ["entry", "main"]
+
+
+def _parse_symbol(text: str):
+    name, sep, rng = text.partition("=")
+    lo, sep2, hi = rng.partition(":")
+    if not sep or not sep2 or not name:
+        raise KilnError(f"--symbol expects NAME=MIN:MAX, got '{text}'")
+    try:
+        return name, (int(lo), int(hi))
+    except ValueError:
+        raise KilnError(f"--symbol expects integer bounds, got '{text}'") from None
+
+
+def _load_factory(spec: str):
+    mod_name, _, fn_name = spec.partition(":")
+    try:
+        module = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise KilnError(f"cannot import '{mod_name}': {e}") from None
+    fn = getattr(module, fn_name, None)
+    if fn is None:
+        raise KilnError(f"'{mod_name}' has no factory '{fn_name}'")
+    out = fn()
+    if not isinstance(out, tuple) or len(out) not in (2, 3):
+        raise KilnError(f"factory '{spec}' must return (module, example_args, dynamic_shapes)")
+    return out if len(out) == 3 else (*out, None)
+
+
+def main(argv=None) -> int:
+    """Run the tool; returns the exit status."""
+    p = argparse.ArgumentParser(prog="kiln-import", description=__doc__.split("\n\n")[0])
+    p.add_argument("source", help="model.onnx, or pkg.module:factory for PyTorch")
+    p.add_argument("-o", "--output", default="-", help="output .mlir file (default: stdout)")
+    p.add_argument("--symbol", action="append", default=[], metavar="NAME=MIN:MAX",
+                   help="range of an ONNX dim_param symbol (repeatable)")
+    p.add_argument("--report", action="store_true", help="print the import report to stderr")
+    p.add_argument("--report-json", metavar="FILE", help="write the import report as JSON")
+    p.add_argument("--no-fallback", action="store_true", help="error on ops kiln cannot lower")
+    p.add_argument("--elide-weights", action="store_true", help="print large constants elided")
+    args = p.parse_args(argv)
+
+    from ..frontends import import_onnx, import_torch
+
+    try:
+        fallback = not args.no_fallback
+        is_onnx = args.source.endswith(".onnx") or ":" not in args.source
+        if is_onnx:
+            symbols = dict(_parse_symbol(s) for s in args.symbol)
+            module, report = import_onnx(args.source, symbols=symbols, fallback=fallback, with_report=True)
+        else:
+            if args.symbol:
+                raise KilnError("--symbol applies to ONNX models; a factory's dynamic_shapes give the ranges")
+            mod, example_args, dynamic_shapes = _load_factory(args.source)
+            module, report = import_torch(mod, example_args, dynamic_shapes, fallback=fallback, with_report=True)
+        text = module.operation.get_asm(large_elements_limit=16 if args.elide_weights else None,
+                                        large_resource_limit=64 if args.elide_weights else None,
+                                        enable_debug_info=False)
+        if args.output == "-":
+            sys.stdout.write(text)
+        else:
+            with open(args.output, "w") as f:
+                f.write(text)
+        if args.report:
+            print(report.format(), file=sys.stderr)
+        if args.report_json:
+            with open(args.report_json, "w") as f:
+                f.write(report.to_json() + "\n")
+    except KilnError as e:
+        print(f"kiln-import: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"kiln-import: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def entry() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
