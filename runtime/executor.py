@@ -26,19 +26,32 @@ from .report import Metrics
 __all__ = ["Executor", "ModelRuntime", "Prepared", "constant_tensor", "prepare"]
 
 
-def constant_tensor(op) -> torch.Tensor:
-    """The data of a ``kiln.constant`` op as a torch tensor (a splat is expanded)."""
+def constant_tensor(op, module_text: str | None = None) -> torch.Tensor:
+    """The data of a ``kiln.constant`` op as a torch tensor (a splat is expanded).
+
+    A ``dense_resource`` constant is read from the blob in ``module_text``
+    (the printed module; the bindings give no other way to its bytes).
+    """
+    import re
+
     from .._mlir import ir
 
     attr = op.operation.attributes["value"]
-    if not isinstance(attr, ir.DenseElementsAttr):
-        raise KilnError(f"cannot read constant data from {type(attr).__name__} (only dense attributes)")
     t = ir.RankedTensorType(attr.type)
-    shape = tuple(t.shape)
-    if attr.is_splat:
-        value = np.array(attr.get_splat_value().value if hasattr(attr.get_splat_value(), "value") else attr.get_splat_value())
-        return torch.from_numpy(np.full(shape, value, dtype=_np_dtype(str(t.element_type))))
-    return torch.from_numpy(np.array(attr).reshape(shape).copy())
+    shape, dtype = tuple(t.shape), _np_dtype(str(t.element_type))
+    if isinstance(attr, ir.DenseElementsAttr):
+        if attr.is_splat:
+            splat = attr.get_splat_value()
+            return torch.from_numpy(np.full(shape, getattr(splat, "value", splat), dtype=dtype))
+        return torch.from_numpy(np.array(attr).reshape(shape).astype(dtype, copy=True))
+    m = re.match(r"dense_resource<([^>]+)>", str(attr))
+    if m is None or module_text is None:
+        raise KilnError(f"cannot read the data of constant {str(attr)[:60]}")
+    blob = re.search(re.escape(m.group(1)) + r': "0x([0-9A-Fa-f]*)"', module_text)
+    if blob is None:
+        raise KilnError(f"no resource blob '{m.group(1)}' in the module")
+    data = bytes.fromhex(blob.group(1))[4:]  # the first 4 bytes hold the blob's alignment
+    return torch.from_numpy(np.frombuffer(data, dtype=dtype).reshape(shape).copy())
 
 
 def _np_dtype(name: str):
@@ -205,7 +218,7 @@ def prepare(module, function: str) -> Prepared:
             fallback[i] = FallbackKernel.from_op(op, step.name)
         else:
             generated[i] = step.name
-    constants = {vid: constant_tensor(op) for vid, op in schedule.constants.items()}
+    constants = {vid: constant_tensor(op, text) for vid, op in schedule.constants.items()}
     detached = schedule.detached()
     keep = set(generated.values())
     for op in list(module.body.operations):

@@ -95,6 +95,7 @@ class Partition(Pass):
     options = (
         Option("fuse", bool, True, "fuse elementwise consumers into the kernel of their producer"),
         Option("max-ops", int, 16, "most ops in one fused kernel"),
+        Option("inline-constants", bool, True, "copy constants into the generated kernels that use them"),
     )
 
     def run(self, module) -> None:
@@ -187,6 +188,10 @@ class Partition(Pass):
             self.bump("kernels")
             if group.kind == "fallback":
                 self.bump("fallback kernels")
+        for op in list(block.operations):
+            op = op.operation
+            if op.name == "kiln.constant" and not any(True for r in op.results for _ in r.uses):
+                op.erase()  # every user got a copy
         fn.attributes["kiln.schedule"] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])
 
     def _outline(self, module, group: _Group, name: str) -> None:
@@ -211,6 +216,10 @@ class Partition(Pass):
                 outputs = list(inner[-1].results)
             inner_outputs = outputs
 
+        consts = []
+        if self.option("inline-constants") and group.kind == "generated":
+            consts = [v for v in inputs if _is_constant(v)]
+            inputs = [v for v in inputs if not _is_constant(v)]
         ftype = ir.FunctionType.get([v.type for v in inputs], [v.type for v in outputs])
         op_names = [o.name for o in inner]
         kernel = ir.Operation.create(
@@ -242,15 +251,19 @@ class Partition(Pass):
         )
 
         ip = ir.InsertionPoint(kblock)
+        copies = [c.owner.clone(ip=ip).results[0] for c in consts]
         for o in inner:
             o.detach_from_parent()
             ip.insert(o)
         if fused is not None:
             for barg, outer in zip(fused.regions[0].blocks[0].arguments, fused.operands):
-                barg.replace_all_uses_with(kblock.arguments[inputs.index(outer)])
+                if any(outer == c for c in consts):
+                    barg.replace_all_uses_with(copies[_index(consts, outer)])
+                else:
+                    barg.replace_all_uses_with(kblock.arguments[_index(inputs, outer)])
         else:
             for o in inner:
-                for outer, karg in zip(inputs, kblock.arguments):
+                for outer, karg in list(zip(inputs, kblock.arguments)) + list(zip(consts, copies)):
                     o.replace_uses_of_with(outer, karg)
         ir.Operation.create("func.return", operands=inner_outputs, loc=loc, ip=ip)
         for outer, res in zip(outputs, call.results):
@@ -315,6 +328,15 @@ def _missing_symbols(group: _Group) -> set[str]:
         if isinstance(v.type, TensorType):
             bound.update(str(d) for d in tensor_info(v.type).dims if d.is_symbol)
     return needed - bound
+
+
+def _is_constant(v) -> bool:
+    owner = v.owner
+    return isinstance(owner, (ir.Operation, ir.OpView)) and owner.name == "kiln.constant"
+
+
+def _index(values: list, v) -> int:
+    return next(i for i, w in enumerate(values) if w == v)
 
 
 def _unique(values: list) -> list:

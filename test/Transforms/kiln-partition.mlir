@@ -1,21 +1,23 @@
 // RUN: kiln-opt %s --split-input-file --kiln-partition | FileCheck %s
 // RUN: kiln-opt %s --split-input-file --kiln-partition='fuse=false' | FileCheck %s --check-prefix=NOFUSE
+// RUN: kiln-opt %s --split-input-file --kiln-partition='inline-constants=false' | FileCheck %s --check-prefix=ARGS
 // RUN: kiln-opt %s --split-input-file --kiln-partition --mlir-pass-statistics 2>&1 >/dev/null | FileCheck %s --check-prefix=STATS
 // RUN: kiln-opt %s --split-input-file --kiln-partition --kiln-partition | FileCheck %s --check-prefix=TWICE
 
 // matmul + bias + relu is one kernel; the fallback op is a kernel of its own;
-// softmax takes the mul that follows it; the constant stays in the schedule.
+// softmax takes the mul that follows it.  The constant is copied into the
+// kernel using it (and leaves the schedule).
 // CHECK-LABEL: func.func @mlp$epilogue
 // CHECK-SAME: kiln.schedule = ["mlp$epilogue_k0", "mlp$epilogue_k1", "mlp$epilogue_k2"]
-// CHECK-NEXT: %[[C:.*]] = "kiln.constant"()
-// CHECK-NEXT: %[[K0:.*]] = call @mlp$epilogue_k0(%arg0, %arg1, %[[C]])
+// CHECK-NEXT: %[[K0:.*]] = call @mlp$epilogue_k0(%arg0, %arg1)
 // CHECK-NEXT: %[[K1:.*]] = call @mlp$epilogue_k1(%[[K0]])
 // CHECK-NEXT: %[[K2:.*]] = call @mlp$epilogue_k2(%[[K1]], %[[K0]])
 // CHECK-NEXT: return %[[K2]]
-// CHECK: func.func private @mlp$epilogue_k0(%arg0: !kiln.tensor<["B", 16], f32>, %arg1: !kiln.tensor<[16, 32], f32>, %arg2: !kiln.tensor<[32], f32>) -> !kiln.tensor<["B", 32], f32>
+// CHECK: func.func private @mlp$epilogue_k0(%arg0: !kiln.tensor<["B", 16], f32>, %arg1: !kiln.tensor<[16, 32], f32>) -> !kiln.tensor<["B", 32], f32>
 // CHECK-SAME: kiln.group = "matmul", kiln.kernel = "generated", kiln.ops = ["kiln.matmul", "kiln.add", "kiln.relu"]
+// CHECK-NEXT: %[[C:.*]] = "kiln.constant"()
 // CHECK-NEXT: %[[M:.*]] = "kiln.matmul"(%arg0, %arg1)
-// CHECK-NEXT: %[[A:.*]] = "kiln.add"(%[[M]], %arg2)
+// CHECK-NEXT: %[[A:.*]] = "kiln.add"(%[[M]], %[[C]])
 // CHECK-NEXT: %[[R:.*]] = "kiln.relu"(%[[A]])
 // CHECK-NEXT: return %[[R]]
 // CHECK: func.func private @mlp$epilogue_k1
@@ -23,6 +25,12 @@
 // CHECK-NEXT: "kiln.fallback"(%arg0) {op_name = "aten.special_bessel_j0.default"
 // CHECK: func.func private @mlp$epilogue_k2
 // CHECK-SAME: kiln.group = "softmax", kiln.kernel = "generated", kiln.ops = ["kiln.softmax", "kiln.mul"]
+// Without inline-constants the constant stays in the schedule and is an argument.
+// ARGS-LABEL: func.func @mlp$epilogue
+// ARGS-NEXT: %[[C:.*]] = "kiln.constant"()
+// ARGS-NEXT: call @mlp$epilogue_k0(%arg0, %arg1, %[[C]])
+// ARGS: func.func private @mlp$epilogue_k0(%arg0: !kiln.tensor<["B", 16], f32>, %arg1: !kiln.tensor<[16, 32], f32>, %arg2: !kiln.tensor<[32], f32>)
+// ARGS-NEXT: "kiln.matmul"(%arg0, %arg1)
 // NOFUSE-LABEL: func.func @mlp$epilogue
 // NOFUSE-SAME: kiln.schedule = ["mlp$epilogue_k0", "mlp$epilogue_k1", "mlp$epilogue_k2", "mlp$epilogue_k3", "mlp$epilogue_k4", "mlp$epilogue_k5"]
 // NOFUSE-COUNT-6: func.func private
@@ -78,4 +86,22 @@ func.func @fused$matmul_epilogue(%x: !kiln.tensor<["B", 64], f32>, %w: !kiln.ten
   %s = "kiln.reduce_sum"(%n) {axes = array<i64: 1>, keepdims = true} : (!kiln.tensor<["B", 256], f32>) -> !kiln.tensor<["B", 1], f32>
   %d = "kiln.add"(%s, %e) : (!kiln.tensor<["B", 1], f32>, !kiln.tensor<["B", 256], f32>) -> !kiln.tensor<["B", 256], f32>
   return %d : !kiln.tensor<["B", 256], f32>
+}
+
+// -----
+
+// A kernel reading only [B*L, 16] cannot recover B and L for its result
+// [B, L, 4, 4]: it is merged with the kernel before it.
+// CHECK-LABEL: func.func @reshape$symbols
+// CHECK-SAME: kiln.schedule = ["reshape$symbols_k0"]
+// CHECK: func.func private @reshape$symbols_k0
+// CHECK-SAME: kiln.group = "reshape+reshape", kiln.kernel = "generated", kiln.ops = ["kiln.reshape", "kiln.reshape"]
+// STATS: kiln-partition
+// STATS: (1) kernels merged for symbols
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
+func.func @reshape$symbols(%x: !kiln.tensor<["B", "L", 16], f32>) -> !kiln.tensor<["B", "L", 4, 4], f32> {
+  %0 = "kiln.reshape"(%x) {shape = ["B*L", 16]} : (!kiln.tensor<["B", "L", 16], f32>) -> !kiln.tensor<["B*L", 16], f32>
+  %1 = "kiln.reshape"(%0) {shape = ["B", "L", 4, 4]} : (!kiln.tensor<["B*L", 16], f32>) -> !kiln.tensor<["B", "L", 4, 4], f32>
+  return %1 : !kiln.tensor<["B", "L", 4, 4], f32>
 }

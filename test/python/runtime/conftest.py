@@ -7,6 +7,7 @@ the real :class:`kiln.backends.fallback.FallbackKernel`.
 
 import pytest
 import torch
+
 from kiln._mlir import ir
 from kiln.backends.fallback import FallbackKernel
 from kiln.context import make_context
@@ -47,6 +48,8 @@ class RefKernel:
                 self.returns = operands
                 continue
             attrs = {}
+            if op.name == "kiln.constant":
+                attrs["value"] = constant_tensor(op)
             if op.name == "kiln.softmax":
                 attrs["axis"] = op.opview.attr("axis")
             results = []
@@ -59,17 +62,20 @@ class RefKernel:
     def __call__(self, inputs, outputs, binding):
         env = dict(enumerate(inputs))
         for name, attrs, operands, results in self.program:
+            if name == "kiln.constant":
+                env[results[0]] = attrs["value"]
+                continue
             env[results[0]] = _REF[name](*[env[o] for o in operands], **attrs)
         for o, r in zip(outputs, self.returns):
             o.copy_(env[r])
 
 
-def build(text, *, fuse=True, reuse=True, names=None, profiling=False):
+def build(text, *, fuse=True, reuse=True, names=None, profiling=False, inline_constants=True):
     """``(executor, contract, ctx)`` for kiln IR text with one public function."""
     ctx = make_context()
     with ctx, ir.Location.unknown():
         module = parse_module(text)
-        Pipeline().add("kiln-partition", fuse=fuse).add("kiln-plan-memory", reuse=reuse).run(module)
+        Pipeline().add("kiln-partition", fuse=fuse, inline_constants=inline_constants).add("kiln-plan-memory", reuse=reuse).run(module)
         schedule, plan = read_plan(module.operation)
         kernels = []
         for step in schedule.steps:

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+
 from kiln.errors import ShapeError
 from kiln.module import SymbolInfo
 from kiln.runtime.contract import InputSpec, ShapeContract, compile_expr

@@ -5,6 +5,7 @@ import threading
 import numpy as np
 import pytest
 import torch
+
 from kiln.errors import ShapeError
 
 T = '!kiln.tensor<["B", {n}], f32>'
@@ -52,7 +53,9 @@ def mlp_reference(x, layers=4, width=32, fallback_relu=False):
 @pytest.mark.parametrize("b", [1, 7, 64])
 def test_mlp_arena_reuse_outputs_unchanged(b, build_executor):
     x = torch.randn(b, 16, generator=torch.Generator().manual_seed(b))
-    reuse, contract, _, plan = build_executor(mlp_text(), fuse=False)
+    # Weights as schedule constants (passed to the kernels as arguments).
+    reuse, contract, _, plan = build_executor(mlp_text(), fuse=False, inline_constants=False)
+    assert len(reuse.constants) == 8
     fresh, _, _, plan_nr = build_executor(mlp_text(), fuse=False, reuse=False)
     binding = contract.bind([x])
     (y1,) = reuse.run([x], binding)

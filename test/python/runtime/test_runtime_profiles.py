@@ -1,6 +1,7 @@
 """Optimization profiles: selection at the boundaries, each policy, the budget."""
 
 import pytest
+
 from kiln.errors import KilnError, ShapeError
 from kiln.module import SymbolInfo
 from kiln.runtime.profiles import ProfileSelector, bucket_of, normalize_profiles
