@@ -125,6 +125,20 @@ class Pipeline:
             p._add_element(name, options, item)
         return p
 
+    @classmethod
+    def named(cls, name: str, *, without=(), **kw) -> Pipeline:
+        """One of kiln's named pipelines (``kiln-default-cpu``, ...; see
+        :mod:`kiln.pipelines.named`), minus the passes in ``without``."""
+        from .named import NAMED_PIPELINES
+
+        found = NAMED_PIPELINES.get(name)
+        if found is None:
+            raise PipelineError(f"no named pipeline '{name}' (known: {', '.join(NAMED_PIPELINES)})")
+        unknown = set(without) - set(found.stage_names)
+        if unknown:
+            raise PipelineError(f"'{name}' has no stage {', '.join(sorted(unknown))} (stages: {', '.join(found.stage_names)})")
+        return cls.parse(found.text(without), **kw)
+
     def add(self, name: str, **options) -> Pipeline:
         """Append a kiln pass (with options) or upstream pipeline text; returns self."""
         kiln_cls = get_pass(name)
@@ -140,6 +154,13 @@ class Pipeline:
         return self
 
     def _add_element(self, name: str, options: str | None, item: str) -> None:
+        from .named import named_pipeline
+
+        named = named_pipeline(name) if item == name else None
+        if named is not None:  # a named pipeline stands for its stages
+            for el_name, el_options, el_item in parse_pipeline_text(named.text()):
+                self._add_element(el_name, el_options, el_item)
+            return
         kiln_cls = get_pass(name)
         if kiln_cls is not None:
             self.stages.append(Stage(name, kiln_pass=kiln_cls.from_options_text(options or "")))

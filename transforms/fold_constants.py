@@ -30,7 +30,7 @@ from ..dialects.kiln.data import SLICE_END
 from ..pipelines.registry import Option, Pass, register_pass
 from ._graph import block_ops, constant_array, constant_nbytes, functions, is_constant, make_constant, numpy_dtype
 
-__all__ = ["EVALUATORS", "FoldConstants", "evaluate", "operand_map"]
+__all__ = ["EVALUATORS", "FoldConstants", "evaluate", "interpret", "operand_map"]
 
 # Constant operands above this size are never read (reading a dense_resource
 # goes through its printed hex form).
@@ -162,6 +162,20 @@ def _gather(args, attrs, op):
     return np.take(data, idx, axis=axis)
 
 
+def _attention(args, attrs, op):
+    fields = operand_map(op)
+    q, k, v = (args[fields[n]] for n in ("q", "k", "v"))
+    scale = attrs["scale"] if attrs["scale"] is not None else 1 / math.sqrt(q.shape[-1])
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * np.asarray(scale, dtype=q.dtype)
+    if "mask" in fields:
+        mask = args[fields["mask"]]
+        s = np.where(mask, s, -np.inf) if mask.dtype == np.bool_ else s + mask
+    if attrs["causal"]:
+        s = np.where(np.tril(np.ones(s.shape[-2:], dtype=np.bool_)), s, -np.inf)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return np.matmul(e / e.sum(axis=-1, keepdims=True), v)
+
+
 def _unary(fn) -> Callable:
     return lambda args, attrs, op: fn(args[0])
 
@@ -214,6 +228,7 @@ EVALUATORS: dict[str, Callable] = {
     "kiln.softmax": _softmax,
     "kiln.layer_norm": _layer_norm,
     "kiln.batch_norm": _batch_norm,
+    "kiln.attention": _attention,
 }
 
 
@@ -224,15 +239,18 @@ def _static_shape(value) -> tuple[int, ...] | None:
     return tuple(d.value for d in dims)
 
 
-def evaluate(op, args: list[np.ndarray]) -> np.ndarray:
-    """The value of kiln op ``op`` (single result, static shape) for operand arrays.
+def evaluate(op, args: list[np.ndarray], shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """The value of kiln op ``op`` (single result) for operand arrays.
 
-    Raises ``KeyError`` for ops without an evaluator and the evaluator's own
-    errors (``ZeroDivisionError``, ``IndexError``, ...) when it cannot fold.
+    ``shape`` is the result's concrete shape; by default the result type's
+    (which must then be static).  Raises ``KeyError`` for ops without an
+    evaluator and the evaluator's own errors (``ZeroDivisionError``,
+    ``IndexError``, ...) when it cannot be evaluated.
     """
     op = op.operation
     name = op.name
-    shape = _static_shape(op.results[0])
+    if shape is None:
+        shape = _static_shape(op.results[0])
     dt = numpy_dtype(tensor_info(op.results[0].type).dtype)
     if shape is None or dt is None:
         raise ValueError("result is not static or has no numpy dtype")
@@ -319,3 +337,40 @@ class FoldConstants(Pass):
             if not list(p.results[0].uses):
                 p.erase()
                 self.bump("constants erased")
+
+
+def interpret(fn, args) -> list[np.ndarray]:
+    """Run a kiln ``func.func`` on numpy arrays with the ops' numpy reference
+    semantics (the evaluators above); returns the function's results.
+
+    A reference for tests: every pass must leave what this computes
+    unchanged.  Symbols are bound from the arguments' dims; ``kiln.fused``
+    bodies run inline.
+    """
+    from ..dialects.dims import evaluate as eval_dim
+
+    fn = fn.operation
+    block = fn.regions[0].blocks[0]
+    binding: dict[str, int] = {}
+    for arg, value in zip(block.arguments, args):
+        for d, n in zip(tensor_info(arg.type).dims, np.shape(value)):
+            if d.is_symbol:
+                binding.setdefault(str(d), int(n))
+    return _run_block(block, [np.asarray(a) for a in args], binding, eval_dim)
+
+
+def _run_block(block, args, binding, eval_dim):
+    env = dict(zip(block.arguments, args))
+    for op in block_ops(block):
+        if op.name in ("func.return", "kiln.yield"):
+            return [env[v] for v in op.operands]
+        operands = [env[v] for v in op.operands]
+        if op.name == "kiln.constant":
+            out = [constant_array(op, None)]
+        elif op.name == "kiln.fused":
+            out = _run_block(op.regions[0].blocks[0], operands, binding, eval_dim)
+        else:
+            shape = tuple(eval_dim(d, binding) for d in tensor_info(op.results[0].type).dims)
+            out = [evaluate(op, operands, shape)]
+        env.update(zip(op.results, out))
+    raise ValueError("block has no terminator")

@@ -51,6 +51,7 @@ def test_build_verify_and_inline_round_trip():
 
 def test_too_many_operands_is_a_verify_error():
     import pytest
+
     from kiln.errors import VerifyError
 
     with make_context(), ir.Location.unknown():
