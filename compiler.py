@@ -86,7 +86,27 @@ def load_source(source, example_args=None, dynamic_shapes=None, symbols=None, fa
     # owns everything this compilation touches (MLIR_NOTES sharp edge 10).
     ctx = make_context()
     with ctx, ir.Location.unknown():
-        module = parse_module(text, name)
+        if text.lstrip().startswith("#"):
+            # Printed with location aliases (#loc = ...) before the module:
+            # parse_module would wrap them in a module; they parse as is.
+            module = _parse_printed(text, name)
+        else:
+            module = parse_module(text, name)
+    return module
+
+
+def _parse_printed(text: str, name: str) -> ir.Module:
+    from .context import DiagnosticCollector
+    from .errors import diagnostic_from_mlir
+    from .module import canonicalize_types, verify_module
+
+    with DiagnosticCollector(ir.Context.current):
+        try:
+            module = ir.Module.parse(text)
+        except ir.MLIRError as e:
+            raise ParseError(f"could not parse {name}", [diagnostic_from_mlir(d) for d in e.error_diagnostics]) from None
+    canonicalize_types(module.operation)
+    verify_module(module.operation)
     return module
 
 
@@ -244,3 +264,68 @@ def _reject_fallbacks(module: ir.Module) -> None:
 
 
 __all__ += ["ParseError"]
+
+
+ARTIFACT_IR = "model.kiln.mlir"
+ARTIFACT_META = "kiln-artifact.json"
+
+
+def save(source, directory, example_args=None, dynamic_shapes=None, symbols=None, **options):
+    """Compile ``source`` and write the artifact ``directory``; returns the model.
+
+    The directory holds the kiln IR the model was lowered from
+    (``model.kiln.mlir``, weights included) and ``kiln-artifact.json``
+    (inputs, outputs, symbols, stages, compile time); :func:`load` rebuilds
+    the model from it (the JIT runs again: the engine keeps no object cache).
+    """
+    import json
+    import time
+
+    from .module import symbols_of
+
+    module = load_source(source, example_args, dynamic_shapes, symbols)
+    with module.context:
+        text = module.operation.get_asm(enable_debug_info=True)
+        syms = symbols_of(module.operation)
+    start = time.perf_counter()
+    model = compile(text, **options)
+    seconds = time.perf_counter() - start
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, ARTIFACT_IR), "w") as f:
+        f.write(text)
+    meta = {
+        "format": "kiln-artifact/1",
+        "device": "cpu",
+        "ir": ARTIFACT_IR,
+        "stages": list(STAGES),
+        "compile_seconds": round(seconds, 3),
+        "symbols": {n: {"min": s.min, "max": s.max, "opt": s.opt} for n, s in syms.items()},
+        "inputs": [{"name": s.name, "dims": [str(d) for d in s.dims], "dtype": s.dtype} for s in model.inputs],
+        "outputs": [{"name": o.name, "dims": [str(d) for d in o.dims], "dtype": o.dtype} for o in model.outputs],
+    }
+    with open(os.path.join(directory, ARTIFACT_META), "w") as f:
+        json.dump(meta, f, indent=2)
+    return model
+
+
+def is_artifact(path) -> bool:
+    """True when ``path`` is a directory written by :func:`save`."""
+    return os.path.isdir(path) and os.path.exists(os.path.join(path, ARTIFACT_META))
+
+
+def load(directory, **options):
+    """The :class:`~kiln.runtime.CompiledModel` of an artifact directory."""
+    import json
+
+    meta_path = os.path.join(directory, ARTIFACT_META)
+    try:
+        with open(meta_path) as f:
+            meta = json.load(f)
+    except (OSError, ValueError) as e:
+        raise KilnError(f"'{directory}' is not a kiln artifact: {e}") from None
+    if meta.get("format") != "kiln-artifact/1":
+        raise KilnError(f"'{directory}' has an unknown artifact format {meta.get('format')!r}")
+    return compile(os.path.join(directory, meta["ir"]), **options)
+
+
+__all__ += ["is_artifact", "load", "save"]

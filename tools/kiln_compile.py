@@ -1,0 +1,111 @@
+"""``kiln-compile``: compile a model to an artifact directory, or print the IR at a stage.
+
+    kiln-compile model.onnx -o out/ [--symbol B=1:64 ...]
+    kiln-compile pkg.module:factory -o out/
+    kiln-compile model.mlir --stop-after=convert-kiln-to-linalg [-o lowered.mlir]
+
+A source is a kiln ``.mlir`` file, an ONNX model, or a PyTorch factory
+(``pkg.module:factory`` returning ``(module, example_args, dynamic_shapes)``).
+``--stop-after=<stage>`` prints the IR after that stage (``import`` for the
+kiln IR itself, or one of the lowering stages listed by ``--list-stages``)
+instead of writing an artifact, so any step can be reproduced with
+``kiln-opt --pass-pipeline`` from the printed file.  Errors print as
+``kiln-compile: error: ...`` with exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from ..errors import KilnError
+
+__all__ = ["entry", "main", "source_args"]
+
+
+def source_args(source: str, symbols: list[str]):
+    """``(source, example_args, dynamic_shapes, symbols)`` for :func:`kiln.compile`
+    from a command-line source (path or ``pkg.module:factory``)."""
+    from .kiln_import import _load_factory, _parse_symbol
+
+    syms = dict(_parse_symbol(s) for s in symbols) or None
+    if ":" in source and not os.path.exists(source):
+        if syms:
+            raise KilnError("--symbol applies to ONNX models; a factory's dynamic_shapes give the ranges")
+        module, example_args, dynamic_shapes = _load_factory(source)
+        return module, example_args, dynamic_shapes, None
+    if not os.path.exists(source):
+        raise KilnError(f"no such file: '{source}'")
+    return source, None, None, syms
+
+
+def main(argv=None) -> int:
+    """Run the tool; returns the exit status."""
+    from ..compiler import STAGES
+
+    p = argparse.ArgumentParser(prog="kiln-compile", description=__doc__.split("\n\n")[0])
+    p.add_argument("source", nargs="?", help="model.mlir, model.onnx, or pkg.module:factory")
+    p.add_argument("-o", "--output", help="artifact directory (or the IR file with --stop-after; default stdout)")
+    p.add_argument("--symbol", action="append", default=[], metavar="NAME=MIN:MAX",
+                   help="range of an ONNX dim_param symbol (repeatable)")
+    p.add_argument("--stop-after", metavar="STAGE", help="print the IR after STAGE instead of compiling")
+    p.add_argument("--list-stages", action="store_true", help="print the stage names and exit")
+    p.add_argument("--vectorize", type=int, default=1, help="vectorization level (0: none)")
+    args = p.parse_args(argv)
+    if args.list_stages:
+        print("\n".join(("import", *STAGES)))
+        return 0
+    if not args.source:
+        p.error("a source is required")
+    source, example_args, dynamic_shapes, symbols = source_args(args.source, args.symbol)
+    if args.stop_after:
+        return _stop_after(args, source, example_args, dynamic_shapes, symbols)
+    if not args.output:
+        raise KilnError("give the artifact directory with -o (or --stop-after=STAGE to print IR)")
+    from ..compiler import save
+
+    start = time.perf_counter()
+    model = save(source, args.output, example_args, dynamic_shapes, symbols, vectorize=args.vectorize)
+    print(f"kiln-compile: wrote {args.output} ({time.perf_counter() - start:.2f} s): {model}", file=sys.stderr)
+    return 0
+
+
+def _stop_after(args, source, example_args, dynamic_shapes, symbols) -> int:
+    from ..compiler import STAGES, load_source, lower
+
+    if args.stop_after not in ("import", *STAGES):
+        raise KilnError(f"--stop-after: no stage '{args.stop_after}' (stages: import, {', '.join(STAGES)})")
+    module = load_source(source, example_args, dynamic_shapes, symbols)
+    if args.stop_after != "import":
+        lower(module, stop_after=args.stop_after, vectorize=args.vectorize)
+    with module.context:
+        text = module.operation.get_asm(enable_debug_info=False)
+    if args.output and args.output != "-":
+        with open(args.output, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def entry() -> None:
+    """Console-script wrapper: exit with main's status."""
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except KilnError as e:
+        sys.stderr.write(f"kiln-compile: error: {e}\n")
+        sys.exit(1)
+    except Exception as e:  # a kiln bug: one line, not a traceback
+        sys.stderr.write(f"kiln-compile: internal error: {type(e).__name__}: {e}\n"
+                         "(this is a bug in kiln; set KILN_DEBUG=1 for the traceback)\n")
+        if os.environ.get("KILN_DEBUG"):
+            raise
+        sys.exit(70)
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,136 @@
+"""``kiln-run``: run a compiled artifact (or compile and run a model); print outputs and timing.
+
+    kiln-run out/ --input x=x.npy
+    kiln-run model.mlir --input arg0=7x33x16 --repeat 20
+    kiln-run kiln.bench.models:tiny_mlp --input 0=64x16
+
+``--input NAME=VALUE`` (NAME is the input's name or its position) takes a
+``.npy`` file or a shape such as ``7x33x16`` (random data of the input's
+dtype, seeded by ``--seed``); inputs not given use their example shape when
+the source is a factory.  Prints each output's shape, dtype and a few
+values, then the compile time and the per-call time (median of
+``--repeat`` calls).  ``--save DIR`` writes the outputs as ``.npy``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from ..errors import KilnError
+
+__all__ = ["entry", "main"]
+
+_NP = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_, "i8": np.int8, "i16": np.int16,
+       "i32": np.int32, "i64": np.int64}
+
+
+def _value(text: str, dtype: str, rng) -> np.ndarray:
+    if text.endswith(".npy"):
+        try:
+            return np.load(text)
+        except OSError as e:
+            raise KilnError(f"cannot read '{text}': {e}") from None
+    try:
+        shape = tuple(int(s) for s in text.replace(",", "x").split("x") if s != "")
+    except ValueError:
+        raise KilnError(f"--input value must be a .npy file or a shape like 7x33x16, got '{text}'") from None
+    t = _NP.get(dtype, np.float32)
+    if dtype == "i1":
+        return rng.integers(0, 2, shape).astype(np.bool_)
+    if np.issubdtype(t, np.integer):
+        return rng.integers(0, 10, shape).astype(t)
+    return rng.standard_normal(shape).astype(t)
+
+
+def main(argv=None) -> int:
+    """Run the tool; returns the exit status."""
+    from ..compiler import compile as kiln_compile
+    from ..compiler import is_artifact, load
+    from .kiln_compile import source_args
+
+    p = argparse.ArgumentParser(prog="kiln-run", description=__doc__.split("\n\n")[0])
+    p.add_argument("model", help="artifact directory, model.mlir, model.onnx or pkg.module:factory")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy|SHAPE")
+    p.add_argument("--symbol", action="append", default=[], metavar="NAME=MIN:MAX", help="ONNX symbol range")
+    p.add_argument("--repeat", type=int, default=10, help="timed calls (default 10)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--save", metavar="DIR", help="write outputs as DIR/output<i>.npy")
+    args = p.parse_args(argv)
+
+    start = time.perf_counter()
+    example = None
+    if is_artifact(args.model):
+        model = load(args.model)
+    else:
+        source, example, dynamic_shapes, symbols = source_args(args.model, args.symbol)
+        model = kiln_compile(source, example, dynamic_shapes, symbols)
+    compile_s = time.perf_counter() - start
+
+    rng = np.random.default_rng(args.seed)
+    given = {}
+    for item in args.input:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise KilnError(f"--input expects NAME=FILE.npy|SHAPE, got '{item}'")
+        given[name] = value
+    names = [s.name for s in model.inputs]
+    for name in given:
+        if name not in names and not (name.isdigit() and int(name) < len(names)):
+            raise KilnError(f"the model has no input '{name}' (inputs: {', '.join(names)})")
+    inputs = []
+    for i, spec in enumerate(model.inputs):
+        text = given.get(spec.name, given.get(str(i)))
+        if text is not None:
+            inputs.append(_value(text, spec.dtype, rng))
+        elif example is not None:
+            inputs.append(np.ascontiguousarray(example[i].detach().numpy()))
+        else:
+            raise KilnError(f"give input '{spec.name}' {spec.shape_text()} {spec.dtype} with --input {spec.name}=...")
+    outputs = model(*inputs)
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    times = []
+    for _ in range(max(args.repeat, 0)):
+        t = time.perf_counter()
+        model(*inputs)
+        times.append(time.perf_counter() - t)
+    for i, (info, out) in enumerate(zip(model.outputs, outputs)):
+        flat = np.asarray(out).reshape(-1)
+        head = np.array2string(flat[:6], precision=5, separator=", ")
+        print(f"output{i}: shape {list(out.shape)} {info.dtype} {head}{' ...' if flat.size > 6 else ''}")
+        if args.save:
+            os.makedirs(args.save, exist_ok=True)
+            np.save(os.path.join(args.save, f"output{i}.npy"), out)
+    shapes = ", ".join(f"{s.name}={list(a.shape)}" for s, a in zip(model.inputs, inputs))
+    print(f"inputs: {shapes}")
+    print(f"compile: {compile_s * 1e3:.1f} ms")
+    if times:
+        print(f"run: median {statistics.median(times) * 1e3:.3f} ms, min {min(times) * 1e3:.3f} ms "
+              f"over {len(times)} calls")
+    return 0
+
+
+def entry() -> None:
+    """Console-script wrapper: exit with main's status."""
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except KilnError as e:
+        sys.stderr.write(f"kiln-run: error: {e}\n")
+        sys.exit(1)
+    except Exception as e:  # a kiln bug: one line, not a traceback
+        sys.stderr.write(f"kiln-run: internal error: {type(e).__name__}: {e}\n"
+                         "(this is a bug in kiln; set KILN_DEBUG=1 for the traceback)\n")
+        if os.environ.get("KILN_DEBUG"):
+            raise
+        sys.exit(70)
+
+
+if __name__ == "__main__":
+    entry()
