@@ -6,7 +6,8 @@ converted directly (one kiln op), decomposed (several kiln ops), or fell back
 share of FLOPs.  FLOPs are estimated on the kiln IR with every symbol bound to
 its ``opt`` point (or 8, clamped into its range): matmul ``2*M*N*K``, conv
 ``2*N*O*OH*OW*C/groups*KH*KW``, attention from its two products, everything
-else one FLOP per output element; a fallback op counts one per output element.
+else one FLOP per output element (data movement none); a fallback op counts one per
+output element.
 """
 
 from __future__ import annotations
@@ -120,6 +121,11 @@ def _dimval(d, binding) -> float:
         return 0.0
 
 
+# Data movement: no arithmetic, so no FLOPs.
+_NO_FLOPS = {"kiln.symbol", "kiln.constant", "kiln.transpose", "kiln.reshape", "kiln.slice", "kiln.expand",
+             "kiln.concat", "kiln.pad", "kiln.gather", "kiln.cast"}
+
+
 def estimate_flops(module_op) -> dict:
     """``{"converted": flops, "fallback": flops}`` of a kiln module (see module docstring)."""
     binding = _binding(symbols_of(module_op))
@@ -127,7 +133,7 @@ def estimate_flops(module_op) -> dict:
 
     def visit(op):
         name = op.name
-        if not name.startswith("kiln.") or name in ("kiln.symbol", "kiln.constant"):
+        if not name.startswith("kiln.") or name in _NO_FLOPS:
             return ir.WalkResult.ADVANCE
         res = list(op.results)
         if not res:

@@ -66,7 +66,11 @@ def export_program(module, example_args, dynamic_shapes=None):
                 ep = module
             else:
                 ep = torch.export.export(module, example_args, dynamic_shapes=dynamic_shapes)
-            return ep.run_decompositions(_decomposition_table())
+            # The fixes torch-mlir's importer needs on real models (view ->
+            # reshape, non-persistent buffers), around kiln's decompositions.
+            from .export_fixes import prepare_exported_program
+
+            return prepare_exported_program(ep, table=_decomposition_table())
     except KilnError:
         raise
     except Exception as e:  # torch raises many types; the user wants one

@@ -620,4 +620,53 @@ def lower_full(cx):
     return cx.const(value, cx.result_dtype(), [as_dim(s).value for s in shape])
 
 
+
+
+@pattern("torch.aten.split_with_sizes", "torch.aten.split.Tensor")
+def lower_split(cx):
+    """A list of ``kiln.slice`` results; ``prim.ListUnpack`` takes it apart."""
+    x = cx.tensor(0)
+    axis = cx.int(2, 0) % rank_of(x)
+    size = dims_of(x)[axis]
+    if cx.name.endswith("split_with_sizes"):
+        sizes = [int(as_dim(s).value) for s in cx.ints(1)]
+    else:
+        if not size.is_static:
+            raise Decline("split of a symbolic axis")
+        chunk = cx.int(1)
+        sizes = [min(chunk, size.value - i) for i in range(0, size.value, chunk)]
+    out, start = [], 0
+    for s in sizes:
+        out.append(cx.build("slice", x, starts=[start], ends=[start + s], axes=[axis], steps=[1]))
+        start += s
+    return out
+
+
+@pattern("torch.prim.ListUnpack")
+def lower_list_unpack(cx):
+    items = cx.value(0)
+    if not isinstance(items, list):
+        raise Decline("ListUnpack of a value that is not a folded list")
+    return tuple(items)
+
+
+@pattern("torch.aten._assert_tensor_metadata", "torch.aten._assert_scalar", "torch.aten.sym_constrain_range_for_size")
+def lower_assert(cx):
+    """Export-time checks: nothing to run (the runtime checks shapes itself)."""
+    return ()
+
+
+@pattern("torch.aten.arange.start_step", "torch.aten.arange.start", "torch.aten.arange")
+def lower_arange(cx):
+    args = [cx.scalar(i) for i in range(min(cx.num_operands, 3 if cx.name.endswith("start_step") else 2))]
+    if cx.name.endswith("arange") or cx.name.endswith("arange.default"):
+        args = args[:1]
+    if any(isinstance(a, Dim) and not a.is_static for a in args):
+        raise Decline("arange with a symbolic bound")
+    vals = [a.value if isinstance(a, Dim) else a for a in args]
+    dtype = cx.result_dtype()
+    return Known(np.arange(*vals).astype({"i64": np.int64, "i32": np.int32, "f32": np.float32}.get(dtype, np.float64)),
+                 dtype)
+
+
 __all__ = ["ATEN_PATTERNS", "concat", "reshape_dims", "squeeze_dims", "tensor_type"]

@@ -176,7 +176,8 @@ STRUCTURAL = {
     "torch.aten.size.int", "torch.aten.mul.int", "torch.aten.add.int", "torch.aten.sub.int",
     "torch.aten.floordiv.int", "torch.aten.Int.bool", "torch.aten.sym_size.int", "torch.symbolic_int",
     "torch.bind_symbolic_shape", "onnx.Constant", "func.return", "torch.constant.number",
-    "torch.prim.TupleConstruct",
+    "torch.prim.TupleConstruct", "torch.prim.ListUnpack", "torch.aten._assert_tensor_metadata",
+    "torch.aten._assert_scalar", "torch.aten.sym_constrain_range_for_size",
 }
 
 
@@ -362,6 +363,7 @@ class TorchToKiln:
         self.stats = ConversionStats()
         self.opset = 0
         self._fresh = 0
+        self._blobs_read = False
 
     # -- values ------------------------------------------------------------
 
@@ -374,7 +376,35 @@ class TorchToKiln:
     def resource(self, attr):
         """The numpy data of a dense-resource attribute, when the frontend gave it."""
         m = re.match(r"dense_resource<([^>]+)>", str(attr))
-        return self.resources.get(m.group(1)) if m else None
+        if not m:
+            return None
+        name = m.group(1)
+        if name not in self.resources and not self._blobs_read:
+            self._read_small_blobs()
+        blob = self.resources.get(name)
+        if isinstance(blob, bytes):
+            t = ir.RankedTensorType(attr.type)
+            el = str(t.element_type)
+            np_type = {"si64": np.int64, "i64": np.int64, "si32": np.int32, "i32": np.int32, "i1": np.bool_,
+                       "si8": np.int8, "f32": np.float32, "f64": np.float64}.get(el)
+            if np_type is None:
+                return None
+            blob = np.frombuffer(blob, dtype=np_type).reshape(t.shape)
+            self.resources[name] = blob
+        return blob
+
+    def _read_small_blobs(self) -> None:
+        """Read the small dense resources (shape-like integer tensors) from the
+        module's printed form: the bindings give no access to a blob's bytes.
+        Large blobs are elided in that print, so this stays cheap."""
+        self._blobs_read = True
+        text = self.module_op.get_asm(large_resource_limit=4096)
+        start = text.rfind("dialect_resources")
+        if start < 0:
+            return
+        for name, hexdata in re.findall(r'([\w.$-]+): "0x([0-9A-Fa-f]+)"', text[start:]):
+            # The first 4 bytes of a printed blob hold its alignment.
+            self.resources.setdefault(name, bytes.fromhex(hexdata)[4:])
 
     def splat(self, value, dtype: str, shape, loc):
         t = ir.Type.parse(dtype)

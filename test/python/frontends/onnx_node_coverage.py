@@ -1,9 +1,9 @@
 """ONNX backend node cases for CNN / transformer inference ops, imported into kiln.
 
-Used by ``test_onnx.py`` (which asserts a floor on the share) and runnable as a
+Used by ``test_import_onnx.py`` (which asserts a floor on the share) and runnable as a
 script to print the measured numbers::
 
-    python test/python/frontends/node_coverage.py [-v]
+    python test/python/frontends/onnx_node_coverage.py [-v]
 
 A case is *in scope* when every node of its model is one of ``INFERENCE_OPS``.
 Small integer graph inputs (shapes, axes, pads, slice bounds) are frozen into

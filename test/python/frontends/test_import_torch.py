@@ -1,0 +1,187 @@
+"""import_torch: the bench models, symbols and ranges, derived dims, locations,
+the report, fallback and bad input; numerics through kiln.compile."""
+
+import numpy as np
+import pytest
+import torch
+from torch.export import Dim
+
+import kiln
+from kiln._mlir import ir
+from kiln.bench import models
+from kiln.dialects.kiln import tensor_info
+from kiln.module import symbols_of, verify_module
+
+
+def _func(module):
+    return next(op.operation for op in module.body.operations if op.operation.name == "func.func")
+
+
+def _result_dims(module):
+    ftype = ir.FunctionType(ir.TypeAttr(_func(module).attributes["function_type"]).value)
+    return [[str(d) for d in tensor_info(t).dims] for t in ftype.results]
+
+
+def _arg_dims(module):
+    return [[str(d) for d in tensor_info(a.type).dims] for a in _func(module).regions[0].blocks[0].arguments]
+
+
+def _kiln_ops(module):
+    ops = []
+
+    def visit(op):
+        if op.name.startswith("kiln.") and op.name != "kiln.symbol":
+            ops.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return ops
+
+
+BENCH = {
+    # name: (symbol ranges, argument dims, result dims)
+    "mlp": ({"B": (1, 64)}, [["B", "1024"]], [["B", "1024"]]),
+    "transformer_block": ({"B": (1, 64), "L": (1, 512)}, [["B", "L", "256"]], [["B", "L", "256"]]),
+    "small_cnn": ({"B": (1, 64)}, [["B", "3", "32", "32"]], [["B", "10"]]),
+    "tiny_mlp": ({"B": (1, 64)}, [["B", "16"]], [["B", "8"]]),
+}
+
+
+@pytest.fixture(scope="module")
+def imported():
+    """Each bench model imported once (the imports dominate this file's time)."""
+    return {name: kiln.import_torch(*models.FACTORIES[name](), with_report=True) for name in BENCH}
+
+
+@pytest.mark.parametrize("name", sorted(BENCH))
+def test_bench_model_symbols_ranges_and_dims(imported, name):
+    module, report = imported[name]
+    ranges, args, results = BENCH[name]
+    verify_module(module.operation)
+    assert {s: (i.min, i.max) for s, i in symbols_of(module.operation).items()} == ranges
+    assert _arg_dims(module) == args
+    assert _result_dims(module) == results
+    assert report.fallbacks == 0 and report.fallback_rate == 0.0
+    assert not any(op.name == "kiln.fallback" for op in _kiln_ops(module))
+
+
+def test_transformer_block_ops_and_report(imported):
+    module, report = imported["transformer_block"]
+    names = [op.name for op in _kiln_ops(module)]
+    assert names.count("kiln.attention") == 1 and names.count("kiln.layer_norm") == 2
+    assert names.count("kiln.matmul") == 4
+    attn = next(op for op in _kiln_ops(module) if op.name == "kiln.attention")
+    assert attn.opview.attr("causal") is True
+    assert [str(d) for d in tensor_info(attn.results[0].type).dims] == ["B", "4", "L", "64"]
+    assert report.ops["aten.linear"] == {"converted": 0, "decomposed": 4, "fallback": 0}
+    assert report.ops["aten.scaled_dot_product_attention"]["converted"] == 1
+    assert report.total() == 20 and report.flops["converted"] > 0
+
+
+def test_report_counts_tiny_mlp(imported):
+    _, report = imported["tiny_mlp"]
+    assert report.ops == {
+        "aten.linear": {"converted": 0, "decomposed": 2, "fallback": 0},
+        "aten.gelu": {"converted": 1, "decomposed": 0, "fallback": 0},
+    }
+    data = report.to_dict()
+    assert data["totals"] == {"converted": 1, "decomposed": 2, "fallback": 0}
+    assert data["symbols"] == {"B": [1, 64]}
+    # FLOPs at B=8: two matmuls 2*8*16*32 + 2*8*32*8, adds, gelu.
+    assert data["flops"]["converted"] == 2 * 8 * 16 * 32 + 2 * 8 * 32 * 8 + 8 * 32 * 2 + 8 * 8
+
+
+def test_every_op_has_a_source_location_and_weights_stay_resources(imported):
+    module, _ = imported["transformer_block"]
+    constants = 0
+    for op in _kiln_ops(module):
+        assert "models.py" in str(op.location), (op.name, str(op.location))
+        if op.name == "kiln.constant":
+            constants += 1
+            # Casting checks the attribute kind (raises for a dense<...> list).
+            ir.DenseResourceElementsAttr(op.attributes["value"])
+    assert constants == 12
+
+
+class Derived(torch.nn.Module):
+    """Dims 2*L (concat along L) and L+1 (pad one row)."""
+
+    def forward(self, x):
+        doubled = torch.cat([x, x], dim=1)
+        padded = torch.nn.functional.pad(x, (0, 0, 0, 1))
+        return doubled, padded
+
+
+def test_derived_dims_become_expressions():
+    x = torch.randn(2, 5, 4)
+    module = kiln.import_torch(Derived(), (x,), ({0: Dim("B", min=1, max=8), 1: Dim("L", min=2, max=100)},))
+    assert _result_dims(module) == [["B", "2*L", "4"], ["B", "L+1", "4"]]
+    assert {s: (i.min, i.max) for s, i in symbols_of(module.operation).items()} == {"B": (1, 8), "L": (2, 100)}
+
+
+class WithCos(torch.nn.Module):
+    def forward(self, x):
+        return torch.cos(x) + 1.0
+
+
+def test_unsupported_op_falls_back_with_its_name_and_types():
+    module, report = kiln.import_torch(WithCos(), (torch.randn(3, 4),), ({0: Dim("B", max=16)},), with_report=True)
+    fb = [op for op in _kiln_ops(module) if op.name == "kiln.fallback"]
+    assert len(fb) == 1 and fb[0].opview.attr("op_name") == "aten.cos"
+    assert [str(d) for d in tensor_info(fb[0].results[0].type).dims] == ["B", "4"]
+    assert report.ops["aten.cos"]["fallback"] == 1 and report.fallback_rate == 0.5
+    assert report.unsupported[0][0] == "aten.cos" and "test_import_torch.py" in report.unsupported[0][1]
+
+
+def test_fallback_false_raises_listing_each_op_and_location():
+    with pytest.raises(kiln.UnsupportedError) as e:
+        kiln.import_torch(WithCos(), (torch.randn(3, 4),), fallback=False)
+    text = str(e.value)
+    assert "1 op(s) kiln cannot convert" in text
+    assert "aten.cos" in text and "test_import_torch.py" in text and "no kiln pattern for this op" in text
+
+
+class DataDependent(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:  # torch.export cannot trace data-dependent control flow
+            return x + 1
+        return x - 1
+
+
+def test_torch_export_failure_is_a_kiln_error():
+    with pytest.raises(kiln.KilnError, match=r"torch.export failed for DataDependent: \w+"):
+        kiln.import_torch(DataDependent(), (torch.randn(3),))
+
+
+def test_bad_dim_range_is_a_kiln_error():
+    class FakeDim:  # torch's Dim asserts min <= max itself; kiln checks duck-typed specs too
+        __name__ = "B"
+        min, max = 10, 2
+
+    with pytest.raises(kiln.KilnError, match="symbol 'B' has min 10 > max 2"):
+        kiln.import_torch(models.MLP(4, 8, 4), (torch.randn(3, 4),), ({0: FakeDim()},))
+
+
+def test_context_comes_with_the_module(imported):
+    module, _ = imported["tiny_mlp"]
+    with module.context:
+        assert "kiln.matmul" in str(module)
+
+
+@pytest.mark.parametrize("name,batches", [("tiny_mlp", (1, 17, 64)), ("small_cnn", (1, 5, 64))])
+def test_numerics_against_pytorch(name, batches):
+    torch_module, args, shapes = models.FACTORIES[name]()
+    compiled = kiln.compile(torch_module, args, shapes)
+    for b in batches:
+        x = torch.randn(b, *args[0].shape[1:])
+        got = np.asarray(compiled(x.numpy()))
+        np.testing.assert_allclose(got, torch_module(x).detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_transformer_block_numerics_at_several_lengths():
+    torch_module, args, shapes = models.transformer_block()
+    compiled = kiln.compile(torch_module, args, shapes)
+    for b, seq in ((1, 1), (2, 7), (3, 33)):
+        x = torch.randn(b, seq, 256)
+        got = np.asarray(compiled(x.numpy()))
+        np.testing.assert_allclose(got, torch_module(x).detach().numpy(), rtol=1e-4, atol=1e-4)
