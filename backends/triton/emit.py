@@ -174,6 +174,7 @@ def emit_epilogue(
     values: dict[int, str],
     index: list[str],
     mask: str,
+    stride: str = "es",
 ) -> dict[int, str]:
     """Emit the elementwise ``nodes`` (indices into ``spec.nodes``).
 
@@ -190,7 +191,7 @@ def emit_epilogue(
             return values[i], spec.nodes[i].out.dtype
         dtype = spec.inputs[i].spec.dtype
         if i not in loaded:
-            off = " + ".join(f"{ix} * es{i}_{a}" for a, ix in enumerate(index)) or "0"
+            off = " + ".join(f"{ix} * {stride}{i}_{a}" for a, ix in enumerate(index)) or "0"
             var = src.tmp("x")
             src(f"{var} = {load_expr(f'in{i}', off, mask, dtype)}")
             loaded[i] = var
@@ -203,10 +204,10 @@ def emit_epilogue(
     return values
 
 
-def epilogue_inputs(spec: KernelSpec, skip: set[int]) -> list[int]:
-    """Indices of the inputs the epilogue nodes load (not the anchor's own)."""
+def epilogue_inputs(spec: KernelSpec, skip: set[int], prologue: bool = False) -> list[int]:
+    """Indices of the inputs the epilogue (or prologue) nodes load (not the anchor's own)."""
     used: list[int] = []
-    for node in spec.epilogue:
+    for node in spec.prologue_nodes if prologue else spec.epilogue:
         for kind, i in node.args:
             if kind == "in" and i not in skip and i not in used:
                 used.append(i)

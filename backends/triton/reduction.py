@@ -29,17 +29,28 @@ def _norm(axis: int, rank: int) -> int:
 
 
 class _RowKernel(TritonKernel):
-    """Shared layout of the row kernels; subclasses emit the body."""
+    """Shared layout of the row kernels; subclasses emit the body.
+
+    With an elementwise prologue (``spec.prologue > 0``) the row input is
+    never read from memory: every pass evaluates the prologue at the
+    column indices instead (its inputs broadcast to the row input's shape).
+    """
 
     #: True when the output has the input's shape (softmax, layer_norm).
     SAME_SHAPE = True
 
-    def reduced_axes(self) -> list[int]:
-        raise NotImplementedError
+    @staticmethod
+    def _x_spec_of(spec):
+        kind, i = spec.anchor.args[0]
+        return spec.inputs[i].spec if kind == "in" else spec.nodes[i].out
 
     @property
     def x_spec(self):
-        return self.spec.inputs[self.spec.anchor.args[0][1]].spec
+        return self._x_spec_of(self.spec)
+
+    @property
+    def has_prologue(self) -> bool:
+        return self.spec.prologue > 0
 
     @classmethod
     def configs(cls, spec):
@@ -48,7 +59,7 @@ class _RowKernel(TritonKernel):
     @classmethod
     def default_config(cls, spec, binding: Mapping[str, int]):
         try:
-            x = spec.inputs[spec.anchor.args[0][1]].spec.shape(binding)
+            x = cls._x_spec_of(spec).shape(binding)
             red = cls._axes_of(spec, len(x))
             n = 1
             for a in red:
@@ -68,17 +79,26 @@ class _RowKernel(TritonKernel):
         kept = [a for a in range(rank) if a not in red]
         return kept, red
 
+    def _inputs(self):
+        """(pointer inputs, prologue inputs, epilogue inputs), by input index."""
+        pro = epilogue_inputs(self.spec, set(), prologue=True)
+        epi = epilogue_inputs(self.spec, set())
+        return pro + [k for k in epi if k not in pro], pro, epi
+
     def _params(self, extra_in: list[str]) -> list[str]:
         kept, red = self._axes()
-        ins = epilogue_inputs(self.spec, set())
+        ptrs, pro, epi = self._inputs()
         out_rank = self.spec.anchor.out.rank
-        p = ["x", *extra_in, "out0"] + [f"in{k}" for k in ins] + ["nrows", "ncols"]
+        x_rank = self.x_spec.rank
+        p = ([] if self.has_prologue else ["x"]) + [*extra_in, "out0"] + [f"in{k}" for k in ptrs] + ["nrows", "ncols"]
         p += [f"kd{j}" for j in range(len(kept))] + [f"rd{j}" for j in range(len(red))]
-        p += [f"ksx{j}" for j in range(len(kept))] + [f"rsx{j}" for j in range(len(red))]
+        if not self.has_prologue:
+            p += [f"ksx{j}" for j in range(len(kept))] + [f"rsx{j}" for j in range(len(red))]
         p += [f"kso{j}" for j in range(len(kept))]
         if self.SAME_SHAPE:
             p += [f"rso{j}" for j in range(len(red))]
-        p += [f"es{k}_{a}" for k in ins for a in range(out_rank)]
+        p += [f"ps{k}_{a}" for k in pro for a in range(x_rank)]
+        p += [f"es{k}_{a}" for k in epi for a in range(out_rank)]
         p += ["BLOCK: tl.constexpr"]
         return p
 
@@ -92,9 +112,10 @@ class _RowKernel(TritonKernel):
         for j in reversed(range(len(kept))):
             src(f"k{j} = rest % kd{j}")
             src(f"rest = rest // kd{j}")
-        xoff = " + ".join(f"k{j} * ksx{j}" for j in range(len(kept))) or "0"
         ooff = " + ".join(f"k{j} * kso{j}" for j in range(len(kept))) or "0"
-        src(f"xbase = x + ({xoff})")
+        if not self.has_prologue:
+            xoff = " + ".join(f"k{j} * ksx{j}" for j in range(len(kept))) or "0"
+            src(f"xbase = x + ({xoff})")
         src(f"obase = out0 + ({ooff})")
 
     def _cols(self, src: Source) -> None:
@@ -109,9 +130,22 @@ class _RowKernel(TritonKernel):
             else:
                 src(f"r{j} = crest % rd{j}")
                 src(f"crest = crest // rd{j}")
-        src(f"xoff = {' + '.join(f'r{j} * rsx{j}' for j in range(len(red))) or '0'}")
+        if not self.has_prologue:
+            src(f"xoff = {' + '.join(f'r{j} * rsx{j}' for j in range(len(red))) or '0'}")
         if self.SAME_SHAPE:
             src(f"ooff = {' + '.join(f'r{j} * rso{j}' for j in range(len(red))) or '0'}")
+
+    def _x(self, src: Source, other: str, ct: str = "tl.float32") -> str:
+        """Emit the row input at the current columns (``other`` where masked); its variable."""
+        var = src.tmp("xv")
+        if not self.has_prologue:
+            src(f"{var} = tl.load(xbase + xoff, mask=cmask, other={other}).to({ct})")
+            return var
+        kept, red = self._axes()
+        index = [f"k{kept.index(a)}" if a in kept else f"r{red.index(a)}" for a in range(self.x_spec.rank)]
+        values = emit_epilogue(src, self.spec, list(range(self.spec.prologue)), {}, index, "cmask", stride="ps")
+        src(f"{var} = tl.where(cmask, {values[self.spec.anchor.args[0][1]]}.to({ct}), {other})")
+        return var
 
     def _index(self) -> list[str]:
         """Index expression per output axis, for the epilogue."""
@@ -128,36 +162,40 @@ class _RowKernel(TritonKernel):
         return out
 
     def _store(self, src: Source, value: str, mask: str, offset: str) -> None:
-        values = emit_epilogue(src, self.spec, list(range(1, len(self.spec.nodes))), {0: value}, self._index(), mask)
+        p = self.spec.prologue
+        values = emit_epilogue(src, self.spec, list(range(p + 1, len(self.spec.nodes))), {p: value}, self._index(), mask)
         src(f"tl.store(obase + {offset}, {values[self.spec.outputs[0]]}.to(out0.dtype.element_ty), mask={mask})")
 
-    def _launch_common(self, inputs, outputs, extra):
+    def _launch_common(self, inputs, outputs, extra, binding):
         kept, red = self._axes()
-        x = inputs[self.spec.anchor.args[0][1]]
         out = outputs[0]
-        shape = tuple(x.shape)
+        shape = self.x_spec.shape(binding)
         nrows = 1
         for a in kept:
             nrows *= shape[a]
         ncols = 1
         for a in red:
             ncols *= shape[a]
-        xs = x.stride()
+        os_ = out.stride()
         if self.SAME_SHAPE:
-            os_ = out.stride()
             kso = [os_[a] for a in kept]
             rso = [os_[a] for a in red]
         else:
             keep = bool(self.spec.anchor.attrs.get("keepdims"))
-            os_ = out.stride()
             pos = kept if keep else list(range(len(kept)))
             kso = [os_[p] for p in pos]
             rso = []
-        ins = epilogue_inputs(self.spec, set())
-        args = [x, *extra, out] + [inputs[k] for k in ins] + [nrows, ncols]
+        ptrs, pro, epi = self._inputs()
+        args = [] if self.has_prologue else [inputs[self.spec.anchor.args[0][1]]]
+        args += [*extra, out] + [inputs[k] for k in ptrs] + [nrows, ncols]
         args += [shape[a] for a in kept] + [shape[a] for a in red]
-        args += [xs[a] for a in kept] + [xs[a] for a in red] + kso + rso
-        for k in ins:
+        if not self.has_prologue:
+            xs = inputs[self.spec.anchor.args[0][1]].stride()
+            args += [xs[a] for a in kept] + [xs[a] for a in red]
+        args += kso + rso
+        for k in pro:
+            args += bcast_strides(inputs[k], tuple(shape))
+        for k in epi:
             args += bcast_strides(inputs[k], tuple(out.shape))
         return (max(nrows, 1),), args, {"BLOCK": self.config["BLOCK"]}
 
@@ -188,11 +226,11 @@ class ReduceKernel(_RowKernel):
         src("for c0 in range(0, ncols, BLOCK):")
         src.indent()
         self._cols(src)
-        src(f"v = tl.load(xbase + xoff, mask=cmask, other=0).to({ct})")
+        v = self._x(src, init if op == "max" else "0", ct)
         if op == "max":
-            src(f"acc = tl.maximum(acc, tl.where(cmask, v, {init}))")
+            src(f"acc = tl.maximum(acc, {v})")
         else:
-            src("acc += v")
+            src(f"acc += {v}")
         src.dedent()
         if op == "max":
             src("res = tl.max(acc, axis=0)")
@@ -206,7 +244,7 @@ class ReduceKernel(_RowKernel):
         return src.text()
 
     def launch(self, inputs, outputs, binding):
-        return self._launch_common(inputs, outputs, [])
+        return self._launch_common(inputs, outputs, [], binding)
 
 
 class SoftmaxKernel(_RowKernel):
@@ -225,28 +263,29 @@ class SoftmaxKernel(_RowKernel):
         src("for c0 in range(0, ncols, BLOCK):")
         src.indent()
         self._cols(src)
-        src("m = tl.maximum(m, tl.load(xbase + xoff, mask=cmask, other=float('-inf')).to(tl.float32))")
+        v = self._x(src, "float('-inf')")
+        src(f"m = tl.maximum(m, {v})")
         src.dedent()
         src("mx = tl.max(m, axis=0)")
         src("s = tl.zeros((BLOCK,), dtype=tl.float32)")
         src("for c0 in range(0, ncols, BLOCK):")
         src.indent()
         self._cols(src)
-        src("v = tl.load(xbase + xoff, mask=cmask, other=float('-inf')).to(tl.float32)")
-        src("s += tl.where(cmask, tl.exp(v - mx), 0.0)")
+        v = self._x(src, "float('-inf')")
+        src(f"s += tl.where(cmask, tl.exp({v} - mx), 0.0)")
         src.dedent()
         src("inv = 1.0 / tl.sum(s, axis=0)")
         src("for c0 in range(0, ncols, BLOCK):")
         src.indent()
         self._cols(src)
-        src("v = tl.load(xbase + xoff, mask=cmask, other=0.0).to(tl.float32)")
-        src("y = tl.exp(v - mx) * inv")
+        v = self._x(src, "0.0")
+        src(f"y = tl.exp({v} - mx) * inv")
         self._store(src, "y", "cmask", "ooff")
         src.dedent()
         return src.text()
 
     def launch(self, inputs, outputs, binding):
-        return self._launch_common(inputs, outputs, [])
+        return self._launch_common(inputs, outputs, [], binding)
 
 
 class LayerNormKernel(_RowKernel):
@@ -271,21 +310,21 @@ class LayerNormKernel(_RowKernel):
         src("for c0 in range(0, ncols, BLOCK):")
         src.indent()
         self._cols(src)
-        src("acc += tl.load(xbase + xoff, mask=cmask, other=0.0).to(tl.float32)")
+        src(f"acc += {self._x(src, '0.0')}")
         src.dedent()
         src("mean = tl.sum(acc, axis=0) / ncols")
         src("acc = tl.zeros((BLOCK,), dtype=tl.float32)")
         src("for c0 in range(0, ncols, BLOCK):")
         src.indent()
         self._cols(src)
-        src("d = tl.where(cmask, tl.load(xbase + xoff, mask=cmask, other=0.0).to(tl.float32) - mean, 0.0)")
+        src(f"d = tl.where(cmask, {self._x(src, '0.0')} - mean, 0.0)")
         src("acc += d * d")
         src.dedent()
         src(f"rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / ncols + {eps!r})")
         src("for c0 in range(0, ncols, BLOCK):")
         src.indent()
         self._cols(src)
-        src("y = (tl.load(xbase + xoff, mask=cmask, other=0.0).to(tl.float32) - mean) * rstd")
+        src(f"y = ({self._x(src, '0.0')} - mean) * rstd")
         if "weight" in affine:
             src("y = y * tl.load(weight + cols, mask=cmask, other=0.0).to(tl.float32)")
         if "bias" in affine:
@@ -296,4 +335,4 @@ class LayerNormKernel(_RowKernel):
 
     def launch(self, inputs, outputs, binding):
         extra = [inputs[r[1]].contiguous() for r in self.spec.anchor.args[1:]]
-        return self._launch_common(inputs, outputs, extra)
+        return self._launch_common(inputs, outputs, extra, binding)

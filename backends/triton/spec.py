@@ -168,14 +168,18 @@ class Node:
 
 @dataclass
 class KernelSpec:
-    """A kernel to generate: its kind, inputs, nodes (``nodes[0]`` is the
-    anchor for non-pointwise kinds) and the nodes whose values it writes."""
+    """A kernel to generate: its kind, inputs, nodes and the nodes whose
+    values it writes.  For non-pointwise kinds ``nodes[prologue]`` is the
+    anchor; the nodes before it are an elementwise prologue computing the
+    anchor's first operand (row kernels only), the nodes after it the
+    epilogue."""
 
     kind: str
     inputs: list[Input]
     nodes: list[Node]
     outputs: list[int]
     name: str = "kernel"
+    prologue: int = 0
 
     @property
     def output_specs(self) -> list[TensorSpec]:
@@ -183,12 +187,17 @@ class KernelSpec:
 
     @property
     def anchor(self) -> Node:
-        return self.nodes[0]
+        return self.nodes[self.prologue]
 
     @property
     def epilogue(self) -> list[Node]:
         """The elementwise nodes after the anchor."""
-        return self.nodes[1:] if self.kind != "pointwise" else self.nodes
+        return self.nodes[self.prologue + 1 :] if self.kind != "pointwise" else self.nodes
+
+    @property
+    def prologue_nodes(self) -> list[Node]:
+        """The elementwise nodes before the anchor."""
+        return self.nodes[: self.prologue] if self.kind != "pointwise" else []
 
     @property
     def dtype(self) -> str:
@@ -196,6 +205,8 @@ class KernelSpec:
         first = self.anchor.args[0] if self.anchor.args else None
         if first is not None and first[0] == "in":
             return self.inputs[first[1]].spec.dtype
+        if first is not None:
+            return self.nodes[first[1]].out.dtype
         return self.anchor.out.dtype
 
     @property
@@ -211,7 +222,7 @@ class KernelSpec:
             lines.append(f"  %in{k}: {i.base.text()} {views}".rstrip())
         for j, n in enumerate(self.nodes):
             lines.append(f"  %node{j} = {n.text()}")
-        lines.append(f"  outputs {self.outputs}")
+        lines.append(f"  outputs {self.outputs} prologue {self.prologue}")
         return "\n".join(lines)
 
     def digest(self) -> str:
@@ -289,6 +300,7 @@ class _Group:
         self.local: dict[str, int] = {}  # value id -> node index
         self.tail: str | None = None
         self.op_ids: set[int] = set()
+        self.prologue = 0
 
     def ref(self, vid: str, virtual: dict, specs: dict) -> tuple[str, int]:
         if vid in self.local:
@@ -305,6 +317,20 @@ class _Group:
         self.nodes.append(Node(op_name, tuple(arg_refs), attrs, out_spec))
         self.local[vid] = len(self.nodes) - 1
         self.tail = vid
+
+
+# Row kernels that evaluate an elementwise prologue while loading their input.
+_PROLOGUE_KINDS = {"softmax", "layer_norm", "reduce"}
+
+
+def _prologue_fits(group, operands, users) -> bool:
+    """True when ``group`` (pointwise) computes exactly ``operands[0]``: its
+    only value read outside is that one, read only by the row op."""
+    if group is None or group.kind != "pointwise" or not operands or operands[0] != group.tail:
+        return False
+    if len(users.get(group.tail, ())) != 1 or any(o in group.local for o in operands[1:]):
+        return False
+    return [v for v in group.local if users.get(v, set()) - group.op_ids] == [group.tail]
 
 
 def partition_function(func_op) -> Program:
@@ -373,7 +399,7 @@ def partition_function(func_op) -> Program:
             # Every value some op outside the group reads (the return included).
             outs = [v for v in g.local if users.get(v, set()) - g.op_ids] or [g.tail]
         name = f"{fname}_{len(prog.steps)}_{g.kind}"
-        spec = KernelSpec(g.kind, g.inputs, g.nodes, [g.local[v] for v in outs], name=name)
+        spec = KernelSpec(g.kind, g.inputs, g.nodes, [g.local[v] for v in outs], name=name, prologue=g.prologue)
         prog.steps.append(Step(spec, list(g.input_ids), outs))
 
     def materialize(v: str) -> str:
@@ -455,8 +481,17 @@ def partition_function(func_op) -> Program:
             current.add(name, refs, attrs, out, res[0])
             current.op_ids.add(n)
             continue
-        close()
         kind = ANCHORS.get(name, "torch")
+        if kind in _PROLOGUE_KINDS and _prologue_fits(current, operands, users):
+            # The pointwise group computing the row kernel's input becomes its
+            # prologue: the intermediate never goes to memory.
+            current.kind = kind
+            current.prologue = len(current.nodes)
+            refs = [current.ref(o, virtual, specs) for o in operands]
+            current.add(name, refs, attrs, out, res[0])
+            current.op_ids.add(n)
+            continue
+        close()
         current = _Group(kind)
         refs = [current.ref(o, virtual, specs) for o in operands]
         if kind == "torch" and len(res) != 1:

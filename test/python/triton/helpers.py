@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+
 from kiln._mlir import ir
 from kiln.backends.triton.program import compile_module
 from kiln.context import make_context

@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 from helpers import compile_text, symbols, t
+
 from kiln.backends.cache import KernelCache, make_key
 from kiln.backends.triton.spec import KernelSpec
 from kiln.tools.kiln_main import main

@@ -1,9 +1,10 @@
 """The bench models end to end through ``kiln.compile(..., device="cuda")`` in interpreter mode."""
 
-import kiln
 import pytest
 import torch
 from helpers import check
+
+import kiln
 from kiln.bench import models
 
 
@@ -54,3 +55,18 @@ def test_numpy_inputs_and_shape_errors():
         model(torch.randn(65, 16))
     with pytest.raises(kiln.KilnError, match="unknown kiln.compile option"):
         kiln.compile(module, args, dyn, device="cuda", bogus=1)
+
+
+def test_kiln_fuse_groups_become_kernels():
+    """With kiln-fuse first, each kiln.fused group is one kernel (a reduction group with
+    an elementwise prologue included)."""
+    module, args, dyn = models.small_cnn()
+    model = kiln.compile(module, args, dyn, device="cuda", fuse=True, keep_ir=True)
+    groups = model.ir["kiln"].count('"kiln.fused"')
+    assert groups >= 2
+    patterns = [s.kernel.spec.pattern for s in model.schedule]
+    assert "kiln.relu+kiln.reduce_mean" in patterns, patterns
+    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        want = module(x)
+    check(model(x), want, "f32")

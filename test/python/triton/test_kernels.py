@@ -221,3 +221,24 @@ def test_torch_kernels_for_data_movement():
     assert getattr(prog.kernels[0], "is_fallback", False)
     xv = gen(3, 4)
     check(prog(xv), torch.cat([xv, xv], 1).exp(), "f32")
+
+
+def test_row_kernels_fuse_an_elementwise_prologue():
+    """x*x -> reduce_mean (RMS statistics) and x*s + m -> softmax: one kernel each, the prologue
+    evaluated while loading (the intermediate never stored)."""
+    x, r = "B,L:f32", "B,1:f32"
+    body = "\n".join([
+        op("sq", "mul", ["x", "x"], [x, x], x),
+        op("ms", "reduce_mean", ["sq"], [x], r, "axes = array<i64: 1>, keepdims = true"),
+        op("sc", "mul", ["x", "s"], [x, "1:f32"], x),
+        op("mk", "add", ["sc", "m"], [x, "L:f32"], x),
+        op("sm", "softmax", ["mk"], [x], x, "axis = -1 : i64"),
+        op("o", "mul", ["sm", "ms"], [x, r], x),
+        ret("o", x),
+    ])
+    prog = compile_text(fn({"x": x, "s": "1:f32", "m": "L:f32"}, body, x, {"B": (1, 8, 2), "L": (1, 512, 16)}))
+    assert [(k.kind, k.spec.prologue) for k in prog.kernels] == [("reduce", 1), ("softmax", 2)]
+    for b, n in ((1, 1), (3, 20), (2, 300)):
+        xv, s, m = gen(b, n), torch.tensor([0.5]), gen(n)
+        want = torch.softmax(xv * 0.5 + m, -1) * (xv * xv).mean(1, keepdim=True)
+        check(prog(xv, s, m), want, "f32")

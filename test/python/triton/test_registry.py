@@ -1,9 +1,10 @@
 """The kernel registry: candidates, heuristic and measured choice, user kernels, cached choices."""
 
-import kiln
 import pytest
 import torch
 from helpers import check, compile_text, symbols, t
+
+import kiln
 from kiln.backends.cache import KernelCache
 from kiln.backends.registry import REGISTRY, KernelRegistry, register_kernel, shape_class
 from kiln.errors import KilnError

@@ -3,8 +3,9 @@
 import pytest
 import torch
 from helpers import compile_text, symbols, t
-from kiln.backends.triton.target import compile_in_subprocess
 from test_attention import attention_module
+
+from kiln.backends.triton.target import compile_in_subprocess
 
 F = torch.nn.functional
 
@@ -27,6 +28,15 @@ func.func @f(%x: {t(xt)}, %w: {t(wt)}, %b: {t("24:" + d)}) -> {t(yt)} {{
 }}""", lambda d=d: (torch.randn(5, 32).to(TD[d]), torch.randn(32, 24).to(TD[d]), torch.randn(24).to(TD[d])))
         out[f"attention_{d}"] = (attention_module(d, True), lambda d=d: tuple(
             torch.randn(1, 2, 17, 24).to(TD[d]) for _ in range(3)))
+    out["row_prologue_f32"] = (symbols(B=(1, 8, 2), L=(1, 512, 16)) + f"""
+func.func @f(%x: {t("B,L:f32")}, %m: {t("L:f32")}) -> {t("B,L:f32")} {{
+  %a = "kiln.add"(%x, %m) : ({t("B,L:f32")}, {t("L:f32")}) -> {t("B,L:f32")}
+  %s = "kiln.softmax"(%a) {{axis = -1 : i64}} : ({t("B,L:f32")}) -> {t("B,L:f32")}
+  %q = "kiln.mul"(%s, %s) : ({t("B,L:f32")}, {t("B,L:f32")}) -> {t("B,L:f32")}
+  %r = "kiln.reduce_max"(%q) {{axes = array<i64: 1>, keepdims = true}} : ({t("B,L:f32")}) -> {t("B,1:f32")}
+  %o = "kiln.div"(%s, %r) : ({t("B,L:f32")}, {t("B,1:f32")}) -> {t("B,L:f32")}
+  return %o : {t("B,L:f32")}
+}}""", lambda: (torch.randn(2, 20), torch.randn(20)))
     xc = "N,3,H,H:f16"
     out["conv_pool_f16"] = (symbols(N=(1, 4, 1), H=(4, 64, 8)) + f"""
 func.func @f(%x: {t(xc)}, %w: {t("8,3,3,3:f16")}, %b: {t("8:f16")}) -> {t("N,8,(H-2)/2+1,(H-2)/2+1:f16")} {{
