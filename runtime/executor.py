@@ -12,7 +12,10 @@ serves several threads at once.
 
 from __future__ import annotations
 
+import math
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -90,6 +93,12 @@ class Executor:
         }
         self._dtype = {v.id: str(v.info.dtype) for v in schedule.values}
         self._fallback = [s.kind == "fallback" for s in schedule.steps]
+        self._owned_outputs = {
+            v for v in schedule.outputs
+            if v not in schedule.inputs and v not in self.constants and v not in self.in_arena
+        }
+        self._plans: OrderedDict = OrderedDict()
+        self._plan_lock = threading.Lock()
 
     def shape(self, vid: int, binding: Mapping[str, int]) -> tuple[int, ...]:
         """The concrete shape of value ``vid`` under ``binding``."""
@@ -100,27 +109,71 @@ class Executor:
                 f"value {vid} has a dim over symbol {e} that no input binds (a data-dependent shape)"
             ) from None
 
+    def _call_plan(self, binding: Mapping[str, int]):
+        """Per step, ``(vid, shape, torch dtype, offset or None)`` for each output,
+        at ``binding``: computed once per bound shape, then cached."""
+        key = tuple(sorted(binding.items()))
+        with self._plan_lock:
+            hit = self._plans.get(key)
+            if hit is not None:
+                self._plans.move_to_end(key)
+                return hit
+        layout = self.arena_plan.layout(binding)
+        steps = []
+        for step in self.schedule.steps:
+            outs = []
+            for vid in step.outputs:
+                shape = self.shape(vid, binding)
+                off = layout.offsets[vid][0] if vid in self.in_arena else None
+                outs.append((vid, shape, torch_dtype(self._dtype[vid]), off))
+            steps.append(outs)
+        plan = (layout, steps)
+        with self._plan_lock:
+            self._plans[key] = plan
+            if len(self._plans) > 64:
+                self._plans.popitem(last=False)
+        return plan
+
+    def _views(self, buf: torch.Tensor, binding: Mapping[str, int], step_outs) -> list:
+        """The arena views of every step's outputs (None: not in the arena).
+
+        Cached on the arena tensor itself, by executor and shape: an arena
+        from the pool that already served this shape needs no slicing.
+        """
+        cache = buf.__dict__.setdefault("_kiln_views", {})
+        key = (id(self), tuple(sorted(binding.items())))
+        views = cache.get(key)
+        if views is None:
+            views = [
+                [None if off is None else buf[off : off + dtype.itemsize * math.prod(shape)].view(dtype).view(shape)
+                 for _, shape, dtype, off in outs]
+                for outs in step_outs
+            ]
+            if len(cache) > 16:
+                cache.clear()
+            cache[key] = views
+        return views
+
     def run(self, inputs: Sequence, binding: Mapping[str, int], selection: str | None = None) -> list[torch.Tensor]:
         """Run one call on torch tensors or numpy arrays; returns torch tensors."""
         sched = self.schedule
-        layout = self.arena_plan.layout(binding)
+        layout, step_outs = self._call_plan(binding)
         profiling = self.metrics.profiling
         per_kernel = {} if profiling else None
-        env: dict[int, torch.Tensor] = {}
+        env: dict[int, torch.Tensor] = dict(self.constants)
         for vid, x in zip(sched.inputs, inputs):
             env[vid] = torch.from_numpy(x) if isinstance(x, np.ndarray) else x
-        env.update(self.constants)
         fallback_s = 0.0
         start = time.perf_counter()
         with CallArena(self.pool, layout) as arena:
-            for step, kernel, is_fb in zip(sched.steps, self.kernels, self._fallback):
+            views = self._views(arena.buf, binding, step_outs)
+            for step, kernel, is_fb, outs_plan, step_views in zip(
+                sched.steps, self.kernels, self._fallback, step_outs, views
+            ):
                 outs = []
-                for vid in step.outputs:
-                    shape = self.shape(vid, binding)
-                    if vid in self.in_arena:
-                        t = arena.view(vid, shape, self._dtype[vid])
-                    else:
-                        t = torch.empty(shape, dtype=torch_dtype(self._dtype[vid]))
+                for (vid, shape, dtype, _off), t in zip(outs_plan, step_views):
+                    if t is None:
+                        t = torch.empty(shape, dtype=dtype)
                     env[vid] = t
                     outs.append(t)
                 ins = [env[v] for v in step.inputs]
@@ -140,7 +193,7 @@ class Executor:
                 # An output that is an input, a constant or (never, by the
                 # plan) an arena view must not alias memory the caller or the
                 # next call owns.
-                if vid not in sched.inputs and vid not in self.constants and vid not in self.in_arena:
+                if vid in self._owned_outputs:
                     results.append(t)
                 else:
                     results.append(t.clone())
