@@ -1,10 +1,11 @@
 """Convolution, pooling, attention and data-movement ops on the CPU backend vs PyTorch."""
 
-import kiln
 import numpy as np
 import pytest
 import torch
 from kbuild import K, module_text
+
+import kiln
 
 F = torch.nn.functional
 CONV_SHAPES = [(1, 9), (3, 16), (8, 33), (2, 5), (5, 12)]

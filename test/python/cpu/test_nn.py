@@ -1,10 +1,11 @@
 """Contractions, reductions, softmax and norms on the CPU backend vs PyTorch."""
 
-import kiln
 import numpy as np
 import pytest
 import torch
 from kbuild import K, module_text
+
+import kiln
 
 SHAPES = [(1, 1), (7, 33), (64, 5), (2, 512), (5, 9)]
 F = torch.nn.functional

@@ -1,0 +1,82 @@
+"""kiln-compile and kiln-run on a small kiln model: artifact, --stop-after stages, errors."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln.tools import kiln_compile, kiln_run
+
+MODEL = """
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+func.func @main(%x: !kiln.tensor<["B", 4], f32>, %w: !kiln.tensor<[4, 3], f32>) -> !kiln.tensor<["B", 3], f32> {
+  %0 = "kiln.matmul"(%x, %w) : (!kiln.tensor<["B", 4], f32>, !kiln.tensor<[4, 3], f32>) -> !kiln.tensor<["B", 3], f32>
+  %1 = "kiln.relu"(%0) : (!kiln.tensor<["B", 3], f32>) -> !kiln.tensor<["B", 3], f32>
+  return %1 : !kiln.tensor<["B", 3], f32>
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cpu_tools")
+    src = d / "model.mlir"
+    src.write_text(MODEL)
+    g = np.random.default_rng(0)
+    np.save(d / "x.npy", g.standard_normal((7, 4)).astype(np.float32))
+    np.save(d / "w.npy", g.standard_normal((4, 3)).astype(np.float32))
+    art = d / "art"
+    assert kiln_compile.main([str(src), "-o", str(art)]) == 0
+    return d, src, art
+
+
+@pytest.mark.parametrize("stage,expect,absent", [
+    ("import", '"kiln.matmul"', "linalg."),
+    ("convert-kiln-to-linalg", "linalg.matmul", "kiln.matmul"),
+    ("kiln-cpu-prepare", "bufferization.materialize_in_destination", "kiln.symbol"),
+    ("kiln-cpu-bufferize", "memref.alloc", "tensor.empty"),
+    ("kiln-cpu-to-llvm", "llvm.func @main", "memref.alloc"),
+])
+def test_stop_after_prints_each_stage(files, tmp_path, stage, expect, absent):
+    _, src, _ = files
+    out = tmp_path / "ir.mlir"
+    assert kiln_compile.main([str(src), f"--stop-after={stage}", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert expect in text
+    assert absent not in text
+
+
+def test_artifact_runs_with_files_and_shapes(files, capsys):
+    d, _, art = files
+    assert (art / "model.kiln.mlir").exists() and (art / "kiln-artifact.json").exists()
+    save = d / "outs"
+    assert kiln_run.main([str(art), "--input", f"arg0={d / 'x.npy'}", "--input", f"1={d / 'w.npy'}",
+                          "--repeat", "2", "--save", str(save)]) == 0
+    printed = capsys.readouterr().out
+    assert "output0: shape [7, 3] f32" in printed and "run: median" in printed
+    x, w = np.load(d / "x.npy"), np.load(d / "w.npy")
+    np.testing.assert_allclose(np.load(save / "output0.npy"), np.maximum(x @ w, 0), rtol=1e-5, atol=1e-6)
+    assert kiln_run.main([str(art), "--input", "arg0=64x4", "--input", "arg1=4x3", "--repeat", "0"]) == 0
+    assert "output0: shape [64, 3]" in capsys.readouterr().out
+
+
+def test_load_gives_the_same_model(files):
+    _, _, art = files
+    model = kiln.compiler.load(str(art))
+    x = np.ones((2, 4), np.float32)
+    w = np.full((4, 3), 0.5, np.float32)
+    np.testing.assert_allclose(model(x, w), np.full((2, 3), 2.0, np.float32))
+
+
+def test_errors_are_one_line(files, tmp_path):
+    _, src, art = files
+    with pytest.raises(kiln.KilnError, match="no stage 'nope'"):
+        kiln_compile.main([str(src), "--stop-after=nope"])
+    with pytest.raises(kiln.KilnError, match="no input 'y'"):
+        kiln_run.main([str(art), "--input", "y=3x4"])
+    r = subprocess.run([sys.executable, "-m", "kiln.tools.kiln_run", str(art), "--input", "arg0=65x4",
+                        "--input", "arg1=4x3"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1
+    assert r.stderr.strip() == "kiln-run: error: input 'arg0' axis 0: B = 65 violates 1 <= B <= 64"

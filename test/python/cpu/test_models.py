@@ -1,0 +1,119 @@
+"""The bench models compiled once for the CPU and run at several shapes vs PyTorch;
+compilation counts; ShapeError before any kernel runs."""
+
+import numpy as np
+import pytest
+import torch
+
+import kiln
+from kiln.bench import models
+from kiln.compiler import compilation_count
+
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def _compile(factory):
+    module, example, dynamic = factory()
+    before = compilation_count()
+    model = kiln.compile(module, example, dynamic)
+    assert compilation_count() == before + 1
+    return module, model
+
+
+@pytest.fixture(scope="module")
+def tiny_mlp():
+    return _compile(models.tiny_mlp)
+
+
+@pytest.fixture(scope="module")
+def small_cnn():
+    return _compile(models.small_cnn)
+
+
+@pytest.fixture(scope="module")
+def transformer():
+    return _compile(models.transformer_block)
+
+
+def _check(module, model, x):
+    with torch.no_grad():
+        want = module(x).numpy()
+    got = model(x.numpy())
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+    return got
+
+
+@pytest.mark.parametrize("b", [1, 7, 64, 3, 33])
+def test_tiny_mlp_matches_torch(tiny_mlp, b):
+    module, model = tiny_mlp
+    _check(module, model, torch.randn(b, 16, generator=torch.Generator().manual_seed(b)))
+
+
+@pytest.mark.parametrize("b", [1, 7, 64])
+def test_small_cnn_matches_torch(small_cnn, b):
+    module, model = small_cnn
+    _check(module, model, torch.randn(b, 3, 32, 32, generator=torch.Generator().manual_seed(b)))
+
+
+# B in {1, 7, 64} and L in {1, 33, 512}; the big pairs are kept apart to stay fast.
+@pytest.mark.parametrize("b,seq", [(1, 1), (7, 33), (1, 512), (64, 3), (2, 100)])
+def test_transformer_block_matches_torch(transformer, b, seq):
+    module, model = transformer
+    x = torch.randn(b, seq, 256, generator=torch.Generator().manual_seed(b * 1000 + seq))
+    _check(module, model, x)
+
+
+def test_torch_in_torch_out(tiny_mlp):
+    module, model = tiny_mlp
+    x = torch.randn(5, 16)
+    y = model(x)
+    assert isinstance(y, torch.Tensor)
+    with torch.no_grad():
+        torch.testing.assert_close(y, module(x), rtol=RTOL, atol=ATOL)
+
+
+def test_one_compilation_serves_all_shapes(tiny_mlp):
+    module, model = tiny_mlp
+    before = compilation_count()
+    for b in (1, 2, 7, 33, 64, 17):
+        _check(module, model, torch.randn(b, 16))
+    assert compilation_count() == before
+    assert model.compilations == 1
+
+
+class _Spy:
+    def __init__(self, kernel):
+        self.kernel, self.calls = kernel, 0
+
+    def __call__(self, *args, **kw):
+        self.calls += 1
+        return self.kernel(*args, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
+
+
+@pytest.mark.parametrize(
+    "x,message",
+    [
+        (np.zeros((65, 16), np.float32), "B = 65 violates 1 <= B <= 64"),
+        (np.zeros((0, 16), np.float32), "B = 0 violates"),
+        (np.zeros((4, 16, 1), np.float32), "rank 3"),
+        (np.zeros((4, 16), np.float64), "dtype f64"),
+        (np.zeros((4, 15), np.float32), "axis 1"),
+    ],
+)
+def test_bad_inputs_raise_shape_error_before_any_kernel(tiny_mlp, x, message):
+    module, model = tiny_mlp
+    runtime = model.runtime.executor  # the generic executor runs every kernel
+    saved = list(runtime.kernels)
+    spies = [_Spy(k) for k in saved]
+    runtime.kernels[:] = spies
+    try:
+        with pytest.raises(kiln.ShapeError, match=message):
+            model(x)
+        assert all(s.calls == 0 for s in spies)
+        model(np.zeros((4, 16), np.float32))  # the spies do see a good call
+        assert any(s.calls for s in spies)
+    finally:
+        runtime.kernels[:] = saved
