@@ -23,6 +23,7 @@ class Metrics:
         self.profiling = profiling
         self._lock = threading.Lock()
         self.calls = 0
+        self.timed_calls = 0
         self.last_binding: dict[str, int] | None = None
         self.last_launched = 0
         self.last_arena: tuple[int, int] | None = None  # (planned, no reuse) bytes
@@ -40,19 +41,23 @@ class Metrics:
         arena: tuple[int, int] | None = None,
         per_kernel: Mapping[str, float] | None = None,
         selection: str | None = None,
+        timed: bool = True,
     ) -> None:
-        """Add one call's numbers."""
+        """Add one call's numbers; ``timed=False`` counts the call but not its
+        times (a first call, which pays for lazy JIT materialization)."""
         with self._lock:
             self.calls += 1
             self.last_binding = dict(binding)
             self.last_launched = launched
-            self.total_s += total_s
-            self.fallback_s += fallback_s
+            if timed:
+                self.timed_calls += 1
+                self.total_s += total_s
+                self.fallback_s += fallback_s
             if arena is not None:
                 self.last_arena = arena
             if selection is not None:
                 self.last_selection = selection
-            for name, s in (per_kernel or {}).items():
+            for name, s in (per_kernel or {}).items() if timed else ():
                 entry = self.kernel_s.setdefault(name, [0, 0.0])
                 entry[0] += 1
                 entry[1] += s
@@ -62,6 +67,7 @@ class Metrics:
         with self._lock:
             return {
                 "calls": self.calls,
+                "timed_calls": self.timed_calls,
                 "last_binding": dict(self.last_binding or {}),
                 "last_launched": self.last_launched,
                 "last_arena": self.last_arena,
@@ -106,6 +112,7 @@ def build_report(schedule, metrics: Metrics, *, compile_time_s: float = 0.0, sel
         },
         "compile_time_s": compile_time_s,
         "calls": m["calls"],
+        "timed_calls": m["timed_calls"],
         "last_selection": m["last_selection"],
     }
     if selector is not None:
@@ -146,7 +153,7 @@ def format_report(report: Mapping) -> str:
         f"arena at {at}: planned peak {_bytes(arena['planned_peak_bytes'])}, no reuse {_bytes(arena['no_reuse_bytes'])}",
         f"compile time: {report['compile_time_s']:.3f} s",
         f"specializations: {report['specializations']}, cache hits: {report['cache_hits']}",
-        f"calls: {report['calls']}" + (f" (last served by {report['last_selection']})" if report.get("last_selection") else ""),
+        f"calls: {report['calls']} ({report['timed_calls']} timed; a first call per variant is not)" + (f" (last served by {report['last_selection']})" if report.get("last_selection") else ""),
     ]
     if "profiles" in report:
         hits = report["profiles"]["profile_hits"]

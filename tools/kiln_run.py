@@ -61,15 +61,19 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, default=10, help="timed calls (default 10)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--save", metavar="DIR", help="write outputs as DIR/output<i>.npy")
+    p.add_argument("--report", action="store_true",
+                   help="print the runtime report (kernels, fallback share, arena bytes, profiles; per-kernel times)")
     args = p.parse_args(argv)
 
     start = time.perf_counter()
     example = None
+    # --report times every kernel (profiling), so the report has per-kernel times.
+    options = {"profiling": True} if args.report else {}
     if is_artifact(args.model):
-        model = load(args.model)
+        model = load(args.model, **options)
     else:
         source, example, dynamic_shapes, symbols = source_args(args.model, args.symbol)
-        model = kiln_compile(source, example, dynamic_shapes, symbols)
+        model = kiln_compile(source, example, dynamic_shapes, symbols, **options)
     compile_s = time.perf_counter() - start
 
     rng = np.random.default_rng(args.seed)
@@ -112,6 +116,11 @@ def main(argv=None) -> int:
     if times:
         print(f"run: median {statistics.median(times) * 1e3:.3f} ms, min {min(times) * 1e3:.3f} ms "
               f"over {len(times)} calls")
+    if args.report:
+        from ..runtime.report import format_report
+
+        print("report:")
+        print(format_report(model.report()))
     return 0
 
 
