@@ -23,6 +23,7 @@ from typing import Any
 
 from ...errors import ShapeError, UnsupportedError
 from ..cache import KernelCache, default_cache
+from ..kernel import Kernel
 from .spec import KernelSpec
 
 __all__ = ["LaunchRecord", "TritonKernel", "interpreting", "load_source"]
@@ -89,7 +90,18 @@ def _arg_type(v) -> str:
     raise UnsupportedError(f"cannot pass {type(v).__name__} to a Triton kernel")
 
 
-class TritonKernel:
+def as_torch(a):
+    """A torch view of a numpy array (shared memory); torch tensors pass through."""
+    import numpy as np
+
+    if isinstance(a, np.ndarray):
+        import torch
+
+        return torch.from_numpy(a)
+    return a
+
+
+class TritonKernel(Kernel):
     """Base of the generated kernels (see the module docstring).
 
     ``config`` holds the kernel's constexprs (block sizes) plus optional
@@ -161,7 +173,10 @@ class TritonKernel:
                     )
 
     def __call__(self, inputs: Sequence, outputs: Sequence, binding: Mapping[str, int]) -> None:
-        """Run the kernel on torch tensors, writing ``outputs`` (contiguous)."""
+        """Run the kernel on torch tensors (or numpy arrays, on CPU under the
+        interpreter), writing ``outputs`` (contiguous)."""
+        inputs = [as_torch(a) for a in inputs]
+        outputs = [as_torch(a) for a in outputs]
         self.check(inputs, outputs, binding)
         viewed = [i.apply(t, binding) for i, t in zip(self.spec.inputs, inputs)]
         if any(o.numel() == 0 for o in outputs):

@@ -52,7 +52,7 @@ class TritonModel(CompiledModel):
             env[i] = t.to(device)
         consts = self._constants.get(str(device))
         if consts is None:
-            consts = {vid: torch.as_tensor(arr).to(device) for vid, arr in self._constant_arrays.items()}
+            consts = {vid: arr.to(device) for vid, arr in self._constant_arrays.items()}
             self._constants[str(device)] = consts
         for vid, t in consts.items():
             env[vid] = t
@@ -121,7 +121,7 @@ def compile_cuda(source, example_args=None, dynamic_shapes=None, symbols=None, *
     for vid, arr in program.constants.items():
         ids[vid] = len(values)
         constant_arrays[ids[vid]] = arr
-        values.append(ValueInfo(vid, tuple(arr.shape), _dtype_name(arr)))
+        values.append(ValueInfo(vid, tuple(arr.shape), _dtype_name(arr)))  # arr: a torch tensor
     schedule = []
     for step, kernel in zip(program.steps, prog.kernels):
         out_ids = []
@@ -148,5 +148,6 @@ def compile_cuda(source, example_args=None, dynamic_shapes=None, symbols=None, *
 
 
 def _dtype_name(arr) -> str:
-    return {"float16": "f16", "float32": "f32", "float64": "f64", "bool": "i1", "int8": "i8", "int16": "i16",
-            "int32": "i32", "int64": "i64"}[str(arr.dtype)]
+    return {"torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float32": "f32", "torch.float64": "f64",
+            "torch.bool": "i1", "torch.int8": "i8", "torch.int16": "i16", "torch.int32": "i32",
+            "torch.int64": "i64"}[str(arr.dtype)]

@@ -85,8 +85,8 @@ class TritonProgram:
         binding = self.bind(args)
         device = args[0].device if args else torch.device("cpu")
         values: dict[str, Any] = {f"arg{i}": t for i, t in enumerate(args)}
-        for vid, array in self.program.constants.items():
-            values[vid] = torch.as_tensor(array).to(device)
+        for vid, const in self.program.constants.items():
+            values[vid] = const.to(device)
         for step, kernel in zip(self.program.steps, self.kernels):
             outs = [
                 torch.empty(s.shape(binding), dtype=torch_dtype(s.dtype), device=device)

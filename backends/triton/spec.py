@@ -250,7 +250,7 @@ class Step:
 @dataclass
 class Program:
     """A partitioned kiln function: value ids are ``arg<i>`` for arguments
-    and ``v<n>`` for op results; ``constants`` holds numpy arrays."""
+    and ``v<n>`` for op results; ``constants`` holds torch (CPU) tensors."""
 
     name: str
     arg_specs: list[TensorSpec]
@@ -319,6 +319,33 @@ class _Group:
         self.tail = vid
 
 
+def _constant_tensor(op, spec: TensorSpec):
+    """The data of a ``kiln.constant`` as a torch CPU tensor (a copy: the
+    attribute dies with its context).  bf16, which numpy lacks, is read as
+    its 16-bit patterns and reinterpreted."""
+    import numpy as np
+    import torch
+
+    from ...transforms._graph import _resource_array, constant_array
+
+    shape = spec.shape({})
+    if spec.dtype == "bf16":
+        from ..._mlir import ir
+
+        attr = op.attributes["value"]
+        if isinstance(attr, ir.DenseElementsAttr) and attr.is_splat:
+            return torch.full(shape, float(attr.get_splat_value().value), dtype=torch.bfloat16)
+        bits = _resource_array(op.operation, shape, np.uint16)
+        if bits is not None:
+            return torch.from_numpy(bits.copy()).view(torch.bfloat16)
+        array = None
+    else:
+        array = constant_array(op)
+    if array is None:
+        raise UnsupportedError(f"cannot read the data of a {spec.text()} kiln.constant")
+    return torch.from_numpy(np.array(array))
+
+
 # Row kernels that evaluate an elementwise prologue while loading their input.
 _PROLOGUE_KINDS = {"softmax", "layer_norm", "reduce"}
 
@@ -339,7 +366,6 @@ def partition_function(func_op) -> Program:
     Raises UnsupportedError naming the op when the body holds something the
     backend cannot run (a non-kiln op other than ``func.return``).
     """
-    import numpy as np
 
     from ..._mlir import ir
 
@@ -438,12 +464,7 @@ def partition_function(func_op) -> Program:
             attrs["affine"] = [n for n in ("weight", "bias") if getattr(view, n) is not None]
         operands = [vid[v] for v in op.operands]
         if name == "kiln.constant":
-            from ...transforms._graph import constant_array
-
-            array = constant_array(op)
-            if array is None:
-                raise UnsupportedError(f"cannot read the data of a {specs[res[0]].text()} kiln.constant")
-            prog.constants[res[0]] = np.array(array)  # a copy: the attribute dies with the context
+            prog.constants[res[0]] = _constant_tensor(op, specs[res[0]])
             continue
         if name in VIEW_OPS:
             base, views = virtual.get(operands[0], (operands[0], ()))

@@ -29,6 +29,10 @@ class TorchKernel(TritonKernel):
         import torch
         import torch.nn.functional as F  # noqa: N812
 
+        from .kernel import as_torch
+
+        inputs = [as_torch(a) for a in inputs]
+        outputs = [as_torch(a) for a in outputs]
         self.check(inputs, outputs, binding)
         xs = [i.apply(t, binding) for i, t in zip(self.spec.inputs, inputs)]
         node = self.spec.anchor

@@ -70,3 +70,24 @@ def test_kiln_fuse_groups_become_kernels():
     with torch.no_grad():
         want = module(x)
     check(model(x), want, "f32")
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("name,shapes", [("tiny_mlp", [(1, 16), (9, 16)]), ("transformer_block", [(2, 7, 256)])])
+def test_half_precision_models(name, shapes, dtype):
+    """fp16/bf16 weights and inputs, fp32 accumulation: vs the fp32 model on the same rounded values,
+    within the dtype's tolerance."""
+    from helpers import TORCH
+
+    module, args, dyn = getattr(models, name)()
+    dt = TORCH[dtype]
+    module = module.to(dt)
+    model = kiln.compile(module, tuple(a.to(dt) for a in args), dyn, device="cuda")
+    ref = module.float()
+    gen = torch.Generator().manual_seed(5)
+    for shape in shapes:
+        x = torch.randn(*shape, generator=gen).to(dt)
+        got = model(x)
+        assert got.dtype == dt
+        with torch.no_grad():
+            check(got, ref(x.float()), dtype)

@@ -242,3 +242,22 @@ def test_row_kernels_fuse_an_elementwise_prologue():
         xv, s, m = gen(b, n), torch.tensor([0.5]), gen(n)
         want = torch.softmax(xv * 0.5 + m, -1) * (xv * xv).mean(1, keepdim=True)
         check(prog(xv, s, m), want, "f32")
+
+
+def test_kernel_contract_numpy_and_shape_check():
+    """Kernels follow kiln's Kernel contract: symbolic infos, numpy or torch buffers, checked shapes."""
+    import numpy as np
+
+    from kiln.backends.kernel import Kernel
+    from kiln.errors import ShapeError
+
+    x = "B,20:f32"
+    prog = compile_text(fn({"x": x}, op("e", "exp", ["x"], [x], x) + "\n" + ret("e", x), x))
+    (k,) = prog.kernels
+    assert isinstance(k, Kernel) and [str(d) for d in k.inputs[0].dims] == ["B", "20"] and k.outputs[0].dtype == "f32"
+    a = np.random.default_rng(0).standard_normal((3, 20)).astype(np.float32)
+    out = np.empty_like(a)
+    k([a], [out], {"B": 3})
+    np.testing.assert_allclose(out, np.exp(a), rtol=1e-5)
+    with pytest.raises(ShapeError, match="input #0 has shape"):
+        k([a], [out], {"B": 4})
