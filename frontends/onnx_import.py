@@ -6,8 +6,10 @@ imported as ``torch.operator "onnx.*"`` ops, and converted by
 ``convert-torch-to-kiln``.  Input dims with a ``dim_param`` become kiln
 symbols of that name; ``symbols={"B": (1, 64)}`` gives their ranges, and a
 symbol without one gets ``1 <= s <= 2**31-1`` (the report notes it).
-Initializers stay dense resource attributes; small integer tensors (shapes,
-axes) are also read into numpy so that shape computations fold.
+Initializers stay dense resource attributes; the conversion reads the small
+integer ones (shapes, axes) back from the module so that shape computations
+fold.  (Not from the ONNX protos: unnamed constants all sanitize to ``_``,
+and MLIR renames the blobs ``_``, ``__1``, ...)
 """
 
 from __future__ import annotations
@@ -83,34 +85,6 @@ def _check_symbols(symbols) -> dict:
         if lo < 0:
             raise KilnError(f"symbol '{name}' has min {lo} < 0")
         out[name] = (lo, hi)
-    return out
-
-
-def _resources(model) -> dict:
-    """Sanitized tensor name -> numpy array, for the small integer tensors."""
-    from onnx import numpy_helper
-
-    def sanitize(name):
-        if not name.isidentifier():
-            name = "_" + name
-        return re.sub(r"[^\w\.]", "_", name)
-
-    out = {}
-
-    def add(tp):
-        if tp.data_type in (6, 7, 9) and _numel(tp.dims) <= 4096:
-            try:
-                out[sanitize(tp.name)] = numpy_helper.to_array(tp)
-            except Exception:
-                pass
-
-    for tp in model.graph.initializer:
-        add(tp)
-    for node in model.graph.node:
-        if node.op_type == "Constant":
-            for a in node.attribute:
-                if a.name == "value":
-                    add(a.t)
     return out
 
 
@@ -195,6 +169,6 @@ def import_onnx(model_or_path, symbols=None, fallback=True, *, with_report=False
                 imp.import_all()
         except Exception as e:
             raise ConversionError(f"torch-mlir's ONNX importer failed on {where}: {type(e).__name__}: {e}") from None
-        report = finish(mod, fallback=fallback, resources=_resources(model), source=where, notes=notes,
+        report = finish(mod, fallback=fallback, source=where, notes=notes,
                         arg_dims=arg_dims, symbol_ranges=symbol_ranges, named=named)
     return (mod, report) if with_report else mod

@@ -58,6 +58,7 @@ class Known:
 
     data: object
     dtype: str  # kiln dtype name
+    rank0: bool = False  # a one-element list standing for a scalar (Gather of one dim)
 
     def ints(self) -> list:
         """The contents as a flat list of ints / Dims."""

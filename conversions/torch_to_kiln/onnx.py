@@ -730,7 +730,9 @@ def lower_squeeze(cx):
     v = cx.value(0)
     axes = _axes(cx, since=13)
     if isinstance(v, Known) and isinstance(v.data, list):
-        return v  # a 1-D shape tensor stays 1-D: squeeze of [1] -> scalar is handled by users
+        if len(v.data) != 1:
+            raise Decline("Squeeze of a shape tensor")
+        return Known(v.data, v.dtype, rank0=True)
     x = cx.tensor(0)
     return cx.build("reshape", x, shape=squeeze_dims(dims_of(x), axes))
 
@@ -739,6 +741,8 @@ def lower_squeeze(cx):
 def lower_unsqueeze(cx):
     axes = _axes(cx, since=13)
     v = cx.value(0)
+    if isinstance(v, Known) and isinstance(v.data, list) and v.rank0 and [a % 1 for a in axes] == [0]:
+        return Known(v.data, v.dtype)
     if isinstance(v, Known):
         if not isinstance(v.data, list) and np.asarray(v.data).ndim == 0 and axes in ([0], [-1]):
             return Known(np.asarray(v.data).reshape(1), v.dtype)
@@ -818,7 +822,8 @@ def lower_gather(cx):
             ids = idx.array()
             picked = [v.data[int(i)] for i in ids.reshape(-1)]
             if ids.ndim == 0:
-                return Known(np.asarray(dim(picked[0]).value) if dim(picked[0]).is_static else [picked[0]], v.dtype)
+                d = dim(picked[0])
+                return Known(np.asarray(d.value) if d.is_static else [d], v.dtype, rank0=not d.is_static)
             return Known(picked, v.dtype)
         return Known(np.take(v.array(), idx.array(), axis=axis), v.dtype)
     x = cx.tensor(0)
