@@ -223,3 +223,25 @@ func.func @layer_norm_negative(%x: !kiln.tensor<["B", 8], f32>, %y: !kiln.tensor
   %w = "kiln.mul"(%ln, %y) : (!kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>) -> !kiln.tensor<["B", 8], f32>
   return %n, %n2, %w : !kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>
 }
+
+// -----
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+// transpose with the identity permutation goes; a bias that is not shaped
+// like the normalized dims stays an add (negative for layer-norm-bias), and
+// so does a bias on a layer_norm whose result has a second user.
+// CHECK-LABEL: func.func @transpose_identity_and_bias_negative
+// CHECK-NOT: "kiln.transpose"
+// CHECK: %[[N:.*]] = "kiln.layer_norm"(%arg0)
+// CHECK-NEXT: "kiln.add"(%[[N]], %arg1) : (!kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>)
+// CHECK: %[[M:.*]] = "kiln.layer_norm"(%arg0)
+// CHECK-NEXT: "kiln.add"(%[[M]], %arg2) : (!kiln.tensor<["B", 8], f32>, !kiln.tensor<[8], f32>)
+// CHECK: return %arg0,
+func.func @transpose_identity_and_bias_negative(%x: !kiln.tensor<["B", 8], f32>, %y: !kiln.tensor<["B", 8], f32>, %b: !kiln.tensor<[8], f32>) -> (!kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>) {
+  %t = "kiln.transpose"(%x) {perm = array<i64: 0, 1>} : (!kiln.tensor<["B", 8], f32>) -> !kiln.tensor<["B", 8], f32>
+  %ln = "kiln.layer_norm"(%x) {operandSegmentSizes = array<i32: 1, 0, 0>} : (!kiln.tensor<["B", 8], f32>) -> !kiln.tensor<["B", 8], f32>
+  %a = "kiln.add"(%ln, %y) : (!kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>) -> !kiln.tensor<["B", 8], f32>
+  %ln2 = "kiln.layer_norm"(%x) {epsilon = 1.0e-3 : f64, operandSegmentSizes = array<i32: 1, 0, 0>} : (!kiln.tensor<["B", 8], f32>) -> !kiln.tensor<["B", 8], f32>
+  %a2 = "kiln.add"(%ln2, %b) : (!kiln.tensor<["B", 8], f32>, !kiln.tensor<[8], f32>) -> !kiln.tensor<["B", 8], f32>
+  return %t, %a, %a2, %ln2 : !kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>
+}
