@@ -36,7 +36,7 @@ _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(.))")
 
 
 class _ExprCompiler:
-    """Recursive descent over ``+ - * / ( ) max(...)``; ``/`` is floor division.
+    """Recursive descent over ``+ - * / ** ( ) max(...)``; ``/`` is floor division.
 
     Produces nested closures ``f(binding) -> int``; much faster than sympy
     substitution, which matters since the runtime evaluates per call shape.
@@ -84,11 +84,20 @@ class _ExprCompiler:
         return f
 
     def factor(self):
+        f = self.atom()
+        # "H**2": sympy's printer writes powers of symbols that way.
+        if self.peek() == "*" and self.pos + 1 < len(self.tokens) and self.tokens[self.pos + 1] == "*":
+            self.pos += 2
+            g = self.factor()
+            return (lambda a, b: lambda env: a(env) ** b(env))(f, g)
+        return f
+
+    def atom(self):
         tok = self.take()
         if tok is None:
             raise self.error("unexpected end")
         if tok == "-":
-            f = self.factor()
+            f = self.atom()
             return lambda env: -f(env)
         if tok == "(":
             f = self.expr()
