@@ -29,6 +29,7 @@ STAGES = (
     "kiln-cpu-prepare",
     "kiln-cpu-vectorize",
     "kiln-cpu-bufferize",
+    "kiln-cpu-library",
     "kiln-cpu-to-llvm",
 )
 
@@ -224,6 +225,10 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
             with _count_lock:
                 _compilations += 1
     kernels = prepared.kernels(lambda name, ins, outs: CpuKernel(name, ins, outs, engine, module))
+    # Kernels of constants only (weight transposes) run once, here.
+    from .backends.cpu.hoist import hoist_constant_steps
+
+    kernels = hoist_constant_steps(prepared, kernels, syms)
     runtime = ModelRuntime(
         prepared, kernels, syms,
         profiles=options.get("profiles"), policy=options.get("policy"), budget=options.get("budget", 4),

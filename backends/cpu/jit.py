@@ -20,8 +20,10 @@ __all__ = ["CpuKernel", "jit"]
 def jit(module, opt_level: int = 3):
     """An ``ExecutionEngine`` for an LLVM-dialect module (opt level 3)."""
     from ..._mlir import execution_engine
+    from .library import shared_libs
 
-    return execution_engine.ExecutionEngine(module, opt_level=opt_level)
+    # The BLAS library resolves the sgemm calls of kiln-cpu-library.
+    return execution_engine.ExecutionEngine(module, opt_level=opt_level, shared_libs=shared_libs())
 
 
 class CpuKernel(Kernel):

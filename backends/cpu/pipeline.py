@@ -28,11 +28,13 @@ from ...pipelines.registry import Option, Pass, register_pass
 
 __all__ = ["BUFFERIZE", "TO_LLVM", "CpuLower", "prepare_module", "run_upstream"]
 
-# No eliminate-empty-tensors: after CSE one tensor.empty can feed several
-# results, and eliminating it into one output buffer made two results share
-# it (wrong values).  Results are computed in internal buffers and copied
-# into the outputs (a memcpy each).
+# eliminate-empty-tensors computes each result straight into its output
+# buffer.  After CSE one tensor.empty (or its zero fill) can feed several
+# results, and eliminating it into one output made two results share that
+# buffer (wrong values): :func:`unshare_output_inits` gives every result's
+# init its own empty first.
 BUFFERIZE = (
+    "eliminate-empty-tensors,"
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},"
     "canonicalize,"
     "buffer-deallocation-pipeline,"
@@ -135,6 +137,62 @@ def prepare_module(module) -> None:
         fn.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
 
 
+def _owner_op(v: ir.Value):
+    owner = v.owner
+    if isinstance(owner, ir.OpView):
+        owner = owner.operation
+    return owner if isinstance(owner, ir.Operation) else None
+
+
+def _uses(v: ir.Value) -> int:
+    return sum(1 for _ in v.uses)
+
+
+def unshare_output_inits(module) -> None:
+    """Give each function result's producer an init (``tensor.empty``, maybe
+    zero-filled) used by nothing else, so eliminate-empty-tensors can place
+    every result in its own output buffer."""
+    for fn in _functions(module):
+        block = fn.regions[0].blocks[0]
+        for op in block.operations:
+            if op.operation.name != "bufferization.materialize_in_destination":
+                continue
+            producer = _owner_op(op.operation.operands[0])
+            if producer is None or not producer.name.startswith("linalg."):
+                continue
+            results = list(producer.results)
+            index = [i for i, r in enumerate(results) if r == op.operation.operands[0]][0]
+            slot = len(producer.operands) - len(results) + index
+            init = producer.operands[slot]
+            init_op = _owner_op(init)
+            if init_op is None:
+                continue
+            chain = [init_op]
+            if init_op.name == "linalg.fill":
+                empty_op = _owner_op(init_op.operands[1])
+                if empty_op is None or empty_op.name != "tensor.empty":
+                    continue
+                chain = [empty_op, init_op]
+            elif init_op.name != "tensor.empty":
+                continue
+            if all(_uses(c.results[0]) == 1 for c in chain):
+                continue
+            ip = ir.InsertionPoint(producer)
+            new_empty = chain[0].clone(ip=ip)
+            value = new_empty.results[0]
+            if len(chain) == 2:
+                new_fill = chain[1].clone(ip=ip)
+                new_fill.operands[1] = value
+                value = new_fill.results[0]
+            producer.operands[slot] = value
+
+
+def bufferize(module) -> None:
+    """Stage ``kiln-cpu-bufferize``: unshare the results' inits, then :data:`BUFFERIZE`."""
+    unshare_output_inits(module)
+    run_upstream(module, BUFFERIZE, "kiln-cpu-bufferize")
+
+
 def _c(i: int):
     from ..._mlir import arith
 
@@ -173,7 +231,7 @@ class CpuBufferize(Pass):
     summary = "One-shot bufferize (identity layouts at function boundaries), then free internal buffers"
 
     def run(self, module) -> None:
-        run_upstream(module, BUFFERIZE, self.name)
+        bufferize(module)
 
 
 @register_pass
@@ -188,7 +246,7 @@ class CpuToLLVM(Pass):
 
 
 #: The CPU stages in order (names of registered passes).
-STAGES = ("kiln-cpu-prepare", "kiln-cpu-vectorize", "kiln-cpu-bufferize", "kiln-cpu-to-llvm")
+STAGES = ("kiln-cpu-prepare", "kiln-cpu-vectorize", "kiln-cpu-bufferize", "kiln-cpu-library", "kiln-cpu-to-llvm")
 
 
 @register_pass
@@ -202,5 +260,8 @@ class CpuLower(Pass):
     def run(self, module) -> None:
         prepare_module(module)
         CpuVectorize(level=self.option("vectorize")).run(module)
-        run_upstream(module, BUFFERIZE, "kiln-cpu-bufferize")
+        bufferize(module)
+        from .library import CpuLibrary  # matrix products as OpenBLAS sgemm calls
+
+        CpuLibrary().run(module)
         run_upstream(module, TO_LLVM, "kiln-cpu-to-llvm")

@@ -1,0 +1,322 @@
+"""Library GEMM for the CPU backend: contractions become OpenBLAS ``sgemm`` calls in the JIT code.
+
+MLIR_NOTES measured generated GEMM at about half of OpenBLAS even with a
+tuned transform schedule, while a ``func.call`` to the OpenBLAS that numpy
+bundles ran at numpy speed (both cores, OpenBLAS's own threads).  So the
+stage ``kiln-cpu-library`` (after bufferization, before LLVM lowering)
+finds every ``linalg.generic`` that is a matrix product in f32 —
+
+* body ``out + a * b`` (``mulf`` then ``addf``),
+* one reduction dim ``k``; the output map is the identity over the parallel
+  dims, the last two of which are ``m`` and ``n``; the others are batch dims,
+* ``a`` indexed by (a subset of the batch dims, in order) then ``m, k`` or
+  ``k, m``; ``b`` by batch dims then ``k, n`` or ``n, k``,
+* each operand's innermost stride statically 1 (else it stays generated)
+
+— and replaces it with a call to a generated helper ``@kiln_gemm_<i>``
+that reads the memrefs' strided metadata and calls
+``scipy_cblas_sgemm64_`` (row major, transposes from the maps, leading
+dims from the strides) once, or in ``scf.for`` loops over the batch dims.
+A batch dim that ``b`` does not index is folded into ``m`` when ``a`` and
+the output are contiguous (a linear layer on ``[B, L, K]`` is one GEMM).
+A zero fill of the output right before the product is dropped (``beta = 0``);
+otherwise ``beta = 1`` accumulates, as the generic did.
+
+Pointers cross as ``i64`` (same registers as a pointer in the x86-64 and
+AArch64 C ABIs).  The ExecutionEngine resolves the symbol from the shared
+library :func:`shared_libs` names.  ``KILN_CPU_LIBRARY=0`` turns the stage
+off (for measuring what it gains).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+from ..._mlir import ir
+from ...pipelines.registry import Option, Pass, register_pass
+
+__all__ = ["SGEMM", "CpuLibrary", "blas_library", "enabled", "rewrite_contractions", "shared_libs"]
+
+#: The CBLAS symbol (numpy's bundled OpenBLAS, 64-bit integer interface).
+SGEMM = "scipy_cblas_sgemm64_"
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+
+
+def blas_library() -> str | None:
+    """The path of the OpenBLAS shared library bundled with numpy, or None."""
+    import numpy
+
+    root = os.path.dirname(os.path.dirname(numpy.__file__))
+    for pattern in ("numpy.libs/libscipy_openblas64_*.so*", "numpy/.dylibs/libscipy_openblas64_*.dylib"):
+        found = sorted(glob.glob(os.path.join(root, pattern)))
+        if found:
+            return found[0]
+    return None
+
+
+def enabled() -> bool:
+    """Whether library GEMM is on (``KILN_CPU_LIBRARY`` not ``0``) and a BLAS library was found."""
+    return os.environ.get("KILN_CPU_LIBRARY", "1") != "0" and blas_library() is not None
+
+
+def shared_libs() -> list[str]:
+    """Shared libraries the CPU ExecutionEngine loads (the BLAS library when found).
+
+    Always passed, whether or not a module calls sgemm: numpy has the same
+    library loaded already, so opening it again costs nothing.
+    """
+    lib = blas_library()
+    return [lib] if lib else []
+
+
+# ---------------------------------------------------------------------------
+# Matching
+# ---------------------------------------------------------------------------
+
+
+def _dims(amap) -> list[int] | None:
+    out = []
+    for e in amap.results:
+        try:
+            out.append(ir.AffineDimExpr(e).position)
+        except (ValueError, TypeError):  # a constant or compound expression
+            return None
+    return out
+
+
+def _inner_stride_one(t: ir.MemRefType, pos: int) -> bool:
+    strides, _ = t.get_strides_and_offset()
+    return strides[pos] == 1
+
+
+def _is_contiguous(t: ir.MemRefType) -> bool:
+    """Identity layout (row major, no offset)."""
+    try:
+        return ir.AffineMapAttr(t.layout).value == ir.AffineMap.get_identity(t.rank)
+    except (ValueError, TypeError):  # a strided<...> layout
+        return False
+
+
+def _is_mul_add(block, args) -> bool:
+    ops = list(block.operations)
+    if len(ops) != 3 or [o.operation.name for o in ops] != ["arith.mulf", "arith.addf", "linalg.yield"]:
+        return False
+    mul, add, yld = (o.operation for o in ops)
+    if not _same_set(list(mul.operands), [args[0], args[1]]):
+        return False
+    if not _same_set(list(add.operands), [args[2], mul.results[0]]):
+        return False
+    return yld.operands[0] == add.results[0]
+
+
+def _same_set(values, wanted) -> bool:
+    if len(values) != len(wanted):
+        return False
+    a, b = values
+    return (a == wanted[0] and b == wanted[1]) or (a == wanted[1] and b == wanted[0])
+
+
+class _Gemm:
+    """A matched contraction: operand roles and positions."""
+
+    def __init__(self, op, a, b, c, maps, batch, m, n, k):
+        self.op, self.a, self.b, self.c = op, a, b, c
+        self.maps, self.batch, self.m, self.n, self.k = maps, batch, m, n, k
+
+
+def match(op) -> _Gemm | None:
+    """A :class:`_Gemm` when ``op`` (a ``linalg.generic`` on memrefs) is an f32 matrix product."""
+    if op.name != "linalg.generic" or len(op.operands) != 3 or len(op.results) != 0:
+        return None
+    iters = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+    red = [i for i, s in enumerate(iters) if "reduction" in s]
+    if len(red) != 1:
+        return None
+    k = red[0]
+    maps = [_dims(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    if any(m is None for m in maps):
+        return None
+    a, b, c = (op.operands[i] for i in range(3))
+    types = [v.type for v in (a, b, c)]
+    try:
+        types = [ir.MemRefType(t) for t in types]
+    except (ValueError, TypeError):  # tensors: not bufferized yet
+        return None
+    if not all(str(t.element_type) == "f32" for t in types):
+        return None
+    par = [i for i in range(len(iters)) if i != k]
+    if maps[2] != par or len(par) < 2:
+        return None
+    block = op.regions[0].blocks[0]
+    if not _is_mul_add(block, list(block.arguments)):
+        return None
+    batch, m, n = par[:-2], par[-2], par[-1]
+    ma, mb = maps[0], maps[1]
+    if sorted(ma[-2:]) != sorted([m, k]) or sorted(mb[-2:]) != sorted([k, n]):
+        return None
+    for mp in (ma, mb):
+        bd = mp[:-2]
+        if any(d not in batch for d in bd) or bd != sorted(bd) or len(set(mp)) != len(mp):
+            return None
+    if not (_inner_stride_one(types[0], len(ma) - 1) and _inner_stride_one(types[1], len(mb) - 1)
+            and _inner_stride_one(types[2], len(maps[2]) - 1)):
+        return None
+    return _Gemm(op, a, b, c, maps, batch, m, n, k)
+
+
+# ---------------------------------------------------------------------------
+# Rewriting
+# ---------------------------------------------------------------------------
+
+
+def _zero_fill_before(op, c):
+    """The op right before ``op`` when it is a generic filling ``c`` with 0.0, else None."""
+    prev = None
+    for o in op.block.operations:
+        if o.operation == op:
+            break
+        prev = o.operation
+    if prev is None or prev.name != "linalg.generic" or len(prev.operands) != 2:
+        return None
+    if prev.operands[1] != c or not isinstance(prev.operands[0].type, ir.F32Type):
+        return None
+    src = prev.operands[0].owner
+    if not isinstance(src, (ir.Operation, ir.OpView)) or src.name != "arith.constant":
+        return None
+    if str(src.attributes["value"]).split(":")[0].strip() not in ("0.000000e+00", "0.0"):
+        return None
+    body = list(prev.regions[0].blocks[0].operations)
+    if len(body) != 1:
+        return None
+    return prev
+
+
+def _helper_text(name: str, g: _Gemm, beta: float) -> str:
+    ta, tb, tc = (ir.MemRefType(v.type) for v in (g.a, g.b, g.c))
+    ma, mb, mc = g.maps
+    lines = [f"func.func private @{name}(%A: {ta}, %B: {tb}, %C: {tc}) {{"]
+    add = lines.append
+    for tag, t in (("A", ta), ("B", tb), ("C", tc)):
+        r = t.rank
+        idx = ", ".join(["index"] * r)
+        add(f"  %b{tag}, %o{tag}, %s{tag}:{r}, %t{tag}:{r} = memref.extract_strided_metadata %{tag} : {t} -> "
+            f"memref<f32>, index, {idx}, {idx}")
+        add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %b{tag} : memref<f32> -> index")
+        add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
+    add("  %c0 = arith.constant 0 : index")
+    add("  %c1 = arith.constant 1 : index")
+    add("  %c4 = arith.constant 4 : i64")
+    add(f"  %order = arith.constant {_ROW_MAJOR} : i32")
+    trans_a = ma[-1] != g.k  # a is [.., k, m]
+    trans_b = mb[-1] != g.n  # b is [.., n, k]
+    add(f"  %ta = arith.constant {_TRANS if trans_a else _NO_TRANS} : i32")
+    add(f"  %tb = arith.constant {_TRANS if trans_b else _NO_TRANS} : i32")
+    add("  %alpha = arith.constant 1.0 : f32")
+    add(f"  %beta = arith.constant {beta:.1f} : f32")
+    rc = len(mc)
+    # Fold batch dims that b does not index into m: a and c contiguous,
+    # a not transposed, and the folded dims lead both a and c.
+    fold = []
+    if not trans_a and _is_contiguous(ta) and _is_contiguous(tc):
+        for d in g.batch:
+            if d not in mb and d in ma and ma.index(d) == len(fold) and mc.index(d) == len(fold):
+                fold.append(d)
+            else:
+                break
+    loops = [d for d in g.batch if d not in fold]
+    add(f"  %M0 = arith.index_cast %sC#{rc - 2} : index to i64")
+    m_expr = "%M0"
+    for j, d in enumerate(fold):
+        add(f"  %Mf{j} = arith.index_cast %sC#{mc.index(d)} : index to i64")
+        add(f"  %Mm{j} = arith.muli {m_expr}, %Mf{j} : i64")
+        m_expr = f"%Mm{j}"
+    add(f"  %N = arith.index_cast %sC#{rc - 1} : index to i64")
+    add(f"  %K = arith.index_cast %sA#{ma.index(g.k)} : index to i64")
+    add(f"  %lda = arith.index_cast %tA#{len(ma) - 2} : index to i64")
+    add(f"  %ldb = arith.index_cast %tB#{len(mb) - 2} : index to i64")
+    add(f"  %ldc = arith.index_cast %tC#{rc - 2} : index to i64")
+    # Nested loops over the remaining batch dims; offsets in elements.
+    offs = {"A": "%oA", "B": "%oB", "C": "%oC"}
+    indent = "  "
+    for j, d in enumerate(loops):
+        add(f"{indent}scf.for %i{j} = %c0 to %sC#{mc.index(d)} step %c1 {{")
+        indent += "  "
+        for tag, mp in (("A", ma), ("B", mb), ("C", mc)):
+            if d in mp:
+                add(f"{indent}%m{tag}{j} = arith.muli %i{j}, %t{tag}#{mp.index(d)} : index")
+                add(f"{indent}%a{tag}{j} = arith.addi {offs[tag]}, %m{tag}{j} : index")
+                offs[tag] = f"%a{tag}{j}"
+    for tag in ("A", "B", "C"):
+        add(f"{indent}%e{tag} = arith.index_cast {offs[tag]} : index to i64")
+        add(f"{indent}%x{tag} = arith.muli %e{tag}, %c4 : i64")
+        add(f"{indent}%y{tag} = arith.addi %p{tag}, %x{tag} : i64")
+    add(f"{indent}func.call @{SGEMM}(%order, %ta, %tb, {m_expr}, %N, %K, %alpha, %yA, %lda, %yB, %ldb, %beta, "
+        "%yC, %ldc) : (i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64) -> ()")
+    for _ in loops:
+        indent = indent[:-2]
+        add(f"{indent}}}")
+    add("  return")
+    add("}")
+    return "\n".join(lines)
+
+
+_DECL = (f"func.func private @{SGEMM}(i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64)")
+
+
+def rewrite_contractions(module) -> int:
+    """Replace every matched contraction in ``module`` (bufferized) with an sgemm call; the count."""
+    from ..._mlir import func
+
+    module = module.operation  # an ir.Module or its operation
+    body = module.regions[0].blocks[0]
+    names = {ir.StringAttr(op.operation.attributes["sym_name"]).value
+             for op in body.operations if op.operation.name == "func.func"}
+    found = []
+
+    def visit(op):
+        if op.name == "linalg.generic":
+            g = match(op)
+            if g is not None:
+                found.append(g)
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    if not found:
+        return 0
+    texts = []
+    if SGEMM not in names:
+        texts.append(_DECL)
+    calls = []
+    for i, g in enumerate(found):
+        name = f"kiln_gemm_{i}"
+        while name in names:
+            name += "_"
+        names.add(name)
+        fill = _zero_fill_before(g.op, g.c)
+        texts.append(_helper_text(name, g, 0.0 if fill is not None else 1.0))
+        calls.append((name, g, fill))
+    helpers = ir.Module.parse("\n".join(texts), module.context)
+    first = body.operations[0]
+    for op in list(helpers.body.operations):
+        op.operation.move_before(first)
+    for name, g, fill in calls:
+        with ir.InsertionPoint(g.op), g.op.location:
+            func.CallOp([], ir.FlatSymbolRefAttr.get(name), [g.a, g.b, g.c])
+        g.op.erase()
+        if fill is not None:
+            fill.erase()
+    return len(calls)
+
+
+@register_pass
+class CpuLibrary(Pass):
+    """Matrix products as OpenBLAS sgemm calls (bufferized modules)."""
+
+    name = "kiln-cpu-library"
+    summary = "Replace f32 matmul-like linalg.generic ops on memrefs with OpenBLAS sgemm calls"
+    options = (Option("enabled", int, 1, "0: keep generated code (KILN_CPU_LIBRARY=0 does the same)"),)
+
+    def run(self, module) -> None:
+        if self.option("enabled") and enabled():
+            rewrite_contractions(module)

@@ -1,0 +1,183 @@
+"""Run the benchmark: every peer on every row of every workload, in one process.
+
+:func:`run_benchmark` returns a plain-data result (written as JSON by
+``kiln-bench``): one entry per (workload, row) with each peer's latency
+percentiles, throughput, compile times and, for kiln, kernel launches and
+arena bytes, plus the ratio kiln/peer of the p50 latencies and the largest
+difference of each peer's output from PyTorch eager.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import platform
+import time
+import traceback
+
+import numpy as np
+
+from .peers import PEERS, PeerUnavailable
+from .workloads import select
+
+__all__ = ["measure", "run_benchmark", "summarize"]
+
+
+def measure(fn, *, warmup: int = 3, min_iters: int = 5, max_iters: int = 200, budget_s: float = 2.0) -> dict:
+    """Latency statistics of ``fn()``: ``warmup`` untimed calls, then timed calls
+    until ``max_iters`` or ``budget_s`` seconds (at least ``min_iters``)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    start = time.perf_counter()
+    while len(times) < max_iters:
+        t0 = time.perf_counter_ns()
+        fn()
+        times.append((time.perf_counter_ns() - t0) / 1e6)
+        if len(times) >= min_iters and time.perf_counter() - start > budget_s:
+            break
+    return summarize(times)
+
+
+def summarize(times_ms) -> dict:
+    """p50/p95/p99/mean/min of a list of latencies in milliseconds."""
+    a = np.asarray(times_ms, dtype=np.float64)
+    p50, p95, p99 = np.percentile(a, [50, 95, 99])
+    return {"iters": int(a.size), "p50_ms": float(p50), "p95_ms": float(p95), "p99_ms": float(p99),
+            "mean_ms": float(a.mean()), "min_ms": float(a.min())}
+
+
+def _as_numpy(y):
+    if isinstance(y, (list, tuple)):
+        y = y[0]
+    if hasattr(y, "detach"):
+        y = y.detach().numpy()
+    return np.asarray(y)
+
+
+def _machine() -> dict:
+    info = {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine()}
+    try:
+        info["load_avg_at_start"] = os.getloadavg()
+    except OSError:  # pragma: no cover
+        pass
+    versions = {}
+    for mod in ("torch", "onnxruntime", "numpy"):
+        try:
+            versions[mod] = __import__(mod).__version__
+        except Exception:  # noqa: BLE001 - a missing peer is reported, not fatal
+            versions[mod] = None
+    info["versions"] = versions
+    return info
+
+
+def run_benchmark(workloads=None, peers=None, *, quick=False, threads=2, budget_s=None, log=print,
+                  kiln_options=None) -> dict:
+    """Benchmark ``peers`` (names in :data:`~kiln.bench.peers.PEERS`) on ``workloads``.
+
+    ``quick`` uses the rows marked quick and a shorter time budget per
+    measurement.  Errors of one peer on one workload are recorded in the
+    result (``"error"``) and the run goes on.
+    """
+    peers = list(peers or PEERS)
+    budget_s = budget_s if budget_s is not None else (0.5 if quick else 2.0)
+    result = {"quick": quick, "threads": threads, "peers": peers, "machine": _machine(),
+              "started": time.strftime("%Y-%m-%d %H:%M:%S"), "workloads": {}, "rows": []}
+    for workload, rows in select(workloads, quick):
+        log(f"== {workload.name}: rows {', '.join(r.label for r in rows)}")
+        wres = {}
+        inputs = {row.label: row.inputs() for row in rows}
+        refs = _references(workload, rows, inputs)
+        entries = {row.label: {"workload": workload.name, "row": row.label,
+                               "shapes": [list(s) for s in row.shapes], "peers": {}} for row in rows}
+        # One peer at a time, all its rows, then it is dropped: thread pools
+        # that spin after a call (ONNX Runtime's, OpenMP's) must not steal
+        # the cores from the next peer.
+        for name in peers:
+            cls = PEERS[name]
+            peer = cls(threads=threads, options=kiln_options) if name == "kiln" else cls(threads=threads)
+            try:
+                info = peer.setup(workload)
+                wres[name] = info
+                log(f"   {name}: setup {_fmt_setup(info)}")
+            except PeerUnavailable as e:
+                wres[name] = {"unavailable": str(e)}
+                continue
+            except Exception as e:  # noqa: BLE001 - recorded per peer
+                wres[name] = {"error": _err(e)}
+                log(f"   {name}: setup FAILED {wres[name]['error']}")
+                log(traceback.format_exc(limit=4))
+                continue
+            for row in rows:
+                entry = entries[row.label]
+                try:
+                    fn = peer.runner(row, inputs[row.label])
+                    out = _as_numpy(fn())
+                    stats = measure(fn, warmup=1 if quick else 3, budget_s=budget_s,
+                                    min_iters=3 if quick else 5)
+                    stats.update(peer.row_info(row))
+                    ref = refs.get(row.label)
+                    if ref is not None:
+                        stats["max_abs_err_vs_ref"] = (float(np.max(np.abs(out - ref))) if out.shape == ref.shape
+                                                       else f"shape {out.shape} vs {ref.shape}")
+                    batch = row.shapes[0][0]
+                    stats["throughput_per_s"] = batch * 1000.0 / stats["p50_ms"]
+                    if workload.gflop is not None:
+                        stats["gflops"] = workload.gflop(row) / (stats["p50_ms"] / 1000.0)
+                    entry["peers"][name] = stats
+                    log(f"   {row.label:12s} {name:14s} p50 {stats['p50_ms']:9.3f} ms  p99 {stats['p99_ms']:9.3f} ms"
+                        f"  ({stats['iters']} iters)")
+                except Exception as e:  # noqa: BLE001
+                    entry["peers"][name] = {"error": _err(e)}
+                    log(f"   {row.label:12s} {name:14s} FAILED {entry['peers'][name]['error']}")
+            del peer
+            gc.collect()
+        result["workloads"][workload.name] = wres
+        for row in rows:
+            entry = entries[row.label]
+            kiln = entry["peers"].get("kiln", {})
+            if "p50_ms" in kiln:
+                entry["ratio_p50"] = {n: kiln["p50_ms"] / s["p50_ms"] for n, s in entry["peers"].items()
+                                      if n != "kiln" and "p50_ms" in s}
+            result["rows"].append(entry)
+    result["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        result["machine"]["load_avg_at_end"] = os.getloadavg()
+    except OSError:  # pragma: no cover
+        pass
+    return result
+
+
+def _err(e: Exception) -> str:
+    text = str(e)
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def _references(workload, rows, inputs) -> dict:
+    """The reference output per row: PyTorch eager, or ONNX Runtime for an ONNX-only workload."""
+    refs = {}
+    try:
+        if workload.factory is not None:
+            import torch
+
+            module = workload.torch_model()[0]
+            with torch.inference_mode():
+                for row in rows:
+                    refs[row.label] = _as_numpy(module(*[torch.from_numpy(x) for x in inputs[row.label]]))
+        else:
+            from .peers import OrtPeer
+
+            peer = OrtPeer(threads=1)
+            peer.setup(workload)
+            for row in rows:
+                refs[row.label] = _as_numpy(peer.runner(row, inputs[row.label])())
+    except Exception:  # noqa: BLE001 - no reference: errors are not reported
+        pass
+    return refs
+
+
+def _fmt_setup(info: dict) -> str:
+    parts = []
+    for k, v in info.items():
+        parts.append(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}")
+    return " ".join(parts)

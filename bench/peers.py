@@ -1,0 +1,227 @@
+"""The engines a benchmark run compares: kiln, PyTorch eager, torch.compile, ONNX Runtime.
+
+Each peer is set up once per workload (:meth:`Peer.setup`, which times its
+compilation) and then gives a zero-argument callable per row that runs one
+inference on that row's inputs (:meth:`Peer.runner`).  Every peer uses the
+same two intra-op threads: ``torch.set_num_threads(threads)`` for PyTorch,
+``intra_op_num_threads`` for ONNX Runtime; kiln's library GEMM runs on
+OpenBLAS, whose thread count follows ``OPENBLAS_NUM_THREADS`` (the harness
+sets it before numpy loads).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+
+import numpy as np
+
+from .workloads import Row, Workload, resnet50_path
+
+__all__ = ["PEERS", "EagerPeer", "KilnPeer", "OrtPeer", "Peer", "TorchCompilePeer", "onnx_file"]
+
+
+class PeerUnavailable(Exception):
+    """The peer cannot run this workload (reported in the row, not raised)."""
+
+
+class Peer:
+    """Base class: ``setup(workload)`` then ``runner(row)`` per row."""
+
+    name = ""
+
+    def setup(self, workload: Workload) -> dict:
+        """Prepare the workload; returns ``{"compile_cold_s": ..., "compile_warm_s": ...}`` (None if n/a)."""
+        raise NotImplementedError
+
+    def runner(self, row: Row, inputs: list[np.ndarray]):
+        """A callable running one inference on ``inputs``; it returns the first output as numpy."""
+        raise NotImplementedError
+
+    def row_info(self, row: Row) -> dict:
+        """Per-row facts after the timing (kernel launches, arena bytes)."""
+        return {}
+
+
+def _torch_threads(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+class EagerPeer(Peer):
+    """PyTorch eager under ``torch.inference_mode()``."""
+
+    name = "eager"
+
+    def __init__(self, threads: int = 2):
+        self.threads = threads
+
+    def setup(self, workload):
+        if workload.factory is None:
+            raise PeerUnavailable("no PyTorch model (ONNX-only workload)")
+        _torch_threads(self.threads)
+        self.module = workload.torch_model()[0]
+        return {"compile_cold_s": None, "compile_warm_s": None}
+
+    def runner(self, row, inputs):
+        import torch
+
+        xs = [torch.from_numpy(x) for x in inputs]
+        module = self.module
+
+        def call():
+            with torch.inference_mode():
+                return module(*xs)
+
+        return call
+
+
+class TorchCompilePeer(EagerPeer):
+    """``torch.compile`` (inductor, default mode); compile time is the first call per row."""
+
+    name = "torch.compile"
+
+    def setup(self, workload):
+        import torch
+
+        info = super().setup(workload)
+        torch._dynamo.reset()
+        self.compiled = torch.compile(self.module)
+        self.first_call_s = {}
+        return info
+
+    def runner(self, row, inputs):
+        import torch
+
+        xs = [torch.from_numpy(x) for x in inputs]
+        compiled = self.compiled
+
+        def call():
+            with torch.inference_mode():
+                return compiled(*xs)
+
+        t0 = time.perf_counter()
+        call()  # compiles (or recompiles for a new shape)
+        self.first_call_s[row.label] = time.perf_counter() - t0
+        return call
+
+    def row_info(self, row):
+        return {"first_call_s": self.first_call_s.get(row.label)}
+
+
+_ONNX_FILES: dict[str, str] = {}
+
+
+def onnx_file(workload: Workload) -> str:
+    """The ONNX file of ``workload``: the shipped one, or the torch model exported
+    (``torch.onnx.export``, TorchScript exporter, opset 17, dynamic axes)."""
+    if workload.onnx_path is not None:
+        return resnet50_path() if workload.onnx_path == "<onnx>" else workload.onnx_path
+    if workload.name in _ONNX_FILES:
+        return _ONNX_FILES[workload.name]
+    import torch
+
+    module, args, _ = workload.torch_model()
+    path = os.path.join(tempfile.mkdtemp(prefix="kiln-bench-"), f"{workload.name}.onnx")
+    with torch.no_grad():
+        torch.onnx.export(module, args, path, input_names=list(workload.input_names), output_names=["y"],
+                          dynamic_axes=workload.dynamic_axes, opset_version=17, dynamo=False)
+    _ONNX_FILES[workload.name] = path
+    return path
+
+
+class OrtPeer(Peer):
+    """ONNX Runtime CPU: all graph optimizations, ``threads`` intra-op threads, sequential execution."""
+
+    name = "onnxruntime"
+
+    def __init__(self, threads: int = 2):
+        self.threads = threads
+
+    def _session(self, path):
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.intra_op_num_threads = self.threads
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+    def setup(self, workload):
+        t0 = time.perf_counter()
+        path = onnx_file(workload)
+        export_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        self.session = self._session(path)
+        cold = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        self._session(path)
+        warm = time.perf_counter() - t0
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        return {"compile_cold_s": cold, "compile_warm_s": warm, "onnx_export_s": export_s}
+
+    def runner(self, row, inputs):
+        feed = dict(zip(self.input_names, inputs))
+        run = self.session.run
+
+        def call():
+            return run(None, feed)[0]
+
+        return call
+
+
+class KilnPeer(Peer):
+    """kiln: ``kiln.compile`` once per workload (dynamic dims serve every row).
+
+    Cold compile runs with an empty kernel cache directory; warm compile is a
+    second compilation of the same model in the same process, same cache.
+    """
+
+    name = "kiln"
+
+    def __init__(self, threads: int = 2, options: dict | None = None):
+        self.threads = threads
+        self.options = dict(options or {})
+
+    def _compile(self, workload):
+        import kiln
+
+        if workload.factory is not None:
+            module, args, dynamic = workload.torch_model()
+            return kiln.compile(module, args, dynamic_shapes=dynamic, **self.options)
+        return kiln.compile(onnx_file(workload), **self.options)
+
+    def setup(self, workload):
+        os.environ.setdefault("KILN_CACHE_DIR", tempfile.mkdtemp(prefix="kiln-bench-cache-"))
+        _torch_threads(self.threads)
+        t0 = time.perf_counter()
+        self.model = self._compile(workload)
+        cold = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        self._compile(workload)
+        warm = time.perf_counter() - t0
+        return {"compile_cold_s": cold, "compile_warm_s": warm, "kernels": len(self.model.schedule)}
+
+    def runner(self, row, inputs):
+        model = self.model
+
+        def call():
+            return model(*inputs)
+
+        return call
+
+    def row_info(self, row):
+        rep = self.model.report()
+        arena = rep.get("arena", {})
+        return {
+            "kernel_launches_per_call": rep.get("kernels_launched_per_call"),
+            "arena_peak_bytes": arena.get("planned_peak_bytes"),
+            "arena_no_reuse_bytes": arena.get("no_reuse_bytes"),
+            "fallback_ops": rep.get("fallback", {}).get("ops"),
+        }
+
+
+PEERS = {"kiln": KilnPeer, "eager": EagerPeer, "torch.compile": TorchCompilePeer, "onnxruntime": OrtPeer}

@@ -1,0 +1,133 @@
+"""Render a benchmark result: a markdown table and a latency-vs-shape plot."""
+
+from __future__ import annotations
+
+__all__ = ["markdown", "plot", "targets"]
+
+
+def _ms(v) -> str:
+    if v is None:
+        return "—"
+    return f"{v:.3f}" if v < 10 else f"{v:.1f}"
+
+
+def _s(v) -> str:
+    return "—" if v is None else f"{v:.2f}"
+
+
+def targets(result: dict) -> list[dict]:
+    """The issue's ratio targets, checked row by row on ``result``: each
+    ``{"row", "target", "ratio", "met"}`` (``met`` None when a peer is missing)."""
+    out = []
+    for e in result["rows"]:
+        r = e.get("ratio_p50", {})
+        label = f"{e['workload']} {e['row']}"
+        ort = r.get("onnxruntime")
+        out.append({"row": label, "target": "kiln <= 1.0x onnxruntime", "ratio": ort,
+                    "met": None if ort is None else ort <= 1.0})
+        if e["workload"] in ("mlp", "transformer_block"):
+            out.append({"row": label, "target": "kiln <= 0.8x onnxruntime", "ratio": ort,
+                        "met": None if ort is None else ort <= 0.8})
+        if e["workload"] == "transformer_block":
+            eager = r.get("eager")
+            out.append({"row": label, "target": "kiln <= 0.5x eager", "ratio": eager,
+                        "met": None if eager is None else eager <= 0.5})
+    return out
+
+
+def markdown(result: dict) -> str:
+    """The result as markdown: latency table, kiln facts, compile times, targets."""
+    peers = result["peers"]
+    lines = [f"kiln-bench run {result['started']} – {result['finished']}"
+             f" ({'quick' if result['quick'] else 'full'}, {result['threads']} threads,"
+             f" load average at start {tuple(round(x, 2) for x in result['machine'].get('load_avg_at_start', ()))},"
+             f" at end {tuple(round(x, 2) for x in result['machine'].get('load_avg_at_end', ()))})", ""]
+    head = ["workload", "row"]
+    for p in peers:
+        head += [f"{p} p50 ms", f"{p} p95", f"{p} p99"]
+    head += [f"kiln/{p}" for p in peers if p != "kiln"]
+    head += ["kiln thr/s", "kiln launches", "kiln arena MiB", "kiln err"]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * len(head))
+    for e in result["rows"]:
+        cells = [e["workload"], e["row"]]
+        for p in peers:
+            s = e["peers"].get(p, {})
+            if "p50_ms" in s:
+                cells += [_ms(s["p50_ms"]), _ms(s["p95_ms"]), _ms(s["p99_ms"])]
+            else:
+                cells += ["n/a" if not s or "unavailable" in s else "error", "", ""]
+        ratios = e.get("ratio_p50", {})
+        cells += [f"{ratios[p]:.2f}" if p in ratios else "—" for p in peers if p != "kiln"]
+        k = e["peers"].get("kiln", {})
+        arena = k.get("arena_peak_bytes")
+        err = k.get("max_abs_err_vs_ref")
+        cells += [f"{k['throughput_per_s']:.0f}" if "throughput_per_s" in k else "—",
+                  str(k.get("kernel_launches_per_call", "—")),
+                  f"{arena / 2**20:.1f}" if isinstance(arena, (int, float)) else "—",
+                  f"{err:.1e}" if isinstance(err, float) else str(err if err is not None else "—")]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Compile / setup time (s): kiln cold = first compile in the process with an empty kernel cache,"
+              " warm = the same model compiled again; onnxruntime = session creation (export excluded);"
+              " torch.compile = first call of each row.", ""]
+    lines.append("| workload | peer | cold s | warm s | notes |")
+    lines.append("|---|---|---|---|---|")
+    for wname, wres in result["workloads"].items():
+        for p in peers:
+            info = wres.get(p, {})
+            if "unavailable" in info:
+                continue
+            notes = info.get("error", "")
+            if p == "torch.compile":
+                firsts = [f"{e['row']}: {e['peers'][p].get('first_call_s', 0):.1f}" for e in result["rows"]
+                          if e["workload"] == wname and "first_call_s" in e["peers"].get(p, {})]
+                notes = notes or "first call " + ", ".join(firsts)
+            if p == "onnxruntime" and "onnx_export_s" in info:
+                notes = notes or f"export {info['onnx_export_s']:.2f} s"
+            lines.append(f"| {wname} | {p} | {_s(info.get('compile_cold_s'))} | {_s(info.get('compile_warm_s'))}"
+                         f" | {notes} |")
+    checks = targets(result)
+    if checks:
+        lines += ["", "| row | target | ratio | met |", "|---|---|---|---|"]
+        for c in checks:
+            met = "n/a" if c["met"] is None else ("yes" if c["met"] else "no")
+            ratio = "—" if c["ratio"] is None else f"{c['ratio']:.2f}"
+            lines.append(f"| {c['row']} | {c['target']} | {ratio} | {met} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(result: dict, path: str) -> bool:
+    """A PNG of p50 latency vs row per workload (log scale), one line per peer.
+    Returns False when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    names = list(dict.fromkeys(e["workload"] for e in result["rows"]))
+    fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.8), squeeze=False)
+    for ax, wname in zip(axes[0], names):
+        rows = [e for e in result["rows"] if e["workload"] == wname]
+        labels = [e["row"] for e in rows]
+        for p in result["peers"]:
+            xs, ys = [], []
+            for i, e in enumerate(rows):
+                s = e["peers"].get(p, {})
+                if "p50_ms" in s:
+                    xs.append(i)
+                    ys.append(s["p50_ms"])
+            if xs:
+                ax.plot(xs, ys, marker="o", label=p)
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, fontsize=8)
+        ax.set_yscale("log")
+        ax.set_title(wname)
+        ax.set_ylabel("p50 latency (ms)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

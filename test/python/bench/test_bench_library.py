@@ -1,0 +1,89 @@
+"""Library GEMM (kiln-cpu-library) and compile-time hoisting of constant kernels: numerics."""
+
+import numpy as np
+import pytest
+import torch
+
+import kiln
+from kiln.backends.cpu import library
+from kiln.bench import micro
+from kiln.bench.models import tiny_mlp, transformer_block
+
+pytestmark = pytest.mark.skipif(library.blas_library() is None, reason="numpy bundles no OpenBLAS")
+
+T3 = '!kiln.tensor<["B", "M", "K"], f32>'
+
+
+def _module(a_ty, b_ty, c_ty, syms="BMKN"):
+    decl = "\n".join(f'  "kiln.symbol"() {{max = 64 : i64, min = 1 : i64, sym_name = "{s}"}} : () -> ()'
+                     for s in syms)
+    return (f"module {{\n{decl}\n  func.func @main(%a: {a_ty}, %b: {b_ty}) -> {c_ty} {{\n"
+            f'    %0 = "kiln.matmul"(%a, %b) : ({a_ty}, {b_ty}) -> {c_ty}\n'
+            f"    return %0 : {c_ty}\n  }}\n}}\n")
+
+
+def _rng():
+    return np.random.default_rng(7)
+
+
+def test_gemm_2d_is_an_sgemm_call_and_matches_numpy():
+    model = kiln.compile(micro.gemm_text(), keep_ir=True)
+    assert library.SGEMM in model.ir["llvm"]
+    assert "linalg.generic" not in model.ir["llvm"]
+    rng = _rng()
+    for m, k, n in [(1, 1, 1), (1, 64, 33), (7, 13, 5), (64, 300, 129)]:
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        np.testing.assert_allclose(model(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "b_ty, c_ty, b_shape",
+    [
+        ('!kiln.tensor<["B", "K", "N"], f32>', '!kiln.tensor<["B", "M", "N"], f32>', lambda b, k, n: (b, k, n)),
+        ('!kiln.tensor<["K", "N"], f32>', '!kiln.tensor<["B", "M", "N"], f32>', lambda b, k, n: (k, n)),
+    ],
+    ids=["batched", "batch-folded-into-m"],
+)
+def test_gemm_batched_matches_numpy(b_ty, c_ty, b_shape):
+    model = kiln.compile(_module(T3, b_ty, c_ty), keep_ir=True)
+    assert library.SGEMM in model.ir["llvm"]
+    rng = _rng()
+    for bb, m, k, n in [(1, 1, 1, 1), (3, 5, 7, 2), (8, 17, 32, 9)]:
+        a = rng.standard_normal((bb, m, k), dtype=np.float32)
+        b = rng.standard_normal(b_shape(bb, k, n), dtype=np.float32)
+        np.testing.assert_allclose(model(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_library_off_keeps_generated_code(monkeypatch):
+    monkeypatch.setenv("KILN_CPU_LIBRARY", "0")
+    model = kiln.compile(micro.gemm_text(), keep_ir=True)
+    assert library.SGEMM not in model.ir["llvm"]
+    a = _rng().standard_normal((3, 4), dtype=np.float32)
+    np.testing.assert_allclose(model(a, a.T.copy()), a @ a.T, rtol=1e-5, atol=1e-5)
+
+
+def test_weight_transposes_are_hoisted_out_of_the_call():
+    module, args, dyn = tiny_mlp()
+    model = kiln.compile(module, args, dynamic_shapes=dyn)
+    report = model.report()
+    ops = [op for k in report["kernels"] for op in k["ops"]]
+    assert "kiln.transpose" not in ops  # the W^T kernels ran at compile time
+    assert report["kernels_in_schedule"] == 2
+    for b in (1, 5, 64):
+        x = torch.randn(b, 16)
+        with torch.no_grad():
+            ref = module(x)
+        np.testing.assert_allclose(model(x).numpy(), ref.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_transformer_block_batched_transposed_gemms_match_torch():
+    # Q K^T (b indexed [.., n, k]) and P V run as sgemm loops over (B, heads).
+    module, args, dyn = transformer_block()
+    model = kiln.compile(module, args, dynamic_shapes=dyn, keep_ir=True)
+    assert model.ir["llvm"].count(f"@{library.SGEMM}(") >= 6
+    for b, seq in [(1, 1), (2, 7), (3, 40)]:
+        x = torch.randn(b, seq, 256)
+        with torch.no_grad():
+            ref = module(x)
+        np.testing.assert_allclose(model(x).numpy(), ref.numpy(), rtol=1e-3, atol=1e-4)
