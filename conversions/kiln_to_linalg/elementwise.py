@@ -22,9 +22,65 @@ def _i(pred: str):
     return getattr(arith.CmpIPredicate, pred)
 
 
+def _is_f32(x) -> bool:
+    return str(x.type) == "f32"
+
+
+def exp(x):
+    """``e**x``; for f32 an ``arith`` polynomial (Cephes ``expf``, relative error
+    about 2e-7) instead of ``math.exp``, which becomes a scalar ``expf`` call
+    that keeps LLVM from vectorizing the loop (MLIR_NOTES: 4 vs 21 GB/s)."""
+    if not _is_f32(x):
+        return math.exp(x)
+    t = x.type
+    c = lambda v: scalar_const(t, v)  # noqa: E731
+    x = arith.minimumf(arith.maximumf(x, c(-87.3365)), c(88.3762))
+    # n = round(x / ln 2), r = x - n ln 2 (ln 2 split in two for accuracy)
+    n = math.floor(arith.addf(arith.mulf(x, c(1.44269504088896341)), c(0.5)))
+    r = arith.subf(x, arith.mulf(n, c(0.693359375)))
+    r = arith.subf(r, arith.mulf(n, c(-2.12194440e-4)))
+    p = c(1.9875691500e-4)
+    for k in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
+        p = arith.addf(arith.mulf(p, r), c(k))
+    p = arith.addf(arith.addf(arith.mulf(arith.mulf(p, r), r), r), c(1.0))
+    # 2**n from the exponent bits (n is in [-126, 127] after the clamp)
+    i32 = ir.IntegerType.get_signless(32)
+    bits = arith.shli(arith.addi(arith.fptosi(i32, n), arith.constant(i32, 127)), arith.constant(i32, 23))
+    return arith.mulf(p, arith.bitcast(t, bits))
+
+
+def erf(x):
+    """The error function; for f32 Abramowitz-Stegun 7.1.26 (absolute error
+    below 1.5e-7) on the polynomial :func:`exp`, so the loop vectorizes."""
+    if not _is_f32(x):
+        return math.erf(x)
+    t = x.type
+    c = lambda v: scalar_const(t, v)  # noqa: E731
+    a = math.absf(x)
+    k = arith.divf(c(1.0), arith.addf(c(1.0), arith.mulf(c(0.3275911), a)))
+    p = c(1.061405429)
+    for coef in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        p = arith.addf(arith.mulf(p, k), c(coef))
+    p = arith.mulf(p, k)
+    y = arith.subf(c(1.0), arith.mulf(p, exp(arith.negf(arith.mulf(a, a)))))
+    return math.copysign(y, x)
+
+
+def tanh(x):
+    """``tanh``; for f32 ``1 - 2 / (exp(2x) + 1)`` on the polynomial :func:`exp`
+    (absolute error about 1e-7), odd by construction."""
+    if not _is_f32(x):
+        return math.tanh(x)
+    t = x.type
+    one = scalar_const(t, 1.0)
+    a = math.absf(x)
+    y = arith.subf(one, arith.divf(scalar_const(t, 2.0), arith.addf(exp(arith.addf(a, a)), one)))
+    return math.copysign(y, x)
+
+
 def _sigmoid(x):
     one = scalar_const(x.type, 1.0)
-    return arith.divf(one, arith.addf(one, math.exp(arith.negf(x))))
+    return arith.divf(one, arith.addf(one, exp(arith.negf(x))))
 
 
 def _gelu(x, approximate: str):
@@ -36,8 +92,8 @@ def _gelu(x, approximate: str):
         x3 = arith.mulf(arith.mulf(x, x), x)
         inner = arith.mulf(scalar_const(t, pymath.sqrt(2.0 / pymath.pi)),
                            arith.addf(x, arith.mulf(scalar_const(t, 0.044715), x3)))
-        return arith.mulf(arith.mulf(half, x), arith.addf(one, math.tanh(inner)))
-    e = math.erf(arith.mulf(x, scalar_const(t, 1.0 / pymath.sqrt(2.0))))
+        return arith.mulf(arith.mulf(half, x), arith.addf(one, tanh(inner)))
+    e = erf(arith.mulf(x, scalar_const(t, 1.0 / pymath.sqrt(2.0))))
     return arith.mulf(arith.mulf(half, x), arith.addf(one, e))
 
 
@@ -98,16 +154,16 @@ SCALAR = {
     "kiln.ge": _compare("oge", "sge"),
     "kiln.neg": _neg,
     "kiln.abs": _abs,
-    "kiln.exp": lambda x, a: math.exp(x),
+    "kiln.exp": lambda x, a: exp(x),
     "kiln.log": lambda x, a: math.log(x),
     "kiln.sqrt": lambda x, a: math.sqrt(x),
     "kiln.rsqrt": _rsqrt,
-    "kiln.tanh": lambda x, a: math.tanh(x),
+    "kiln.tanh": lambda x, a: tanh(x),
     "kiln.sigmoid": lambda x, a: _sigmoid(x),
     "kiln.relu": _relu,
     "kiln.gelu": lambda x, a: _gelu(x, a.get("approximate", "none")),
     "kiln.silu": lambda x, a: arith.mulf(x, _sigmoid(x)),
-    "kiln.erf": lambda x, a: math.erf(x),
+    "kiln.erf": lambda x, a: erf(x),
     "kiln.where": lambda c, x, y, a: arith.select(c, x, y),
 }
 

@@ -31,6 +31,7 @@ from .common import (
     scalar_const,
     to_float,
 )
+from .elementwise import exp
 
 
 def _batch_exprs(shape, out_batch, n_batch_loops):
@@ -187,7 +188,7 @@ def softmax(x: ir.Value, axis: int, dims, env: DimEnv) -> ir.Value:
     """``exp(x - max) / sum(exp(x - max))`` along ``axis``."""
     t = ir.RankedTensorType(x.type).element_type
     m = reduce(x, [axis], True, lowest(t), arith.maximumf, env)
-    e = elementwise([x, m], dims, t, env, lambda a, b: math.exp(arith.subf(a, b)))
+    e = elementwise([x, m], dims, t, env, lambda a, b: exp(arith.subf(a, b)))
     s = reduce(e, [axis], True, scalar_const(t, 0.0), arith.addf, env)
     return elementwise([e, s], dims, t, env, arith.divf)
 
