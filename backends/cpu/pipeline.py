@@ -246,7 +246,7 @@ class CpuToLLVM(Pass):
 
 
 #: The CPU stages in order (names of registered passes).
-STAGES = ("kiln-cpu-prepare", "kiln-cpu-vectorize", "kiln-cpu-bufferize", "kiln-cpu-to-llvm")
+STAGES = ("kiln-cpu-prepare", "kiln-cpu-vectorize", "kiln-cpu-bufferize", "kiln-cpu-library", "kiln-cpu-to-llvm")
 
 
 @register_pass
@@ -261,4 +261,7 @@ class CpuLower(Pass):
         prepare_module(module)
         CpuVectorize(level=self.option("vectorize")).run(module)
         bufferize(module)
+        from .library import CpuLibrary  # matrix products as OpenBLAS sgemm calls
+
+        CpuLibrary().run(module)
         run_upstream(module, TO_LLVM, "kiln-cpu-to-llvm")
