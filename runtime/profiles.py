@@ -234,7 +234,9 @@ class ProfileSelector:
                 with self._lock:
                     self.counts.profile_hits[p.name] = self.counts.profile_hits.get(p.name, 0) + 1
                 return Selection("profile", p, self.variants[p.name])
-        if not self.profiles or self.policy == "generic":
+        # Without profiles the declared ranges are the one profile: only
+        # "specialize" still has something to do.
+        if self.policy == "generic" or (not self.profiles and self.policy == "error"):
             with self._lock:
                 self.counts.generic_calls += 1
             return Selection("generic", None, self.generic)

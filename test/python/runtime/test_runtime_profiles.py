@@ -77,6 +77,13 @@ def test_policy_specialize_caches_per_bucket():
     assert built.count("generic") == 1 and len(built) == 4
 
 
+def test_specialize_without_profiles():
+    sel, built = selector("specialize", profiles=None)
+    assert sel.select({"B": 3, "L": 3}).kind == "specialization"
+    assert sel.select({"B": 4, "L": 4}).cache_hit
+    assert selector("error", profiles=None)[0].select({"B": 3, "L": 3}).kind == "generic"
+
+
 def test_specialization_budget():
     sel, _ = selector("specialize", budget={"B": 2, "L": 8}, profiles=[{"B": (1, 4, 8)}])
     assert sel.select({"B": 9, "L": 3}).kind == "specialization"  # B bucket (8, 16]
