@@ -21,7 +21,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...errors import ShapeError, UnsupportedError
+from ...errors import KilnError, ShapeError, UnsupportedError
 from ..cache import KernelCache, default_cache
 from ..kernel import Kernel
 from .spec import KernelSpec
@@ -186,7 +186,13 @@ class TritonKernel(Kernel):
         opts = {}
         if not interpreting():
             opts = {k: self.config[k] for k in self.LAUNCH_OPTIONS if k in self.config}
-        fn[grid](*args, **constexprs, **opts)
+        try:
+            fn[grid](*args, **constexprs, **opts)
+        except Exception as e:  # Triton's compile/launch errors, reported as kiln errors naming the kernel
+            raise KilnError(
+                f"Triton kernel '{self.name}' ({self.spec.pattern}, config {self.config}) failed: "
+                f"{type(e).__name__}: {str(e)[:2000]}"
+            ) from e
         names = [n for n in fn.arg_names if n not in constexprs]
         self.last_launch = LaunchRecord(self._path, {n: _arg_type(a) for n, a in zip(names, args)}, dict(constexprs))
 
