@@ -193,8 +193,12 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     from .runtime.executor import ModelRuntime, prepare
     from .runtime.model import CompiledModel, Step, ValueInfo
 
+    if device == "cuda":  # the Triton backend (TRITON_INTERPRET=1 runs it on CPU)
+        from .backends.triton.model import compile_cuda
+
+        return compile_cuda(source, example_args, dynamic_shapes, symbols, **options)
     if device != "cpu":
-        raise UnsupportedError(f"device '{device}' is not supported by kiln.compile yet (only 'cpu')")
+        raise UnsupportedError(f"device '{device}' is not supported by kiln.compile (only 'cpu' and 'cuda')")
     unknown = set(options) - {"vectorize", "keep_ir", "profiles", "policy", "budget", "profiling", "fallback"}
     if unknown:
         raise KilnError(f"unknown kiln.compile option(s): {', '.join(sorted(unknown))}")
