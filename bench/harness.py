@@ -112,9 +112,11 @@ def run_benchmark(workloads=None, peers=None, *, quick=False, threads=2, budget_
                 entry = entries[row.label]
                 try:
                     fn = peer.runner(row, inputs[row.label])
+                    t0 = time.perf_counter()
                     out = _as_numpy(fn())
-                    stats = measure(fn, warmup=1 if quick else 3, budget_s=budget_s,
-                                    min_iters=3 if quick else 5)
+                    slow = time.perf_counter() - t0 > 0.5  # seconds-long calls: fewer warmups and iterations
+                    stats = measure(fn, warmup=0 if slow else (1 if quick else 3), budget_s=budget_s,
+                                    min_iters=3 if quick or slow else 5)
                     stats.update(peer.row_info(row))
                     ref = refs.get(row.label)
                     if ref is not None:

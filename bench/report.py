@@ -32,6 +32,20 @@ def targets(result: dict) -> list[dict]:
             eager = r.get("eager")
             out.append({"row": label, "target": "kiln <= 0.5x eager", "ratio": eager,
                         "met": None if eager is None else eager <= 0.5})
+    gemm = {g["n"]: g for g in result.get("gemm", [])}
+    if 1024 in gemm:
+        ratio = gemm[1024]["kiln_vs_numpy"]
+        out.append({"row": "GEMM 1024^3", "target": "kiln >= 0.8x numpy GFLOPS", "ratio": ratio, "met": ratio >= 0.8})
+    ov = result.get("overhead")
+    if ov:
+        out.append({"row": "per-call overhead", "target": "<= 30 us per call", "ratio": ov["fixed_us"],
+                    "met": ov["fixed_us"] <= 30})
+        out.append({"row": "per-call overhead", "target": "<= 3 us per launch", "ratio": ov["per_launch_us"],
+                    "met": ov["per_launch_us"] <= 3})
+    for wname, wres in result.get("workloads", {}).items():
+        warm = wres.get("kiln", {}).get("compile_warm_s")
+        if warm is not None:
+            out.append({"row": f"{wname} compile", "target": "warm compile <= 1 s", "ratio": warm, "met": warm <= 1})
     return out
 
 
@@ -86,9 +100,20 @@ def markdown(result: dict) -> str:
                 notes = notes or f"export {info['onnx_export_s']:.2f} s"
             lines.append(f"| {wname} | {p} | {_s(info.get('compile_cold_s'))} | {_s(info.get('compile_warm_s'))}"
                          f" | {notes} |")
+    if result.get("gemm"):
+        lines += ["", "GEMM (square f32, one kiln compilation with dynamic M, K, N; numpy = its bundled OpenBLAS):", "",
+                  "| n | kiln ms | numpy ms | kiln GFLOPS | numpy GFLOPS | kiln/numpy speed |", "|---|---|---|---|---|---|"]
+        for g in result["gemm"]:
+            lines.append(f"| {g['n']} | {_ms(g['kiln_p50_ms'])} | {_ms(g['numpy_p50_ms'])} | {g['kiln_gflops']:.1f} |"
+                         f" {g['numpy_gflops']:.1f} | {g['kiln_vs_numpy']:.2f} |")
+    ov = result.get("overhead")
+    if ov:
+        pts = ", ".join(f"{p['launches']} launches: {p['p50_us']:.1f} µs" for p in ov["points"])
+        lines += ["", f"Per-call overhead (tiny [1, 4] chain models, p50): {pts}; fitted"
+                  f" {ov['fixed_us']:.1f} µs per call + {ov['per_launch_us']:.2f} µs per launch."]
     checks = targets(result)
     if checks:
-        lines += ["", "| row | target | ratio | met |", "|---|---|---|---|"]
+        lines += ["", "| row | target | value | met |", "|---|---|---|---|"]
         for c in checks:
             met = "n/a" if c["met"] is None else ("yes" if c["met"] else "no")
             ratio = "—" if c["ratio"] is None else f"{c['ratio']:.2f}"

@@ -38,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="bench/results", help="output folder (default bench/results)")
     parser.add_argument("--kiln-option", action="append", default=[], metavar="KEY=VALUE",
                         help="a kiln.compile option (int values parsed), e.g. --kiln-option vectorize=0")
+    parser.add_argument("--no-micro", action="store_true",
+                        help="skip the GEMM-vs-numpy and per-call-overhead micro-benchmarks")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args(argv)
     _set_threads(args.threads)
@@ -66,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
 
     result = run_benchmark(workloads, peers, quick=args.quick, threads=args.threads, budget_s=args.budget,
                            log=log, kiln_options=options)
+    if not args.no_micro and (peers is None or "kiln" in peers):
+        from ..bench import micro
+
+        log("== micro: GEMM vs numpy, per-call overhead")
+        result["gemm"] = micro.gemm((256, 1024) if args.quick else (256, 512, 1024), budget_s=0.5 if args.quick else 1.5)
+        result["overhead"] = micro.overhead(budget_s=0.5 if args.quick else 1.5)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "bench.json"), "w") as f:
         json.dump(result, f, indent=1, default=str)

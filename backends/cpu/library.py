@@ -40,6 +40,13 @@ __all__ = ["SGEMM", "CpuLibrary", "blas_library", "enabled", "rewrite_contractio
 
 #: The CBLAS symbol (numpy's bundled OpenBLAS, 64-bit integer interface).
 SGEMM = "scipy_cblas_sgemm64_"
+#: OpenBLAS's per-calling-thread thread count (0.3.27+): set before each sgemm.
+SET_THREADS = "openblas_set_num_threads_local"
+#: Below this M*N*K a GEMM runs on one thread: OpenBLAS's own cut (256K) is
+#: far lower, and waking its second thread for a 32x768x256 product cost
+#: more than it gained, badly so when other processes hold the cores.
+#: ``KILN_BLAS_MT_MNK`` overrides it.
+MT_MNK = 1 << 24
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 
@@ -53,6 +60,20 @@ def blas_library() -> str | None:
         if found:
             return found[0]
     return None
+
+
+def blas_threads() -> int:
+    """The thread count multi-threaded sgemm calls use: ``KILN_BLAS_THREADS``, else OpenBLAS's own."""
+    env = os.environ.get("KILN_BLAS_THREADS")
+    if env:
+        return max(1, int(env))
+    import ctypes
+
+    lib = blas_library()
+    try:
+        return max(1, int(ctypes.CDLL(lib).scipy_openblas_get_num_threads64_()))
+    except (OSError, AttributeError):  # pragma: no cover - another OpenBLAS build
+        return 1
 
 
 def enabled() -> bool:
@@ -236,6 +257,15 @@ def _helper_text(name: str, g: _Gemm, beta: float) -> str:
     add(f"  %lda = arith.index_cast %tA#{len(ma) - 2} : index to i64")
     add(f"  %ldb = arith.index_cast %tB#{len(mb) - 2} : index to i64")
     add(f"  %ldc = arith.index_cast %tC#{rc - 2} : index to i64")
+    # One thread below MT_MNK multiply-adds per GEMM, else blas_threads().
+    add(f"  %mn = arith.muli {m_expr}, %N : i64")
+    add("  %mnk = arith.muli %mn, %K : i64")
+    add(f"  %cut = arith.constant {int(os.environ.get('KILN_BLAS_MT_MNK', MT_MNK))} : i64")
+    add("  %big = arith.cmpi sge, %mnk, %cut : i64")
+    add("  %one = arith.constant 1 : i32")
+    add(f"  %many = arith.constant {blas_threads()} : i32")
+    add("  %nt = arith.select %big, %many, %one : i32")
+    add(f"  %prev = func.call @{SET_THREADS}(%nt) : (i32) -> i32")
     # Nested loops over the remaining batch dims; offsets in elements.
     offs = {"A": "%oA", "B": "%oB", "C": "%oC"}
     indent = "  "
@@ -256,12 +286,14 @@ def _helper_text(name: str, g: _Gemm, beta: float) -> str:
     for _ in loops:
         indent = indent[:-2]
         add(f"{indent}}}")
+    add(f"  %back = func.call @{SET_THREADS}(%prev) : (i32) -> i32")  # numpy in this thread keeps its count
     add("  return")
     add("}")
     return "\n".join(lines)
 
 
-_DECL = (f"func.func private @{SGEMM}(i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64)")
+_DECL = (f"func.func private @{SGEMM}(i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64)\n"
+         f"func.func private @{SET_THREADS}(i32) -> i32")
 
 
 def rewrite_contractions(module) -> int:
