@@ -148,8 +148,16 @@ def _fold(fn):
     return lower
 
 
-_FOLDS = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
-          "Div": lambda a, b: a // b if not isinstance(a, np.ndarray) or a.dtype.kind in "iu" else a / b}
+def _div(a, b):
+    """ONNX Div: true division for floats, truncation toward zero for integers."""
+    if not isinstance(a, np.ndarray):  # symbolic dims (sizes are non-negative)
+        return a // b
+    if a.dtype.kind in "iu":
+        return (np.abs(a) // np.abs(b)) * np.sign(a) * np.sign(b)
+    return a / b
+
+
+_FOLDS = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b, "Div": _div}
 
 
 # ----------------------------------------------------------------------------
@@ -169,8 +177,6 @@ def _binary(kind):
         a, b = cx.tensor(0), cx.tensor(1)
         if kind == "pow" and dtype_of(b) != dtype_of(a):
             b = cx.cast(b, dtype_of(a))
-        if kind == "div" and not dtype_of(a).startswith(("f", "b")):
-            raise Decline("integer division (kiln.div truncates; ONNX floors negatives)")
         return cx.build(kind, a, b)
 
     return lower
@@ -218,6 +224,8 @@ for _onnx, _kind in (("Neg", "neg"), ("Abs", "abs"), ("Exp", "exp"), ("Log", "lo
 
 @pattern("Identity", "Dropout")
 def lower_identity(cx):
+    if cx.name == "onnx.Dropout" and cx.has(2) and cx.known(2).ints() != [0]:
+        raise Decline("Dropout in training mode")
     if cx.name == "onnx.Dropout" and len(cx.op.results) > 1:
         x = cx.tensor(0)
         mask = cx.const(1, "i1", [])
@@ -714,7 +722,8 @@ def lower_reshape(cx):
 def lower_flatten(cx):
     x = cx.tensor(0)
     dims = dims_of(x)
-    axis = cx.attr("axis", 1) % (len(dims) + 1)
+    axis = cx.attr("axis", 1)
+    axis = axis + len(dims) if axis < 0 else axis  # ONNX: negative counts from the rank
     return cx.build("reshape", x, shape=[product(dims[:axis]), product(dims[axis:])])
 
 

@@ -103,3 +103,21 @@ def measure(verbose=False):
 if __name__ == "__main__":
     p, n, _ = measure("-v" in sys.argv)
     print(f"{p}/{n} in-scope ONNX node cases import with 0 fallbacks ({p / n:.1%})")
+
+
+def check_numerics(case, rtol=1e-3, atol=1e-4) -> None:
+    """Compile the (frozen) case with kiln.compile and compare its first data set."""
+    import numpy as np
+
+    import kiln
+
+    model = _freeze_small_int_inputs(case)
+    frozen = {i.name for i in model.graph.initializer}
+    inputs, outputs = case.data_sets[0]
+    compiled = kiln.compile(model)
+    feed = [np.asarray(v) for v, inp in zip(inputs, case.model.graph.input) if inp.name not in frozen]
+    got = compiled(*feed)
+    got = list(got) if isinstance(got, (list, tuple)) else [got]
+    assert len(got) == len(outputs)
+    for g, w in zip(got, outputs):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=atol, err_msg=case.name)
