@@ -5,12 +5,13 @@ importers (``torch.aten.*`` from the FX importer, ``torch.operator "onnx.*"``
 from the ONNX importer) into kiln in place.  Symbols come from
 ``torch.symbolic_int`` ops (renamed with ``symbol_names``) and dims from
 ``torch.bind_symbolic_shape``; see :mod:`.driver` for how values, types,
-legality and fallback work, :mod:`.aten` and :mod:`.onnx` for the patterns.
+legality and fallback work, :mod:`.aten`, :mod:`.onnx` and :mod:`.onnx_data` for the patterns.
 """
 
 from __future__ import annotations
 
 from ...pipelines.registry import Option, Pass, register_pass
+from . import onnx_data  # noqa: F401  (registers the data-movement patterns)
 from .aten import ATEN_PATTERNS
 from .driver import ConversionStats, KilnTypeConverter, TorchToKiln, check_legal
 from .onnx import ONNX_PATTERNS

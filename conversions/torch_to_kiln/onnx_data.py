@@ -1,0 +1,230 @@
+"""Patterns for ONNX data-movement ops (Reshape, Transpose, Concat, Slice, Gather, ...).
+
+Registered into :data:`.onnx.ONNX_PATTERNS`; import-time known shape tensors
+(:class:`Known`) are folded here rather than materialized.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...dialects.dims import Dim, dim
+from ...dialects.kiln.data import SLICE_END
+from ...dialects.kiln.shapes import product
+from .aten import concat, dims_of, rank_of, reshape_dims, squeeze_dims
+from .driver import Decline, Known
+from .onnx import _axes, pattern
+
+# ----------------------------------------------------------------------------
+# Data movement
+# ----------------------------------------------------------------------------
+
+
+@pattern("Reshape")
+def lower_reshape(cx):
+    x = cx.tensor(0)
+    target = cx.known(1).ints() if cx.opset >= 5 else cx.attr("shape")
+    src = dims_of(x)
+    if not cx.attr("allowzero", 0):
+        target = [src[i] if (isinstance(t, int) and t == 0) else t for i, t in enumerate(target)]
+    return cx.build("reshape", x, shape=reshape_dims(src, target))
+
+
+@pattern("Flatten")
+def lower_flatten(cx):
+    x = cx.tensor(0)
+    dims = dims_of(x)
+    axis = cx.attr("axis", 1)
+    axis = axis + len(dims) if axis < 0 else axis  # ONNX: negative counts from the rank
+    return cx.build("reshape", x, shape=[product(dims[:axis]), product(dims[axis:])])
+
+
+@pattern("Transpose")
+def lower_transpose(cx):
+    x = cx.tensor(0)
+    perm = cx.attr("perm", None) or list(reversed(range(rank_of(x))))
+    return cx.build("transpose", x, perm=perm)
+
+
+@pattern("Squeeze")
+def lower_squeeze(cx):
+    v = cx.value(0)
+    axes = _axes(cx, since=13)
+    if isinstance(v, Known) and isinstance(v.data, list):
+        if len(v.data) != 1:
+            raise Decline("Squeeze of a shape tensor")
+        return Known(v.data, v.dtype, rank0=True)
+    x = cx.tensor(0)
+    return cx.build("reshape", x, shape=squeeze_dims(dims_of(x), axes))
+
+
+@pattern("Unsqueeze")
+def lower_unsqueeze(cx):
+    axes = _axes(cx, since=13)
+    v = cx.value(0)
+    if isinstance(v, Known) and isinstance(v.data, list) and v.rank0 and [a % 1 for a in axes] == [0]:
+        return Known(v.data, v.dtype)
+    if isinstance(v, Known):
+        if not isinstance(v.data, list) and np.asarray(v.data).ndim == 0 and axes in ([0], [-1]):
+            return Known(np.asarray(v.data).reshape(1), v.dtype)
+        if not isinstance(v.data, list):
+            out = np.asarray(v.data)
+            n = out.ndim + len(axes)
+            for a in sorted(a % n for a in axes):
+                out = np.expand_dims(out, a)
+            return Known(out, v.dtype)
+    x = cx.tensor(0)
+    dims = dims_of(x)
+    n = len(dims) + len(axes)
+    axes = sorted(a % n for a in axes)
+    for a in axes:
+        dims.insert(a, dim(1))
+    return cx.build("reshape", x, shape=dims)
+
+
+@pattern("Concat")
+def lower_concat(cx):
+    axis = cx.attr("axis")
+    vals = [cx.value(i) for i in range(cx.num_operands)]
+    if all(isinstance(v, Known) for v in vals):
+        if any(isinstance(v.data, list) for v in vals):
+            out = []
+            for v in vals:
+                out.extend(v.ints())
+            return Known(out, "i64")
+        return Known(np.concatenate([v.array() for v in vals], axis=axis), vals[0].dtype)
+    tensors = [cx.tensor(i) for i in range(cx.num_operands)]
+    tensors = [t for t in tensors if not any(d.is_static and d.value == 0 for d in dims_of(t))] or tensors[:1]
+    return concat(cx, tensors, axis % rank_of(tensors[0]))
+
+
+def _int(v) -> int:
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, Dim) and v.is_static:
+        return v.value
+    raise Decline(f"symbolic value {v} where a constant is needed")
+
+
+def _clamp_end(e):
+    return SLICE_END if e >= 2**31 - 1 else e
+
+
+@pattern("Slice")
+def lower_slice(cx):
+    v = cx.value(0)
+    if cx.opset >= 10:
+        starts, ends = cx.known(1).ints(), cx.known(2).ints()
+        axes = cx.known(3).ints() if cx.has(3) else list(range(len(starts)))
+        steps = cx.known(4).ints() if cx.has(4) else [1] * len(starts)
+    else:
+        starts, ends = cx.attr("starts"), cx.attr("ends")
+        axes = cx.attr("axes", None) or list(range(len(starts)))
+        steps = [1] * len(starts)
+    starts, ends, axes, steps = ([_int(a) for a in lst] for lst in (starts, ends, axes, steps))
+    if isinstance(v, Known) and isinstance(v.data, list) and axes in ([0], [-1]):
+        s, e = starts[0], ends[0]
+        return Known(v.data[slice(s, None if e >= 2**31 - 1 else e, steps[0])], v.dtype)
+    x = cx.tensor(0)
+    r = rank_of(x)
+    axes = [a % r for a in axes]
+    ends = [(-(2**62) if e <= -(2**31) else _clamp_end(e)) for e in ends]
+    if any(e == -(2**62) for e in ends):
+        raise Decline("Slice to before the start with a negative step")
+    return cx.build("slice", x, starts=starts, ends=ends, axes=axes, steps=steps)
+
+
+@pattern("Gather")
+def lower_gather(cx):
+    v, idx = cx.value(0), cx.value(1)
+    axis = cx.attr("axis", 0)
+    if isinstance(v, Known) and isinstance(idx, Known):
+        if isinstance(v.data, list):
+            ids = idx.array()
+            picked = [v.data[int(i)] for i in ids.reshape(-1)]
+            if ids.ndim == 0:
+                d = dim(picked[0])
+                return Known(np.asarray(d.value) if d.is_static else [d], v.dtype, rank0=not d.is_static)
+            return Known(picked, v.dtype)
+        return Known(np.take(v.array(), idx.array(), axis=axis), v.dtype)
+    x = cx.tensor(0)
+    ind = cx.tensor(1)
+    if isinstance(idx, Known) and (idx.array() < 0).any():
+        size = dims_of(x)[axis % rank_of(x)]
+        if not size.is_static:
+            raise Decline("negative Gather indices on a symbolic axis")
+        ind = cx.conv.materialize(Known(np.where(idx.array() < 0, idx.array() + size.value, idx.array()),
+                                        idx.dtype), cx.loc)
+    return cx.build("gather", x, ind, axis=axis)
+
+
+@pattern("Expand")
+def lower_expand(cx):
+    x = cx.tensor(0)
+    shape = [dim(s) for s in cx.known(1).ints()]  # Expand sizes are >= 1
+    src = dims_of(x)
+    n = max(len(src), len(shape))
+    src = [dim(1)] * (n - len(src)) + src
+    shape = [dim(1)] * (n - len(shape)) + shape
+    out = [s if (t.is_static and t.value == 1) else t for s, t in zip(src, shape)]
+    if len(out) != rank_of(x):
+        x = cx.build("reshape", x, shape=src)
+    return cx.build("expand", x, shape=out)
+
+
+@pattern("Pad")
+def lower_pad(cx):
+    x = cx.tensor(0)
+    r = rank_of(x)
+    mode = cx.attr("mode", "constant")
+    if cx.opset >= 11:
+        pads = [int(p) for p in cx.known(1).ints()]
+        value = float(cx.known(2).array().reshape(-1)[0]) if cx.has(2) else 0.0
+        if cx.has(3):
+            axes = [int(a) % r for a in cx.known(3).ints()]
+            full = [0] * (2 * r)
+            for i, a in enumerate(axes):
+                full[a], full[r + a] = pads[i], pads[len(axes) + i]
+            pads = full
+    else:
+        pads, value = cx.attr("pads"), cx.attr("value", 0.0)
+    if any(p < 0 for p in pads):
+        raise Decline("negative pads (cropping)")
+    if mode == "wrap":
+        raise Decline("Pad mode 'wrap'")
+    return cx.build("pad", x, pads=pads, value=value, mode=mode)
+
+
+@pattern("Split")
+def lower_split(cx):
+    x = cx.tensor(0)
+    r = rank_of(x)
+    axis = cx.attr("axis", 0) % r
+    n = len(cx.op.results)
+    size = dims_of(x)[axis]
+    if cx.opset >= 13 and cx.has(1):
+        split = [int(s) for s in cx.known(1).ints()]
+    elif cx.attr("split", None):
+        split = cx.attr("split")
+    else:
+        if not size.is_static:
+            raise Decline("Split of a symbolic axis without sizes")
+        k = cx.attr("num_outputs", n)
+        chunk = -(-size.value // k)
+        split = [min(chunk, size.value - i * chunk) for i in range(k)]
+    outs, start = [], 0
+    for s in split:
+        outs.append(cx.build("slice", x, starts=[start], ends=[start + s], axes=[axis]))
+        start += s
+    return tuple(outs)
+
+
+@pattern("Tile")
+def lower_tile(cx):
+    x = cx.tensor(0)
+    reps = [_int(v) for v in cx.known(1).ints()]
+    out = x
+    for axis, k in enumerate(reps):
+        if k != 1:
+            out = concat(cx, [out] * k, axis)
+    return out
