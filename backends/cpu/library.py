@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 
 from ..._mlir import ir
 from ...pipelines.registry import Option, Pass, register_pass
@@ -292,6 +293,150 @@ def _helper_text(name: str, g: _Gemm, beta: float) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------
+# Convolutions: im2col + sgemm
+# ---------------------------------------------------------------------------
+
+_WINDOW = re.compile(r"^d(\d)(?: \* (\d+))? \+ d(\d)(?: \* (\d+))?$")
+
+
+class _Conv:
+    """A matched NCHW/FCHW convolution: strides and dilations from the input map."""
+
+    def __init__(self, op, x, w, y, strides, dilations):
+        self.op, self.x, self.w, self.c = op, x, w, y
+        self.strides, self.dilations = strides, dilations
+
+
+def match_conv(op) -> _Conv | None:
+    """A :class:`_Conv` when ``op`` is ``y[n, f, oh, ow] += x[n, c, oh*s + kh*d, ow*s + kw*d] * w[f, c, kh, kw]``
+    on contiguous f32 memrefs (the generalized ``linalg.conv_2d_nchw_fchw`` on a padded input)."""
+    if op.name != "linalg.generic" or len(op.operands) != 3 or len(op.results) != 0:
+        return None
+    iters = ["reduction" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+    if iters != [False] * 4 + [True] * 3:
+        return None
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    if _dims(maps[1]) != [1, 4, 5, 6] or _dims(maps[2]) != [0, 1, 2, 3]:
+        return None
+    xr = [str(e) for e in maps[0].results]
+    if len(xr) != 4 or xr[0] != "d0" or xr[1] != "d4":
+        return None
+    strides, dilations = [], []
+    for text, (out_d, k_d) in zip(xr[2:], ((2, 5), (3, 6))):
+        m = _WINDOW.match(text)
+        if m is None or int(m.group(1)) != out_d or int(m.group(3)) != k_d:
+            return None
+        strides.append(int(m.group(2) or 1))
+        dilations.append(int(m.group(4) or 1))
+    try:
+        types = [ir.MemRefType(op.operands[i].type) for i in range(3)]
+    except (ValueError, TypeError):
+        return None
+    if not all(str(t.element_type) == "f32" and _is_contiguous(t) for t in types):
+        return None
+    block = op.regions[0].blocks[0]
+    if not _is_mul_add(block, list(block.arguments)):
+        return None
+    return _Conv(op, op.operands[0], op.operands[1], op.operands[2], strides, dilations)
+
+
+def _conv_text(name: str, g: _Conv, beta: float) -> str:
+    tx, tw, ty = (ir.MemRefType(v.type) for v in (g.x, g.w, g.c))
+    (sh, sw), (dh, dw) = g.strides, g.dilations
+    # A 1x1 window with stride 1 reads x[n] as the [C, H*W] matrix itself.
+    direct = list(tw.shape[2:]) == [1, 1] and (sh, sw) == (1, 1) and list(tx.shape[2:]) == list(ty.shape[2:]) \
+        and not any(ir.ShapedType.is_dynamic_size(d) for d in tx.shape[2:])
+    lines = [f"func.func private @{name}(%X: {tx}, %W: {tw}, %Y: {ty}) {{"]
+    add = lines.append
+    for i in range(4):
+        add(f"  %i{i} = arith.constant {i} : index")
+    add("  %c0 = arith.constant 0 : index")
+    add("  %c1 = arith.constant 1 : index")
+    for tag, t in (("X", tx), ("W", tw), ("Y", ty)):
+        for i in range(4):
+            add(f"  %{tag}{i} = memref.dim %{tag}, %i{i} : {t}")
+        add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %{tag} : {t} -> index")
+        add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
+    add("  %ck0 = arith.muli %W1, %W2 : index")
+    add("  %CK = arith.muli %ck0, %W3 : index")
+    add("  %P = arith.muli %Y2, %Y3 : index")
+    add("  %HW = arith.muli %X2, %X3 : index")
+    add("  %xs = arith.muli %X1, %HW : index")  # elements per image of x
+    add("  %ys = arith.muli %Y1, %P : index")  # per image of y
+    for v in ("CK", "P", "xs", "ys"):
+        add(f"  %{v}64 = arith.index_cast %{v} : index to i64")
+    add("  %F64 = arith.index_cast %Y1 : index to i64")
+    add("  %c4 = arith.constant 4 : i64")
+    add(f"  %order = arith.constant {_ROW_MAJOR} : i32")
+    add(f"  %nt0 = arith.constant {_NO_TRANS} : i32")
+    add("  %alpha = arith.constant 1.0 : f32")
+    add(f"  %beta = arith.constant {beta:.1f} : f32")
+    add("  %fp = arith.muli %F64, %P64 : i64")
+    add("  %mnk = arith.muli %fp, %CK64 : i64")
+    add(f"  %cut = arith.constant {int(os.environ.get('KILN_BLAS_MT_MNK', MT_MNK))} : i64")
+    add("  %big = arith.cmpi sge, %mnk, %cut : i64")
+    add("  %one = arith.constant 1 : i32")
+    add(f"  %many = arith.constant {blas_threads()} : i32")
+    add("  %nt = arith.select %big, %many, %one : i32")
+    add(f"  %prev = func.call @{SET_THREADS}(%nt) : (i32) -> i32")
+    if not direct:
+        add("  %col = memref.alloc(%CK, %P) : memref<?x?xf32>")
+        add("  %qc = memref.extract_aligned_pointer_as_index %col : memref<?x?xf32> -> index")
+        add("  %pc = arith.index_cast %qc : index to i64")
+    add("  scf.for %n = %c0 to %Y0 step %c1 {")
+    add("    %n64 = arith.index_cast %n : index to i64")
+    if direct:
+        add("    %bo0 = arith.muli %n64, %xs64 : i64")
+        add("    %bo = arith.muli %bo0, %c4 : i64")
+        add("    %pb = arith.addi %pX, %bo : i64")
+        ldb = "%P64"
+    else:
+        add("    scf.for %c = %c0 to %W1 step %c1 {")
+        add("      scf.for %kh = %c0 to %W2 step %c1 {")
+        add("        scf.for %kw = %c0 to %W3 step %c1 {")
+        add("          %r0 = arith.muli %c, %W2 : index")
+        add("          %r1 = arith.addi %r0, %kh : index")
+        add("          %r2 = arith.muli %r1, %W3 : index")
+        add("          %row = arith.addi %r2, %kw : index")
+        add("          %khd = arith.muli %kh, %dh : index" if dh != 1 else "          %khd = arith.addi %kh, %c0 : index")
+        add("          %kwd = arith.muli %kw, %dw : index" if dw != 1 else "          %kwd = arith.addi %kw, %c0 : index")
+        add("          scf.for %oh = %c0 to %Y2 step %c1 {")
+        add("            %ih0 = arith.muli %oh, %sh : index" if sh != 1 else "            %ih0 = arith.addi %oh, %c0 : index")
+        add("            %ih = arith.addi %ih0, %khd : index")
+        add("            %cb = arith.muli %oh, %Y3 : index")
+        add("            scf.for %ow = %c0 to %Y3 step %c1 {")
+        add("              %iw0 = arith.muli %ow, %sw : index" if sw != 1 else "              %iw0 = arith.addi %ow, %c0 : index")
+        add("              %iw = arith.addi %iw0, %kwd : index")
+        add(f"              %v = memref.load %X[%n, %c, %ih, %iw] : {tx}")
+        add("              %ci = arith.addi %cb, %ow : index")
+        add("              memref.store %v, %col[%row, %ci] : memref<?x?xf32>")
+        add("            }")
+        add("          }")
+        add("        }")
+        add("      }")
+        add("    }")
+        add("    %pb = arith.addi %pc, %c0_64 : i64")
+        ldb = "%P64"
+    add("    %yo0 = arith.muli %n64, %ys64 : i64")
+    add("    %yo = arith.muli %yo0, %c4 : i64")
+    add("    %py = arith.addi %pY, %yo : i64")
+    add(f"    func.call @{SGEMM}(%order, %nt0, %nt0, %F64, %P64, %CK64, %alpha, %pW, %CK64, %pb, {ldb}, %beta, "
+        "%py, %P64) : (i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64) -> ()")
+    add("  }")
+    if not direct:
+        add("  memref.dealloc %col : memref<?x?xf32>")
+    add(f"  %back = func.call @{SET_THREADS}(%prev) : (i32) -> i32")
+    add("  return")
+    add("}")
+    text = "\n".join(lines)
+    consts = (f"  %sh = arith.constant {sh} : index\n  %sw = arith.constant {sw} : index\n"
+              f"  %dh = arith.constant {dh} : index\n  %dw = arith.constant {dw} : index\n"
+              "  %c0_64 = arith.constant 0 : i64\n")
+    head, rest = text.split("\n", 1)
+    return head + "\n" + consts + rest
+
+
 _DECL = (f"func.func private @{SGEMM}(i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64)\n"
          f"func.func private @{SET_THREADS}(i32) -> i32")
 
@@ -308,7 +453,7 @@ def rewrite_contractions(module) -> int:
 
     def visit(op):
         if op.name == "linalg.generic":
-            g = match(op)
+            g = match(op) or match_conv(op)
             if g is not None:
                 found.append(g)
         return ir.WalkResult.ADVANCE
@@ -321,12 +466,14 @@ def rewrite_contractions(module) -> int:
         texts.append(_DECL)
     calls = []
     for i, g in enumerate(found):
-        name = f"kiln_gemm_{i}"
+        conv = isinstance(g, _Conv)
+        name = f"kiln_{'conv' if conv else 'gemm'}_{i}"
         while name in names:
             name += "_"
         names.add(name)
         fill = _zero_fill_before(g.op, g.c)
-        texts.append(_helper_text(name, g, 0.0 if fill is not None else 1.0))
+        beta = 0.0 if fill is not None else 1.0
+        texts.append(_conv_text(name, g, beta) if conv else _helper_text(name, g, beta))
         calls.append((name, g, fill))
     helpers = ir.Module.parse("\n".join(texts), module.context)
     first = body.operations[0]
@@ -334,7 +481,8 @@ def rewrite_contractions(module) -> int:
         op.operation.move_before(first)
     for name, g, fill in calls:
         with ir.InsertionPoint(g.op), g.op.location:
-            func.CallOp([], ir.FlatSymbolRefAttr.get(name), [g.a, g.b, g.c])
+            args = [g.x, g.w, g.c] if isinstance(g, _Conv) else [g.a, g.b, g.c]
+            func.CallOp([], ir.FlatSymbolRefAttr.get(name), args)
         g.op.erase()
         if fill is not None:
             fill.erase()

@@ -87,3 +87,20 @@ def test_transformer_block_batched_transposed_gemms_match_torch():
         with torch.no_grad():
             ref = module(x)
         np.testing.assert_allclose(model(x).numpy(), ref.numpy(), rtol=1e-3, atol=1e-4)
+
+
+def test_convolutions_as_im2col_sgemm_match_torch():
+    # strided + dilated 3x3, 1x1 (read in place, no im2col), 3x1, grouped-free chain.
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, stride=2, padding=2, dilation=2), torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 16, 1), torch.nn.Conv2d(16, 4, (3, 1), padding=(1, 0), bias=False),
+    ).eval()
+    x = torch.randn(2, 3, 17, 13)
+    model = kiln.compile(net, (x,), dynamic_shapes=({0: torch.export.Dim("B", min=1, max=8)},), keep_ir=True)
+    assert model.ir["llvm"].count("@kiln_conv_") >= 3
+    for b in (1, 3, 8):
+        xb = torch.randn(b, 3, 17, 13)
+        with torch.no_grad():
+            ref = net(xb)
+        np.testing.assert_allclose(model(xb).numpy(), ref.numpy(), rtol=1e-4, atol=1e-5)
