@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 import sympy
+from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.str import StrPrinter
 
 from ..errors import DimError
@@ -45,6 +46,9 @@ class FloorDiv(sympy.Function):
     """
 
     is_integer = True
+    # Bind like a product, so the printer parenthesizes it inside one:
+    # 64*((4*B+63)/64) must not print as 64*(4*B+63)/64.
+    precedence = PRECEDENCE["Mul"]
 
     @classmethod
     def eval(cls, a, b):
@@ -78,6 +82,13 @@ class _DimPrinter(StrPrinter):
             den_text = f"({den_text})"
         return f"{num_text}/{den_text}"
 
+    def _print_Pow(self, expr):  # noqa: N802 (sympy printer protocol)
+        # The dim language has no '**': a power of a dim is a product.
+        base, exp = expr.args
+        if exp.is_Integer and exp > 0:
+            return "*".join([self.parenthesize(base, PRECEDENCE["Mul"], strict=False)] * int(exp))
+        raise DimError(f"dim expression {expr} has a non-integer or negative power")
+
 
 _PRINTER = _DimPrinter()
 
@@ -85,7 +96,7 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(.))")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def symbol(name: str) -> sympy.Symbol:
     """The sympy symbol for the dim symbol ``name`` (a non-negative integer)."""
     if not _IDENT.fullmatch(name):

@@ -111,3 +111,21 @@ def test_symbol_names_that_collide_with_sympy_names():
     for name in ("S", "E", "I", "N", "Q"):
         assert format_dim(f"{name}*2") == f"2*{name}"
         assert evaluate(name, {name: 5}) == 5
+
+
+@pytest.mark.parametrize(
+    "text, canonical",
+    [
+        ("64*((4*B+63)/64)", "64*((4*B+63)/64)"),
+        ("H*H", "H*H"),
+        ("2*H*H*W", "2*H*H*W"),
+        ("(L/2)*B", "B*(L/2)"),
+    ],
+)
+def test_printed_forms_parse_back_to_the_same_value(text, canonical):
+    # Regression: a floor division inside a product, and powers, once printed
+    # as text that parsed to a different value (or not at all).
+    assert format_dim(text) == canonical
+    for b in (1, 5, 64):
+        binding = {"B": b, "H": b + 2, "W": 3, "L": 2 * b + 1}
+        assert evaluate(canonical, binding) == evaluate(text, binding)
