@@ -322,7 +322,7 @@ def lower_conv2d(lw: Lowering):
     else:
         init = fill(scalar_const(t, 0.0), init)
     if groups == 1:
-        return [linalg.conv_2d_nchw_fchw(x, w, outs=[init], strides=strides, dilations=dil)]
+        return [_conv_im2col(lw, x, w, init, strides, dil)]
     # Grouped: one convolution per group on channel slices (static channel counts).
     wt = ir.RankedTensorType(w.type)
     o, cg = wt.shape[0], wt.shape[1]
@@ -334,6 +334,43 @@ def lower_conv2d(lw: Lowering):
         r = linalg.conv_2d_nchw_fchw(xs, ws, outs=[os_], strides=strides, dilations=dil)
         init = _insert_channels(r, init, g * og, og)
     return [init]
+
+
+def _reshape(x: ir.Value, sizes, dtype) -> ir.Value:
+    """``tensor.reshape`` of a contiguous tensor to ``sizes`` (ints or index values)."""
+    i64 = ir.IntegerType.get_signless(64)
+    vals = [arith.index_cast(i64, const_index(v) if isinstance(v, int) else v) for v in sizes]
+    shape = tensor.from_elements(ir.RankedTensorType.get([len(vals)], i64), vals)
+    rt = ir.RankedTensorType.get([v if isinstance(v, int) else DYN for v in sizes], dtype)
+    return tensor.reshape(rt, x, shape)
+
+
+def _conv_im2col(lw: Lowering, x, w, init, strides, dil) -> ir.Value:
+    """Convolution as im2col plus one contraction per image.
+
+    ``col[n, c, kh, kw, oh, ow] = x[n, c, oh*s + kh*d, ow*s + kw*d]`` (a
+    generic copy with an affine input map), reshaped to ``[N, C*KH*KW, OH*OW]``;
+    then ``out[n, o, p] = sum_k w[o, k] * col[n, k, p]``, the form
+    ``kiln-cpu-library`` turns into sgemm calls, reshaped to ``[N, O, OH, OW]``.
+    """
+    out = lw.results[0]
+    t = out.dtype
+    wt = ir.RankedTensorType(w.type)
+    o, c, kh, kw = wt.shape
+    n, oh, ow = (lw.env.value(d) if not d.is_static else d.value for d in (out.dims[0], out.dims[2], out.dims[3]))
+    d = [ir.AffineDimExpr.get(i) for i in range(6)]
+    xmap = ir.AffineMap.get(6, 0, [d[0], d[1], d[4] * strides[0] + d[2] * dil[0], d[5] * strides[1] + d[3] * dil[1]])
+    col6 = empty_tensor([out.dims[0], c, kh, kw, out.dims[2], out.dims[3]], t, lw.env)
+    col6 = generic([x], [col6], [xmap, identity_map(6)], ["parallel"] * 6, lambda v, _: v)[0]
+    ohw = oh * ow if isinstance(oh, int) and isinstance(ow, int) else arith.muli(_as_index(oh), _as_index(ow))
+    col = _reshape(col6, [n, c * kh * kw, ohw], t)
+    w2 = _reshape(w, [o, c * kh * kw], t)
+    init3 = _reshape(init, [n, o, ohw], t)
+    res = generic([w2, col], [init3],
+                  [affine_map(4, [1, 3]), affine_map(4, [0, 3, 2]), affine_map(4, [0, 1, 2])],
+                  ["parallel", "parallel", "parallel", "reduction"],
+                  lambda a, b, acc: arith.addf(acc, arith.mulf(a, b)))[0]
+    return _reshape(res, [n, o, oh, ow], t)
 
 
 def _slice_args(x: ir.Value, offset: int, size: int, axis: int):

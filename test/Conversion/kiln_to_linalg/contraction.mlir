@@ -6,6 +6,7 @@
 // CHECK-DAG: #[[LHS:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
 // CHECK-DAG: #[[RHS:.*]] = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
 // CHECK-DAG: #[[OUT:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// CHECK-DAG: #[[COL:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d4 * 2 + d2, d5 * 2 + d3)>
 
 // 2-D operands: linalg.matmul into a zero-filled init.
 // CHECK-LABEL: func.func @matmul$2d(
@@ -53,10 +54,15 @@ func.func @reduce_mean$dynamic(%a: !kiln.tensor<["B", "L"], f32>) -> !kiln.tenso
   return %0 : !kiln.tensor<["B"], f32>
 }
 
+// Convolution: pad (a gather), im2col (a copy through an affine map with the
+// strides), one contraction per image over k = C*KH*KW, reshape back.
 // CHECK-LABEL: func.func @conv2d$padded(
 // CHECK: tensor.extract
 // CHECK: arith.select
-// CHECK: linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+// CHECK: linalg.generic {indexing_maps = [#[[COL]], #{{.*}}], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "parallel"]}
+// CHECK: tensor.reshape %{{.*}} : (tensor<?x3x3x3x16x16xf32>, tensor<3xi64>) -> tensor<?x27x256xf32>
+// CHECK: iterator_types = ["parallel", "parallel", "parallel", "reduction"]
+// CHECK: tensor.reshape %{{.*}} : (tensor<?x8x256xf32>, tensor<4xi64>) -> tensor<?x8x16x16xf32>
 func.func @conv2d$padded(%x: !kiln.tensor<["B", 3, 32, 32], f32>, %w: !kiln.tensor<[8, 3, 3, 3], f32>) -> !kiln.tensor<["B", 8, 16, 16], f32> {
   %0 = "kiln.conv2d"(%x, %w) {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["B", 3, 32, 32], f32>, !kiln.tensor<[8, 3, 3, 3], f32>) -> !kiln.tensor<["B", 8, 16, 16], f32>
   return %0 : !kiln.tensor<["B", 8, 16, 16], f32>
