@@ -41,6 +41,10 @@ __all__ = ["SGEMM", "CpuLibrary", "blas_library", "enabled", "rewrite_contractio
 
 #: The CBLAS symbol (numpy's bundled OpenBLAS, 64-bit integer interface).
 SGEMM = "scipy_cblas_sgemm64_"
+SGEMV = "scipy_cblas_sgemv64_"
+#: Products whose K*N weight has at least this many elements (4 MiB of f32)
+#: use every BLAS thread even when M*N*K is small (memory bound).
+WEIGHT_MT = 1 << 20
 #: OpenBLAS's per-calling-thread thread count (0.3.27+): set before each sgemm.
 SET_THREADS = "openblas_set_num_threads_local"
 #: Below this M*N*K a GEMM runs on one thread: OpenBLAS's own cut (256K) is
@@ -234,6 +238,8 @@ def _helper_text(name: str, g: _Gemm, beta: float) -> str:
     trans_b = mb[-1] != g.n  # b is [.., n, k]
     add(f"  %ta = arith.constant {_TRANS if trans_a else _NO_TRANS} : i32")
     add(f"  %tb = arith.constant {_TRANS if trans_b else _NO_TRANS} : i32")
+    add(f"  %tbsel = arith.constant {'true' if trans_b else 'false'}")
+    add("  %zero64 = arith.constant 0 : i64")
     add("  %alpha = arith.constant 1.0 : f32")
     add(f"  %beta = arith.constant {beta:.1f} : f32")
     rc = len(mc)
@@ -262,11 +268,22 @@ def _helper_text(name: str, g: _Gemm, beta: float) -> str:
     add(f"  %mn = arith.muli {m_expr}, %N : i64")
     add("  %mnk = arith.muli %mn, %K : i64")
     add(f"  %cut = arith.constant {int(os.environ.get('KILN_BLAS_MT_MNK', MT_MNK))} : i64")
-    add("  %big = arith.cmpi sge, %mnk, %cut : i64")
+    add("  %big0 = arith.cmpi sge, %mnk, %cut : i64")
+    # Skinny products are memory bound on the weight: two threads read it faster.
+    add("  %kn = arith.muli %K, %N : i64")
+    add(f"  %wcut = arith.constant {WEIGHT_MT} : i64")
+    add("  %big1 = arith.cmpi sge, %kn, %wcut : i64")
+    add("  %big = arith.ori %big0, %big1 : i1")
     add("  %one = arith.constant 1 : i32")
     add(f"  %many = arith.constant {blas_threads()} : i32")
     add("  %nt = arith.select %big, %many, %one : i32")
     add(f"  %prev = func.call @{SET_THREADS}(%nt) : (i32) -> i32")
+    add("  %m1 = arith.constant 1 : i64")
+    add(f"  %isvec = arith.cmpi eq, {m_expr}, %m1 : i64")
+    add(f"  %gv_t = arith.constant {_NO_TRANS if trans_b else _TRANS} : i32")
+    add("  %gv_rows = arith.select %tbsel, %N, %K : i64")
+    add("  %gv_cols = arith.select %tbsel, %K, %N : i64")
+    add(f"  %incx = {'arith.addi %lda, %zero64 : i64' if trans_a else 'arith.constant 1 : i64'}")
     # Nested loops over the remaining batch dims; offsets in elements.
     offs = {"A": "%oA", "B": "%oB", "C": "%oC"}
     indent = "  "
@@ -282,8 +299,15 @@ def _helper_text(name: str, g: _Gemm, beta: float) -> str:
         add(f"{indent}%e{tag} = arith.index_cast {offs[tag]} : index to i64")
         add(f"{indent}%x{tag} = arith.muli %e{tag}, %c4 : i64")
         add(f"{indent}%y{tag} = arith.addi %p{tag}, %x{tag} : i64")
-    add(f"{indent}func.call @{SGEMM}(%order, %ta, %tb, {m_expr}, %N, %K, %alpha, %yA, %lda, %yB, %ldb, %beta, "
+    # One row (batch-1 inference): sgemv, y = B^T x (b stored [K, N]) or B x (stored [N, K]);
+    # this OpenBLAS's sgemm does not forward M = 1 to gemv and ran 3x slower.
+    add(f"{indent}scf.if %isvec {{")
+    add(f"{indent}  func.call @{SGEMV}(%order, %gv_t, %gv_rows, %gv_cols, %alpha, %yB, %ldb, %yA, %incx, %beta, %yC, "
+        "%m1) : (i32, i32, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64) -> ()")
+    add(f"{indent}}} else {{")
+    add(f"{indent}  func.call @{SGEMM}(%order, %ta, %tb, {m_expr}, %N, %K, %alpha, %yA, %lda, %yB, %ldb, %beta, "
         "%yC, %ldc) : (i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64) -> ()")
+    add(f"{indent}}}")
     for _ in loops:
         indent = indent[:-2]
         add(f"{indent}}}")
@@ -438,6 +462,7 @@ def _conv_text(name: str, g: _Conv, beta: float) -> str:
 
 
 _DECL = (f"func.func private @{SGEMM}(i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64)\n"
+         f"func.func private @{SGEMV}(i32, i32, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64)\n"
          f"func.func private @{SET_THREADS}(i32) -> i32")
 
 
