@@ -11,6 +11,7 @@ bufferization performs in place.
 from __future__ import annotations
 
 from ..._mlir import arith, ir, linalg, tensor
+from ...dialects.kiln import is_float
 from ...dialects.kiln.data import SLICE_END
 from ...errors import ConversionError
 from .common import (
@@ -200,6 +201,43 @@ def lower_gather(lw: Lowering):
     return generic([indices], [init], [imap, identity_map(rank)], ["parallel"] * rank, body)
 
 
+def lower_gather_elements(lw: Lowering):
+    """``take_along_axis``: output position ``p`` reads ``data[p with p[axis] = indices[p]]``."""
+    data, indices = lw.operands
+    out = lw.results[0]
+    rank = len(out.dims)
+    axis = lw.attrs["axis"] % rank
+    init = lw.empty(out.dims, out.dtype)
+    size = _idx(_dims_of(data)[axis])
+
+    def body(i, _):
+        iv = arith.index_cast(ir.IndexType.get(), cast_scalar(i, ir.IntegerType.get_signless(64)))
+        neg = arith.cmpi(arith.CmpIPredicate.slt, iv, const_index(0))
+        iv = arith.select(neg, arith.addi(iv, size), iv)
+        iv = _clamp(iv, const_index(0), arith.subi(size, const_index(1)))  # never read outside data
+        idx = [iv if k == axis else loop_index(k) for k in range(rank)]
+        return tensor.extract(data, idx)
+
+    return generic([indices], [init], [identity_map(rank), identity_map(rank)], ["parallel"] * rank, body)
+
+
+def lower_range(lw: Lowering):
+    """``start + i * step`` for ``i`` in ``[0, n)``, computed in the result dtype."""
+    out = lw.results[0]
+    t = out.dtype
+    init = lw.empty(out.dims, t)
+    start, step = lw.attrs["start"], lw.attrs["step"]
+
+    def body(_):
+        i = arith.index_cast(ir.IntegerType.get_signless(64), loop_index(0))
+        i = cast_scalar(i, t)
+        return (arith.addf if is_float(t) else arith.addi)(
+            scalar_const(t, start), (arith.mulf if is_float(t) else arith.muli)(i, scalar_const(t, step))
+        )
+
+    return generic([], [init], [identity_map(1)], ["parallel"], body)
+
+
 def lower_pad(lw: Lowering):
     x = lw.operands[0]
     out = lw.results[0]
@@ -248,6 +286,8 @@ def table() -> dict:
         "kiln.slice": lower_slice,
         "kiln.concat": lower_concat,
         "kiln.gather": lower_gather,
+        "kiln.gather_elements": lower_gather_elements,
+        "kiln.range": lower_range,
         "kiln.pad": lower_pad,
     }
 

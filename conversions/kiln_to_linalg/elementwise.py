@@ -164,6 +164,8 @@ SCALAR = {
     "kiln.gelu": lambda x, a: _gelu(x, a.get("approximate", "none")),
     "kiln.silu": lambda x, a: arith.mulf(x, _sigmoid(x)),
     "kiln.erf": lambda x, a: erf(x),
+    "kiln.cos": lambda x, a: math.cos(x),
+    "kiln.sin": lambda x, a: math.sin(x),
     "kiln.where": lambda c, x, y, a: arith.select(c, x, y),
 }
 

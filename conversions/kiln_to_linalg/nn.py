@@ -323,17 +323,29 @@ def lower_conv2d(lw: Lowering):
         init = fill(scalar_const(t, 0.0), init)
     if groups == 1:
         return [_conv_im2col(lw, x, w, init, strides, dil)]
-    # Grouped: one convolution per group on channel slices (static channel counts).
+    return [_conv_grouped(lw, x, w, init, strides, dil, groups)]
+
+
+def _conv_grouped(lw: Lowering, x, w, init, strides, dil, groups: int) -> ir.Value:
+    """Grouped (and depthwise) convolution as one generic over
+    ``(n, g, o, oh, ow, c, kh, kw)``: the input channel is ``g*Cg + c`` (an
+    affine map, Cg static), weight and output viewed as ``[G, Og, ...]``."""
+    out = lw.results[0]
+    t = out.dtype
     wt = ir.RankedTensorType(w.type)
-    o, cg = wt.shape[0], wt.shape[1]
+    o, cg, kh, kw = wt.shape
     og = o // groups
-    for g in range(groups):
-        xs = _channel_slice(x, g * cg, cg)
-        ws = _channel_slice(w, g * og, og, axis=0)
-        os_ = _channel_slice(init, g * og, og)
-        r = linalg.conv_2d_nchw_fchw(xs, ws, outs=[os_], strides=strides, dilations=dil)
-        init = _insert_channels(r, init, g * og, og)
-    return [init]
+    n, oh, ow = (lw.env.value(d) if not d.is_static else d.value for d in (out.dims[0], out.dims[2], out.dims[3]))
+    d = [ir.AffineDimExpr.get(i) for i in range(8)]
+    xmap = ir.AffineMap.get(8, 0, [d[0], d[1] * cg + d[5], d[3] * strides[0] + d[6] * dil[0],
+                                   d[4] * strides[1] + d[7] * dil[1]])
+    wmap = ir.AffineMap.get(8, 0, [d[1], d[2], d[5], d[6], d[7]])
+    omap = ir.AffineMap.get(8, 0, d[:5])
+    w5 = _reshape(w, [groups, og, cg, kh, kw], t)
+    init5 = _reshape(init, [n, groups, og, oh, ow], t)
+    res = generic([x, w5], [init5], [xmap, wmap, omap], ["parallel"] * 5 + ["reduction"] * 3,
+                  lambda a, b, acc: arith.addf(acc, arith.mulf(a, b)))[0]
+    return _reshape(res, [n, o, oh, ow], t)
 
 
 def _reshape(x: ir.Value, sizes, dtype) -> ir.Value:
@@ -371,35 +383,6 @@ def _conv_im2col(lw: Lowering, x, w, init, strides, dil) -> ir.Value:
                   ["parallel", "parallel", "parallel", "reduction"],
                   lambda a, b, acc: arith.addf(acc, arith.mulf(a, b)))[0]
     return _reshape(res, [n, o, oh, ow], t)
-
-
-def _slice_args(x: ir.Value, offset: int, size: int, axis: int):
-    xt = ir.RankedTensorType(x.type)
-    sizes, static_sizes, shape = [], [], []
-    for i, s in enumerate(xt.shape):
-        if i == axis:
-            static_sizes.append(size)
-            shape.append(size)
-        elif s == DYN:
-            static_sizes.append(DYN)
-            sizes.append(tensor.dim(x, const_index(i)))
-            shape.append(DYN)
-        else:
-            static_sizes.append(s)
-            shape.append(s)
-    offsets = [offset if i == axis else 0 for i in range(xt.rank)]
-    return xt, sizes, static_sizes, shape, offsets
-
-
-def _channel_slice(x: ir.Value, offset: int, size: int, axis: int = 1) -> ir.Value:
-    xt, sizes, static_sizes, shape, offsets = _slice_args(x, offset, size, axis)
-    rt = ir.RankedTensorType.get(shape, xt.element_type)
-    return tensor.ExtractSliceOp(rt, x, [], sizes, [], offsets, static_sizes, [1] * xt.rank).result
-
-
-def _insert_channels(src: ir.Value, dest: ir.Value, offset: int, size: int, axis: int = 1) -> ir.Value:
-    xt, sizes, static_sizes, shape, offsets = _slice_args(dest, offset, size, axis)
-    return tensor.InsertSliceOp(src, dest, [], sizes, [], offsets, static_sizes, [1] * xt.rank).result
 
 
 def _pool_input(lw: Lowering, x: ir.Value, value, user_pad_value=None):

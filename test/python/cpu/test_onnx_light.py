@@ -12,7 +12,7 @@ ort = pytest.importorskip("onnxruntime")
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 # The fastest to compile and run here; the others are exercised by bench/.
-MODELS = ["squeezenet"]
+MODELS = ["squeezenet", "shufflenet"]
 
 
 @pytest.mark.parametrize("name", MODELS)
