@@ -8,8 +8,11 @@ Each stage is a registered kiln pass, so ``kiln-opt --pass-pipeline`` and
    result, written with ``bufferization.materialize_in_destination``; no
    buffer escapes, MLIR_NOTES sharp edge 17) and mark it
    ``llvm.emit_c_interface``.
-2. ``kiln-cpu-vectorize``: tile and vectorize the linalg ops (upstream
-   passes; ``level=0`` turns it off).
+2. ``kiln-cpu-vectorize``: generalize named linalg ops to generics (so
+   ``kiln-cpu-library`` sees every contraction in one form); the loops are
+   vectorized by LLVM at ``-O3`` -- which is why f32 ``exp``/``erf``/``tanh``
+   are arith polynomials, not libm calls.  No MLIR-level tiling yet
+   (``level=0`` turns the stage off).
 3. ``kiln-cpu-bufferize``: one-shot bufferization with identity layouts at
    function boundaries, then the buffer deallocation pipeline (internal
    buffers are freed before returning).
@@ -212,10 +215,10 @@ class CpuPrepare(Pass):
 
 @register_pass
 class CpuVectorize(Pass):
-    """Tile and vectorize linalg ops on tensors for the host CPU."""
+    """Prepare linalg on tensors for vectorized loops (generalize named ops)."""
 
     name = "kiln-cpu-vectorize"
-    summary = "Tile and vectorize linalg ops (level 0: none)"
+    summary = "Generalize named linalg ops for library matching and LLVM loop vectorization (level 0: none)"
     options = (Option("level", int, 1, "0: no vectorization"),)
 
     def run(self, module) -> None:
