@@ -195,7 +195,7 @@ def _unary(kind):
     return lower
 
 
-for _name in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "silu", "erf"):
+for _name in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "silu", "erf", "cos", "sin"):
     ATEN_PATTERNS[f"torch.aten.{_name}"] = _unary(_name)
 
 
@@ -548,9 +548,47 @@ def lower_slice(cx):
     step = cx.int(4, 1)
     start = 0 if start is None else start
     if isinstance(start, Dim) or isinstance(end, Dim):
-        raise Decline("slice with symbolic bounds")
+        return _slice_by_gather(cx, x, axis, start, end, step)
     end = SLICE_END if end is None or end >= SLICE_END or end > 2**40 else int(end)
     return cx.build("slice", x, starts=[int(start)], ends=[end], axes=[axis], steps=[step])
+
+
+def _slice_by_gather(cx, x, axis, start, end, step):
+    """A slice with a symbolic bound (``position_ids[:, :L]``) as a gather of
+    ``range(start, end, step)``: kiln.slice bounds are integers, a range's
+    length may be any dim."""
+    if step <= 0:
+        raise Decline("slice with symbolic bounds and a non-positive step")
+    size = dims_of(x)[axis]
+    start, end = dim(start), size if end is None else dim(end)
+    if (start.is_static and start.value < 0) or (end.is_static and end.value < 0):
+        raise Decline("slice with symbolic bounds and a negative index")
+    if end.is_static and end.value >= SLICE_END:
+        end = size
+    n = (end - start + (step - 1)) // step
+    if not start.is_static:
+        raise Decline("slice with a symbolic start")
+    idx = cx.build("range", shape=[n], start=start.value, step=step, results=[tensor_type([n], "i64")])
+    return cx.build("gather", x, idx, axis=axis)
+
+
+def _symbolic_arange(cx, args):
+    """``arange`` with a symbolic integer bound (``arange(L)``) as ``kiln.range``."""
+    start, end, step = ([0] + args + [1])[:3] if len(args) == 1 else (args + [1])[:3]
+    if any(isinstance(v, float) and not float(v).is_integer() for v in (start, end, step)):
+        raise Decline("arange with fractional and symbolic bounds")
+    start, end, step = as_dim(start), as_dim(end), int(step)
+    if step <= 0 or not start.is_static:
+        raise Decline("arange with a symbolic bound and a non-positive step or a symbolic start")
+    n = (end - start + (step - 1)) // step
+    return cx.build("range", shape=[n], start=start.value, step=step, results=[tensor_type([n], cx.result_dtype())])
+
+
+@pattern("torch.aten.gather")
+def lower_gather_elements(cx):
+    """``torch.gather(x, dim, index)`` (take along an axis) as ``kiln.gather_elements``."""
+    x, idx = cx.tensor(0), cx.tensor(2)
+    return cx.build("gather_elements", x, idx, axis=cx.int(1) % rank_of(x))
 
 
 @pattern("torch.aten.select.int")
@@ -662,7 +700,7 @@ def lower_arange(cx):
     if cx.name.endswith("arange") or cx.name.endswith("arange.default"):
         args = args[:1]
     if any(isinstance(a, Dim) and not a.is_static for a in args):
-        raise Decline("arange with a symbolic bound")
+        return _symbolic_arange(cx, args)
     vals = [a.value if isinstance(a, Dim) else a for a in args]
     dtype = cx.result_dtype()
     return Known(np.arange(*vals).astype({"i64": np.int64, "i32": np.int32, "f32": np.float32}.get(dtype, np.float64)),

@@ -156,6 +156,49 @@ class GatherOp(KilnOp, name="gather", traits=[ext.Pure]):
         return [TensorInfo(dims, data.dtype)]
 
 
+class GatherElementsOp(KilnOp, name="gather_elements", traits=[ext.Pure]):
+    """Take entries of ``data`` along ``axis`` at ``indices`` of the same rank
+    (``numpy.take_along_axis``, ``torch.gather``): ``r[i][j] = data[i][indices[i][j]]``
+    for ``axis = 1``.  The result has the dims of ``indices``; on the other axes
+    ``indices`` may be smaller than ``data``, not larger.
+
+    ``%r = "kiln.gather_elements"(%d, %i) {axis = 1 : i64} : (!kiln.tensor<["B", 128], i64>, !kiln.tensor<["B", "L"], i64>) -> !kiln.tensor<["B", "L"], i64>``
+    """
+
+    data: ext.Operand[TensorType]
+    indices: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+    ATTRS = {"axis": ATTR.int(default=0)}
+
+    def shape(self, operands, attrs):
+        data, idx = operands
+        if not is_integer(idx.dtype) or str(idx.dtype) == "i1":
+            raise VerifyError(f"indices must have an integer dtype, got {idx.dtype}")
+        if idx.rank != data.rank:
+            raise VerifyError(f"indices must have the rank of data ({data.rank}), got {shape_text(idx.dims)}")
+        norm_axis(attrs["axis"], data.rank)
+        return [TensorInfo(idx.dims, data.dtype)]
+
+
+class RangeOp(KilnOp, name="range", traits=[ext.Pure]):
+    """``[start, start + step, ...]``: a 1-D tensor of ``shape = [n]`` values, where
+    ``n`` may be symbolic (``torch.arange(L)``); the result type gives the dtype.
+
+    ``%r = "kiln.range"() {shape = ["L"], start = 0 : i64, step = 1 : i64} : () -> !kiln.tensor<["L"], i64>``
+    """
+
+    res: ext.Result[TensorType]
+    ATTRS = {"shape": ATTR.dims(), "start": ATTR.float(default=0.0), "step": ATTR.float(default=1.0)}
+
+    def shape(self, operands, attrs):
+        target = tuple(attrs["shape"])
+        if len(target) != 1 or target[0].is_unknown:
+            raise VerifyError(f"attribute 'shape' must hold one known dim, got {shape_text(target)}")
+        if attrs["step"] == 0:
+            raise VerifyError("attribute 'step' must not be 0")
+        return [TensorInfo(target, None)]
+
+
 class ExpandOp(KilnOp, name="expand", traits=[ext.Pure]):
     """Broadcast ``x`` to the dims in ``shape`` (numpy broadcasting rules).
 

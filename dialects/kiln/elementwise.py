@@ -170,6 +170,14 @@ class ErfOp(UnaryOp, name="erf", traits=[ext.Pure]):
     """The error function: ``%r = "kiln.erf"(%x) : (...) -> ...``."""
 
 
+class CosOp(UnaryOp, name="cos", traits=[ext.Pure]):
+    """Cosine: ``%r = "kiln.cos"(%x) : (!kiln.tensor<["L", 16], f32>) -> !kiln.tensor<["L", 16], f32>``."""
+
+
+class SinOp(UnaryOp, name="sin", traits=[ext.Pure]):
+    """Sine: ``%r = "kiln.sin"(%x) : (!kiln.tensor<["L", 16], f32>) -> !kiln.tensor<["L", 16], f32>``."""
+
+
 class WhereOp(KilnOp, name="where", traits=[ext.Pure]):
     """``cond ? x : y`` elementwise, the three operands broadcast together.
 
@@ -205,4 +213,4 @@ class CastOp(KilnOp, name="cast", traits=[ext.Pure]):
 
 BINARY_OPS = [AddOp, SubOp, MulOp, DivOp, PowOp, MaximumOp, MinimumOp]
 COMPARE_OPS = [EqOp, NeOp, LtOp, LeOp, GtOp, GeOp]
-UNARY_OPS = [NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, SigmoidOp, ReluOp, GeluOp, SiluOp, ErfOp]
+UNARY_OPS = [NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, SigmoidOp, ReluOp, GeluOp, SiluOp, ErfOp, CosOp, SinOp]
