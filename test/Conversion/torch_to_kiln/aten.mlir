@@ -121,3 +121,36 @@ func.func @unknown_op$falls_back(%arg0: !torch.vtensor<[4],f32>) -> !torch.vtens
   %0 = torch.operator "torch.aten.special_bessel_j0.default"(%arg0) : (!torch.vtensor<[4],f32>) -> !torch.vtensor<[4],f32>
   return %0 : !torch.vtensor<[4],f32>
 }
+
+// arange with a symbolic bound becomes kiln.range of that length (no fallback).
+// CHECK-LABEL: func.func @arange$symbolic_end
+// CHECK: "kiln.range"() {shape = ["L"], start = 0.000000e+00 : f64, step = 1.000000e+00 : f64} : () -> !kiln.tensor<["L"], i64>
+func.func @arange$symbolic_end(%arg0: !torch.vtensor<[?],f32>) -> !torch.vtensor<[?],si64> {
+  %0 = torch.symbolic_int "L" {min_val = 1, max_val = 512} : !torch.int
+  torch.bind_symbolic_shape %arg0, [%0], affine_map<()[s0] -> (s0)> : !torch.vtensor<[?],f32>
+  %int0 = torch.constant.int 0
+  %int1 = torch.constant.int 1
+  %none = torch.constant.none
+  %false = torch.constant.bool false
+  %cpu = torch.constant.device "cpu"
+  %n = torch.aten.size.int %arg0, %int0 : !torch.vtensor<[?],f32>, !torch.int -> !torch.int
+  %1 = torch.aten.arange.start_step %int0, %n, %int1, %none, %none, %cpu, %false : !torch.int, !torch.int, !torch.int, !torch.none, !torch.none, !torch.Device, !torch.bool -> !torch.vtensor<[?],si64>
+  torch.bind_symbolic_shape %1, [%0], affine_map<()[s0] -> (s0)> : !torch.vtensor<[?],si64>
+  return %1 : !torch.vtensor<[?],si64>
+}
+
+// A slice whose end is a symbol is a gather of a range.
+// CHECK-LABEL: func.func @slice$symbolic_end
+// CHECK: %[[R:.*]] = "kiln.range"() {shape = ["L"], {{.*}}} : () -> !kiln.tensor<["L"], i64>
+// CHECK: "kiln.gather"(%{{.*}}, %[[R]]) {axis = 1 : i64} : (!kiln.tensor<[1, 128], i64>, !kiln.tensor<["L"], i64>) -> !kiln.tensor<[1, "L"], i64>
+func.func @slice$symbolic_end(%arg0: !torch.vtensor<[?],f32>) -> !torch.vtensor<[1,?],si64> {
+  %0 = torch.symbolic_int "L" {min_val = 1, max_val = 512} : !torch.int
+  torch.bind_symbolic_shape %arg0, [%0], affine_map<()[s0] -> (s0)> : !torch.vtensor<[?],f32>
+  %pos = torch.vtensor.literal(dense<3> : tensor<1x128xsi64>) : !torch.vtensor<[1,128],si64>
+  %int0 = torch.constant.int 0
+  %int1 = torch.constant.int 1
+  %n = torch.aten.size.int %arg0, %int0 : !torch.vtensor<[?],f32>, !torch.int -> !torch.int
+  %1 = torch.aten.slice.Tensor %pos, %int1, %int0, %n, %int1 : !torch.vtensor<[1,128],si64>, !torch.int, !torch.int, !torch.int, !torch.int -> !torch.vtensor<[1,?],si64>
+  torch.bind_symbolic_shape %1, [%0], affine_map<()[s0] -> (1, s0)> : !torch.vtensor<[1,?],si64>
+  return %1 : !torch.vtensor<[1,?],si64>
+}

@@ -256,3 +256,21 @@ func.func @symbol$inside_function() {
 // -----
 // expected-error @below {{'kiln.symbol' op requires attribute 'min'}}
 "kiln.symbol"() {sym_name = "B", max = 4 : i64} : () -> ()
+// -----
+func.func @range$two_dims() {
+  // expected-error @below {{'kiln.range' op attribute 'shape' must hold one known dim, got [2, 3]}}
+  %0 = "kiln.range"() {shape = [2, 3]} : () -> !kiln.tensor<[2, 3], i64>
+  return
+}
+// -----
+func.func @range$zero_step() {
+  // expected-error @below {{'kiln.range' op attribute 'step' must not be 0}}
+  %0 = "kiln.range"() {shape = [4], step = 0.0 : f64} : () -> !kiln.tensor<[4], i64>
+  return
+}
+// -----
+func.func @gather_elements$rank(%d: !kiln.tensor<[4, 8], f32>, %i: !kiln.tensor<[4], i64>) {
+  // expected-error @below {{'kiln.gather_elements' op indices must have the rank of data (2), got [4]}}
+  %0 = "kiln.gather_elements"(%d, %i) {axis = 1 : i64} : (!kiln.tensor<[4, 8], f32>, !kiln.tensor<[4], i64>) -> !kiln.tensor<[4], f32>
+  return
+}

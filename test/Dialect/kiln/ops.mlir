@@ -175,6 +175,21 @@ func.func @data$movement(%x: !kiln.tensor<["B", "L", 16], f32>, %t: !kiln.tensor
   return
 }
 
+// CHECK-LABEL: func.func @index$range_gather_elements_trig
+func.func @index$range_gather_elements_trig(%d: !kiln.tensor<["B", 128], i64>, %x: !kiln.tensor<["L", 16], f32>) {
+  // CHECK: "kiln.range"() {shape = ["L"], start = 0.000000e+00 : f64, step = 1.000000e+00 : f64} : () -> !kiln.tensor<["L"], i64>
+  %0 = "kiln.range"() {shape = ["L"], start = 0.0 : f64, step = 1.0 : f64} : () -> !kiln.tensor<["L"], i64>
+  %1 = "kiln.reshape"(%0) {shape = [1, "L"]} : (!kiln.tensor<["L"], i64>) -> !kiln.tensor<[1, "L"], i64>
+  %2 = "kiln.expand"(%1) {shape = ["B", "L"]} : (!kiln.tensor<[1, "L"], i64>) -> !kiln.tensor<["B", "L"], i64>
+  // CHECK: "kiln.gather_elements"(%arg0, %{{.*}}) {axis = 1 : i64} : (!kiln.tensor<["B", 128], i64>, !kiln.tensor<["B", "L"], i64>) -> !kiln.tensor<["B", "L"], i64>
+  %3 = "kiln.gather_elements"(%d, %2) {axis = 1 : i64} : (!kiln.tensor<["B", 128], i64>, !kiln.tensor<["B", "L"], i64>) -> !kiln.tensor<["B", "L"], i64>
+  // CHECK: "kiln.cos"
+  %4 = "kiln.cos"(%x) : (!kiln.tensor<["L", 16], f32>) -> !kiln.tensor<["L", 16], f32>
+  // CHECK: "kiln.sin"
+  %5 = "kiln.sin"(%x) : (!kiln.tensor<["L", 16], f32>) -> !kiln.tensor<["L", 16], f32>
+  return
+}
+
 // CHECK-LABEL: func.func @constant$dense_and_resource
 func.func @constant$dense_and_resource() {
   // CHECK: "kiln.constant"() {value = dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>} : () -> !kiln.tensor<[2], f32>
