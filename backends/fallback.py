@@ -52,6 +52,17 @@ def resolve_torch_op(op_name: str):
     return target, packet
 
 
+def _schema_split(fn):
+    """``(number of positional parameters, keyword-only names)`` of a torch op,
+    or ``(None, [])`` when it has no single schema to read."""
+    target = getattr(fn, "default", fn)
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return None, []
+    args = list(schema.arguments)
+    return sum(1 for a in args if not a.kwarg_only), [a.name for a in args if a.kwarg_only and a.name != "out"]
+
+
 def _python_value(attr):
     """A Python value for an MLIR attribute recorded by the frontend."""
     if isinstance(attr, ir.UnitAttr):
@@ -124,6 +135,7 @@ class FallbackKernel:
         self.positions = list(positions) if positions is not None else [("tensor", k) for k in range(len(inputs))]
         self.kwargs = dict(kwargs or {})
         self._fn, self._packet = resolve_torch_op(op_name)
+        self._positional, self._kwarg_only = _schema_split(self._fn)
         self._use_out = len(self.outputs) == 1 and "out" in self._packet.overloads()
         self._lock = threading.Lock()
 
@@ -167,6 +179,12 @@ class FallbackKernel:
         for kind, v in self.positions:
             args.append(_as_torch(inputs[v]) if kind == "tensor" else _bind_value(v, binding))
         kwargs = {k: _bind_value(v, binding) for k, v in self.kwargs.items()}
+        if self._positional is not None and len(args) > self._positional:
+            # The frontend records every operand by position; keyword-only
+            # parameters (aten.gather's sparse_grad) must go by name.
+            extra = args[self._positional:]
+            args = args[: self._positional]
+            kwargs.update({k: v for k, v in zip(self._kwarg_only, extra) if k not in kwargs})
         return args, kwargs
 
     def __call__(self, inputs: Sequence, outputs: Sequence, binding: Mapping[str, int]) -> None:

@@ -88,3 +88,18 @@ def test_from_op_puts_scalars_back_at_their_positions():
 def test_unknown_op_is_unsupported():
     with pytest.raises(UnsupportedError, match="'onnx.Foo' has no PyTorch implementation"):
         FallbackKernel("foo", "onnx.Foo", [info(4)], [info(4)])
+
+
+def test_keyword_only_parameters_are_passed_by_name():
+    # aten.gather(self, dim, index, *, sparse_grad): the frontend records
+    # sparse_grad as the 4th operand; torch only takes it by name.
+    kernel = FallbackKernel(
+        "g", "aten.gather", [TensorInfo((dim(2), dim(3)), "f32"), TensorInfo((dim(2), dim(2)), "i64")],
+        [TensorInfo((dim(2), dim(2)), "f32")],
+        [("tensor", 0), ("value", 1), ("tensor", 1), ("value", False)],
+    )
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    idx = torch.tensor([[2, 0], [1, 1]])
+    out = torch.empty(2, 2)
+    kernel([x, idx], [out], {})
+    assert torch.equal(out, torch.gather(x, 1, idx))
