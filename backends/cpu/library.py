@@ -42,16 +42,15 @@ __all__ = ["SGEMM", "CpuLibrary", "blas_library", "enabled", "rewrite_contractio
 #: The CBLAS symbol (numpy's bundled OpenBLAS, 64-bit integer interface).
 SGEMM = "scipy_cblas_sgemm64_"
 SGEMV = "scipy_cblas_sgemv64_"
-#: Products whose K*N weight has at least this many elements (4 MiB of f32)
-#: use every BLAS thread even when M*N*K is small (memory bound).
-WEIGHT_MT = 1 << 20
 #: OpenBLAS's per-calling-thread thread count (0.3.27+): set before each sgemm.
 SET_THREADS = "openblas_set_num_threads_local"
 #: Below this M*N*K a GEMM runs on one thread: OpenBLAS's own cut (256K) is
 #: far lower, and waking its second thread for a 32x768x256 product cost
-#: more than it gained, badly so when other processes hold the cores.
-#: ``KILN_BLAS_MT_MNK`` overrides it.
-MT_MNK = 1 << 24
+#: more than it gained, badly so when other processes hold the cores (the
+#: MLP at B=8, 8x1024x4096, measured 2.4 ms on two threads once and 104 ms
+#: the next run, 4.8 ms on one thread both times).  ``KILN_BLAS_MT_MNK``
+#: overrides it.
+MT_MNK = 1 << 26
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 
@@ -268,18 +267,18 @@ def _helper_text(name: str, g: _Gemm, beta: float) -> str:
     add(f"  %mn = arith.muli {m_expr}, %N : i64")
     add("  %mnk = arith.muli %mn, %K : i64")
     add(f"  %cut = arith.constant {int(os.environ.get('KILN_BLAS_MT_MNK', MT_MNK))} : i64")
+    add("  %m1 = arith.constant 1 : i64")
+    add(f"  %isvec = arith.cmpi eq, {m_expr}, %m1 : i64")
+    # sgemv always on one thread: with two, OpenBLAS's M = 1 path took
+    # 16 ms instead of 1.3 ms for 1x1024x4096 on this shared machine.
     add("  %big0 = arith.cmpi sge, %mnk, %cut : i64")
-    # Skinny products are memory bound on the weight: two threads read it faster.
-    add("  %kn = arith.muli %K, %N : i64")
-    add(f"  %wcut = arith.constant {WEIGHT_MT} : i64")
-    add("  %big1 = arith.cmpi sge, %kn, %wcut : i64")
-    add("  %big = arith.ori %big0, %big1 : i1")
+    add("  %true = arith.constant true")
+    add("  %notvec = arith.xori %isvec, %true : i1")
+    add("  %big = arith.andi %big0, %notvec : i1")
     add("  %one = arith.constant 1 : i32")
     add(f"  %many = arith.constant {blas_threads()} : i32")
     add("  %nt = arith.select %big, %many, %one : i32")
     add(f"  %prev = func.call @{SET_THREADS}(%nt) : (i32) -> i32")
-    add("  %m1 = arith.constant 1 : i64")
-    add(f"  %isvec = arith.cmpi eq, {m_expr}, %m1 : i64")
     add(f"  %gv_t = arith.constant {_NO_TRANS if trans_b else _TRANS} : i32")
     add("  %gv_rows = arith.select %tbsel, %N, %K : i64")
     add("  %gv_cols = arith.select %tbsel, %K, %N : i64")
