@@ -117,3 +117,12 @@ def test_bad_inputs_raise_shape_error_before_any_kernel(tiny_mlp, x, message):
         assert any(s.calls for s in spies)
     finally:
         runtime.kernels[:] = saved
+
+
+def test_non_contiguous_inputs(tiny_mlp):
+    module, model = tiny_mlp
+    x = torch.randn(16, 9).T  # a transposed view: not C-contiguous
+    assert not x.is_contiguous()
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), module(x), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(model(x.numpy()), module(x).detach().numpy(), rtol=RTOL, atol=ATOL)
