@@ -136,7 +136,7 @@ def plot(result: dict, path: str) -> bool:
     for ax, wname in zip(axes[0], names):
         rows = [e for e in result["rows"] if e["workload"] == wname]
         labels = [e["row"] for e in rows]
-        for p in result["peers"]:
+        for color, p in enumerate(result["peers"]):
             xs, ys = [], []
             for i, e in enumerate(rows):
                 s = e["peers"].get(p, {})
@@ -144,7 +144,7 @@ def plot(result: dict, path: str) -> bool:
                     xs.append(i)
                     ys.append(s["p50_ms"])
             if xs:
-                ax.plot(xs, ys, marker="o", label=p)
+                ax.plot(xs, ys, marker="o", label=p, color=f"C{color}")  # one color per peer in every panel
         ax.set_xticks(range(len(labels)))
         ax.set_xticklabels(labels, fontsize=8)
         ax.set_yscale("log")
