@@ -48,9 +48,10 @@ SET_THREADS = "openblas_set_num_threads_local"
 #: far lower, and waking its second thread for a 32x768x256 product cost
 #: more than it gained, badly so when other processes hold the cores (the
 #: MLP at B=8, 8x1024x4096, measured 2.4 ms on two threads once and 104 ms
-#: the next run, 4.8 ms on one thread both times).  ``KILN_BLAS_MT_MNK``
-#: overrides it.
-MT_MNK = 1 << 26
+#: the next run, 4.8 ms on one thread both times; 64x1024x4096 took 32 ms on
+#: two threads and 4.8 ms on one).  MKL's sgemm (torch's) on two OpenMP
+#: threads was slower still under that load.  ``KILN_BLAS_MT_MNK`` overrides it.
+MT_MNK = 1 << 29
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 
