@@ -64,11 +64,11 @@ def parse_module(text: str, source_name: str = "-", *, verify: bool = True) -> i
     or VerifyError with the diagnostics.
     """
     ctx = ir.Context.current
-    # Parse once, always inside a module (the parser wants one top-level op,
-    # and a second parse would rename dense resources); a text that was one
-    # module already is unwrapped again.
-    op = _parse_op(_wrap_in_module(text), source_name, ctx)
-    body = top_level_ops(op)
+    # Parse once (a second parse would rename dense resources), inside a
+    # module unless the text is one: the parser wants one top-level op.
+    wrapped, shifted_line = _wrap_in_module(text)
+    op = _parse_op(wrapped, source_name, ctx, shifted_line)
+    body = top_level_ops(op) if wrapped is not text else []
     if len(body) == 1 and body[0].operation.name == "builtin.module":
         # Detach (not erase): each parsed op stays owned by one Python object;
         # erasing ops the bindings still track double-frees.
@@ -103,36 +103,56 @@ def _to_module(module_op) -> ir.Module:
     return module  # the emptied module_op is owned by Python and freed with it
 
 
-def _wrap_in_module(text: str) -> str:
-    """``module { <text> }`` (the prefix shares line 1, so later lines keep their
-    numbers), leaving a trailing ``{-# ... #-}`` resource section outside the
-    module, where it must stay."""
-    at = text.rfind("\n{-#")
-    if at < 0 and text.startswith("{-#"):
-        at = 0
-    if at < 0:
-        return _WRAP_PREFIX + text + "\n}"
-    return _WRAP_PREFIX + text[:at] + "}" + text[at:]
-
-
 _WRAP_PREFIX = "module {"
+_ALIAS = re.compile(r"^\s*[#!][\w.$-]+\s*=")
 
 
-def _unshift(diags: list[Diagnostic]) -> list[Diagnostic]:
-    """Undo the column shift the module prefix gives line-1 diagnostics."""
+def _is_preamble(line: str) -> bool:
+    stripped = line.strip()
+    return not stripped or stripped.startswith("//") or bool(_ALIAS.match(line))
+
+
+def _wrap_in_module(text: str) -> tuple[str, int | None]:
+    """``text`` with its top-level ops inside ``module { ... }``, and the
+    (1-based) line whose columns the prefix shifted, or None.
+
+    Alias definitions (``#map = ...``, ``#loc = ...``) and the ``{-# ... #-}``
+    resource section stay outside the module, where they must be.  The prefix
+    shares the first op's line, so line numbers are kept.  A text whose first
+    op is already a ``module`` is left as it is.
+    """
+    lines = text.split("\n")
+    first = next((i for i, line in enumerate(lines) if not _is_preamble(line)), None)
+    if first is None:
+        return text + "\n" + _WRAP_PREFIX + "}", None  # nothing but comments: an empty module
+    if lines[first].lstrip().startswith(("module", '"builtin.module"')) and not lines[first].lstrip().startswith("module_"):
+        return text, None
+    end = len(lines)
+    resource = text.rfind("\n{-#")
+    if resource >= 0:
+        end = text.count("\n", 0, resource) + 1
+    while end > first + 1 and _is_preamble(lines[end - 1]):
+        end -= 1
+    lines[first] = _WRAP_PREFIX + lines[first]
+    lines[end - 1] = lines[end - 1] + "\n}"
+    return "\n".join(lines), first + 1
+
+
+def _unshift(diags: list[Diagnostic], line: int | None) -> list[Diagnostic]:
+    """Undo the column shift the module prefix gave diagnostics on ``line``."""
     for d in diags:
-        if d.line == 1 and d.col is not None and d.col > len(_WRAP_PREFIX):
+        if line is not None and d.line == line and d.col is not None and d.col > len(_WRAP_PREFIX):
             d.col -= len(_WRAP_PREFIX)
-        _unshift(d.notes)
+        _unshift(d.notes, line)
     return diags
 
 
-def _parse_op(text: str, source_name: str, ctx: ir.Context):
+def _parse_op(text: str, source_name: str, ctx: ir.Context, shifted_line: int | None = None):
     with DiagnosticCollector(ctx) as collector:
         try:
             return ir.Operation.parse(text, source_name=source_name)
         except ir.MLIRError as e:
-            diags = _unshift(_mlir_errors(e, collector.diagnostics))
+            diags = _unshift(_mlir_errors(e, collector.diagnostics), shifted_line)
             # The parser verifies what it parsed: op-prefixed messages
             # ("'kiln.add' op ...") come from verifiers, the rest from parsing.
             if diags and all(_VERIFIER_MESSAGE.match(d.message) for d in diags if d.severity == "error"):

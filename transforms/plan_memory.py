@@ -51,11 +51,6 @@ class _PlanPrinter(_DimPrinter):
     def _print_Max(self, expr):  # noqa: N802 (sympy printer protocol)
         return "max(" + ", ".join(self._print(a) for a in expr.args) + ")"
 
-    def _print_FloorDiv(self, expr):  # noqa: N802
-        # Parenthesized: the dim printer's "64*(x+63)/64" re-parses as
-        # (64*(x+63))/64, a different value.
-        return "(" + super()._print_FloorDiv(expr) + ")"
-
 
 _PRINTER = _PlanPrinter()
 

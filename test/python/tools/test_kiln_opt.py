@@ -139,3 +139,26 @@ def test_every_valid_lit_input_round_trips(path):
         valid += 1
     if "invalid" not in path.name:
         assert valid > 0, f"{path} has no valid IR chunk"
+
+
+def test_printed_output_with_aliases_round_trips():
+    """Lowered IR begins with `#map = ...` aliases and, with debug info, ends
+    with `#loc = ...` ones: both must parse back (`kiln-opt X | kiln-opt`)."""
+    text = GOOD
+    lowered = run(["--kiln-infer-shapes", "--convert-kiln-to-linalg"], text)
+    assert lowered.returncode == 0, lowered.stderr
+    assert lowered.stdout.lstrip().startswith("#map")
+    again = run([], lowered.stdout)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == lowered.stdout
+    with_locs = run(["--mlir-print-debuginfo"], text)
+    assert "#loc" in with_locs.stdout.rstrip().splitlines()[-1]
+    again = run(["--mlir-print-debuginfo"], with_locs.stdout)
+    assert again.returncode == 0, again.stderr
+
+
+def test_alias_preamble_before_bare_ops_keeps_line_numbers():
+    text = '#map = affine_map<(d0) -> (d0)>\nfunc.func @f(%a: !kiln.tensor<[4], i32>) {\n  %0 = "kiln.exp"(%a) : (!kiln.tensor<[4], i32>) -> !kiln.tensor<[4], i32>\n  return\n}\n'
+    r = run([], text)
+    assert r.returncode == 1
+    assert "<stdin>:3:8: error: 'kiln.exp' op requires a floating-point operand, got i32" in r.stderr
