@@ -1,0 +1,1 @@
+"""Benchmarks of kiln against its peers (kiln-bench), and the bench models."""
