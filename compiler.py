@@ -181,7 +181,8 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     (``"error"``, ``"specialize"``, ``"generic"``), ``budget`` (specialized
     buckets per symbol), ``profiling`` (per-kernel times in the report) and
     ``fallback`` (False: an op kiln cannot lower is an error instead of a
-    PyTorch kernel).  The graph is split into kernels by ``kiln-partition``
+    PyTorch kernel), and ``optimize`` (the graph pipeline run first:
+    ``True`` for ``kiln-default-cpu``, a pipeline name or text, or False).  The graph is split into kernels by ``kiln-partition``
     and run out of one arena planned by ``kiln-plan-memory``.
 
     The model is callable on numpy arrays or torch CPU tensors and returns
@@ -199,7 +200,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
         return compile_cuda(source, example_args, dynamic_shapes, symbols, **options)
     if device != "cpu":
         raise UnsupportedError(f"device '{device}' is not supported by kiln.compile (only 'cpu' and 'cuda')")
-    unknown = set(options) - {"vectorize", "keep_ir", "profiles", "policy", "budget", "profiling", "fallback"}
+    unknown = set(options) - {"vectorize", "keep_ir", "profiles", "policy", "budget", "profiling", "fallback", "optimize"}
     if unknown:
         raise KilnError(f"unknown kiln.compile option(s): {', '.join(sorted(unknown))}")
     start = time.perf_counter()
@@ -211,6 +212,16 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
         kept = {}
         if options.get("keep_ir"):
             kept["kiln"] = str(module)
+        optimize = options.get("optimize", True)
+        if optimize:
+            # The graph passes (kiln-default-cpu, or the pipeline text given).
+            from .pipelines import Pipeline
+
+            name = optimize if isinstance(optimize, str) else "kiln-default-cpu"
+            graph = Pipeline.parse(name) if "(" in name else Pipeline.named(name)
+            graph.run(module)
+            if options.get("keep_ir"):
+                kept["optimized"] = str(module)
         # kiln-partition + kiln-plan-memory: the schedule, the arena plan and
         # the fallback kernels come out; the module keeps the generated kernels.
         prepared = prepare(module, fname)

@@ -26,7 +26,7 @@ def _compile(factory, without=()):
         p = Pipeline.named("kiln-default-cpu", without=without)
         p.run(module)
         text = str(module)
-    return mod, kiln.compile(text), p.statistics()
+    return mod, kiln.compile(text, optimize=False), p.statistics()
 
 
 _CACHE = {}
