@@ -208,8 +208,12 @@ class FallbackKernel:
                 if out.data_ptr() == ptr and tuple(out.shape) == shape:
                     return
                 raise KilnError(f"fallback '{self.op_name}' resized its output from {shape} to {tuple(out.shape)}")
-        with torch.no_grad():
-            result = self._fn(*args, **kwargs)
+        try:
+            with torch.no_grad():
+                result = self._fn(*args, **kwargs)
+        except (RuntimeError, TypeError, ValueError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise KilnError(f"fallback op '{self.op_name}' failed in PyTorch: {first}") from None
         results = list(result) if isinstance(result, (tuple, list)) else [result]
         if len(results) < len(outs):
             raise KilnError(f"fallback '{self.op_name}' returned {len(results)} results, expected {len(outs)}")

@@ -9,7 +9,7 @@ from kiln.backends.fallback import FallbackKernel
 from kiln.context import make_context
 from kiln.dialects.dims import dim
 from kiln.dialects.kiln import TensorInfo
-from kiln.errors import UnsupportedError
+from kiln.errors import KilnError, UnsupportedError
 from kiln.module import parse_module
 
 SEGS = "operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>"
@@ -103,3 +103,10 @@ def test_keyword_only_parameters_are_passed_by_name():
     out = torch.empty(2, 2)
     kernel([x, idx], [out], {})
     assert torch.equal(out, torch.gather(x, 1, idx))
+
+
+def test_a_failing_torch_op_is_a_kiln_error():
+    kernel = FallbackKernel("g", "aten.gather", [TensorInfo((dim(2),), "f32")], [TensorInfo((dim(2),), "f32")],
+                            [("tensor", 0), ("value", "not a dim"), ("value", "nor an index")])
+    with pytest.raises(KilnError, match="fallback op 'aten.gather' failed in PyTorch"):
+        kernel([torch.zeros(2)], [torch.empty(2)], {})
