@@ -185,3 +185,13 @@ def test_transformer_block_numerics_at_several_lengths():
         x = torch.randn(b, seq, 256)
         got = np.asarray(compiled(x.numpy()))
         np.testing.assert_allclose(got, torch_module(x).detach().numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_shape_errors_name_the_forward_parameter():
+    class Double(torch.nn.Module):
+        def forward(self, tokens):
+            return tokens * 2.0
+
+    compiled = kiln.compile(Double(), (torch.randn(2, 3),), dynamic_shapes=({0: Dim("B", min=1, max=4)},))
+    with pytest.raises(kiln.ShapeError, match=r"^input 'tokens' axis 0: B = 5 violates 1 <= B <= 4"):
+        compiled(torch.randn(5, 3))
