@@ -87,8 +87,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
-    """Console-script entry point."""
-    sys.exit(main())
+    """Console-script wrapper: exit with main's status."""
+    from ._cli import run_tool
+
+    run_tool("kiln-bench", main)
 
 
 if __name__ == "__main__":

@@ -92,19 +92,9 @@ def _stop_after(args, source, example_args, dynamic_shapes, symbols) -> int:
 
 def entry() -> None:
     """Console-script wrapper: exit with main's status."""
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except KilnError as e:
-        sys.stderr.write(f"kiln-compile: error: {e}\n")
-        sys.exit(1)
-    except Exception as e:  # a kiln bug: one line, not a traceback
-        sys.stderr.write(f"kiln-compile: internal error: {type(e).__name__}: {e}\n"
-                         "(this is a bug in kiln; set KILN_DEBUG=1 for the traceback)\n")
-        if os.environ.get("KILN_DEBUG"):
-            raise
-        sys.exit(70)
+    from ._cli import run_tool
+
+    run_tool("kiln-compile", main)
 
 
 if __name__ == "__main__":

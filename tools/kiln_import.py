@@ -97,5 +97,7 @@ def main(argv=None) -> int:
 
 
 def entry() -> None:
-    """Console-script entry point."""
-    sys.exit(main())
+    """Console-script wrapper: exit with main's status."""
+    from ._cli import run_tool
+
+    run_tool("kiln-import", main)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 __all__ = ["entry", "main"]
 
@@ -40,8 +39,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
-    """Console-script entry point."""
-    sys.exit(main())
+    """Console-script wrapper: exit with main's status."""
+    from ._cli import run_tool
+
+    run_tool("kiln", main)
 
 
 if __name__ == "__main__":

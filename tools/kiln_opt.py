@@ -11,7 +11,6 @@ can type produces a Python traceback.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from .._mlir import ir
@@ -254,21 +253,9 @@ def _write_output(path: str, text: str) -> None:
 
 def entry() -> None:
     """Console-script wrapper: exit with main's status."""
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except KilnError as e:
-        sys.stderr.write(f"kiln-opt: error: {e}\n")
-        sys.exit(1)
-    except Exception as e:  # a kiln bug: say so in one line, not a traceback
-        sys.stderr.write(
-            f"kiln-opt: internal error: {type(e).__name__}: {e}\n"
-            "(this is a bug in kiln; set KILN_DEBUG=1 for the traceback)\n"
-        )
-        if os.environ.get("KILN_DEBUG"):
-            raise
-        sys.exit(70)
+    from ._cli import run_tool
+
+    run_tool("kiln-opt", main)
 
 
 if __name__ == "__main__":

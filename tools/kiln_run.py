@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 
 import numpy as np
@@ -126,19 +125,9 @@ def main(argv=None) -> int:
 
 def entry() -> None:
     """Console-script wrapper: exit with main's status."""
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except KilnError as e:
-        sys.stderr.write(f"kiln-run: error: {e}\n")
-        sys.exit(1)
-    except Exception as e:  # a kiln bug: one line, not a traceback
-        sys.stderr.write(f"kiln-run: internal error: {type(e).__name__}: {e}\n"
-                         "(this is a bug in kiln; set KILN_DEBUG=1 for the traceback)\n")
-        if os.environ.get("KILN_DEBUG"):
-            raise
-        sys.exit(70)
+    from ._cli import run_tool
+
+    run_tool("kiln-run", main)
 
 
 if __name__ == "__main__":
