@@ -135,6 +135,11 @@ class SliceOp(KilnOp, name="slice", traits=[ext.Pure]):
         return [TensorInfo(tuple(dims), x.dtype)]
 
 
+def _require_index_dtype(indices: TensorInfo) -> None:
+    if not is_integer(indices.dtype) or str(indices.dtype) == "i1":
+        raise VerifyError(f"indices must have an integer dtype, got {indices.dtype}")
+
+
 class GatherOp(KilnOp, name="gather", traits=[ext.Pure]):
     """Take entries of ``data`` along ``axis`` at integer ``indices``
     (``numpy.take``): the result dims are ``data[:axis] + indices + data[axis+1:]``.
@@ -149,8 +154,7 @@ class GatherOp(KilnOp, name="gather", traits=[ext.Pure]):
 
     def shape(self, operands, attrs):
         data, idx = operands
-        if not is_integer(idx.dtype) or str(idx.dtype) == "i1":
-            raise VerifyError(f"indices must have an integer dtype, got {idx.dtype}")
+        _require_index_dtype(idx)
         axis = norm_axis(attrs["axis"], data.rank)
         dims = data.dims[:axis] + idx.dims + data.dims[axis + 1 :]
         return [TensorInfo(dims, data.dtype)]
@@ -172,8 +176,7 @@ class GatherElementsOp(KilnOp, name="gather_elements", traits=[ext.Pure]):
 
     def shape(self, operands, attrs):
         data, idx = operands
-        if not is_integer(idx.dtype) or str(idx.dtype) == "i1":
-            raise VerifyError(f"indices must have an integer dtype, got {idx.dtype}")
+        _require_index_dtype(idx)
         if idx.rank != data.rank:
             raise VerifyError(f"indices must have the rank of data ({data.rank}), got {shape_text(idx.dims)}")
         norm_axis(attrs["axis"], data.rank)

@@ -11,18 +11,8 @@ import transformers  # a test dependency (pyproject's `test` extra)
 from torch.export import Dim, export
 from torch_mlir import fx
 
+from kiln.examples.hf_models import LastHiddenState
 from kiln.frontends.export_fixes import prepare_exported_program
-
-
-class LastHidden(torch.nn.Module):
-    """``input_ids -> last_hidden_state``, the wrapper a deployment would use."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids):
-        return self.model(input_ids=input_ids).last_hidden_state
 
 
 def _gpt2():
@@ -52,7 +42,7 @@ FAMILIES = {
 
 def _export(factory):
     torch.manual_seed(0)
-    model = LastHidden(factory()).eval()
+    model = LastHiddenState(factory()).eval()
     ids = torch.randint(0, 50, (2, 8))
     shapes = {"input_ids": {0: Dim("B", min=1, max=8), 1: Dim("L", min=2, max=32)}}
     return export(model, (ids,), dynamic_shapes=shapes)
