@@ -52,6 +52,13 @@ def resolve_torch_op(op_name: str):
     return target, packet
 
 
+def _tensor_ref(value) -> int | None:
+    """The operand index of a ``"%operand<k>"`` marker in a recorded list, else None."""
+    if isinstance(value, str) and value.startswith("%operand") and value[len("%operand"):].isdigit():
+        return int(value[len("%operand"):])
+    return None
+
+
 def _schema_split(fn):
     """``(number of positional parameters, keyword-only names)`` of a torch op,
     or ``(None, [])`` when it has no single schema to read."""
@@ -155,7 +162,9 @@ class FallbackKernel:
                     recorded[int(key[len("operand"):])] = _python_value(named.attr)
                 else:
                     kwargs[key] = _python_value(named.attr)
-        n_tensors = len(op.operands)
+        # Tensors inside recorded lists ("%operand<k>" markers) are the last operands.
+        listed = {_tensor_ref(x) for v in recorded.values() if isinstance(v, list) for x in v} - {None}
+        n_tensors = len(op.operands) - len(listed)
         positions, k = [], 0
         for pos in range(n_tensors + len(recorded)):
             if pos in recorded:
@@ -177,7 +186,13 @@ class FallbackKernel:
     def _args(self, inputs, binding):
         args = []
         for kind, v in self.positions:
-            args.append(_as_torch(inputs[v]) if kind == "tensor" else _bind_value(v, binding))
+            if kind == "tensor":
+                args.append(_as_torch(inputs[v]))
+            elif isinstance(v, list):
+                args.append([_as_torch(inputs[_tensor_ref(x)]) if _tensor_ref(x) is not None else _bind_value(x, binding)
+                             for x in v])
+            else:
+                args.append(_bind_value(v, binding))
         kwargs = {k: _bind_value(v, binding) for k, v in self.kwargs.items()}
         if self._positional is not None and len(args) > self._positional:
             # The frontend records every operand by position; keyword-only

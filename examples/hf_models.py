@@ -28,6 +28,17 @@ class LastHiddenState(torch.nn.Module):
         return self.model(input_ids=input_ids).last_hidden_state
 
 
+class WithPaddingMask(torch.nn.Module):
+    """``(input_ids, attention_mask) -> last_hidden_state``: a padded batch (mask 0 = padding)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+
 def _wrap(model):
     from torch.export import Dim
 
@@ -71,6 +82,18 @@ def llama():
     return _wrap(t.LlamaModel(cfg))
 
 
+def bert_padded():
+    """BERT called with an ``attention_mask``: the padding mask comes from an input."""
+    from torch.export import Dim
+
+    module, (ids,), _ = bert()
+    mask = torch.ones_like(ids)
+    mask[0, -3:] = 0
+    b, length = Dim("B", min=1, max=MAX_B), Dim("L", min=2, max=MAX_L)
+    shapes = {"input_ids": {0: b, 1: length}, "attention_mask": {0: b, 1: length}}
+    return WithPaddingMask(module.model).eval(), (ids, mask), shapes
+
+
 def qwen2():
     """Qwen2: LLaMA-like with attention biases and grouped-query attention."""
     t = _transformers()
@@ -80,4 +103,4 @@ def qwen2():
     return _wrap(t.Qwen2Model(cfg))
 
 
-FAMILIES = {"gpt2": gpt2, "bert": bert, "llama": llama, "qwen2": qwen2}
+FAMILIES = {"gpt2": gpt2, "bert": bert, "bert_padded": bert_padded, "llama": llama, "qwen2": qwen2}

@@ -199,6 +199,15 @@ for _name in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "r
     ATEN_PATTERNS[f"torch.aten.{_name}"] = _unary(_name)
 
 
+@pattern("torch.aten.bitwise_and.Tensor", "torch.aten.logical_and")
+def lower_bool_and(cx):
+    """``a & b`` on booleans is their product (i1 multiplication is AND)."""
+    a, b = cx.tensor(0), cx.tensor(1)
+    if dtype_of(a) != "i1" or dtype_of(b) != "i1":
+        raise Decline("bitwise_and of non-boolean tensors")
+    return cx.build("mul", a, b)
+
+
 @pattern("torch.aten.gelu")
 def lower_gelu(cx):
     approx = cx.scalar(1) if cx.has(1) else "none"

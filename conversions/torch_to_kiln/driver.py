@@ -598,7 +598,7 @@ class TorchToKiln:
         if not self.fallback:
             op.location.emit_error(f"unsupported op '{name.removeprefix('torch.')}': {reason}")
         self.stats.fallback[name] += 1
-        operands, attrs = [], {}
+        operands, attrs, listed = [], {}, {}
         for i, v in enumerate(op.operands):
             val = self.values.get(v)
             if isinstance(val, Known):
@@ -608,8 +608,23 @@ class TorchToKiln:
                     val = val.data
             if isinstance(val, ir.Value):
                 operands.append(val)
+            elif isinstance(val, list) and any(isinstance(x, (ir.Value, Known)) for x in val):
+                listed[i] = val  # a list of tensors (aten.index's indices): after the direct operands
             else:
                 attrs[f"operand{i}"] = _scalar_attr(val)
+        for i, val in listed.items():
+            # Each tensor of the list becomes an operand; the attribute holds
+            # "%operand<k>" markers (and None) in the list's order.
+            items = []
+            for x in val:
+                if isinstance(x, Known):
+                    x = self.materialize(x, op.location)
+                if isinstance(x, ir.Value):
+                    items.append(ir.StringAttr.get(f"%operand{len(operands)}"))
+                    operands.append(x)
+                else:
+                    items.append(_scalar_attr(x))
+            attrs[f"operand{i}"] = ir.ArrayAttr.get(items)
         for a in op.attributes:
             key = a if isinstance(a, str) else a.name
             if key != "name":

@@ -154,3 +154,21 @@ func.func @slice$symbolic_end(%arg0: !torch.vtensor<[?],f32>) -> !torch.vtensor<
   torch.bind_symbolic_shape %1, [%0], affine_map<()[s0] -> (1, s0)> : !torch.vtensor<[1,?],si64>
   return %1 : !torch.vtensor<[1,?],si64>
 }
+
+// Boolean AND is the product of i1 tensors.
+// CHECK-LABEL: func.func @bitwise_and$bool
+// CHECK: "kiln.mul"(%arg0, %arg1) : (!kiln.tensor<[4], i1>, !kiln.tensor<[4], i1>) -> !kiln.tensor<[4], i1>
+func.func @bitwise_and$bool(%a: !torch.vtensor<[4],i1>, %b: !torch.vtensor<[4],i1>) -> !torch.vtensor<[4],i1> {
+  %0 = torch.aten.bitwise_and.Tensor %a, %b : !torch.vtensor<[4],i1>, !torch.vtensor<[4],i1> -> !torch.vtensor<[4],i1>
+  return %0 : !torch.vtensor<[4],i1>
+}
+
+// An op whose operand is a list of tensors falls back with each tensor as an
+// operand and "%operand<k>" markers in the list.
+// CHECK-LABEL: func.func @index$tensor_list_falls_back
+// CHECK: "kiln.fallback"(%arg0, %arg1, %arg2) {attrs = {operand1 = ["%operand1", "%operand2"]}, op_name = "aten.index.Tensor"
+func.func @index$tensor_list_falls_back(%x: !torch.vtensor<[4,5],f32>, %i: !torch.vtensor<[4,1],si64>, %j: !torch.vtensor<[1,5],si64>) -> !torch.vtensor<[4,5],f32> {
+  %l = torch.prim.ListConstruct %i, %j : (!torch.vtensor<[4,1],si64>, !torch.vtensor<[1,5],si64>) -> !torch.list<optional<vtensor>>
+  %0 = torch.aten.index.Tensor %x, %l : !torch.vtensor<[4,5],f32>, !torch.list<optional<vtensor>> -> !torch.vtensor<[4,5],f32>
+  return %0 : !torch.vtensor<[4,5],f32>
+}

@@ -110,3 +110,24 @@ def test_a_failing_torch_op_is_a_kiln_error():
                             [("tensor", 0), ("value", "not a dim"), ("value", "nor an index")])
     with pytest.raises(KilnError, match="fallback op 'aten.gather' failed in PyTorch"):
         kernel([torch.zeros(2)], [torch.empty(2)], {})
+
+
+def test_tensor_lists_from_markers_run_as_torch_lists():
+    # aten.index.Tensor(x, [i, j]): the frontend passes i and j as operands and
+    # records the list as "%operand<k>" markers.
+    text = """
+    func.func @f(%x: !kiln.tensor<[4, 5], f32>, %i: !kiln.tensor<[4, 1], i64>, %j: !kiln.tensor<[1, 5], i64>) -> !kiln.tensor<[4, 5], f32> {
+      %0 = "kiln.fallback"(%x, %i, %j) {attrs = {operand1 = ["%operand1", "%operand2"]}, op_name = "aten.index.Tensor", operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0>} : (!kiln.tensor<[4, 5], f32>, !kiln.tensor<[4, 1], i64>, !kiln.tensor<[1, 5], i64>) -> !kiln.tensor<[4, 5], f32>
+      return %0 : !kiln.tensor<[4, 5], f32>
+    }"""
+    with make_context(), ir.Location.unknown():
+        module = parse_module(text)
+        fn = next(iter(module.body.operations))
+        op = next(iter(fn.regions[0].blocks[0].operations))
+        kernel = FallbackKernel.from_op(op)
+    x = torch.arange(20, dtype=torch.float32).reshape(4, 5)
+    i = torch.tensor([[3], [2], [1], [0]])
+    j = torch.tensor([[4, 3, 2, 1, 0]])
+    out = torch.empty(4, 5)
+    kernel([x, i, j], [out], {})
+    assert torch.equal(out, x[i, j])
