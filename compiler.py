@@ -87,27 +87,7 @@ def load_source(source, example_args=None, dynamic_shapes=None, symbols=None, fa
     # owns everything this compilation touches (MLIR_NOTES sharp edge 10).
     ctx = make_context()
     with ctx, ir.Location.unknown():
-        if text.lstrip().startswith("#"):
-            # Printed with location aliases (#loc = ...) before the module:
-            # parse_module would wrap them in a module; they parse as is.
-            module = _parse_printed(text, name)
-        else:
-            module = parse_module(text, name)
-    return module
-
-
-def _parse_printed(text: str, name: str) -> ir.Module:
-    from .context import DiagnosticCollector
-    from .errors import diagnostic_from_mlir
-    from .module import canonicalize_types, verify_module
-
-    with DiagnosticCollector(ir.Context.current):
-        try:
-            module = ir.Module.parse(text)
-        except ir.MLIRError as e:
-            raise ParseError(f"could not parse {name}", [diagnostic_from_mlir(d) for d in e.error_diagnostics]) from None
-    canonicalize_types(module.operation)
-    verify_module(module.operation)
+        module = parse_module(text, name)
     return module
 
 
