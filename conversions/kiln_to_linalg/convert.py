@@ -29,9 +29,10 @@ from __future__ import annotations
 from ..._mlir import func, ir, passmanager, rewrite
 from ...context import DiagnosticCollector
 from ...dialects.dims import UNKNOWN, dim
-from ...dialects.kiln import OPS, FallbackOp, Kiln, SymbolOp, TensorInfo, TensorType, tensor_info
+from ...dialects.kiln import OPS, FallbackOp, SymbolOp, TensorInfo, TensorType, tensor_info
 from ...errors import ConversionError, Diagnostic, KilnError, diagnostic_from_mlir, location_fields
 from ...pipelines.registry import Pass, register_pass
+from .. import framework
 from . import data, elementwise, nn
 from .common import DimEnv, Lowering, builtin_tensor_type, const_index
 
@@ -41,39 +42,28 @@ __all__ = ["ConvertKilnToLinalg", "KilnTypeConverter", "LOWERINGS", "conversion_
 LOWERINGS: dict = {**elementwise.table(), **nn.table(), **data.table()}
 
 
-class KilnTypeConverter:
-    """Owns an MLIR ``TypeConverter`` and the Python callback it calls."""
+def _to_builtin(t: ir.Type):
+    """``!kiln.tensor`` -> ``tensor<...>``; any other type is already legal."""
+    if isinstance(t, TensorType):
+        return builtin_tensor_type(tensor_info(t))
+    return t
+
+
+class KilnTypeConverter(framework.KilnTypeConverter):
+    """The kiln -> builtin tensor TypeConverter (it keeps its callback alive)."""
 
     def __init__(self):
-        self.converter = rewrite.TypeConverter()
-        # Keep the bound method referenced: the converter does not (sharp edge 1).
-        self._callback = self.convert
-        self.converter.add_conversion(self._callback)
-
-    @staticmethod
-    def convert(t: ir.Type):
-        """``!kiln.tensor`` -> ``tensor<...>``; any other type is already legal."""
-        if isinstance(t, TensorType):
-            return builtin_tensor_type(tensor_info(t))
-        return t
-
-
-def _dialect(module_name: str):
-    import importlib
-
-    return importlib.import_module(f"torch_mlir.dialects.{module_name}")._Dialect
+        super().__init__()
+        self.add(_to_builtin)
 
 
 def conversion_target() -> rewrite.ConversionTarget:
     """kiln illegal (but symbols and fallbacks), linalg/tensor/arith/math legal."""
-    target = rewrite.ConversionTarget()
-    target.add_illegal_dialect(Kiln)
-    target.add_legal_op(SymbolOp, FallbackOp)
-    target.add_legal_dialect(
-        *(_dialect(n) for n in ("_linalg_ops_gen", "_tensor_ops_gen", "_arith_ops_gen", "_math_ops_gen"))
+    return framework.conversion_target(
+        legal=["linalg", "tensor", "arith", "math"],
+        illegal=["kiln"],
+        legal_ops=[SymbolOp, FallbackOp, func.FuncOp],
     )
-    target.add_legal_op(func.FuncOp)
-    return target
 
 
 def _as_value(v) -> ir.Value:
