@@ -8,36 +8,15 @@ import os
 import numpy as np
 import onnx
 import pytest
+from kiln_ir_helpers import kiln_ops, result_dims
 from onnx import TensorProto, helper, numpy_helper
 
 import kiln
 from kiln._mlir import ir
-from kiln.dialects.kiln import tensor_info
 from kiln.module import symbols_of, verify_module
 
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 LIGHT_MODELS = sorted(os.path.basename(p) for p in glob.glob(os.path.join(LIGHT, "light_*.onnx")))
-
-
-def _func(module):
-    return next(op.operation for op in module.body.operations if op.operation.name == "func.func")
-
-
-def _result_dims(module):
-    ftype = ir.FunctionType(ir.TypeAttr(_func(module).attributes["function_type"]).value)
-    return [[str(d) for d in tensor_info(t).dims] for t in ftype.results]
-
-
-def _kiln_ops(module):
-    ops = []
-
-    def visit(op):
-        if op.name.startswith("kiln.") and op.name != "kiln.symbol":
-            ops.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    return ops
 
 
 def test_the_light_models_ship_with_onnx():
@@ -52,9 +31,9 @@ def test_light_model_imports_without_fallback(name):
     module, report = kiln.import_onnx(path, with_report=True)
     verify_module(module.operation)
     assert report.fallbacks == 0, report.unsupported[:3]
-    assert not any(op.name == "kiln.fallback" for op in _kiln_ops(module))
+    assert not any(op.name == "kiln.fallback" for op in kiln_ops(module))
     want = [[str(d.dim_value) for d in o.type.tensor_type.shape.dim] for o in onnx.load(path).graph.output]
-    assert _result_dims(module) == want
+    assert result_dims(module) == want
     assert report.ops["onnx.Conv"]["converted"] > 0
 
 
@@ -124,10 +103,10 @@ def _cnn(dim_param="N"):
 def test_dim_param_becomes_a_symbol_with_the_given_range():
     module, report = kiln.import_onnx(_cnn(), symbols={"N": (1, 16)}, with_report=True)
     assert {s: (i.min, i.max) for s, i in symbols_of(module.operation).items()} == {"N": (1, 16)}
-    assert _result_dims(module) == [["N", "10"]]
+    assert result_dims(module) == [["N", "10"]]
     assert report.fallbacks == 0 and not report.notes
     assert report.ops["onnx.Gemm"] == {"converted": 0, "decomposed": 1, "fallback": 0}
-    ops = _kiln_ops(module)
+    ops = kiln_ops(module)
     for op in ops:
         assert str(op.location).startswith('loc("'), str(op.location)  # the ONNX node name
     assert {str(op.location) for op in ops if op.name == "kiln.conv2d"} == {'loc("conv")'}
@@ -176,8 +155,8 @@ def _reshape_by_shape_subgraph():
 def test_shape_subgraph_folds_into_reshape_attribute():
     module, report = kiln.import_onnx(_reshape_by_shape_subgraph(), symbols={"N": (1, 64)}, with_report=True)
     assert report.fallbacks == 0
-    assert [op.name for op in _kiln_ops(module)] == ["kiln.reshape"]
-    assert _result_dims(module) == [["N", "12"]]
+    assert [op.name for op in kiln_ops(module)] == ["kiln.reshape"]
+    assert result_dims(module) == [["N", "12"]]
 
 
 def _single(op_type, **attrs):
@@ -190,7 +169,7 @@ def _single(op_type, **attrs):
 
 def test_unsupported_onnx_op_falls_back_or_raises():
     module, report = kiln.import_onnx(_single("Round"), with_report=True)
-    fb = [op for op in _kiln_ops(module) if op.name == "kiln.fallback"]
+    fb = [op for op in kiln_ops(module) if op.name == "kiln.fallback"]
     assert len(fb) == 1 and fb[0].opview.attr("op_name") == "onnx.Round"
     assert report.ops == {"onnx.Round": {"converted": 0, "decomposed": 0, "fallback": 1}}
     with pytest.raises(kiln.UnsupportedError) as e:

@@ -4,6 +4,7 @@ the report, fallback and bad input; numerics through kiln.compile."""
 import numpy as np
 import pytest
 import torch
+from kiln_ir_helpers import arg_dims, kiln_ops, result_dims
 from torch.export import Dim
 
 import kiln
@@ -11,32 +12,6 @@ from kiln._mlir import ir
 from kiln.bench import models
 from kiln.dialects.kiln import tensor_info
 from kiln.module import symbols_of, verify_module
-
-
-def _func(module):
-    return next(op.operation for op in module.body.operations if op.operation.name == "func.func")
-
-
-def _result_dims(module):
-    ftype = ir.FunctionType(ir.TypeAttr(_func(module).attributes["function_type"]).value)
-    return [[str(d) for d in tensor_info(t).dims] for t in ftype.results]
-
-
-def _arg_dims(module):
-    return [[str(d) for d in tensor_info(a.type).dims] for a in _func(module).regions[0].blocks[0].arguments]
-
-
-def _kiln_ops(module):
-    ops = []
-
-    def visit(op):
-        if op.name.startswith("kiln.") and op.name != "kiln.symbol":
-            ops.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    return ops
-
 
 BENCH = {
     # name: (symbol ranges, argument dims, result dims)
@@ -59,18 +34,18 @@ def test_bench_model_symbols_ranges_and_dims(imported, name):
     ranges, args, results = BENCH[name]
     verify_module(module.operation)
     assert {s: (i.min, i.max) for s, i in symbols_of(module.operation).items()} == ranges
-    assert _arg_dims(module) == args
-    assert _result_dims(module) == results
+    assert arg_dims(module) == args
+    assert result_dims(module) == results
     assert report.fallbacks == 0 and report.fallback_rate == 0.0
-    assert not any(op.name == "kiln.fallback" for op in _kiln_ops(module))
+    assert not any(op.name == "kiln.fallback" for op in kiln_ops(module))
 
 
 def test_transformer_block_ops_and_report(imported):
     module, report = imported["transformer_block"]
-    names = [op.name for op in _kiln_ops(module)]
+    names = [op.name for op in kiln_ops(module)]
     assert names.count("kiln.attention") == 1 and names.count("kiln.layer_norm") == 2
     assert names.count("kiln.matmul") == 4
-    attn = next(op for op in _kiln_ops(module) if op.name == "kiln.attention")
+    attn = next(op for op in kiln_ops(module) if op.name == "kiln.attention")
     assert attn.opview.attr("causal") is True
     assert [str(d) for d in tensor_info(attn.results[0].type).dims] == ["B", "4", "L", "64"]
     assert report.ops["aten.linear"] == {"converted": 0, "decomposed": 4, "fallback": 0}
@@ -94,7 +69,7 @@ def test_report_counts_tiny_mlp(imported):
 def test_every_op_has_a_source_location_and_weights_stay_resources(imported):
     module, _ = imported["transformer_block"]
     constants = 0
-    for op in _kiln_ops(module):
+    for op in kiln_ops(module):
         assert "models.py" in str(op.location), (op.name, str(op.location))
         if op.name == "kiln.constant":
             constants += 1
@@ -115,7 +90,7 @@ class Derived(torch.nn.Module):
 def test_derived_dims_become_expressions():
     x = torch.randn(2, 5, 4)
     module = kiln.import_torch(Derived(), (x,), ({0: Dim("B", min=1, max=8), 1: Dim("L", min=2, max=100)},))
-    assert _result_dims(module) == [["B", "2*L", "4"], ["B", "L+1", "4"]]
+    assert result_dims(module) == [["B", "2*L", "4"], ["B", "L+1", "4"]]
     assert {s: (i.min, i.max) for s, i in symbols_of(module.operation).items()} == {"B": (1, 8), "L": (2, 100)}
 
 
@@ -126,7 +101,7 @@ class WithBessel(torch.nn.Module):
 
 def test_unsupported_op_falls_back_with_its_name_and_types():
     module, report = kiln.import_torch(WithBessel(), (torch.randn(3, 4),), ({0: Dim("B", max=16)},), with_report=True)
-    fb = [op for op in _kiln_ops(module) if op.name == "kiln.fallback"]
+    fb = [op for op in kiln_ops(module) if op.name == "kiln.fallback"]
     assert len(fb) == 1 and fb[0].opview.attr("op_name").startswith("aten.special_bessel_j0")
     assert [str(d) for d in tensor_info(fb[0].results[0].type).dims] == ["B", "4"]
     assert report.ops[next(k for k in report.ops if "bessel_j0" in k)]["fallback"] == 1 and report.fallback_rate == 0.5
