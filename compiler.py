@@ -161,9 +161,13 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     (``"error"``, ``"specialize"``, ``"generic"``), ``budget`` (specialized
     buckets per symbol), ``profiling`` (per-kernel times in the report) and
     ``fallback`` (False: an op kiln cannot lower is an error instead of a
-    PyTorch kernel), and ``optimize`` (the graph pipeline run first:
-    ``True`` for ``kiln-default-cpu``, a pipeline name or text, or False).  The graph is split into kernels by ``kiln-partition``
-    and run out of one arena planned by ``kiln-plan-memory``.
+    PyTorch kernel), ``optimize`` (the graph pipeline run first: ``True``
+    for ``kiln-default-cpu``, a pipeline name or text, or False) and
+    ``static_kernels`` (each profile and specialization also compiles its
+    kernels with the dims static at its opt point and keeps those measured
+    faster there: ``"auto"``; ``True`` keeps them all, ``False`` compiles
+    none).  The graph is split into kernels by ``kiln-partition`` and run
+    out of one arena planned by ``kiln-plan-memory``.
 
     The model is callable on numpy arrays or torch CPU tensors and returns
     the same kind; one compilation serves every shape in the symbols' ranges.
@@ -180,9 +184,13 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
         return compile_cuda(source, example_args, dynamic_shapes, symbols, **options)
     if device != "cpu":
         raise UnsupportedError(f"device '{device}' is not supported by kiln.compile (only 'cpu' and 'cuda')")
-    unknown = set(options) - {"vectorize", "keep_ir", "profiles", "policy", "budget", "profiling", "fallback", "optimize"}
+    unknown = set(options) - {"vectorize", "keep_ir", "profiles", "policy", "budget", "profiling", "fallback",
+                              "optimize", "static_kernels"}
     if unknown:
         raise KilnError(f"unknown kiln.compile option(s): {', '.join(sorted(unknown))}")
+    static_kernels = options.get("static_kernels", "auto")
+    if not (static_kernels == "auto" or isinstance(static_kernels, bool)):
+        raise KilnError(f"static_kernels must be 'auto', True or False, got {static_kernels!r}")
     start = time.perf_counter()
     module = load_source(source, example_args, dynamic_shapes, symbols, fallback=options.get("fallback", True))
     engine = None
@@ -207,6 +215,11 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
         prepared = prepare(module, fname)
         if options.get("keep_ir"):
             kept["partitioned"] = prepared.text
+        # Profiles and "specialize" buckets compile static kernels from the
+        # kernel module as it is now (kiln dialect, dims symbolic).
+        wants_static = static_kernels is not False and (
+            bool(options.get("profiles")) or options.get("policy") == "specialize")
+        kernel_text = module.operation.get_asm() if prepared.generated and wants_static else None
         if prepared.generated:
             lower(module, vectorize=int(options.get("vectorize", 1)))
             if options.get("keep_ir"):
@@ -224,10 +237,14 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     from .backends.cpu.hoist import hoist_constant_steps
 
     kernels = hoist_constant_steps(prepared, kernels, syms)
+    specialize = None
+    if kernel_text is not None:
+        specialize = _static_kernels(kernel_text, prepared, int(options.get("vectorize", 1)))
     runtime = ModelRuntime(
         prepared, kernels, syms,
         profiles=options.get("profiles"), policy=options.get("policy"), budget=options.get("budget", 4),
         profiling=bool(options.get("profiling", False)), compile_time_s=time.perf_counter() - start,
+        specialize=specialize, static_kernels=static_kernels,
     )
     sched = prepared.schedule
     values = [ValueInfo(f"%{v.id}", tuple(v.info.dims), str(v.info.dtype)) for v in sched.values]
@@ -240,27 +257,29 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
         schedule=schedule,
         output_ids=list(sched.outputs),
         symbols=syms,
-        compilations=1 if engine is not None else 0,
+        base_compilations=1 if engine is not None else 0,
         ir=kept,
         keepalive=[module.context, module, engine],
         runtime=runtime,
     )
 
 
-def _reject_fallbacks(module: ir.Module) -> None:
-    found = []
+def _static_kernels(kernel_text: str, prepared, vectorize: int):
+    """``binding -> kernels`` (parallel to ``prepared``'s schedule): the
+    generated kernels compiled with the dims static at ``binding``, the
+    fallback kernels shared (see :mod:`kiln.backends.cpu.specialize`)."""
 
-    def visit(op):
-        if op.name == "kiln.fallback":
-            found.append(op.opview.attr("op_name"))
-        return ir.WalkResult.ADVANCE
+    def build(binding):
+        global _compilations
+        from .backends.cpu import CpuKernel
+        from .backends.cpu.specialize import compile_static
 
-    module.operation.walk(visit)
-    if found:
-        raise UnsupportedError(
-            f"the model has {len(found)} kiln.fallback op(s) ({', '.join(sorted(set(found)))}); "
-            "the CPU backend cannot run them yet"
-        )
+        engine, module = compile_static(kernel_text, binding, prepared.generated.values(), vectorize)
+        with _count_lock:
+            _compilations += 1
+        return prepared.kernels(lambda name, ins, outs: CpuKernel(name, ins, outs, engine, module))
+
+    return build
 
 
 __all__ += ["ParseError"]

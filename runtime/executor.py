@@ -295,18 +295,23 @@ class ModelRuntime:
     pick the profile (or specialization, or the generic kernels), run the
     schedule out of a pooled arena, record metrics; and its report.
 
-    Every profile and specialization shares the compiled kernels (the CPU
-    backend's kernels are dynamic in every dim) but gets a memory plan of its
-    own, with slot choices made at its opt point.
+    The generic variant runs the dynamic kernels out of the plan made at the
+    symbols' opt point.  Each profile and specialization gets a memory plan
+    made at its own opt point and, when the backend gives ``specialize``
+    (``binding -> kernels`` compiled with those dims static), the kernel
+    choices of :func:`kiln.runtime.variants.choose_kernels` for that shape
+    (``static_kernels``: ``"auto"`` measures, True takes every static
+    kernel, False compiles none).
     """
 
     def __init__(self, prepared: Prepared, kernels, symbols, *, profiles=None, policy=None, budget=4,
-                 profiling=False, compile_time_s=0.0):
+                 profiling=False, compile_time_s=0.0, specialize=None, static_kernels="auto"):
         from dataclasses import replace
 
         from ..transforms.plan_memory import plan_memory
         from .profiles import ProfileSelector, normalize_profiles
         from .report import Metrics
+        from .variants import ProfileVariant, choose_kernels, synthetic_inputs
 
         self.symbols = dict(symbols)
         self.metrics = Metrics(profiling)
@@ -314,17 +319,37 @@ class ModelRuntime:
         self.compile_time_s = compile_time_s
         self.profiles = normalize_profiles(profiles, self.symbols)
         self.policy = policy or ("error" if self.profiles else "generic")
-        base = Executor(prepared.schedule, prepared.plan, kernels, prepared.constants, pool=self.pool,
-                        metrics=self.metrics)
+        self.static_compilations = 0
+        self.specialize_s = 0.0  # compiling and timing static kernels (profiles up front, buckets lazily)
+        consts = prepared.constants
+        base = Executor(prepared.schedule, prepared.plan, kernels, consts, pool=self.pool, metrics=self.metrics)
         self.executor = base
+        count_lock = threading.Lock()
 
         def build(profile):
             if profile is None:
                 return base
             at = profile.opt_binding(self.symbols)
-            syms = {n: replace(s, opt=min(max(at[n], s.min), s.max)) for n, s in self.symbols.items()}
+            at = {n: min(max(at[n], s.min), s.max) for n, s in self.symbols.items()}
+            syms = {n: replace(s, opt=at[n]) for n, s in self.symbols.items()}
             plan, _ = plan_memory(base.schedule, syms)
-            return Executor(base.schedule, plan, kernels, prepared.constants, pool=self.pool, metrics=self.metrics)
+
+            def executor(ks, pool=self.pool, metrics=self.metrics):
+                return Executor(base.schedule, plan, ks, consts, pool=pool, metrics=metrics)
+
+            dynamic = executor(kernels)
+            if specialize is None or not prepared.generated or static_kernels is False:
+                return ProfileVariant(at, dynamic)
+            t0 = time.perf_counter()
+            static = specialize(at)
+            mode = "static" if static_kernels is True else "auto"
+            chosen, choices = choose_kernels(executor, kernels, static, at, synthetic_inputs(base, at), mode=mode)
+            with count_lock:
+                self.static_compilations += 1
+                self.specialize_s += time.perf_counter() - t0
+            if not any(c["chosen"] == "static" for c in choices.values()):
+                return ProfileVariant(at, dynamic, choices=choices)
+            return ProfileVariant(at, dynamic, executor(chosen), choices)
 
         self.selector = ProfileSelector(self.profiles, self.symbols, build, self.policy, budget)
 
@@ -345,4 +370,5 @@ class ModelRuntime:
         from .report import build_report
 
         return build_report(self.executor.schedule, self.metrics, compile_time_s=self.compile_time_s,
-                            selector=self.selector, arena_plan=self.executor.arena_plan)
+                            selector=self.selector, arena_plan=self.executor.arena_plan,
+                            static=(self.static_compilations, self.specialize_s))

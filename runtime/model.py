@@ -61,8 +61,9 @@ class CompiledModel:
 
     ``values`` describes every value id; ``schedule`` runs in order;
     ``output_ids`` are returned (one array, or a tuple for several).
-    ``compilations`` counts JIT compilations behind this model (1 for a
-    fully dynamic model, whatever the shapes it is called with); ``keepalive``
+    ``compilations`` counts JIT compilations behind this model: 1 for the
+    dynamic kernels, whatever the shapes it is called with, plus one per
+    profile or specialization that compiled static kernels; ``keepalive``
     holds what the kernels need alive (MLIR context, modules, engines).
     """
 
@@ -71,7 +72,7 @@ class CompiledModel:
     schedule: list[Step]
     output_ids: list[int]
     symbols: dict
-    compilations: int = 1
+    base_compilations: int = 1
     ir: dict = field(default_factory=dict)  # stage name -> IR text, when kept
     keepalive: list = field(default_factory=list)
     device: str = "cpu"
@@ -82,6 +83,12 @@ class CompiledModel:
         profiles = self.runtime.profiles if self.runtime is not None else ()
         self.contract = ShapeContract(self.inputs, self.symbols, profiles)
         self.calls = 0
+
+    @property
+    def compilations(self) -> int:
+        """JIT compilations behind this model so far (see the class docstring)."""
+        extra = getattr(self.runtime, "static_compilations", 0) if self.runtime is not None else 0
+        return self.base_compilations + extra
 
     @property
     def outputs(self) -> list[ValueInfo]:

@@ -299,6 +299,7 @@ class ProfileSelector:
         """Counters as plain data (for the report)."""
         with self._lock:
             c = self.counts
+            variants = list(self.variants.items()) + [(p.name, v) for p, v in self._specs.values()]
             return {
                 "policy": self.policy,
                 "profiles": [p.name for p in self.profiles],
@@ -308,4 +309,6 @@ class ProfileSelector:
                 "cache_hits": c.cache_hits,
                 "generic_calls": c.generic_calls,
                 "budget_exceeded": c.budget_exceeded,
+                # Kernel choices per profile / specialization (see kiln.runtime.variants).
+                "variants": {name: v.describe() for name, v in variants if hasattr(v, "describe")},
             }

@@ -78,7 +78,8 @@ class Metrics:
             }
 
 
-def build_report(schedule, metrics: Metrics, *, compile_time_s: float = 0.0, selector=None, arena_plan=None) -> dict:
+def build_report(schedule, metrics: Metrics, *, compile_time_s: float = 0.0, selector=None, arena_plan=None,
+                 static: tuple[int, float] = (0, 0.0)) -> dict:
     """The report of a model: kernels, fallback share, arena bytes, compile
     time, specializations and cache hits, per-kernel time (when profiling).
 
@@ -86,7 +87,8 @@ def build_report(schedule, metrics: Metrics, *, compile_time_s: float = 0.0, sel
     ``selector`` a :class:`~kiln.runtime.profiles.ProfileSelector` (optional);
     ``arena_plan`` an :class:`~kiln.runtime.arena.ArenaPlan`, used when no
     call has run yet (the arena at the symbols' opt point is not known then,
-    so the bytes are reported as ``None``).
+    so the bytes are reported as ``None``); ``static`` is ``(compilations,
+    seconds)`` of the static kernels compiled and timed for profiles.
     """
     m = metrics.snapshot()
     steps = schedule.steps
@@ -111,6 +113,8 @@ def build_report(schedule, metrics: Metrics, *, compile_time_s: float = 0.0, sel
             "expressions": dict(arena_plan.texts) if arena_plan is not None else None,
         },
         "compile_time_s": compile_time_s,
+        "static_compilations": static[0],
+        "static_compile_time_s": static[1],
         "calls": m["calls"],
         "timed_calls": m["timed_calls"],
         "last_selection": m["last_selection"],
@@ -151,7 +155,9 @@ def format_report(report: Mapping) -> str:
         f"fallback ops: {fb['ops']} ({fb['share_of_ops']:.1%} of ops, {fb['share_of_time']:.1%} of measured time)"
         + (f": {', '.join(fb['op_names'])}" if fb["op_names"] else ""),
         f"arena at {at}: planned peak {_bytes(arena['planned_peak_bytes'])}, no reuse {_bytes(arena['no_reuse_bytes'])}",
-        f"compile time: {report['compile_time_s']:.3f} s",
+        f"compile time: {report['compile_time_s']:.3f} s"
+        + (f" (+ {report['static_compile_time_s']:.3f} s for {report['static_compilations']} static kernel set(s))"
+           if report.get("static_compilations") else ""),
         f"specializations: {report['specializations']}, cache hits: {report['cache_hits']}",
         f"calls: {report['calls']} ({report['timed_calls']} timed; a first call per variant is not)" + (f" (last served by {report['last_selection']})" if report.get("last_selection") else ""),
     ]
@@ -161,6 +167,12 @@ def format_report(report: Mapping) -> str:
             lines.append("profile hits: " + ", ".join(f"{k}={v}" for k, v in hits.items()))
         if report["profiles"]["generic_calls"]:
             lines.append(f"generic calls: {report['profiles']['generic_calls']}")
+        for name, v in report["profiles"].get("variants", {}).items():
+            at = ", ".join(f"{k}={x}" for k, x in sorted(v["at"].items()))
+            lines.append(
+                f"{name} at {at}: {len(v['static_kernels'])} static kernel(s), {len(v['dynamic_kernels'])} dynamic "
+                f"by measurement; calls {v['static_calls']} at {at}, {v['dynamic_calls']} elsewhere"
+            )
     lines.append("schedule:")
     times = report.get("kernel_time_s", {})
     for k in report["kernels"]:

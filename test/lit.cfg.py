@@ -1,3 +1,4 @@
+# ruff: noqa: F821  (lit injects `config` and `lit_config`)
 """lit configuration for kiln's FileCheck suite.
 
 Runs with pip's ``lit`` and ``filecheck``: ``lit test/`` from the repository
@@ -9,7 +10,7 @@ import shutil
 
 import lit.formats
 
-config.name = "kiln"  # noqa: F821 (lit injects `config`)
+config.name = "kiln"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir"]
 config.excludes = ["Inputs", "lit.cfg.py"]
@@ -23,7 +24,7 @@ for key in ("PYTHONPATH", "HOME", "TMPDIR", "KILN_CACHE_DIR"):
 
 filecheck = shutil.which("FileCheck") or shutil.which("filecheck")
 if filecheck is None:
-    lit_config.fatal("FileCheck not found: pip install filecheck")  # noqa: F821
+    lit_config.fatal("FileCheck not found: pip install filecheck")
 config.substitutions.append(("FileCheck", filecheck))
 if shutil.which("kiln-opt") is None:
-    lit_config.fatal("kiln-opt not found on PATH: install kiln (pip install -e .)")  # noqa: F821
+    lit_config.fatal("kiln-opt not found on PATH: install kiln (pip install -e .)")

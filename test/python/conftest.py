@@ -1,6 +1,7 @@
 """Shared pytest fixtures: a kiln context per test (one context owns everything a test touches)."""
 
 import pytest
+
 from kiln._mlir import ir
 from kiln.context import make_context
 
