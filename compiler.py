@@ -251,7 +251,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     for spec, vid in zip(inputs, sched.inputs):
         values[vid] = ValueInfo(spec.name, spec.dims, spec.dtype)
     schedule = [Step(k, list(s.inputs), list(s.outputs)) for k, s in zip(kernels, sched.steps)]
-    return CompiledModel(
+    model = CompiledModel(
         inputs=inputs,
         values=values,
         schedule=schedule,
@@ -262,6 +262,11 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
         keepalive=[module.context, module, engine],
         runtime=runtime,
     )
+    if engine is not None:  # weights packed by the native GEMM are freed with the model
+        from .runtime.native import release_on_collect
+
+        release_on_collect(model, engine)
+    return model
 
 
 def _static_kernels(kernel_text: str, prepared, vectorize: int):
@@ -277,7 +282,13 @@ def _static_kernels(kernel_text: str, prepared, vectorize: int):
         engine, module = compile_static(kernel_text, binding, prepared.generated.values(), vectorize)
         with _count_lock:
             _compilations += 1
-        return prepared.kernels(lambda name, ins, outs: CpuKernel(name, ins, outs, engine, module))
+        kernels = prepared.kernels(lambda name, ins, outs: CpuKernel(name, ins, outs, engine, module))
+        generated = [k for k in kernels if isinstance(k, CpuKernel)]
+        if generated:  # the set lives and dies together: free its packed weights with it
+            from .runtime.native import release_on_collect
+
+            release_on_collect(generated[0], engine)
+        return kernels
 
     return build
 

@@ -15,14 +15,13 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
 
 from ..errors import KilnError
-from .arena import ArenaPlan, ArenaPool, CallArena, torch_dtype
+from .arena import ArenaPlan, ArenaPool, torch_dtype
 from .contract import compile_expr
 from .report import Metrics
 
@@ -97,7 +96,19 @@ class Executor:
             v for v in schedule.outputs
             if v not in schedule.inputs and v not in self.constants and v not in self.in_arena
         }
-        self._plans: OrderedDict = OrderedDict()
+        # The per-call tables (see run): the environment with the constants
+        # in place, per step (name, kernel, C entry or None, input ids, fallback?),
+        # and per model output (value id, owned by the call?).
+        self._env: list = [None] * len(schedule.values)
+        for vid, t in self.constants.items():
+            self._env[vid] = t
+        self._input_ids = list(schedule.inputs)
+        self._launch = [
+            (step.name, k, None if fb or not hasattr(k, "entry") else k.entry(), tuple(step.inputs), fb)
+            for step, k, fb in zip(schedule.steps, self.kernels, self._fallback)
+        ]
+        self._results = [(v, v in self._owned_outputs) for v in schedule.outputs]
+        self._plans: dict = {}
         self._plan_lock = threading.Lock()
         self._warm = False  # the first call is not timed (lazy JIT materialization)
 
@@ -111,14 +122,14 @@ class Executor:
             ) from None
 
     def _call_plan(self, binding: Mapping[str, int]):
-        """Per step, ``(vid, shape, torch dtype, offset or None)`` for each output,
-        at ``binding``: computed once per bound shape, then cached."""
-        key = tuple(sorted(binding.items()))
-        with self._plan_lock:
-            hit = self._plans.get(key)
-            if hit is not None:
-                self._plans.move_to_end(key)
-                return hit
+        """The launch plan at ``binding``: the arena layout and, per step,
+        ``(vid, shape, torch dtype, offset or None)`` for each output.
+        Computed once per bound shape, then cached (keyed by the binding's
+        items in order: the contract always binds in the same order)."""
+        key = tuple(binding.items())
+        hit = self._plans.get(key)  # a dict read is atomic; writes take the lock
+        if hit is not None:
+            return hit
         layout = self.arena_plan.layout(binding)
         steps = []
         for step in self.schedule.steps:
@@ -130,77 +141,124 @@ class Executor:
             steps.append(outs)
         plan = (layout, steps)
         with self._plan_lock:
+            if len(self._plans) >= 64:
+                self._plans.pop(next(iter(self._plans)))
             self._plans[key] = plan
-            if len(self._plans) > 64:
-                self._plans.popitem(last=False)
         return plan
 
-    def _views(self, buf: torch.Tensor, binding: Mapping[str, int], step_outs) -> list:
-        """The arena views of every step's outputs (None: not in the arena).
+    def _bound(self, buf: torch.Tensor, key, binding: Mapping[str, int], step_outs) -> tuple:
+        """Everything of a call that depends only on the arena buffer and the
+        shape: the environment with constants and arena views in place, and
+        per step ``(name, kernel, input ids, output ids, fresh outputs,
+        fallback?, prebuilt launch or None)``.
 
-        Cached on the arena tensor itself, by executor and shape: an arena
-        from the pool that already served this shape needs no slicing.
+        A prebuilt launch is a generated kernel's descriptor buffer with the
+        pointers of arena views and constants written once; per call only
+        the model inputs' and freshly allocated outputs' pointers are
+        patched in.  Cached on the arena tensor (by executor and shape): an
+        arena is used by one call at a time, so its descriptors are too.
         """
-        cache = buf.__dict__.setdefault("_kiln_views", {})
-        key = (id(self), tuple(sorted(binding.items())))
-        views = cache.get(key)
-        if views is None:
-            views = [
-                [None if off is None else buf[off : off + dtype.itemsize * math.prod(shape)].view(dtype).view(shape)
-                 for _, shape, dtype, off in outs]
-                for outs in step_outs
-            ]
-            if len(cache) > 16:
-                cache.clear()
-            cache[key] = views
-        return views
+        from ..backends.cpu.dispatch import descriptors, layout_of
+
+        cache = buf.__dict__.setdefault("_kiln_bound", {})
+        ckey = (id(self), key)
+        hit = cache.get(ckey)
+        if hit is not None:
+            return hit
+        env = self._env.copy()
+        fixed = set(self.constants)
+        fresh_by_step = []
+        for outs in step_outs:
+            fresh = []
+            for vid, shape, dtype, off in outs:
+                if off is None:
+                    fresh.append((vid, shape, dtype))
+                else:
+                    env[vid] = buf[off : off + dtype.itemsize * math.prod(shape)].view(dtype).view(shape)
+                    fixed.add(vid)
+            fresh_by_step.append(tuple(fresh))
+
+        def meta(vid):
+            if vid in fixed:
+                return layout_of(env[vid])
+            shape = self.shape(vid, binding)
+            strides, acc = [], 1
+            for d in reversed(shape):
+                strides.append(acc)
+                acc *= max(d, 1)
+            return shape, tuple(reversed(strides))
+
+        steps = []
+        for (name, kernel, entry, in_ids, is_fb), outs, fresh in zip(self._launch, step_outs, fresh_by_step):
+            out_ids = tuple(o[0] for o in outs)
+            launch = None
+            if entry is not None:
+                ids = in_ids + out_ids
+                dbuf, offs, packed = descriptors([meta(v) for v in ids])
+                dynamic = []
+                for o, vid in zip(offs, ids):
+                    if vid in fixed:
+                        dbuf[o] = dbuf[o + 1] = env[vid].data_ptr()
+                    else:
+                        dynamic.append((o, vid))
+                launch = (entry, dbuf, tuple(dynamic), packed)
+            steps.append((name, kernel, in_ids, out_ids, fresh, is_fb, launch))
+        if len(cache) > 16:
+            cache.clear()
+        hit = cache[ckey] = (env, steps)
+        return hit
 
     def run(self, inputs: Sequence, binding: Mapping[str, int], selection: str | None = None) -> list[torch.Tensor]:
-        """Run one call on torch tensors or numpy arrays; returns torch tensors."""
-        sched = self.schedule
+        """Run one call on torch tensors or numpy arrays; returns torch tensors.
+
+        The per-call work is a walk over tuples made once per shape and
+        arena (:meth:`_bound`): copy the environment, put the inputs in,
+        allocate the outputs that are not in the arena, and per generated
+        kernel patch those pointers into its prebuilt descriptors and call
+        it.  Fallback kernels, and every kernel when profiling, go through
+        the kernel contract with tensors.
+        """
         layout, step_outs = self._call_plan(binding)
         profiling = self.metrics.profiling
         per_kernel = {} if profiling else None
-        env: dict[int, torch.Tensor] = dict(self.constants)
-        for vid, x in zip(sched.inputs, inputs):
-            env[vid] = torch.from_numpy(x) if isinstance(x, np.ndarray) else x
         fallback_s = 0.0
         start = time.perf_counter()
-        with CallArena(self.pool, layout) as arena:
-            views = self._views(arena.buf, binding, step_outs)
-            for step, kernel, is_fb, outs_plan, step_views in zip(
-                sched.steps, self.kernels, self._fallback, step_outs, views
-            ):
-                outs = []
-                for (vid, shape, dtype, _off), t in zip(outs_plan, step_views):
-                    if t is None:
-                        t = torch.empty(shape, dtype=dtype)
-                    env[vid] = t
-                    outs.append(t)
-                ins = [env[v] for v in step.inputs]
-                if is_fb or profiling:
-                    t0 = time.perf_counter()
-                    kernel(ins, outs, binding)
-                    dt = time.perf_counter() - t0
-                    if is_fb:
-                        fallback_s += dt
-                    if profiling:
-                        per_kernel[step.name] = per_kernel.get(step.name, 0.0) + dt
-                else:
-                    kernel(ins, outs, binding)
-            results = []
-            for vid in sched.outputs:
-                t = env[vid]
-                # An output that is an input, a constant or (never, by the
-                # plan) an arena view must not alias memory the caller or the
-                # next call owns.
-                if vid in self._owned_outputs:
-                    results.append(t)
-                else:
-                    results.append(t.clone())
+        buf = self.pool.acquire(layout.arena_bytes)
+        try:
+            env, steps = self._bound(buf, tuple(binding.items()), binding, step_outs)
+            env = env.copy()
+            for vid, x in zip(self._input_ids, inputs):
+                if isinstance(x, np.ndarray):
+                    x = torch.from_numpy(np.ascontiguousarray(x))
+                elif not x.is_contiguous():
+                    x = x.contiguous()
+                env[vid] = x
+            for name, kernel, in_ids, out_ids, fresh, is_fb, launch in steps:
+                for vid, shape, dtype in fresh:
+                    env[vid] = torch.empty(shape, dtype=dtype)
+                if launch is not None and not profiling:
+                    fn, dbuf, dynamic, packed = launch
+                    for o, vid in dynamic:
+                        dbuf[o] = dbuf[o + 1] = env[vid].data_ptr()
+                    fn(packed)
+                    continue
+                ins = [env[v] for v in in_ids]
+                outs = [env[v] for v in out_ids]
+                t0 = time.perf_counter()
+                kernel(ins, outs, binding)
+                dt = time.perf_counter() - t0
+                if is_fb:
+                    fallback_s += dt
+                if profiling:
+                    per_kernel[name] = per_kernel.get(name, 0.0) + dt
+            # An output that is an input, a constant or (never, by the plan)
+            # an arena view must not alias memory the caller or the next call owns.
+            results = [env[v] if owned else env[v].clone() for v, owned in self._results]
+        finally:
+            self.pool.release(buf, layout.arena_bytes)
         total = time.perf_counter() - start
         self.metrics.record(
-            binding, len(sched.steps), total, fallback_s,
+            binding, len(steps), total, fallback_s,
             (layout.arena_bytes, layout.no_reuse_bytes), per_kernel, selection, timed=self._warm,
         )
         self._warm = True
@@ -353,17 +411,16 @@ class ModelRuntime:
 
         self.selector = ProfileSelector(self.profiles, self.symbols, build, self.policy, budget)
 
-    def run(self, args: Sequence, binding: Mapping[str, int]) -> list[np.ndarray]:
-        """Run one checked, bound call; numpy outputs (sharing memory with torch ones)."""
+    def run(self, args: Sequence, binding: Mapping[str, int]) -> list[torch.Tensor]:
+        """Run one checked, bound call on numpy arrays or torch tensors; torch outputs."""
         sel = self.selector.select(binding)
-        label = sel.kind if sel.profile is None else f"{sel.kind} {sel.profile.name}"
         ins = []
         for a in args:
             if isinstance(a, np.ndarray):
-                ins.append(torch.from_numpy(np.ascontiguousarray(a)))
+                ins.append(torch.from_numpy(a if a.flags.c_contiguous else np.ascontiguousarray(a)))
             else:
                 ins.append(a.detach().contiguous())
-        return [r.numpy() for r in sel.variant.run(ins, binding, selection=label)]
+        return sel.variant.run(ins, binding, selection=sel.label)
 
     def report(self) -> dict:
         """See :func:`kiln.runtime.report.build_report`."""

@@ -97,12 +97,12 @@ class CompiledModel:
 
     def bind(self, args: Sequence) -> dict[str, int]:
         """Check the inputs against the shape contract; the symbol binding."""
-        return self.contract.bind(args)
+        return dict(self.contract.bind(args))
 
     def run(self, args: Sequence, binding: dict[str, int]) -> list[np.ndarray]:
         """Run the schedule on checked inputs; the output arrays."""
         if self.runtime is not None:
-            return self.runtime.run(args, binding)
+            return [r.numpy() for r in self.runtime.run(args, binding)]
         env: list = [None] * len(self.values)
         for i, a in enumerate(args):
             env[i] = np.ascontiguousarray(as_numpy(a))
@@ -116,13 +116,18 @@ class CompiledModel:
         return [env[i] for i in self.output_ids]
 
     def __call__(self, *args):
-        binding = self.bind(args)
-        results = self.run(args, binding)
+        binding = self.contract.bind(args)
         self.calls += 1
-        if args and all(_is_torch(a) for a in args):
-            import torch
+        if self.runtime is None:
+            results = self.run(args, binding)
+            if args and all(_is_torch(a) for a in args):
+                import torch
 
-            results = [torch.from_numpy(r) for r in results]
+                results = [torch.from_numpy(r) for r in results]
+        else:  # torch tensors out of the runtime; numpy ones unless every input was torch
+            results = self.runtime.run(args, binding)
+            if not (args and all(_is_torch(a) for a in args)):
+                results = [r.numpy() for r in results]
         return results[0] if len(results) == 1 else tuple(results)
 
     def report(self) -> dict:

@@ -165,6 +165,11 @@ class Selection:
     variant: object
     cache_hit: bool = False
 
+    @property
+    def label(self) -> str:
+        """``"profile small"``, ``"generic"``: what the report says served a call."""
+        return self.kind if self.profile is None else f"{self.kind} {self.profile.name}"
+
 
 @dataclass
 class _Counts:

@@ -36,6 +36,16 @@ class CpuKernel(Kernel):
         self.engine = engine
         self._module = module  # keeps the module (and its context) alive with the engine
 
+    def entry(self):
+        """The packed C-interface wrapper as a ctypes function (for prebuilt
+        descriptors: :func:`kiln.backends.cpu.dispatch.descriptors`)."""
+        fn = self.__dict__.get("_entry")
+        if fn is None:
+            from .dispatch import entry
+
+            fn = self._entry = entry(self.engine, self.name)
+        return fn
+
     def __call__(self, inputs: Sequence, outputs: Sequence, binding: dict[str, int]) -> None:
         call = self.__dict__.get("_call")
         if call is None:  # looked up once: engine.invoke cost ~100 µs a launch (kiln.backends.cpu.dispatch)

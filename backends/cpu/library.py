@@ -44,14 +44,25 @@ SGEMM = "scipy_cblas_sgemm64_"
 SGEMV = "scipy_cblas_sgemv64_"
 #: OpenBLAS's per-calling-thread thread count (0.3.27+): set before each sgemm.
 SET_THREADS = "openblas_set_num_threads_local"
-#: Below this M*N*K a GEMM runs on one thread: OpenBLAS's own cut (256K) is
-#: far lower, and waking its second thread for a 32x768x256 product cost
-#: more than it gained, badly so when other processes hold the cores (the
-#: MLP at B=8, 8x1024x4096, measured 2.4 ms on two threads once and 104 ms
-#: the next run, 4.8 ms on one thread both times; 64x1024x4096 took 32 ms on
-#: two threads and 4.8 ms on one).  MKL's sgemm (torch's) on two OpenMP
-#: threads was slower still under that load.  ``KILN_BLAS_MT_MNK`` overrides it.
-MT_MNK = 1 << 29
+#: Below this M*N*K a GEMM runs on one thread (OpenBLAS's own cut, 256K, is
+#: lower).  The previous cut, 2^29, was chosen on a machine shared with five
+#: other jobs, where OpenBLAS's second thread was often descheduled; on a
+#: quiet machine two threads win from a few million multiply-adds up
+#: (64x1024x4096: 9.4 ms on one thread, 4.3 ms on two).  ``KILN_BLAS_MT_MNK``
+#: overrides it.
+MT_MNK = 1 << 22
+#: Products with at most this many rows (M) and B not transposed run in
+#: ``kiln_sgemm_small`` (kiln/runtime/native): OpenBLAS packs all of B on
+#: every call, which for a 8x1024x4096 product with a constant B cost 2.2 ms
+#: against 0.57 ms streaming a packed copy of B on two threads.  At M = 64 the
+#: native kernel (12 ms) loses to OpenBLAS (4.3 ms).  ``KILN_SMALL_M`` overrides it.
+SMALL_M = int(os.environ.get("KILN_SMALL_M", "16"))
+#: The native small-M GEMM's symbol, and the one freeing a packed B.
+SMALL_GEMM = "kiln_sgemm_small"
+FREE_PACKED = "kiln_free_packed"
+#: The function kiln-cpu-library adds to a module with packing slots: it
+#: frees every packed copy (kiln.runtime.native.release_on_collect calls it).
+RELEASE = "kiln_release_packed"
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 
@@ -86,14 +97,32 @@ def enabled() -> bool:
     return os.environ.get("KILN_CPU_LIBRARY", "1") != "0" and blas_library() is not None
 
 
-def shared_libs() -> list[str]:
-    """Shared libraries the CPU ExecutionEngine loads (the BLAS library when found).
+def native_enabled() -> bool:
+    """Whether products of at most :data:`SMALL_M` rows go to kiln's native GEMM
+    (``KILN_NATIVE`` not ``0`` and the native library built)."""
+    from ...runtime import native
 
-    Always passed, whether or not a module calls sgemm: numpy has the same
-    library loaded already, so opening it again costs nothing.
+    return native.load() is not None
+
+
+def native_threads() -> int:
+    """Threads the native GEMM uses (the native pool's size)."""
+    from ...runtime import native
+
+    return native.threads()
+
+
+def shared_libs() -> list[str]:
+    """Shared libraries the CPU ExecutionEngine loads: the BLAS library and
+    kiln's native runtime, when found.
+
+    Always passed, whether or not a module calls them: both are loaded in
+    the process already, so opening them again costs nothing.
     """
-    lib = blas_library()
-    return [lib] if lib else []
+    from ...runtime import native
+
+    libs = [blas_library(), native.library() if native_enabled() else None]
+    return [lib for lib in libs if lib]
 
 
 # ---------------------------------------------------------------------------
@@ -218,7 +247,10 @@ def _zero_fill_before(op, c):
     return prev
 
 
-def _helper_text(name: str, g: _Gemm, beta: float) -> str:
+def _helper_text(name: str, g: _Gemm, beta: float, slot: str | None = None) -> str:
+    """The helper ``@name(A, B, C)`` computing ``g`` with library calls;
+    ``slot`` names the packing slot global of a constant B (see
+    :func:`rewrite_contractions`)."""
     ta, tb, tc = (ir.MemRefType(v.type) for v in (g.a, g.b, g.c))
     ma, mb, mc = g.maps
     lines = [f"func.func private @{name}(%A: {ta}, %B: {tb}, %C: {tc}) {{"]
@@ -301,6 +333,23 @@ def _helper_text(name: str, g: _Gemm, beta: float) -> str:
         add(f"{indent}%y{tag} = arith.addi %p{tag}, %x{tag} : i64")
     # One row (batch-1 inference): sgemv, y = B^T x (b stored [K, N]) or B x (stored [N, K]);
     # this OpenBLAS's sgemm does not forward M = 1 to gemv and ran 3x slower.
+    small = native_enabled() and not trans_a and not trans_b
+    if small:
+        # Few rows: kiln's native GEMM (packed weights, the native pool's threads).
+        add(f"{indent}%smax = arith.constant {SMALL_M} : i64")
+        add(f"{indent}%small = arith.cmpi sle, {m_expr}, %smax : i64")
+        add(f"{indent}%nthr = arith.constant {native_threads()} : i32")
+        if slot is not None and not any(d in mb for d in loops):  # one B for every call
+            add(f"{indent}%slotm = memref.get_global @{slot} : memref<1xi64>")
+            add(f"{indent}%slotq = memref.extract_aligned_pointer_as_index %slotm : memref<1xi64> -> index")
+            add(f"{indent}%slot = arith.index_cast %slotq : index to i64")
+        else:
+            add(f"{indent}%slot = arith.constant 0 : i64")
+        add(f"{indent}scf.if %small {{")
+        add(f"{indent}  func.call @{SMALL_GEMM}({m_expr}, %N, %K, %yA, %lda, %yB, %ldb, %beta, %yC, %ldc, %nthr, "
+            "%slot) : (i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64) -> ()")
+        add(f"{indent}}} else {{")
+        indent += "  "
     add(f"{indent}scf.if %isvec {{")
     add(f"{indent}  func.call @{SGEMV}(%order, %gv_t, %gv_rows, %gv_cols, %alpha, %yB, %ldb, %yA, %incx, %beta, %yC, "
         "%m1) : (i32, i32, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64) -> ()")
@@ -308,6 +357,9 @@ def _helper_text(name: str, g: _Gemm, beta: float) -> str:
     add(f"{indent}  func.call @{SGEMM}(%order, %ta, %tb, {m_expr}, %N, %K, %alpha, %yA, %lda, %yB, %ldb, %beta, "
         "%yC, %ldc) : (i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64) -> ()")
     add(f"{indent}}}")
+    if small:
+        indent = indent[:-2]
+        add(f"{indent}}}")
     for _ in loops:
         indent = indent[:-2]
         add(f"{indent}}}")
@@ -464,6 +516,8 @@ def _conv_text(name: str, g: _Conv, beta: float) -> str:
 _DECL = (f"func.func private @{SGEMM}(i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64)\n"
          f"func.func private @{SGEMV}(i32, i32, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64)\n"
          f"func.func private @{SET_THREADS}(i32) -> i32")
+_NATIVE_DECL = (f"func.func private @{SMALL_GEMM}(i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64)\n"
+                f"func.func private @{FREE_PACKED}(i64)")
 
 
 def rewrite_contractions(module) -> int:
@@ -486,10 +540,18 @@ def rewrite_contractions(module) -> int:
     module.walk(visit)
     if not found:
         return 0
+    native = native_enabled()
     texts = []
     if SGEMM not in names:
         texts.append(_DECL)
-    calls = []
+        if native:
+            texts.append(_NATIVE_DECL)
+    calls, slots = [], []
+    constant_globals = {
+        ir.StringAttr(op.operation.attributes["sym_name"]).value
+        for op in body.operations
+        if op.operation.name == "memref.global" and "constant" in op.operation.attributes
+    }
     for i, g in enumerate(found):
         conv = isinstance(g, _Conv)
         name = f"kiln_{'conv' if conv else 'gemm'}_{i}"
@@ -498,8 +560,15 @@ def rewrite_contractions(module) -> int:
         names.add(name)
         fill = _zero_fill_before(g.op, g.c)
         beta = 0.0 if fill is not None else 1.0
-        texts.append(_conv_text(name, g, beta) if conv else _helper_text(name, g, beta))
+        slot = None
+        if not conv and native and _constant_global(g.b) in constant_globals:
+            # A weight: the native GEMM packs it once into this slot.
+            slot = f"kiln_pack_{i}"
+            slots.append(slot)
+        texts.append(_conv_text(name, g, beta) if conv else _helper_text(name, g, beta, slot))
         calls.append((name, g, fill))
+    if slots and RELEASE not in names:
+        texts.append(_release_text(slots))
     helpers = ir.Module.parse("\n".join(texts), module.context)
     first = body.operations[0]
     for op in list(helpers.body.operations):
@@ -512,6 +581,32 @@ def rewrite_contractions(module) -> int:
         if fill is not None:
             fill.erase()
     return len(calls)
+
+
+def _constant_global(v) -> str | None:
+    """The global's name when ``v`` is a ``memref.get_global`` result, else None."""
+    # An op or a block (a block argument).  Not ``owner.name``: GetGlobalOp's
+    # generated ``name`` accessor is the symbol, not the op name.
+    op = getattr(v.owner, "operation", None)
+    if op is not None and op.name == "memref.get_global":
+        return ir.FlatSymbolRefAttr(op.attributes["name"]).value
+    return None
+
+
+def _release_text(slots: list[str]) -> str:
+    """The packing slot globals and ``@kiln_release_packed`` freeing what they hold."""
+    lines = [f'memref.global "private" @{s} : memref<1xi64> = dense<0>' for s in slots]
+    lines.append(f"func.func @{RELEASE}() {{")
+    lines.append("  %c0 = arith.constant 0 : index")
+    lines.append("  %z = arith.constant 0 : i64")
+    for s in slots:
+        lines.append(f"  %g_{s} = memref.get_global @{s} : memref<1xi64>")
+        lines.append(f"  %v_{s} = memref.load %g_{s}[%c0] : memref<1xi64>")
+        lines.append(f"  func.call @{FREE_PACKED}(%v_{s}) : (i64) -> ()")
+        lines.append(f"  memref.store %z, %g_{s}[%c0] : memref<1xi64>")
+    lines.append("  return")
+    lines.append("}")
+    return "\n".join(lines)
 
 
 @register_pass

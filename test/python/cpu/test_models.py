@@ -82,15 +82,14 @@ def test_one_compilation_serves_all_shapes(tiny_mlp):
 
 
 class _Spy:
-    def __init__(self, kernel):
-        self.kernel, self.calls = kernel, 0
+    """Counts calls of a function and forwards them."""
+
+    def __init__(self, fn):
+        self.fn, self.calls = fn, 0
 
     def __call__(self, *args, **kw):
         self.calls += 1
-        return self.kernel(*args, **kw)
-
-    def __getattr__(self, name):
-        return getattr(self.kernel, name)
+        return self.fn(*args, **kw)
 
 
 @pytest.mark.parametrize(
@@ -105,18 +104,16 @@ class _Spy:
 )
 def test_bad_inputs_raise_shape_error_before_any_kernel(tiny_mlp, x, message):
     module, model = tiny_mlp
-    runtime = model.runtime.executor  # the generic executor runs every kernel
-    saved = list(runtime.kernels)
-    spies = [_Spy(k) for k in saved]
-    runtime.kernels[:] = spies
+    executor = model.runtime.executor  # the generic executor: the only one without profiles
+    spy = executor.run = _Spy(executor.run)  # every kernel launch happens inside Executor.run
     try:
         with pytest.raises(kiln.ShapeError, match=message):
             model(x)
-        assert all(s.calls == 0 for s in spies)
-        model(np.zeros((4, 16), np.float32))  # the spies do see a good call
-        assert any(s.calls for s in spies)
+        assert spy.calls == 0
+        model(np.zeros((4, 16), np.float32))  # the spy does see a good call
+        assert spy.calls == 1
     finally:
-        runtime.kernels[:] = saved
+        del executor.run
 
 
 def test_non_contiguous_inputs(tiny_mlp):

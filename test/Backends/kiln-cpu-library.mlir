@@ -1,0 +1,43 @@
+// RUN: kiln-opt %s --kiln-cpu-library | FileCheck %s
+// RUN: env KILN_NATIVE=0 kiln-opt %s --kiln-cpu-library | FileCheck %s --check-prefix=BLAS
+
+// A product with a constant B (a weight) gets a packing slot: few rows go
+// to kiln's native GEMM with the slot's address, more rows to OpenBLAS; the
+// module gains kiln_release_packed, which frees what the slots hold.
+
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+memref.global "private" constant @w : memref<8x4xf32> = dense<1.0>
+
+// CHECK: func.func private @kiln_sgemm_small(i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64)
+// CHECK: func.func private @kiln_free_packed(i64)
+// CHECK-LABEL: func.func private @kiln_gemm_0(
+// CHECK:   %[[SMALL:.*]] = arith.cmpi sle, %{{.*}}, %{{.*}} : i64
+// CHECK:   memref.get_global @kiln_pack_0 : memref<1xi64>
+// CHECK:   scf.if %[[SMALL]] {
+// CHECK:     func.call @kiln_sgemm_small(
+// CHECK:   } else {
+// CHECK:     func.call @scipy_cblas_sgemv64_(
+// CHECK:     func.call @scipy_cblas_sgemm64_(
+// CHECK: memref.global "private" @kiln_pack_0 : memref<1xi64> = dense<0>
+// CHECK-LABEL: func.func @kiln_release_packed()
+// CHECK:   call @kiln_free_packed(
+// CHECK-LABEL: func.func @main(
+// CHECK-NOT: linalg.generic
+// CHECK:   call @kiln_gemm_0(%arg0, %{{.*}}, %arg1)
+
+// BLAS-NOT: kiln_sgemm_small
+// BLAS-NOT: kiln_pack
+// BLAS: func.call @scipy_cblas_sgemm64_(
+func.func @main(%x: memref<?x8xf32>, %y: memref<?x4xf32>) {
+  %w = memref.get_global @w : memref<8x4xf32>
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<?x8xf32>, memref<8x4xf32>) outs(%y : memref<?x4xf32>) {
+  ^bb0(%p: f32, %q: f32, %r: f32):
+    %0 = arith.mulf %p, %q : f32
+    %1 = arith.addf %r, %0 : f32
+    linalg.yield %1 : f32
+  }
+  return
+}

@@ -1,0 +1,98 @@
+"""kiln's native runtime: the small-M GEMM (packed constant weights, strided
+activations) and its thread pool, through kiln.compile."""
+
+import gc
+
+import numpy as np
+import pytest
+import torch
+
+import kiln
+from kiln.backends.cpu import library
+from kiln.runtime import native
+
+pytestmark = pytest.mark.skipif(native.load() is None, reason="no C compiler: the native library is not built")
+
+
+def weight_text(k: int, n: int, seed: int = 0) -> tuple[str, np.ndarray]:
+    """``x @ W`` with ``W`` a constant [k, n] (a weight), x: [B, k], B in 1..64."""
+    w = np.random.default_rng(seed).standard_normal((k, n), dtype=np.float32)
+    hexdata = "0x" + w.tobytes().hex().upper()
+    t_in, t_out = f'!kiln.tensor<["B", {k}], f32>', f'!kiln.tensor<["B", {n}], f32>'
+    text = (
+        '"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()\n'
+        f"func.func @main(%x: {t_in}) -> {t_out} {{\n"
+        f'  %w = "kiln.constant"() {{value = dense<"{hexdata}"> : tensor<{k}x{n}xf32>}} '
+        f": () -> !kiln.tensor<[{k}, {n}], f32>\n"
+        f'  %y = "kiln.matmul"(%x, %w) : ({t_in}, !kiln.tensor<[{k}, {n}], f32>) -> {t_out}\n'
+        f"  return %y : {t_out}\n}}\n"
+    )
+    return text, w
+
+
+@pytest.mark.parametrize("k, n", [(64, 100), (33, 32), (7, 5)])  # partial panels; N below one panel
+def test_constant_weight_is_packed_and_matches_numpy(k, n):
+    text, w = weight_text(k, n)
+    model = kiln.compile(text, keep_ir=True)
+    llvm = model.ir["llvm"]
+    assert library.SMALL_GEMM in llvm and library.RELEASE in llvm
+    before = native.packed_bytes()
+    rng = np.random.default_rng(1)
+    # Both sides of SMALL_M: the native kernel at and below it, OpenBLAS above.
+    for b in (1, 3, 4, 5, library.SMALL_M, library.SMALL_M + 1, 64):
+        x = rng.standard_normal((b, k), dtype=np.float32)
+        np.testing.assert_allclose(model(x), x @ w, rtol=1e-4, atol=1e-4)
+    assert native.packed_bytes() > before  # the weight was packed on the first small call
+    del model
+    gc.collect()
+    assert native.packed_bytes() == before  # ... and freed with the model
+
+
+def test_activation_times_activation_takes_the_strided_path():
+    t = lambda a, b: f'!kiln.tensor<["{a}", "{b}"], f32>'  # noqa: E731
+    text = (
+        '"kiln.symbol"() {sym_name = "M", min = 1 : i64, max = 64 : i64} : () -> ()\n'
+        '"kiln.symbol"() {sym_name = "K", min = 1 : i64, max = 64 : i64} : () -> ()\n'
+        '"kiln.symbol"() {sym_name = "N", min = 1 : i64, max = 128 : i64} : () -> ()\n'
+        f"func.func @main(%a: {t('M', 'K')}, %b: {t('K', 'N')}) -> {t('M', 'N')} {{\n"
+        f'  %c = "kiln.matmul"(%a, %b) : ({t("M", "K")}, {t("K", "N")}) -> {t("M", "N")}\n'
+        f"  return %c : {t('M', 'N')}\n}}\n"
+    )
+    model = kiln.compile(text, keep_ir=True)
+    assert library.SMALL_GEMM in model.ir["llvm"] and library.RELEASE not in model.ir["llvm"]
+    rng = np.random.default_rng(2)
+    for m, k, n in [(1, 1, 1), (2, 64, 33), (16, 9, 128), (5, 64, 31), (40, 7, 65)]:
+        a = rng.standard_normal((m, k), dtype=np.float32)
+        b = rng.standard_normal((k, n), dtype=np.float32)
+        np.testing.assert_allclose(model(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_native_off_keeps_to_openblas(monkeypatch):
+    monkeypatch.setenv("KILN_NATIVE", "0")
+    text, w = weight_text(16, 8)
+    model = kiln.compile(text, keep_ir=True)
+    assert library.SMALL_GEMM not in model.ir["llvm"]
+    x = np.ones((2, 16), np.float32)
+    np.testing.assert_allclose(model(x), x @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_threads_share_the_pool():
+    import threading
+
+    text, w = weight_text(256, 512)
+    model = kiln.compile(text)
+    errors = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(30):
+            x = torch.from_numpy(rng.standard_normal((1 + seed % 8, 256), dtype=np.float32))
+            if not np.allclose(model(x).numpy(), x.numpy() @ w, rtol=1e-4, atol=1e-3):
+                errors.append(seed)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
