@@ -137,6 +137,9 @@ def prepare_module(module) -> None:
         fn.attributes["function_type"] = ir.TypeAttr.get(
             ir.FunctionType.get(list(ftype.inputs) + [o.type for o in outs], [])
         )
+        if "arg_attrs" in fn.attributes and outs:  # one (empty) dict per new output argument
+            attrs = list(ir.ArrayAttr(fn.attributes["arg_attrs"])) + [ir.DictAttr.get({}) for _ in outs]
+            fn.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
         fn.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
 
 
