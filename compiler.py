@@ -225,9 +225,8 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
             if options.get("keep_ir"):
                 kept["llvm"] = str(module)
             try:
-                engine = jit(module)
-                for name in prepared.generated.values():
-                    engine.lookup(name)  # materializes the code now: missing symbols fail here
+                # Materializes the code now: missing symbols fail here.
+                engine = jit(module, names=list(prepared.generated.values()))
             except Exception as e:  # the engine reports unresolved symbols as a RuntimeError
                 raise KilnError(f"the CPU JIT failed: {e}") from None
             with _count_lock:
@@ -246,6 +245,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
         profiling=bool(options.get("profiling", False)), compile_time_s=time.perf_counter() - start,
         specialize=specialize, static_kernels=static_kernels,
     )
+    runtime.kernel_cache = getattr(engine, "cache", None)
     sched = prepared.schedule
     values = [ValueInfo(f"%{v.id}", tuple(v.info.dims), str(v.info.dtype)) for v in sched.values]
     for spec, vid in zip(inputs, sched.inputs):

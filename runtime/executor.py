@@ -378,6 +378,7 @@ class ModelRuntime:
         self.profiles = normalize_profiles(profiles, self.symbols)
         self.policy = policy or ("error" if self.profiles else "generic")
         self.static_compilations = 0
+        self.kernel_cache = None  # "hit" / "miss" / "off": the object-code cache at compile time
         self.specialize_s = 0.0  # compiling and timing static kernels (profiles up front, buckets lazily)
         consts = prepared.constants
         base = Executor(prepared.schedule, prepared.plan, kernels, consts, pool=self.pool, metrics=self.metrics)
@@ -428,4 +429,4 @@ class ModelRuntime:
 
         return build_report(self.executor.schedule, self.metrics, compile_time_s=self.compile_time_s,
                             selector=self.selector, arena_plan=self.executor.arena_plan,
-                            static=(self.static_compilations, self.specialize_s))
+                            static=(self.static_compilations, self.specialize_s), kernel_cache=self.kernel_cache)

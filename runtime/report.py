@@ -79,7 +79,7 @@ class Metrics:
 
 
 def build_report(schedule, metrics: Metrics, *, compile_time_s: float = 0.0, selector=None, arena_plan=None,
-                 static: tuple[int, float] = (0, 0.0)) -> dict:
+                 static: tuple[int, float] = (0, 0.0), kernel_cache: str | None = None) -> dict:
     """The report of a model: kernels, fallback share, arena bytes, compile
     time, specializations and cache hits, per-kernel time (when profiling).
 
@@ -88,7 +88,8 @@ def build_report(schedule, metrics: Metrics, *, compile_time_s: float = 0.0, sel
     ``arena_plan`` an :class:`~kiln.runtime.arena.ArenaPlan`, used when no
     call has run yet (the arena at the symbols' opt point is not known then,
     so the bytes are reported as ``None``); ``static`` is ``(compilations,
-    seconds)`` of the static kernels compiled and timed for profiles.
+    seconds)`` of the static kernels compiled and timed for profiles;
+    ``kernel_cache`` whether the object-code cache served the compile.
     """
     m = metrics.snapshot()
     steps = schedule.steps
@@ -113,6 +114,7 @@ def build_report(schedule, metrics: Metrics, *, compile_time_s: float = 0.0, sel
             "expressions": dict(arena_plan.texts) if arena_plan is not None else None,
         },
         "compile_time_s": compile_time_s,
+        "kernel_cache": kernel_cache,
         "static_compilations": static[0],
         "static_compile_time_s": static[1],
         "calls": m["calls"],
@@ -156,6 +158,7 @@ def format_report(report: Mapping) -> str:
         + (f": {', '.join(fb['op_names'])}" if fb["op_names"] else ""),
         f"arena at {at}: planned peak {_bytes(arena['planned_peak_bytes'])}, no reuse {_bytes(arena['no_reuse_bytes'])}",
         f"compile time: {report['compile_time_s']:.3f} s"
+        + (f" (kernel cache {report['kernel_cache']})" if report.get("kernel_cache") else "")
         + (f" (+ {report['static_compile_time_s']:.3f} s for {report['static_compilations']} static kernel set(s))"
            if report.get("static_compilations") else ""),
         f"specializations: {report['specializations']}, cache hits: {report['cache_hits']}",

@@ -17,13 +17,15 @@ from ..kernel import Kernel
 __all__ = ["CpuKernel", "jit"]
 
 
-def jit(module, opt_level: int = 3):
-    """An ``ExecutionEngine`` for an LLVM-dialect module (opt level 3)."""
-    from ..._mlir import execution_engine
-    from .library import shared_libs
+def jit(module, opt_level: int = 3, names=()):
+    """An engine for an LLVM-dialect module (opt level 3) with the functions
+    ``names`` materialized: from the object-code cache when the same module
+    was compiled before (:mod:`kiln.backends.cpu.objcache`), else a fresh
+    ``ExecutionEngine``.  The BLAS and native libraries resolve the calls of
+    kiln-cpu-library."""
+    from .objcache import jit_cached
 
-    # The BLAS library resolves the sgemm calls of kiln-cpu-library.
-    return execution_engine.ExecutionEngine(module, opt_level=opt_level, shared_libs=shared_libs())
+    return jit_cached(module, names, opt_level)
 
 
 class CpuKernel(Kernel):

@@ -74,9 +74,7 @@ def compile_static(kernel_text: str, binding: Mapping[str, int], names, vectoriz
         module = parse_module(bind_dims(kernel_text, binding), f"<kernels at {where}>")
         lower(module, vectorize=vectorize)
         try:
-            engine = jit(module)
-            for name in names:
-                engine.lookup(name)
+            engine = jit(module, names=list(names))
         except Exception as e:  # the engine reports unresolved symbols as a RuntimeError
             raise KilnError(f"the CPU JIT failed for the kernels at {where}: {e}") from None
     return engine, module

@@ -1,9 +1,16 @@
 """Shared pytest fixtures: a kiln context per test (one context owns everything a test touches)."""
 
+import os
+import tempfile
+
 import pytest
 
 from kiln._mlir import ir
 from kiln.context import make_context
+
+# Compiled kernels and the native library go to a cache of this session, not
+# the user's (~/.cache/kiln): tests see cold caches and leave nothing behind.
+os.environ.setdefault("KILN_CACHE_DIR", tempfile.mkdtemp(prefix="kiln-test-cache-"))
 
 
 @pytest.fixture

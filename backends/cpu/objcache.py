@@ -1,0 +1,172 @@
+"""The persistent object-code cache of the CPU backend.
+
+LLVM code generation is most of a CPU compile (5.2 of 7 s for the bench's
+transformer block).  :func:`jit_cached` keys a lowered LLVM-dialect module
+by the hash of its printed form (weights included: ~0.5 s for 32 MiB), the
+kiln / MLIR versions, the host CPU and the shared libraries it links
+against.  On a miss it JIT-compiles as usual (position-independent code),
+dumps the engine's object file and links it into a shared library in the
+cache (``<root>/cpu/<key[:2]>/<key>.so``, written under a temporary name
+and moved into place).  On a hit it loads that library instead of running
+LLVM, behind the same ``lookup`` / ``raw_lookup`` interface the kernels use.
+
+Each load dlopens a private copy of the cached file: the loader shares one
+mapping per file, and two models loaded from one entry must not share the
+mutable globals of the module (the native GEMM's packing slots).
+``KILN_CPU_CACHE=0`` turns the cache off; without a C compiler to link with
+it is off too.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+__all__ = ["SharedObjectEngine", "cache_key", "enabled", "jit_cached"]
+
+
+def enabled() -> bool:
+    """Whether compiled kernels are cached (``KILN_CPU_CACHE`` not ``0`` and a linker found)."""
+    return os.environ.get("KILN_CPU_CACHE", "1") != "0" and _linker() is not None
+
+
+def _linker() -> str | None:
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+
+
+_HOST: str | None = None
+
+
+def _host() -> str:
+    """The host CPU as the JIT sees it: machine, model and feature flags."""
+    global _HOST
+    if _HOST is None:
+        text = platform.machine()
+        try:
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    if line.startswith(("model name", "flags", "Features")):
+                        text += "|" + line.strip()
+                        if line.startswith(("flags", "Features")):
+                            break
+        except OSError:  # pragma: no cover - not Linux
+            text += platform.processor()
+        _HOST = text
+    return _HOST
+
+
+def cache_key(module, opt_level: int, shared_libs) -> str:
+    """The cache key of a lowered module (sha256 hex)."""
+    from ..cache import versions
+
+    # The printed form, weights in hex: bytecode would be faster to hash but
+    # is not deterministic across contexts (use-list and numbering order).
+    h = hashlib.sha256(module.operation.get_asm(binary=True))
+    for part in (repr(sorted(versions().items())), _host(), str(opt_level), *shared_libs):
+        h.update(b"\0" + part.encode())
+    return h.hexdigest()
+
+
+class SharedObjectEngine:
+    """A cached kernel library loaded with ``dlopen``: what :class:`CpuKernel`
+    needs of an ``ExecutionEngine`` (``lookup``, ``raw_lookup``)."""
+
+    cache = "hit"
+
+    def __init__(self, path: str):
+        self.path = path
+        self._lib = ctypes.CDLL(path)
+
+    def raw_lookup(self, name: str) -> int:
+        """The address of the packed wrapper of ``name`` (as ExecutionEngine.raw_lookup), or 0."""
+        try:
+            return ctypes.cast(getattr(self._lib, "_mlir_" + name), ctypes.c_void_p).value or 0
+        except AttributeError:
+            return 0
+
+    def lookup(self, name: str) -> int:
+        """Like ``ExecutionEngine.lookup``: raises for a function the library lacks."""
+        address = self.raw_lookup(name)
+        if not address:
+            raise RuntimeError(f"Unknown function {name}")
+        return address
+
+
+def _load_copy(entry: Path) -> SharedObjectEngine:
+    fd, tmp = tempfile.mkstemp(suffix=".so", prefix="kiln-kernels-")
+    os.close(fd)
+    try:
+        shutil.copyfile(entry, tmp)
+        return SharedObjectEngine(tmp)
+    finally:
+        os.unlink(tmp)  # the mapping stays valid; nothing is left on disk
+
+
+def jit_cached(module, names, opt_level: int = 3):
+    """An engine for the LLVM-dialect ``module`` with ``names`` materialized:
+    a :class:`SharedObjectEngine` from the cache, or a fresh ExecutionEngine
+    (whose code is then added to the cache).  ``engine.cache`` says which
+    (``"hit"``, ``"miss"`` or ``"off"``)."""
+    from ..._mlir import execution_engine
+    from ..cache import default_cache_dir
+    from .library import shared_libs
+
+    libs = shared_libs()
+    if not enabled():
+        engine = execution_engine.ExecutionEngine(module, opt_level=opt_level, shared_libs=libs)
+        for name in names:
+            engine.lookup(name)
+        return _tagged(engine, "off")
+    key = cache_key(module, opt_level, libs)
+    entry = default_cache_dir() / "cpu" / key[:2] / f"{key}.so"
+    if entry.exists():
+        try:
+            engine = _load_copy(entry)
+            for name in names:
+                engine.lookup(name)
+            return engine
+        except OSError:  # truncated or foreign: rebuild it
+            entry.unlink(missing_ok=True)
+    engine = execution_engine.ExecutionEngine(module, opt_level=opt_level, shared_libs=libs, enable_pic=True)
+    for name in names:
+        engine.lookup(name)
+    _store(engine, entry, libs)
+    return _tagged(engine, "miss")
+
+
+def _store(engine, entry: Path, libs) -> None:
+    """Link the engine's object code into ``entry``; a failure only costs the next compile."""
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=entry.parent) as tmp:
+            obj, so = os.path.join(tmp, "k.o"), os.path.join(tmp, "k.so")
+            engine.dump_to_object_file(obj)
+            # The libraries by path, with their folders as rpaths: a dlopen of
+            # the entry resolves sgemm and the native kernels by itself.
+            rpaths = [f"-Wl,-rpath,{os.path.dirname(lib)}" for lib in libs]
+            subprocess.run([_linker(), "-shared", "-o", so, obj, *libs, *rpaths],
+                           check=True, capture_output=True, timeout=300)
+            os.replace(so, entry)
+    except (OSError, subprocess.SubprocessError):
+        pass
+
+
+class _Tagged:
+    """An ExecutionEngine with a ``cache`` attribute (the bindings' class takes none)."""
+
+    def __init__(self, engine, cache: str):
+        self._engine = engine
+        self.cache = cache
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+
+def _tagged(engine, cache: str):
+    return _Tagged(engine, cache)

@@ -1,0 +1,76 @@
+"""The CPU backend's object-code cache: a second compile of the same module
+loads the cached library instead of running LLVM, with the same results."""
+
+import gc
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_native_gemm import weight_text
+
+import kiln
+from kiln.backends.cpu import objcache
+from kiln.runtime import native
+
+pytestmark = pytest.mark.skipif(not objcache.enabled(), reason="no C compiler to link cached kernels with")
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def _entries(root: Path) -> list[Path]:
+    return sorted((root / "cpu").rglob("*.so"))
+
+
+def test_second_compile_hits_and_matches(cache_dir):
+    text, w = weight_text(64, 96, seed=3)
+    first = kiln.compile(text)
+    assert first.report()["kernel_cache"] == "miss"
+    assert len(_entries(cache_dir)) == 1
+    second = kiln.compile(text)
+    assert second.report()["kernel_cache"] == "hit"
+    x = np.random.default_rng(0).standard_normal((5, 64), dtype=np.float32)
+    np.testing.assert_allclose(second(x), x @ w, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(second(x), first(x))
+
+
+def test_different_weights_are_different_entries(cache_dir):
+    kiln.compile(weight_text(16, 8, seed=1)[0])
+    model = kiln.compile(weight_text(16, 8, seed=2)[0])
+    assert model.report()["kernel_cache"] == "miss"
+    assert len(_entries(cache_dir)) == 2
+
+
+def test_models_from_one_entry_do_not_share_packed_weights(cache_dir):
+    text, w = weight_text(128, 64, seed=4)
+    a = kiln.compile(text)
+    b = kiln.compile(text)
+    x = np.ones((2, 128), np.float32)
+    a(x), b(x)  # both pack their weight
+    del a
+    gc.collect()  # frees a's packed copy; b's must survive
+    np.testing.assert_allclose(b(x), x @ w, rtol=1e-4, atol=1e-4)
+    if native.load() is not None:
+        assert native.packed_bytes() > 0
+
+
+def test_corrupt_entry_is_rebuilt(cache_dir):
+    text, w = weight_text(8, 8, seed=5)
+    kiln.compile(text)
+    (entry,) = _entries(cache_dir)
+    entry.write_bytes(b"not a shared library")
+    model = kiln.compile(text)
+    assert model.report()["kernel_cache"] == "miss"
+    x = np.ones((3, 8), np.float32)
+    np.testing.assert_allclose(model(x), x @ w, rtol=1e-4, atol=1e-4)
+    assert kiln.compile(text).report()["kernel_cache"] == "hit"
+
+
+def test_cache_off(cache_dir, monkeypatch):
+    monkeypatch.setenv("KILN_CPU_CACHE", "0")
+    model = kiln.compile(weight_text(8, 8)[0])
+    assert model.report()["kernel_cache"] == "off"
+    assert _entries(cache_dir) == []
