@@ -51,11 +51,12 @@ SET_THREADS = "openblas_set_num_threads_local"
 #: (64x1024x4096: 9.4 ms on one thread, 4.3 ms on two).  ``KILN_BLAS_MT_MNK``
 #: overrides it.
 MT_MNK = 1 << 22
-#: Products with at most this many rows (M) and B not transposed run in
-#: ``kiln_sgemm_small`` (kiln/runtime/native): OpenBLAS packs all of B on
-#: every call, which for a 8x1024x4096 product with a constant B cost 2.2 ms
-#: against 0.57 ms streaming a packed copy of B on two threads.  At M = 64 the
-#: native kernel (12 ms) loses to OpenBLAS (4.3 ms).  ``KILN_SMALL_M`` overrides it.
+#: Products with at most this many rows (M) and a constant, untransposed B
+#: run in ``kiln_sgemm_small`` (kiln/runtime/native): OpenBLAS packs all of
+#: B on every call, which for a 8x1024x4096 product cost 1.7 ms against
+#: 0.6 ms streaming a copy of B packed once, on two threads.  At M = 64 the
+#: two are even (4.6 vs 4.4 ms); at 128x256x768 OpenBLAS wins (0.4 vs 1.0 ms).
+#: ``KILN_SMALL_M`` overrides it.
 SMALL_M = int(os.environ.get("KILN_SMALL_M", "16"))
 #: The native small-M GEMM's symbol, and the one freeing a packed B.
 SMALL_GEMM = "kiln_sgemm_small"
@@ -333,18 +334,19 @@ def _helper_text(name: str, g: _Gemm, beta: float, slot: str | None = None) -> s
         add(f"{indent}%y{tag} = arith.addi %p{tag}, %x{tag} : i64")
     # One row (batch-1 inference): sgemv, y = B^T x (b stored [K, N]) or B x (stored [N, K]);
     # this OpenBLAS's sgemm does not forward M = 1 to gemv and ran 3x slower.
-    small = native_enabled() and not trans_a and not trans_b
+    # Few rows times a weight (one constant B for every call): kiln's native
+    # GEMM, which packs B once into the slot and runs on the native pool.
+    # Products of activations stay with OpenBLAS: unpacked, a B with a long
+    # K is read a page per row (16x1024x4096: 6.6 ms vs OpenBLAS's 2.0 ms).
+    small = (native_enabled() and slot is not None and not trans_a and not trans_b
+             and not any(d in mb for d in loops))
     if small:
-        # Few rows: kiln's native GEMM (packed weights, the native pool's threads).
         add(f"{indent}%smax = arith.constant {SMALL_M} : i64")
         add(f"{indent}%small = arith.cmpi sle, {m_expr}, %smax : i64")
         add(f"{indent}%nthr = arith.constant {native_threads()} : i32")
-        if slot is not None and not any(d in mb for d in loops):  # one B for every call
-            add(f"{indent}%slotm = memref.get_global @{slot} : memref<1xi64>")
-            add(f"{indent}%slotq = memref.extract_aligned_pointer_as_index %slotm : memref<1xi64> -> index")
-            add(f"{indent}%slot = arith.index_cast %slotq : index to i64")
-        else:
-            add(f"{indent}%slot = arith.constant 0 : i64")
+        add(f"{indent}%slotm = memref.get_global @{slot} : memref<1xi64>")
+        add(f"{indent}%slotq = memref.extract_aligned_pointer_as_index %slotm : memref<1xi64> -> index")
+        add(f"{indent}%slot = arith.index_cast %slotq : index to i64")
         add(f"{indent}scf.if %small {{")
         add(f"{indent}  func.call @{SMALL_GEMM}({m_expr}, %N, %K, %yA, %lda, %yB, %ldb, %beta, %yC, %ldc, %nthr, "
             "%slot) : (i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64) -> ()")

@@ -112,8 +112,18 @@ void kiln_parallel_for(kiln_task_fn fn, void *ctx, int64_t n, int64_t parts) {
 
 #include <stdlib.h>
 
-#define MR 4  /* rows of A per register block */
-#define NR 32 /* columns of B per panel */
+#define MR 6  /* rows of A per register block */
+#define NR 16 /* columns of B per panel: two 8-float vectors */
+
+/* 8 floats: one AVX2 register (AVX-512 machines use the lower half); the
+ * accumulators of a 6 x 16 block are 12 of them, held in registers. */
+typedef float v8 __attribute__((vector_size(32)));
+
+static inline v8 load8(const float *p) {
+  v8 v;
+  __builtin_memcpy(&v, p, sizeof v); /* unaligned: strided panels of B */
+  return v;
+}
 
 /* A product whose B is a constant of the JIT module (a weight) gets a slot:
  * a mutable i64 global of that module, 0 until the first call packs B into
@@ -178,27 +188,32 @@ typedef struct {
   int accumulate;
 } gemm_args;
 
-/* acc[mr][NR] over all K for rows m0.., one panel whose row k starts at
- * b + k * bstride; mr is a compile-time constant at every call site. */
+/* C[m0 .. m0 + mr, panel] (nr <= NR columns of it) over all K, from a panel
+ * whose row k starts at b + k * bstride; mr is a compile-time constant at
+ * every call site, so the loops over it unroll and acc stays in registers. */
 static inline __attribute__((always_inline)) void micro(const gemm_args *g, int mr, int64_t m0, const float *b,
                                                          int64_t bstride, float *c, int64_t nr) {
-  float acc[MR][NR];
-  for (int m = 0; m < mr; m++)
-    for (int j = 0; j < NR; j++) acc[m][j] = 0.0f;
+  v8 acc[MR][2];
+  for (int m = 0; m < mr; m++) acc[m][0] = acc[m][1] = (v8){0};
   const float *A = g->A + m0 * g->lda;
   for (int64_t k = 0; k < g->K; k++) {
     const float *bk = b + k * bstride;
+    v8 b0 = load8(bk), b1 = load8(bk + 8);
     for (int m = 0; m < mr; m++) {
       float a = A[m * g->lda + k];
-      for (int j = 0; j < NR; j++) acc[m][j] += a * bk[j];
+      acc[m][0] += a * b0;
+      acc[m][1] += a * b1;
     }
   }
   for (int m = 0; m < mr; m++) {
+    float out[NR];
+    __builtin_memcpy(out, &acc[m][0], sizeof acc[m][0]);
+    __builtin_memcpy(out + 8, &acc[m][1], sizeof acc[m][1]);
     float *cm = c + m * g->ldc;
     if (g->accumulate)
-      for (int64_t j = 0; j < nr; j++) cm[j] += acc[m][j];
+      for (int64_t j = 0; j < nr; j++) cm[j] += out[j];
     else
-      for (int64_t j = 0; j < nr; j++) cm[j] = acc[m][j];
+      for (int64_t j = 0; j < nr; j++) cm[j] = out[j];
   }
 }
 
@@ -207,6 +222,8 @@ static void panel(const gemm_args *g, int64_t q, const float *b, int64_t bstride
   int64_t m0 = 0;
   for (; m0 + MR <= g->M; m0 += MR) micro(g, MR, m0, b, bstride, g->C + m0 * g->ldc + n0, nr);
   switch (g->M - m0) {
+    case 5: micro(g, 5, m0, b, bstride, g->C + m0 * g->ldc + n0, nr); break;
+    case 4: micro(g, 4, m0, b, bstride, g->C + m0 * g->ldc + n0, nr); break;
     case 3: micro(g, 3, m0, b, bstride, g->C + m0 * g->ldc + n0, nr); break;
     case 2: micro(g, 2, m0, b, bstride, g->C + m0 * g->ldc + n0, nr); break;
     case 1: micro(g, 1, m0, b, bstride, g->C + m0 * g->ldc + n0, nr); break;

@@ -48,7 +48,7 @@ def test_constant_weight_is_packed_and_matches_numpy(k, n):
     assert native.packed_bytes() == before  # ... and freed with the model
 
 
-def test_activation_times_activation_takes_the_strided_path():
+def test_activation_products_stay_with_openblas():
     t = lambda a, b: f'!kiln.tensor<["{a}", "{b}"], f32>'  # noqa: E731
     text = (
         '"kiln.symbol"() {sym_name = "M", min = 1 : i64, max = 64 : i64} : () -> ()\n'
@@ -59,12 +59,33 @@ def test_activation_times_activation_takes_the_strided_path():
         f"  return %c : {t('M', 'N')}\n}}\n"
     )
     model = kiln.compile(text, keep_ir=True)
-    assert library.SMALL_GEMM in model.ir["llvm"] and library.RELEASE not in model.ir["llvm"]
-    rng = np.random.default_rng(2)
-    for m, k, n in [(1, 1, 1), (2, 64, 33), (16, 9, 128), (5, 64, 31), (40, 7, 65)]:
-        a = rng.standard_normal((m, k), dtype=np.float32)
-        b = rng.standard_normal((k, n), dtype=np.float32)
-        np.testing.assert_allclose(model(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    assert f"llvm.call @{library.SMALL_GEMM}" not in model.ir["llvm"]
+    a = np.ones((2, 3), np.float32)
+    np.testing.assert_allclose(model(a, a.T.copy()), a @ a.T, rtol=1e-5)
+
+
+@pytest.mark.parametrize("m, k, n", [(1, 1, 1), (2, 64, 33), (16, 9, 128), (5, 200, 31), (40, 7, 65)])
+@pytest.mark.parametrize("packed", [True, False], ids=["packed", "strided"])
+def test_kernel_directly(m, k, n, packed):
+    """The C entry point on both paths (the strided one serves a slot whose
+    packing failed), partial panels and row blocks included, with beta 0 and 1."""
+    import ctypes
+
+    f = native.load().kiln_sgemm_small
+    f.argtypes = [ctypes.c_int64] * 7 + [ctypes.c_float, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32,
+                                         ctypes.c_int64]
+    rng = np.random.default_rng(m * 100 + n)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    c0 = rng.standard_normal((m, n), dtype=np.float32)
+    slot = (ctypes.c_int64 * 1)(0)
+    for beta in (0.0, 1.0):
+        c = c0.copy()
+        f(m, n, k, a.ctypes.data, k, b.ctypes.data, n, beta, c.ctypes.data, n, 2,
+          ctypes.addressof(slot) if packed else 0)
+        np.testing.assert_allclose(c, a @ b + beta * c0, rtol=1e-4, atol=1e-4)
+    assert (slot[0] != 0) == packed
+    native.load().kiln_free_packed(ctypes.c_int64(slot[0]))
 
 
 def test_native_off_keeps_to_openblas(monkeypatch):
