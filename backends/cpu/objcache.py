@@ -28,7 +28,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-__all__ = ["SharedObjectEngine", "cache_key", "enabled", "jit_cached"]
+__all__ = ["SharedObjectEngine", "cache_key", "enabled", "host_cpu", "jit_cached"]
 
 
 def enabled() -> bool:
@@ -43,7 +43,7 @@ def _linker() -> str | None:
 _HOST: str | None = None
 
 
-def _host() -> str:
+def host_cpu() -> str:
     """The host CPU as the JIT sees it: machine, model and feature flags."""
     global _HOST
     if _HOST is None:
@@ -68,7 +68,7 @@ def cache_key(module, opt_level: int, shared_libs) -> str:
     # The printed form, weights in hex: bytecode would be faster to hash but
     # is not deterministic across contexts (use-list and numbering order).
     h = hashlib.sha256(module.operation.get_asm(binary=True))
-    for part in (repr(sorted(versions().items())), _host(), str(opt_level), *shared_libs):
+    for part in (repr(sorted(versions().items())), host_cpu(), str(opt_level), *shared_libs):
         h.update(b"\0" + part.encode())
     return h.hexdigest()
 

@@ -32,6 +32,8 @@ FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-pthread")
 _lock = threading.Lock()
 _built: dict[str, str | None] = {}
 _handle = None
+#: Why the library could not be built, if it could not (None otherwise).
+build_error: str | None = None
 
 
 def _compiler() -> str | None:
@@ -39,7 +41,9 @@ def _compiler() -> str | None:
 
 
 def library() -> str | None:
-    """The path of the built library, building it if needed; None if it cannot be built."""
+    """The path of the built library, building it if needed; None if it cannot
+    be built (:data:`build_error` says why)."""
+    global build_error
     if os.environ.get("KILN_NATIVE", "1") == "0":
         return None
     cc = _compiler()
@@ -49,9 +53,12 @@ def library() -> str | None:
         if cc in _built:
             return _built[cc]
         from ...backends.cache import default_cache_dir
+        from ...backends.cpu.objcache import host_cpu
 
+        # -march=native: the host CPU is part of the name (a cache dir shared
+        # between machines must not hand one's AVX-512 build to another).
         src = SOURCE.read_bytes()
-        digest = hashlib.sha256(src + cc.encode() + " ".join(FLAGS).encode()).hexdigest()[:20]
+        digest = hashlib.sha256(src + cc.encode() + " ".join(FLAGS).encode() + host_cpu().encode()).hexdigest()[:20]
         out = default_cache_dir() / "native" / f"kiln_native-{digest}.so"
         path: str | None = str(out)
         if not out.exists():
@@ -62,7 +69,8 @@ def library() -> str | None:
                 os.close(fd)
                 subprocess.run([cc, *FLAGS, "-o", tmp, str(SOURCE)], check=True, capture_output=True, timeout=120)
                 os.replace(tmp, out)
-            except (OSError, subprocess.SubprocessError):
+            except (OSError, subprocess.SubprocessError) as e:
+                build_error = f"{cc} failed: {getattr(e, 'stderr', b'') or e}"
                 path = None
                 if os.path.exists(tmp):
                     os.unlink(tmp)
