@@ -402,7 +402,8 @@ class ModelRuntime:
             t0 = time.perf_counter()
             static = specialize(at)
             mode = "static" if static_kernels is True else "auto"
-            chosen, choices = choose_kernels(executor, kernels, static, at, synthetic_inputs(base, at), mode=mode)
+            chosen, choices = choose_kernels(executor, base.schedule.steps, kernels, static, at,
+                                             synthetic_inputs(base, at), mode=mode)
             with count_lock:
                 self.static_compilations += 1
                 self.specialize_s += time.perf_counter() - t0

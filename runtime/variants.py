@@ -101,6 +101,7 @@ _choose_lock = threading.Lock()
 
 def choose_kernels(
     make_executor: Callable,
+    steps: Sequence,
     dynamic: list,
     static: list,
     binding: Mapping[str, int],
@@ -112,11 +113,10 @@ def choose_kernels(
     (``mode="auto"``; ``"static"`` takes every static kernel, timed all the same).
 
     ``make_executor(kernels, pool, metrics)`` builds an executor of the
-    schedule.  Returns the chosen kernel list and, by step name, the times
+    schedule whose ``steps`` these are.  Returns the chosen kernel list and, by step name, the times
     and the choice.  Timing runs one measurement at a time in the process
     (two profiles timed at once on two cores would skew each other).
     """
-    steps = make_executor(dynamic, ArenaPool(), Metrics()).schedule.steps
     with _choose_lock:
         t_dyn = _kernel_times(make_executor, dynamic, inputs, binding, repeats)
         t_static = _kernel_times(make_executor, static, inputs, binding, repeats)

@@ -122,7 +122,7 @@ def jit_cached(module, names, opt_level: int = 3):
         engine = execution_engine.ExecutionEngine(module, opt_level=opt_level, shared_libs=libs)
         for name in names:
             engine.lookup(name)
-        return _tagged(engine, "off")
+        return _Tagged(engine, "off")
     key = cache_key(module, opt_level, libs)
     entry = default_cache_dir() / "cpu" / key[:2] / f"{key}.so"
     if entry.exists():
@@ -137,7 +137,7 @@ def jit_cached(module, names, opt_level: int = 3):
     for name in names:
         engine.lookup(name)
     _store(engine, entry, libs)
-    return _tagged(engine, "miss")
+    return _Tagged(engine, "miss")
 
 
 def _store(engine, entry: Path, libs) -> None:
@@ -166,7 +166,3 @@ class _Tagged:
 
     def __getattr__(self, name):
         return getattr(self._engine, name)
-
-
-def _tagged(engine, cache: str):
-    return _Tagged(engine, cache)
