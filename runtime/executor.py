@@ -426,8 +426,13 @@ class ModelRuntime:
 
     def report(self) -> dict:
         """See :func:`kiln.runtime.report.build_report`."""
+        from . import native
         from .report import build_report
 
-        return build_report(self.executor.schedule, self.metrics, compile_time_s=self.compile_time_s,
-                            selector=self.selector, arena_plan=self.executor.arena_plan,
-                            static=(self.static_compilations, self.specialize_s), kernel_cache=self.kernel_cache)
+        report = build_report(self.executor.schedule, self.metrics, compile_time_s=self.compile_time_s,
+                              selector=self.selector, arena_plan=self.executor.arena_plan,
+                              static=(self.static_compilations, self.specialize_s), kernel_cache=self.kernel_cache)
+        # The native runtime (small GEMM, pool): where it came from, or why it is missing.
+        report["native"] = {"library": native.library(), "error": native.build_error,
+                            "packed_bytes": native.packed_bytes()}
+        return report

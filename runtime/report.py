@@ -145,6 +145,14 @@ def _bytes(n) -> str:
     return f"{n} B"
 
 
+def _native_line(native: Mapping | None) -> str:
+    if not native:
+        return "native runtime: -"
+    if native.get("library"):
+        return f"native runtime: {native['library']} (packed weights {_bytes(native.get('packed_bytes', 0))})"
+    return f"native runtime: off ({native.get('error') or 'KILN_NATIVE=0 or no C compiler'})"
+
+
 def format_report(report: Mapping) -> str:
     """The report as text, one fact per line."""
     fb = report["fallback"]
@@ -162,6 +170,7 @@ def format_report(report: Mapping) -> str:
         + (f" (+ {report['static_compile_time_s']:.3f} s for {report['static_compilations']} static kernel set(s))"
            if report.get("static_compilations") else ""),
         f"specializations: {report['specializations']}, cache hits: {report['cache_hits']}",
+        _native_line(report.get("native")),
         f"calls: {report['calls']} ({report['timed_calls']} timed; a first call per variant is not)" + (f" (last served by {report['last_selection']})" if report.get("last_selection") else ""),
     ]
     if "profiles" in report:

@@ -43,6 +43,8 @@ def test_constant_weight_is_packed_and_matches_numpy(k, n):
         x = rng.standard_normal((b, k), dtype=np.float32)
         np.testing.assert_allclose(model(x), x @ w, rtol=1e-4, atol=1e-4)
     assert native.packed_bytes() > before  # the weight was packed on the first small call
+    assert model.report()["native"] == {"library": native.library(), "error": None,
+                                        "packed_bytes": native.packed_bytes()}
     del model
     gc.collect()
     assert native.packed_bytes() == before  # ... and freed with the model
