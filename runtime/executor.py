@@ -25,7 +25,7 @@ from .arena import ArenaPlan, ArenaPool, torch_dtype
 from .contract import compile_expr
 from .report import Metrics
 
-__all__ = ["Executor", "ModelRuntime", "Prepared", "constant_tensor", "prepare"]
+__all__ = ["Executor", "ModelRuntime", "Prepared", "constant_tensor", "prepare", "view_aliases"]
 
 
 def constant_tensor(op, module_text: str | None = None) -> torch.Tensor:
@@ -85,6 +85,9 @@ class Executor:
         self.constants = dict(constants or {})
         self.arena_plan = ArenaPlan.from_plan(plan)
         self.in_arena = set(plan.buffers)
+        # Values that are views of another (reshapes run without a kernel);
+        # a step whose outputs are all views launches nothing.
+        self.aliases = dict(getattr(plan, "aliases", {}) or {})
         self.pool = pool or ArenaPool()
         self.metrics = metrics or Metrics()
         self._shape = {
@@ -108,6 +111,9 @@ class Executor:
             for step, k, fb in zip(schedule.steps, self.kernels, self._fallback)
         ]
         self._results = [(v, v in self._owned_outputs) for v in schedule.outputs]
+        self._is_view = [bool(step.outputs) and all(v in self.aliases for v in step.outputs)
+                         for step in schedule.steps]
+        self._launches = self._is_view.count(False)
         self._plans: dict = {}
         self._plan_lock = threading.Lock()
         self._warm = False  # the first call is not timed (lazy JIT materialization)
@@ -155,8 +161,12 @@ class Executor:
         A prebuilt launch is a generated kernel's descriptor buffer with the
         pointers of arena views and constants written once; per call only
         the model inputs' and freshly allocated outputs' pointers are
-        patched in.  Cached on the arena tensor (by executor and shape): an
-        arena is used by one call at a time, so its descriptors are too.
+        patched in.  A step whose outputs are views (:attr:`aliases`) has
+        no record when it views arena values (the views are in the
+        environment already), else ``(name, None, (), (), views, False,
+        None)`` with ``(vid, source vid, shape)`` per view to make per call.
+        Cached on the arena tensor (by executor and shape): an arena is used
+        by one call at a time, so its descriptors are too.
         """
         from ..backends.cpu.dispatch import descriptors, layout_of
 
@@ -167,16 +177,24 @@ class Executor:
             return hit
         env = self._env.copy()
         fixed = set(self.constants)
-        fresh_by_step = []
+        fresh_by_step, views_by_step = [], []
         for outs in step_outs:
-            fresh = []
+            fresh, views = [], []
             for vid, shape, dtype, off in outs:
-                if off is None:
+                if vid in self.aliases:
+                    src = self.aliases[vid]
+                    if src in fixed:  # a view of an arena value: made once, here
+                        env[vid] = env[src].view(shape)
+                        fixed.add(vid)
+                    else:  # of a model input or a fresh output: per call
+                        views.append((vid, src, shape))
+                elif off is None:
                     fresh.append((vid, shape, dtype))
                 else:
                     env[vid] = buf[off : off + dtype.itemsize * math.prod(shape)].view(dtype).view(shape)
                     fixed.add(vid)
             fresh_by_step.append(tuple(fresh))
+            views_by_step.append(tuple(views))
 
         def meta(vid):
             if vid in fixed:
@@ -189,7 +207,13 @@ class Executor:
             return shape, tuple(reversed(strides))
 
         steps = []
-        for (name, kernel, entry, in_ids, is_fb), outs, fresh in zip(self._launch, step_outs, fresh_by_step):
+        for (name, kernel, entry, in_ids, is_fb), outs, fresh, views, is_view in zip(
+            self._launch, step_outs, fresh_by_step, views_by_step, self._is_view
+        ):
+            if is_view:
+                if views:  # nothing to do per call when the views were made above
+                    steps.append((name, None, (), (), views, False, None))
+                continue
             out_ids = tuple(o[0] for o in outs)
             launch = None
             if entry is not None:
@@ -234,6 +258,10 @@ class Executor:
                     x = x.contiguous()
                 env[vid] = x
             for name, kernel, in_ids, out_ids, fresh, is_fb, launch in steps:
+                if kernel is None:  # views of values whose memory is per call
+                    for vid, src, shape in fresh:
+                        env[vid] = env[src].view(shape)
+                    continue
                 for vid, shape, dtype in fresh:
                     env[vid] = torch.empty(shape, dtype=dtype)
                 if launch is not None and not profiling:
@@ -258,7 +286,7 @@ class Executor:
             self.pool.release(buf, layout.arena_bytes)
         total = time.perf_counter() - start
         self.metrics.record(
-            binding, len(steps), total, fallback_s,
+            binding, self._launches, total, fallback_s,
             (layout.arena_bytes, layout.no_reuse_bytes), per_kernel, selection, timed=self._warm,
         )
         self._warm = True
@@ -348,6 +376,33 @@ def prepare(module, function: str) -> Prepared:
     return Prepared(detached, plan, fallback, generated, constants, text)
 
 
+def view_aliases(schedule) -> dict[int, int]:
+    """The reshape kernels of ``schedule`` that can run as views, as
+    ``{output value id: input value id}`` (for :func:`plan_memory`'s ``aliases``).
+
+    A reshape of a contiguous tensor is a view of it, and every tensor the
+    runtime hands a kernel is contiguous (arena views, fresh outputs, inputs
+    made contiguous).  Only intermediates become views: a model output must
+    own its memory.  ``KILN_RESHAPE_VIEWS=0`` keeps every reshape a kernel.
+    """
+    import os
+
+    if os.environ.get("KILN_RESHAPE_VIEWS", "1") == "0":
+        return {}
+    out = {}
+    values = schedule.values
+    for step in schedule.steps:
+        if step.kind != "generated" or list(step.ops) != ["kiln.reshape"]:
+            continue
+        if len(step.inputs) != 1 or len(step.outputs) != 1:
+            continue
+        src, dst = values[step.inputs[0]], values[step.outputs[0]]
+        if dst.kind == "intermediate" and src.kind in ("intermediate", "input") and \
+                str(src.info.dtype) == str(dst.info.dtype):
+            out[dst.id] = src.id
+    return out
+
+
 class ModelRuntime:
     """Everything a compiled model does per call after the shape check:
     pick the profile (or specialization, or the generic kernels), run the
@@ -391,7 +446,7 @@ class ModelRuntime:
             at = profile.opt_binding(self.symbols)
             at = {n: min(max(at[n], s.min), s.max) for n, s in self.symbols.items()}
             syms = {n: replace(s, opt=at[n]) for n, s in self.symbols.items()}
-            plan, _ = plan_memory(base.schedule, syms)
+            plan, _ = plan_memory(base.schedule, syms, aliases=prepared.plan.aliases)
 
             def executor(ks, pool=self.pool, metrics=self.metrics):
                 return Executor(base.schedule, plan, ks, consts, pool=pool, metrics=metrics)

@@ -95,6 +95,7 @@ class MemoryPlan:
     arena_size: str = "0"
     no_reuse_size: str = "0"
     outputs: dict[int, str] = field(default_factory=dict)  # value id -> size text
+    aliases: dict[int, int] = field(default_factory=dict)  # value id -> the value it is a view of
 
     def sizes_at(self, binding) -> tuple[int, int]:
         """``(planned arena bytes, no-reuse bytes)`` for one binding."""
@@ -113,21 +114,33 @@ def _value_at(expr, binding) -> int:
     return compile_expr(expr_text(expr))[0](binding)
 
 
-def plan_memory(schedule: Schedule, symbols, *, alignment: int = 64, reuse: bool = True) -> tuple[MemoryPlan, list[Buffer]]:
+def plan_memory(schedule: Schedule, symbols, *, alignment: int = 64, reuse: bool = True,
+                aliases: dict[int, int] | None = None) -> tuple[MemoryPlan, list[Buffer]]:
     """Plan the arena of ``schedule``; returns the plan and its buffers.
 
     ``symbols`` (name -> SymbolInfo) gives the shape slot choices are
     compared at (each symbol's opt, else its max); any assignment is valid for
     every shape, the comparison only steers which buffers share a slot.
+    ``aliases`` maps intermediates that are views of another value (a
+    reshape run as a view) to that value: they get no buffer, and every use
+    of a view keeps the value it views alive.
     """
+    aliases = dict(aliases or {})
+
+    def root(v: int) -> int:
+        while v in aliases:
+            v = aliases[v]
+        return v
+
     last_use: dict[int, int] = {}
     for s_index, step in enumerate(schedule.steps):
         for v in step.inputs:
             last_use[v] = s_index
+            last_use[root(v)] = s_index
     buffers: list[Buffer] = []
-    plan = MemoryPlan()
+    plan = MemoryPlan(aliases=aliases)
     for v in schedule.values:
-        if v.kind not in ("intermediate", "output"):
+        if v.kind not in ("intermediate", "output") or v.id in aliases:
             continue
         elems = sympy.Integer(1)
         for d in v.info.dims:
