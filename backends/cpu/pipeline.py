@@ -9,8 +9,9 @@ Each stage is a registered kiln pass, so ``kiln-opt --pass-pipeline`` and
    buffer escapes, MLIR_NOTES sharp edge 17) and mark it
    ``llvm.emit_c_interface``.
 2. ``kiln-cpu-vectorize``: generalize named linalg ops to generics (so
-   ``kiln-cpu-library`` sees every contraction in one form); the loops are
-   vectorized by LLVM at ``-O3`` -- which is why f32 ``exp``/``erf``/``tanh``
+   ``kiln-cpu-library`` sees every contraction in one form) and let the
+   float arithmetic of reductions reassociate; the loops are vectorized by
+   LLVM at ``-O3`` -- which is why f32 ``exp``/``erf``/``tanh``
    are arith polynomials, not libm calls.  No MLIR-level tiling yet
    (``level=0`` turns the stage off).
 3. ``kiln-cpu-bufferize``: one-shot bufferization with identity layouts at
@@ -227,6 +228,39 @@ class CpuVectorize(Pass):
     def run(self, module) -> None:
         if self.option("level") > 0:
             run_upstream(module, VECTORIZE, self.name)
+            reassociate_reductions(module)
+
+
+#: The float ops of a reduction body that may be reassociated.
+_REDUCTION_FLOAT_OPS = ("arith.addf", "arith.mulf", "arith.maximumf", "arith.minimumf", "arith.maxnumf",
+                        "arith.minnumf")
+
+
+def reassociate_reductions(module) -> int:
+    """Mark the float arithmetic in the bodies of reducing ``linalg.generic``
+    ops ``fastmath<reassoc, contract>``; the number of ops marked.
+
+    LLVM vectorizes a float reduction loop (the sums and maxima of softmax,
+    layer_norm, reduce_mean) only when it may reassociate it; without the
+    flag every such loop runs one element at a time.  The results differ
+    from the sequential sum by rounding only (summation order).
+    """
+    flags = ir.Attribute.parse("#arith.fastmath<reassoc,contract>")
+    marked = 0
+
+    def visit(op):
+        nonlocal marked
+        if op.name == "linalg.generic":
+            iters = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+            if any("reduction" in it for it in iters):
+                for inner in op.regions[0].blocks[0].operations:
+                    if inner.operation.name in _REDUCTION_FLOAT_OPS:
+                        inner.operation.attributes["fastmath"] = flags
+                        marked += 1
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit) if hasattr(module, "operation") else module.walk(visit)
+    return marked
 
 
 @register_pass
