@@ -18,7 +18,7 @@ import time
 
 from ._mlir import ir
 from .dialects.kiln import TensorType, dtype_name, tensor_info
-from .errors import KilnError, ParseError, PipelineError, UnsupportedError
+from .errors import KilnError, ParseError, UnsupportedError
 
 __all__ = ["STAGES", "compilation_count", "compile", "load_source", "lower"]
 
@@ -207,20 +207,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
 
             name = optimize if isinstance(optimize, str) else "kiln-default-cpu"
             graph = Pipeline.parse(name) if "(" in name else Pipeline.named(name)
-            # Verified once after the whole graph pipeline, not after each of
-            # its passes: per-pass verification was 4.3 of resnet50's 10.5 s
-            # warm compile.  KILN_VERIFY_EACH=1 restores it (to find which
-            # pass broke the IR; kiln-opt verifies each pass by default).
-            each = os.environ.get("KILN_VERIFY_EACH") == "1"
-            graph.run(module, verify_each=each)
-            if not each:
-                from .module import verify_module
-
-                try:
-                    verify_module(module.operation)
-                except KilnError as e:
-                    raise PipelineError(f"the graph pipeline '{name}' produced invalid IR "
-                                        "(KILN_VERIFY_EACH=1 names the pass)", e.diagnostics) from None
+            graph.run(module, verify_each=None)  # verified once at the end (KILN_VERIFY_EACH=1: per pass)
             if options.get("keep_ir"):
                 kept["optimized"] = str(module)
         # kiln-partition + kiln-plan-memory: the schedule, the arena plan and

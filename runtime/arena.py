@@ -10,15 +10,15 @@ takes them back after the call, so a model allocates one arena per
 threads never share one, which is what makes a model safe to call from
 several threads at once.
 
-Views into an arena (:meth:`CallArena.view`) are torch tensors sharing its
-memory; ``.numpy()`` on them is free as well.
+Views into an arena (made by :class:`~kiln.runtime.executor.Executor`) are
+torch tensors sharing its memory; ``.numpy()`` on them is free as well.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -26,7 +26,7 @@ import torch
 from ..errors import KilnError
 from .contract import compile_expr
 
-__all__ = ["ArenaLayout", "ArenaPlan", "ArenaPool", "CallArena", "torch_dtype"]
+__all__ = ["ArenaLayout", "ArenaPlan", "ArenaPool", "torch_dtype"]
 
 _TORCH_DTYPES = {
     "f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64,
@@ -146,33 +146,3 @@ class ArenaPool:
                 "peak_in_use": self.peak_in_use,
                 "pooled_bytes": sum(b.numel() for bs in self._free.values() for b in bs),
             }
-
-
-class CallArena:
-    """One call's arena: ``with CallArena(pool, layout) as arena: arena.view(...)``."""
-
-    def __init__(self, pool: ArenaPool, layout: ArenaLayout):
-        self.pool = pool
-        self.layout = layout
-        self.buf: torch.Tensor | None = None
-
-    def __enter__(self) -> CallArena:
-        self.buf = self.pool.acquire(self.layout.arena_bytes)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.buf is not None:
-            self.pool.release(self.buf, self.layout.arena_bytes)
-            self.buf = None
-
-    def view(self, vid: int, shape: Sequence[int], dtype) -> torch.Tensor:
-        """The tensor of value ``vid`` (shape, dtype) inside the arena, no copy."""
-        off, nbytes = self.layout.offsets[vid]
-        t = torch_dtype(dtype)
-        need = t.itemsize
-        for s in shape:
-            need *= s
-        if need > nbytes:
-            raise KilnError(f"value {vid} needs {need} bytes but the plan gives it {nbytes}")
-        flat = self.buf[off : off + need]
-        return flat.view(t).view(tuple(shape))

@@ -341,20 +341,13 @@ def prepare(module, function: str) -> Prepared:
 
     Must run inside the module's context.
     """
-    import os
-
     from .._mlir import ir
     from ..backends.fallback import FallbackKernel
-    from ..module import verify_module
     from ..pipelines import Pipeline
     from ..transforms.plan_memory import read_plan
 
-    # One verification after the three passes, not one after each (the module
-    # holds the whole model: each verification is a walk over every op).
-    each = os.environ.get("KILN_VERIFY_EACH") == "1"
-    Pipeline().add("kiln-infer-shapes").add("kiln-partition").add("kiln-plan-memory").run(module, verify_each=each)
-    if not each:
-        verify_module(module.operation)
+    # Verified once after the three passes (KILN_VERIFY_EACH=1: after each).
+    Pipeline().add("kiln-infer-shapes").add("kiln-partition").add("kiln-plan-memory").run(module, verify_each=None)
     schedule, plan = read_plan(module.operation, function)
     text = str(module)
     fallback, generated = {}, {}

@@ -248,10 +248,10 @@ def _zero_fill_before(op, c):
     return prev
 
 
-def _helper_text(name: str, g: _Gemm, beta: float, slot: str | None = None) -> str:
-    """The helper ``@name(A, B, C)`` computing ``g`` with library calls;
-    ``slot`` names the packing slot global of a constant B (see
-    :func:`rewrite_contractions`)."""
+def _helper_text(name: str, g: _Gemm, beta: float, slot: str | None = None) -> tuple[str, bool]:
+    """The helper ``@name(A, B, C)`` computing ``g`` with library calls, and
+    whether it uses ``slot``: the packing slot global a constant B may get
+    (see :func:`rewrite_contractions`), used when the native GEMM applies."""
     ta, tb, tc = (ir.MemRefType(v.type) for v in (g.a, g.b, g.c))
     ma, mb, mc = g.maps
     lines = [f"func.func private @{name}(%A: {ta}, %B: {tb}, %C: {tc}) {{"]
@@ -332,14 +332,11 @@ def _helper_text(name: str, g: _Gemm, beta: float, slot: str | None = None) -> s
         add(f"{indent}%e{tag} = arith.index_cast {offs[tag]} : index to i64")
         add(f"{indent}%x{tag} = arith.muli %e{tag}, %c4 : i64")
         add(f"{indent}%y{tag} = arith.addi %p{tag}, %x{tag} : i64")
-    # One row (batch-1 inference): sgemv, y = B^T x (b stored [K, N]) or B x (stored [N, K]);
-    # this OpenBLAS's sgemm does not forward M = 1 to gemv and ran 3x slower.
     # Few rows times a weight (one constant B for every call): kiln's native
     # GEMM, which packs B once into the slot and runs on the native pool.
     # Products of activations stay with OpenBLAS: unpacked, a B with a long
     # K is read a page per row (16x1024x4096: 6.6 ms vs OpenBLAS's 2.0 ms).
-    small = (native_enabled() and slot is not None and not trans_a and not trans_b
-             and not any(d in mb for d in loops))
+    small = slot is not None and not trans_a and not trans_b and not any(d in mb for d in loops)
     if small:
         add(f"{indent}%smax = arith.constant {SMALL_M} : i64")
         add(f"{indent}%small = arith.cmpi sle, {m_expr}, %smax : i64")
@@ -352,6 +349,8 @@ def _helper_text(name: str, g: _Gemm, beta: float, slot: str | None = None) -> s
             "%slot) : (i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64) -> ()")
         add(f"{indent}}} else {{")
         indent += "  "
+    # One row (batch-1 inference): sgemv, y = B^T x (b stored [K, N]) or B x (stored [N, K]);
+    # this OpenBLAS's sgemm does not forward M = 1 to gemv and ran 3x slower.
     add(f"{indent}scf.if %isvec {{")
     add(f"{indent}  func.call @{SGEMV}(%order, %gv_t, %gv_rows, %gv_cols, %alpha, %yB, %ldb, %yA, %incx, %beta, %yC, "
         "%m1) : (i32, i32, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64) -> ()")
@@ -368,7 +367,7 @@ def _helper_text(name: str, g: _Gemm, beta: float, slot: str | None = None) -> s
     add(f"  %back = func.call @{SET_THREADS}(%prev) : (i32) -> i32")  # numpy in this thread keeps its count
     add("  return")
     add("}")
-    return "\n".join(lines)
+    return "\n".join(lines), small
 
 
 # ---------------------------------------------------------------------------
@@ -562,12 +561,15 @@ def rewrite_contractions(module) -> int:
         names.add(name)
         fill = _zero_fill_before(g.op, g.c)
         beta = 0.0 if fill is not None else 1.0
-        slot = None
-        if not conv and native and _constant_global(g.b) in constant_globals:
-            # A weight: the native GEMM packs it once into this slot.
-            slot = f"kiln_pack_{i}"
-            slots.append(slot)
-        texts.append(_conv_text(name, g, beta) if conv else _helper_text(name, g, beta, slot))
+        if conv:
+            texts.append(_conv_text(name, g, beta))
+        else:
+            # A weight may get a slot the native GEMM packs it into once.
+            slot = f"kiln_pack_{i}" if native and _constant_global(g.b) in constant_globals else None
+            text, uses_slot = _helper_text(name, g, beta, slot)
+            texts.append(text)
+            if uses_slot:
+                slots.append(slot)
         calls.append((name, g, fill))
     if slots and RELEASE not in names:
         texts.append(_release_text(slots))
