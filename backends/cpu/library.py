@@ -22,6 +22,13 @@ the output are contiguous (a linear layer on ``[B, L, K]`` is one GEMM).
 A zero fill of the output right before the product is dropped (``beta = 0``);
 otherwise ``beta = 1`` accumulates, as the generic did.
 
+With kiln's native runtime (:mod:`kiln.runtime.native`) three kinds of
+product leave OpenBLAS: few rows times a constant B (``kiln_sgemm_small``,
+B packed once into a slot), a constant A times activations
+(``kiln_sgemm_wa``, A packed once, all of the batch in one call on the
+native pool), and convolutions (``kiln_conv2d``, see :mod:`.conv`: the
+im2col copy, the zero padding and the bias init are folded into the call).
+
 Pointers cross as ``i64`` (same registers as a pointer in the x86-64 and
 AArch64 C ABIs).  The ExecutionEngine resolves the symbol from the shared
 library :func:`shared_libs` names.  ``KILN_CPU_LIBRARY=0`` turns the stage
@@ -32,12 +39,12 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 
 from ..._mlir import ir
 from ...pipelines.registry import Option, Pass, register_pass
 
-__all__ = ["SGEMM", "CpuLibrary", "blas_library", "enabled", "rewrite_contractions", "shared_libs"]
+__all__ = ["SGEMM", "CpuLibrary", "blas_library", "enabled", "rewrite_contractions", "shared_libs",
+           "weight_a_enabled"]
 
 #: The CBLAS symbol (numpy's bundled OpenBLAS, 64-bit integer interface).
 SGEMM = "scipy_cblas_sgemm64_"
@@ -61,6 +68,13 @@ SMALL_M = int(os.environ.get("KILN_SMALL_M", "16"))
 #: The native small-M GEMM's symbol, and the one freeing a packed B.
 SMALL_GEMM = "kiln_sgemm_small"
 FREE_PACKED = "kiln_free_packed"
+#: Products whose A is a constant (a convolution's weight times its im2col)
+#: run in the native weight-A GEMM, over all images at once on the native
+#: pool; a convolution whose im2col comes from a copy kernel gathers it in
+#: ``kiln_conv2d`` itself instead (no im2col buffer).  ``KILN_NATIVE_WA=0``
+#: keeps them with OpenBLAS.
+WEIGHT_A_GEMM = "kiln_sgemm_wa"
+NATIVE_CONV = "kiln_conv2d"
 #: The function kiln-cpu-library adds to a module with packing slots: it
 #: frees every packed copy (kiln.runtime.native.release_on_collect calls it).
 RELEASE = "kiln_release_packed"
@@ -104,6 +118,12 @@ def native_enabled() -> bool:
     from ...runtime import native
 
     return native.load() is not None
+
+
+def weight_a_enabled() -> bool:
+    """Whether products with a constant A and convolutions go to the native
+    weight-A GEMM and ``kiln_conv2d`` (native runtime on, ``KILN_NATIVE_WA`` not ``0``)."""
+    return os.environ.get("KILN_NATIVE_WA", "1") != "0" and native_enabled()
 
 
 def native_threads() -> int:
@@ -370,160 +390,76 @@ def _helper_text(name: str, g: _Gemm, beta: float, slot: str | None = None) -> t
     return "\n".join(lines), small
 
 
-# ---------------------------------------------------------------------------
-# Convolutions: im2col + sgemm
-# ---------------------------------------------------------------------------
-
-_WINDOW = re.compile(r"^d(\d)(?: \* (\d+))? \+ d(\d)(?: \* (\d+))?$")
-
-
-class _Conv:
-    """A matched NCHW/FCHW convolution: strides and dilations from the input map."""
-
-    def __init__(self, op, x, w, y, strides, dilations):
-        self.op, self.x, self.w, self.c = op, x, w, y
-        self.strides, self.dilations = strides, dilations
-
-
-def match_conv(op) -> _Conv | None:
-    """A :class:`_Conv` when ``op`` is ``y[n, f, oh, ow] += x[n, c, oh*s + kh*d, ow*s + kw*d] * w[f, c, kh, kw]``
-    on contiguous f32 memrefs (the generalized ``linalg.conv_2d_nchw_fchw`` on a padded input)."""
-    if op.name != "linalg.generic" or len(op.operands) != 3 or len(op.results) != 0:
-        return None
-    iters = ["reduction" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
-    if iters != [False] * 4 + [True] * 3:
-        return None
-    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
-    if _dims(maps[1]) != [1, 4, 5, 6] or _dims(maps[2]) != [0, 1, 2, 3]:
-        return None
-    xr = [str(e) for e in maps[0].results]
-    if len(xr) != 4 or xr[0] != "d0" or xr[1] != "d4":
-        return None
-    strides, dilations = [], []
-    for text, (out_d, k_d) in zip(xr[2:], ((2, 5), (3, 6))):
-        m = _WINDOW.match(text)
-        if m is None or int(m.group(1)) != out_d or int(m.group(3)) != k_d:
-            return None
-        strides.append(int(m.group(2) or 1))
-        dilations.append(int(m.group(4) or 1))
-    try:
-        types = [ir.MemRefType(op.operands[i].type) for i in range(3)]
-    except (ValueError, TypeError):
-        return None
-    if not all(str(t.element_type) == "f32" and _is_contiguous(t) for t in types):
-        return None
-    block = op.regions[0].blocks[0]
-    if not _is_mul_add(block, list(block.arguments)):
-        return None
-    return _Conv(op, op.operands[0], op.operands[1], op.operands[2], strides, dilations)
-
-
-def _conv_text(name: str, g: _Conv, beta: float) -> str:
-    tx, tw, ty = (ir.MemRefType(v.type) for v in (g.x, g.w, g.c))
-    (sh, sw), (dh, dw) = g.strides, g.dilations
-    # A 1x1 window with stride 1 reads x[n] as the [C, H*W] matrix itself.
-    direct = list(tw.shape[2:]) == [1, 1] and (sh, sw) == (1, 1) and list(tx.shape[2:]) == list(ty.shape[2:]) \
-        and not any(ir.ShapedType.is_dynamic_size(d) for d in tx.shape[2:])
-    lines = [f"func.func private @{name}(%X: {tx}, %W: {tw}, %Y: {ty}) {{"]
-    add = lines.append
-    for i in range(4):
-        add(f"  %i{i} = arith.constant {i} : index")
-    add("  %c0 = arith.constant 0 : index")
-    add("  %c1 = arith.constant 1 : index")
-    for tag, t in (("X", tx), ("W", tw), ("Y", ty)):
-        for i in range(4):
-            add(f"  %{tag}{i} = memref.dim %{tag}, %i{i} : {t}")
-        add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %{tag} : {t} -> index")
-        add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
-    add("  %ck0 = arith.muli %W1, %W2 : index")
-    add("  %CK = arith.muli %ck0, %W3 : index")
-    add("  %P = arith.muli %Y2, %Y3 : index")
-    add("  %HW = arith.muli %X2, %X3 : index")
-    add("  %xs = arith.muli %X1, %HW : index")  # elements per image of x
-    add("  %ys = arith.muli %Y1, %P : index")  # per image of y
-    for v in ("CK", "P", "xs", "ys"):
-        add(f"  %{v}64 = arith.index_cast %{v} : index to i64")
-    add("  %F64 = arith.index_cast %Y1 : index to i64")
-    add("  %c4 = arith.constant 4 : i64")
-    add(f"  %order = arith.constant {_ROW_MAJOR} : i32")
-    add(f"  %nt0 = arith.constant {_NO_TRANS} : i32")
-    add("  %alpha = arith.constant 1.0 : f32")
-    add(f"  %beta = arith.constant {beta:.1f} : f32")
-    add("  %fp = arith.muli %F64, %P64 : i64")
-    add("  %mnk = arith.muli %fp, %CK64 : i64")
-    add(f"  %cut = arith.constant {int(os.environ.get('KILN_BLAS_MT_MNK', MT_MNK))} : i64")
-    add("  %big = arith.cmpi sge, %mnk, %cut : i64")
-    add("  %one = arith.constant 1 : i32")
-    add(f"  %many = arith.constant {blas_threads()} : i32")
-    add("  %nt = arith.select %big, %many, %one : i32")
-    add(f"  %prev = func.call @{SET_THREADS}(%nt) : (i32) -> i32")
-    if not direct:
-        add("  %col = memref.alloc(%CK, %P) : memref<?x?xf32>")
-        add("  %qc = memref.extract_aligned_pointer_as_index %col : memref<?x?xf32> -> index")
-        add("  %pc = arith.index_cast %qc : index to i64")
-    add("  scf.for %n = %c0 to %Y0 step %c1 {")
-    add("    %n64 = arith.index_cast %n : index to i64")
-    if direct:
-        add("    %bo0 = arith.muli %n64, %xs64 : i64")
-        add("    %bo = arith.muli %bo0, %c4 : i64")
-        add("    %pb = arith.addi %pX, %bo : i64")
-        ldb = "%P64"
-    else:
-        add("    scf.for %c = %c0 to %W1 step %c1 {")
-        add("      scf.for %kh = %c0 to %W2 step %c1 {")
-        add("        scf.for %kw = %c0 to %W3 step %c1 {")
-        add("          %r0 = arith.muli %c, %W2 : index")
-        add("          %r1 = arith.addi %r0, %kh : index")
-        add("          %r2 = arith.muli %r1, %W3 : index")
-        add("          %row = arith.addi %r2, %kw : index")
-        add("          %khd = arith.muli %kh, %dh : index" if dh != 1 else "          %khd = arith.addi %kh, %c0 : index")
-        add("          %kwd = arith.muli %kw, %dw : index" if dw != 1 else "          %kwd = arith.addi %kw, %c0 : index")
-        add("          scf.for %oh = %c0 to %Y2 step %c1 {")
-        add("            %ih0 = arith.muli %oh, %sh : index" if sh != 1 else "            %ih0 = arith.addi %oh, %c0 : index")
-        add("            %ih = arith.addi %ih0, %khd : index")
-        add("            %cb = arith.muli %oh, %Y3 : index")
-        add("            scf.for %ow = %c0 to %Y3 step %c1 {")
-        add("              %iw0 = arith.muli %ow, %sw : index" if sw != 1 else "              %iw0 = arith.addi %ow, %c0 : index")
-        add("              %iw = arith.addi %iw0, %kwd : index")
-        add(f"              %v = memref.load %X[%n, %c, %ih, %iw] : {tx}")
-        add("              %ci = arith.addi %cb, %ow : index")
-        add("              memref.store %v, %col[%row, %ci] : memref<?x?xf32>")
-        add("            }")
-        add("          }")
-        add("        }")
-        add("      }")
-        add("    }")
-        add("    %pb = arith.addi %pc, %c0_64 : i64")
-        ldb = "%P64"
-    add("    %yo0 = arith.muli %n64, %ys64 : i64")
-    add("    %yo = arith.muli %yo0, %c4 : i64")
-    add("    %py = arith.addi %pY, %yo : i64")
-    add(f"    func.call @{SGEMM}(%order, %nt0, %nt0, %F64, %P64, %CK64, %alpha, %pW, %CK64, %pb, {ldb}, %beta, "
-        "%py, %P64) : (i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64) -> ()")
-    add("  }")
-    if not direct:
-        add("  memref.dealloc %col : memref<?x?xf32>")
-    add(f"  %back = func.call @{SET_THREADS}(%prev) : (i32) -> i32")
-    add("  return")
-    add("}")
-    text = "\n".join(lines)
-    consts = (f"  %sh = arith.constant {sh} : index\n  %sw = arith.constant {sw} : index\n"
-              f"  %dh = arith.constant {dh} : index\n  %dw = arith.constant {dw} : index\n"
-              "  %c0_64 = arith.constant 0 : i64\n")
-    head, rest = text.split("\n", 1)
-    return head + "\n" + consts + rest
-
-
 _DECL = (f"func.func private @{SGEMM}(i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64)\n"
          f"func.func private @{SGEMV}(i32, i32, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64)\n"
          f"func.func private @{SET_THREADS}(i32) -> i32")
 _NATIVE_DECL = (f"func.func private @{SMALL_GEMM}(i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64)\n"
-                f"func.func private @{FREE_PACKED}(i64)")
+                f"func.func private @{FREE_PACKED}(i64)\n"
+                f"func.func private @{WEIGHT_A_GEMM}(i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i64, "
+                "i32, i64)\n"
+                f"func.func private @{NATIVE_CONV}({', '.join(['i64'] * 18)}, f32, i64, i32, i64)")
+
+
+def _weight_a_ok(g: _Gemm) -> bool:
+    """Whether the weight-A GEMM computes ``g``: A is ``[M, K]`` (no batch
+    dims, not transposed), B not transposed, at most one batch dim, in B and C."""
+    ma, mb, mc = g.maps
+    return ma == [g.m, g.k] and mb[-1] == g.n and len(g.batch) <= 1 and all(d in mb for d in g.batch)
+
+
+def _weight_a_text(name: str, g: _Gemm, beta: float, slot: str) -> str:
+    """The helper ``@name(A, B, C)`` calling ``kiln_sgemm_wa`` once for all of C's batch."""
+    ta, tb, tc = (ir.MemRefType(v.type) for v in (g.a, g.b, g.c))
+    mb, mc = g.maps[1], g.maps[2]
+    lines = [f"func.func private @{name}(%A: {ta}, %B: {tb}, %C: {tc}) {{"]
+    add = lines.append
+    add("  %c4 = arith.constant 4 : i64")
+    for tag, t in (("A", ta), ("B", tb), ("C", tc)):
+        r = t.rank
+        idx = ", ".join(["index"] * r)
+        add(f"  %b{tag}, %o{tag}, %s{tag}:{r}, %t{tag}:{r} = memref.extract_strided_metadata %{tag} : {t} -> "
+            f"memref<f32>, index, {idx}, {idx}")
+        add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %b{tag} : memref<f32> -> index")
+        add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
+        add(f"  %e{tag} = arith.index_cast %o{tag} : index to i64")
+        add(f"  %x{tag} = arith.muli %e{tag}, %c4 : i64")
+        add(f"  %y{tag} = arith.addi %p{tag}, %x{tag} : i64")
+    rc = len(mc)
+    values = {"M": f"%sC#{rc - 2}", "N": f"%sC#{rc - 1}", "K": "%sA#1", "lda": "%tA#0",
+              "ldb": f"%tB#{len(mb) - 2}", "ldc": f"%tC#{rc - 2}"}
+    if g.batch:
+        d = g.batch[0]
+        values.update(nb=f"%sC#{mc.index(d)}", sb=f"%tB#{mb.index(d)}", sc=f"%tC#{mc.index(d)}")
+    else:
+        add("  %one = arith.constant 1 : index")
+        add("  %zero = arith.constant 0 : index")
+        values.update(nb="%one", sb="%zero", sc="%zero")
+    for v, src in values.items():
+        add(f"  %{v} = arith.index_cast {src} : index to i64")
+    add(f"  %beta = arith.constant {beta:.1f} : f32")
+    add(f"  %nthr = arith.constant {native_threads()} : i32")
+    add(f"  %slotm = memref.get_global @{slot} : memref<1xi64>")
+    add("  %slotq = memref.extract_aligned_pointer_as_index %slotm : memref<1xi64> -> index")
+    add("  %slot = arith.index_cast %slotq : index to i64")
+    add(f"  func.call @{WEIGHT_A_GEMM}(%nb, %M, %N, %K, %yA, %lda, %yB, %ldb, %sb, %beta, %yC, %ldc, %sc, %nthr, "
+        "%slot) : (i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i64, i32, i64) -> ()")
+    add("  return")
+    add("}")
+    return "\n".join(lines)
+
+
+def _index_value(v):
+    """``v`` (an int or an index value) as an index value at the current insertion point."""
+    from ..._mlir import arith
+
+    return arith.ConstantOp(ir.IndexType.get(), v).result if isinstance(v, int) else v
 
 
 def rewrite_contractions(module) -> int:
-    """Replace every matched contraction in ``module`` (bufferized) with an sgemm call; the count."""
+    """Replace every matched contraction in ``module`` (bufferized) with a
+    library call (sgemm, or the native GEMM or convolution); the count."""
     from ..._mlir import func
+    from .conv import conv_text, match_conv, match_im2col, native_conv_text, output_init
 
     module = module.operation  # an ir.Module or its operation
     body = module.regions[0].blocks[0]
@@ -542,6 +478,7 @@ def rewrite_contractions(module) -> int:
     if not found:
         return 0
     native = native_enabled()
+    weight_a = weight_a_enabled()
     texts = []
     if SGEMM not in names:
         texts.append(_DECL)
@@ -554,44 +491,78 @@ def rewrite_contractions(module) -> int:
         if op.operation.name == "memref.global" and "constant" in op.operation.attributes
     }
     for i, g in enumerate(found):
-        conv = isinstance(g, _Conv)
+        conv = not isinstance(g, _Gemm)
         name = f"kiln_{'conv' if conv else 'gemm'}_{i}"
         while name in names:
             name += "_"
         names.add(name)
         fill = _zero_fill_before(g.op, g.c)
         beta = 0.0 if fill is not None else 1.0
-        if conv:
-            texts.append(_conv_text(name, g, beta))
+        slot = f"kiln_pack_{i}"
+        args, dead = None, []
+        tw = ir.MemRefType(g.w.type) if conv else None
+        if conv and weight_a and not any(ir.ShapedType.is_dynamic_size(d) for d in tw.shape[2:]):
+            # A direct convolution generic: the native convolution reads x in place.
+            const = _constant_global(g.w) in constant_globals
+            texts.append(native_conv_text(name, g.w.type, g.x.type, g.c.type, g.strides, g.dilations,
+                                          list(tw.shape[2:]), beta, slot if const else None, size_args=False))
+            slots += [slot] if const else []
+            args = [g.w, g.x, g.c]
+        elif conv:
+            texts.append(conv_text(name, g, beta))
+            args = [g.x, g.w, g.c]
+        elif weight_a and _constant_global(g.a) in constant_globals and _weight_a_ok(g):
+            # A weight times an activation: the native weight-A GEMM; a
+            # convolution's im2col copy is folded into the call.
+            slots.append(slot)
+            im = match_im2col(g)
+            init = output_init(g) if im is not None and fill is None else None
+            if init is not None:  # the output starts from the bias (or 0) in the call
+                beta, bias = 0.0, init[1]
+                dead = [init[0]]
+            if im is not None:
+                bias = init[1] if init is not None else None
+                texts.append(native_conv_text(name, g.a.type, im.x.type, g.c.type, im.strides, im.dilations,
+                                              im.kernel, beta, slot, size_args=True, pads=im.pads,
+                                              bias_type=bias.type if bias is not None else None))
+                args = [g.a, im.x, g.c, im.oh, im.ow] + ([bias] if bias is not None else [])
+                dead = im.dead + dead
+            else:
+                texts.append(_weight_a_text(name, g, beta, slot))
+                args = [g.a, g.b, g.c]
         else:
-            # A weight may get a slot the native GEMM packs it into once.
-            slot = f"kiln_pack_{i}" if native and _constant_global(g.b) in constant_globals else None
-            text, uses_slot = _helper_text(name, g, beta, slot)
+            # A weight B may get a slot the native GEMM packs it into once.
+            text, uses_slot = _helper_text(name, g, beta, slot if native and _constant_global(g.b) in
+                                           constant_globals else None)
             texts.append(text)
-            if uses_slot:
-                slots.append(slot)
-        calls.append((name, g, fill))
+            slots += [slot] if uses_slot else []
+            args = [g.a, g.b, g.c]
+        calls.append((name, g, fill, args, dead))
     if slots and RELEASE not in names:
         texts.append(_release_text(slots))
     helpers = ir.Module.parse("\n".join(texts), module.context)
     first = body.operations[0]
     for op in list(helpers.body.operations):
         op.operation.move_before(first)
-    for name, g, fill in calls:
+    for name, g, fill, args, dead in calls:
         with ir.InsertionPoint(g.op), g.op.location:
-            args = [g.x, g.w, g.c] if isinstance(g, _Conv) else [g.a, g.b, g.c]
-            func.CallOp([], ir.FlatSymbolRefAttr.get(name), args)
+            func.CallOp([], ir.FlatSymbolRefAttr.get(name), [_index_value(a) for a in args])
         g.op.erase()
+        for op in dead:  # users first: the reshape and deallocs, the copy, then the buffer
+            op.erase()
         if fill is not None:
             fill.erase()
     return len(calls)
 
 
 def _constant_global(v) -> str | None:
-    """The global's name when ``v`` is a ``memref.get_global`` result, else None."""
+    """The global's name when ``v`` is a ``memref.get_global`` result (or a
+    reshape of one), else None."""
     # An op or a block (a block argument).  Not ``owner.name``: GetGlobalOp's
     # generated ``name`` accessor is the symbol, not the op name.
     op = getattr(v.owner, "operation", None)
+    while op is not None and op.name in ("memref.reshape", "memref.collapse_shape", "memref.expand_shape"):
+        op = getattr(op.operands[0].owner, "operation", None)
     if op is not None and op.name == "memref.get_global":
         return ir.FlatSymbolRefAttr(op.attributes["name"]).value
     return None
@@ -615,10 +586,10 @@ def _release_text(slots: list[str]) -> str:
 
 @register_pass
 class CpuLibrary(Pass):
-    """Matrix products as OpenBLAS sgemm calls (bufferized modules)."""
+    """Matrix products and convolutions as library calls (bufferized modules): OpenBLAS or kiln's native kernels."""
 
     name = "kiln-cpu-library"
-    summary = "Replace f32 matmul-like linalg.generic ops on memrefs with OpenBLAS sgemm calls"
+    summary = "Replace f32 matmul-like and convolution linalg.generic ops on memrefs with library calls"
     options = (Option("enabled", int, 1, "0: keep generated code (KILN_CPU_LIBRARY=0 does the same)"),)
 
     def run(self, module) -> None:

@@ -3,8 +3,8 @@
 Contractions are ``linalg.matmul`` (2-D) or a ``linalg.generic`` contraction
 whose maps implement numpy batch broadcasting; reductions are generics with
 ``reduction`` iterators into a filled init; softmax and the norms are short
-chains of those; convolution and pooling pad with ``tensor.pad`` and use
-the named NCHW ops.
+chains of those; convolution is an im2col copy and a contraction on a
+padded input, pooling pads and uses the named NCHW ops.
 """
 
 from __future__ import annotations
@@ -32,6 +32,10 @@ from .common import (
     to_float,
 )
 from .elementwise import exp
+
+#: The attribute a convolution's zero-padding generic carries: its pads
+#: ``[top, left, bottom, right]`` (kiln-cpu-library reads it).
+PAD_ATTR = "kiln.conv_pad"
 
 
 def _batch_exprs(shape, out_batch, n_batch_loops):
@@ -314,6 +318,8 @@ def lower_conv2d(lw: Lowering):
     groups = lw.attrs["groups"]
     if any(pads):
         x = pad_tensor(x, [0, 0, pads[0], pads[1]], [0, 0, pads[2], pads[3]], scalar_const(t, 0.0))
+        # kiln-cpu-library folds a zero pad that only a convolution reads into the native convolution.
+        x.owner.attributes[PAD_ATTR] = ir.DenseI64ArrayAttr.get([pads[0], pads[1], pads[2], pads[3]])
     init = lw.empty(out.dims, t)
     if bias is not None:
         rank = 4

@@ -1,0 +1,407 @@
+"""Convolutions for ``kiln-cpu-library``: the matching and the helpers it calls.
+
+Two forms reach the stage.  ``convert-kiln-to-linalg`` lowers ``kiln.conv2d``
+to an im2col copy (a generic writing ``col[n, c, kh, kw, oh, ow]`` from the
+padded input) and a contraction of the weight with it; ``.mlir`` input may
+also hold a direct convolution generic (``linalg.conv_2d_nchw_fchw``
+generalized).  With the native runtime both become one ``kiln_conv2d`` call:
+the weight packed once into a slot, the im2col gathered panel by panel from
+the input (no im2col buffer), the work split over images and panels on the
+native pool.  Without it, a direct convolution becomes an im2col loop plus
+one OpenBLAS sgemm per image (:func:`conv_text`), and the im2col form keeps
+its copy and has its contraction handled like any other product.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from ..._mlir import ir
+from ...conversions.kiln_to_linalg.nn import PAD_ATTR
+from .library import (
+    _NO_TRANS,
+    _ROW_MAJOR,
+    MT_MNK,
+    NATIVE_CONV,
+    SET_THREADS,
+    SGEMM,
+    _dims,
+    _is_contiguous,
+    _is_mul_add,
+    blas_threads,
+    native_threads,
+)
+
+__all__ = ["Conv", "conv_text", "match_conv", "match_im2col", "native_conv_text"]
+
+
+_TERM = re.compile(r"^d(\d+)(?: \* (\d+))?$")
+
+
+def _window_dim(text: str, out_d: int, k_d: int) -> tuple[int, int] | None:
+    """``(stride, dilation)`` when the affine expression ``text`` is
+    ``d<out_d> * stride + d<k_d> * dilation`` (terms in either order)."""
+    coef = {}
+    for term in text.split(" + "):
+        m = _TERM.match(term)
+        if m is None or int(m.group(1)) in coef:
+            return None
+        coef[int(m.group(1))] = int(m.group(2) or 1)
+    if sorted(coef) != sorted((out_d, k_d)):
+        return None
+    return coef[out_d], coef[k_d]
+
+
+class Conv:
+    """A matched NCHW/FCHW convolution: strides and dilations from the input map."""
+
+    def __init__(self, op, x, w, y, strides, dilations):
+        self.op, self.x, self.w, self.c = op, x, w, y
+        self.strides, self.dilations = strides, dilations
+
+
+def match_conv(op) -> Conv | None:
+    """A :class:`Conv` when ``op`` is ``y[n, f, oh, ow] += x[n, c, oh*s + kh*d, ow*s + kw*d] * w[f, c, kh, kw]``
+    on contiguous f32 memrefs (the generalized ``linalg.conv_2d_nchw_fchw`` on a padded input)."""
+    if op.name != "linalg.generic" or len(op.operands) != 3 or len(op.results) != 0:
+        return None
+    iters = ["reduction" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+    if iters != [False] * 4 + [True] * 3:
+        return None
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    if _dims(maps[1]) != [1, 4, 5, 6] or _dims(maps[2]) != [0, 1, 2, 3]:
+        return None
+    xr = [str(e) for e in maps[0].results]
+    if len(xr) != 4 or xr[0] != "d0" or xr[1] != "d4":
+        return None
+    window = [_window_dim(text, out_d, k_d) for text, (out_d, k_d) in zip(xr[2:], ((2, 5), (3, 6)))]
+    if None in window:
+        return None
+    strides, dilations = [w[0] for w in window], [w[1] for w in window]
+    try:
+        types = [ir.MemRefType(op.operands[i].type) for i in range(3)]
+    except (ValueError, TypeError):
+        return None
+    if not all(str(t.element_type) == "f32" and _is_contiguous(t) for t in types):
+        return None
+    block = op.regions[0].blocks[0]
+    if not _is_mul_add(block, list(block.arguments)):
+        return None
+    return Conv(op, op.operands[0], op.operands[1], op.operands[2], strides, dilations)
+
+
+def conv_text(name: str, g: Conv, beta: float) -> str:
+    tx, tw, ty = (ir.MemRefType(v.type) for v in (g.x, g.w, g.c))
+    (sh, sw), (dh, dw) = g.strides, g.dilations
+    # A 1x1 window with stride 1 reads x[n] as the [C, H*W] matrix itself.
+    direct = list(tw.shape[2:]) == [1, 1] and (sh, sw) == (1, 1) and list(tx.shape[2:]) == list(ty.shape[2:]) \
+        and not any(ir.ShapedType.is_dynamic_size(d) for d in tx.shape[2:])
+    lines = [f"func.func private @{name}(%X: {tx}, %W: {tw}, %Y: {ty}) {{"]
+    add = lines.append
+    for i in range(4):
+        add(f"  %i{i} = arith.constant {i} : index")
+    add("  %c0 = arith.constant 0 : index")
+    add("  %c1 = arith.constant 1 : index")
+    for tag, t in (("X", tx), ("W", tw), ("Y", ty)):
+        for i in range(4):
+            add(f"  %{tag}{i} = memref.dim %{tag}, %i{i} : {t}")
+        add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %{tag} : {t} -> index")
+        add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
+    add("  %ck0 = arith.muli %W1, %W2 : index")
+    add("  %CK = arith.muli %ck0, %W3 : index")
+    add("  %P = arith.muli %Y2, %Y3 : index")
+    add("  %HW = arith.muli %X2, %X3 : index")
+    add("  %xs = arith.muli %X1, %HW : index")  # elements per image of x
+    add("  %ys = arith.muli %Y1, %P : index")  # per image of y
+    for v in ("CK", "P", "xs", "ys"):
+        add(f"  %{v}64 = arith.index_cast %{v} : index to i64")
+    add("  %F64 = arith.index_cast %Y1 : index to i64")
+    add("  %c4 = arith.constant 4 : i64")
+    add(f"  %order = arith.constant {_ROW_MAJOR} : i32")
+    add(f"  %nt0 = arith.constant {_NO_TRANS} : i32")
+    add("  %alpha = arith.constant 1.0 : f32")
+    add(f"  %beta = arith.constant {beta:.1f} : f32")
+    add("  %fp = arith.muli %F64, %P64 : i64")
+    add("  %mnk = arith.muli %fp, %CK64 : i64")
+    add(f"  %cut = arith.constant {int(os.environ.get('KILN_BLAS_MT_MNK', MT_MNK))} : i64")
+    add("  %big = arith.cmpi sge, %mnk, %cut : i64")
+    add("  %one = arith.constant 1 : i32")
+    add(f"  %many = arith.constant {blas_threads()} : i32")
+    add("  %nt = arith.select %big, %many, %one : i32")
+    add(f"  %prev = func.call @{SET_THREADS}(%nt) : (i32) -> i32")
+    if not direct:
+        add("  %col = memref.alloc(%CK, %P) : memref<?x?xf32>")
+        add("  %qc = memref.extract_aligned_pointer_as_index %col : memref<?x?xf32> -> index")
+        add("  %pc = arith.index_cast %qc : index to i64")
+    add("  scf.for %n = %c0 to %Y0 step %c1 {")
+    add("    %n64 = arith.index_cast %n : index to i64")
+    if direct:
+        add("    %bo0 = arith.muli %n64, %xs64 : i64")
+        add("    %bo = arith.muli %bo0, %c4 : i64")
+        add("    %pb = arith.addi %pX, %bo : i64")
+        ldb = "%P64"
+    else:
+        add("    scf.for %c = %c0 to %W1 step %c1 {")
+        add("      scf.for %kh = %c0 to %W2 step %c1 {")
+        add("        scf.for %kw = %c0 to %W3 step %c1 {")
+        add("          %r0 = arith.muli %c, %W2 : index")
+        add("          %r1 = arith.addi %r0, %kh : index")
+        add("          %r2 = arith.muli %r1, %W3 : index")
+        add("          %row = arith.addi %r2, %kw : index")
+        add("          %khd = arith.muli %kh, %dh : index" if dh != 1 else "          %khd = arith.addi %kh, %c0 : index")
+        add("          %kwd = arith.muli %kw, %dw : index" if dw != 1 else "          %kwd = arith.addi %kw, %c0 : index")
+        add("          scf.for %oh = %c0 to %Y2 step %c1 {")
+        add("            %ih0 = arith.muli %oh, %sh : index" if sh != 1 else "            %ih0 = arith.addi %oh, %c0 : index")
+        add("            %ih = arith.addi %ih0, %khd : index")
+        add("            %cb = arith.muli %oh, %Y3 : index")
+        add("            scf.for %ow = %c0 to %Y3 step %c1 {")
+        add("              %iw0 = arith.muli %ow, %sw : index" if sw != 1 else "              %iw0 = arith.addi %ow, %c0 : index")
+        add("              %iw = arith.addi %iw0, %kwd : index")
+        add(f"              %v = memref.load %X[%n, %c, %ih, %iw] : {tx}")
+        add("              %ci = arith.addi %cb, %ow : index")
+        add("              memref.store %v, %col[%row, %ci] : memref<?x?xf32>")
+        add("            }")
+        add("          }")
+        add("        }")
+        add("      }")
+        add("    }")
+        add("    %pb = arith.addi %pc, %c0_64 : i64")
+        ldb = "%P64"
+    add("    %yo0 = arith.muli %n64, %ys64 : i64")
+    add("    %yo = arith.muli %yo0, %c4 : i64")
+    add("    %py = arith.addi %pY, %yo : i64")
+    add(f"    func.call @{SGEMM}(%order, %nt0, %nt0, %F64, %P64, %CK64, %alpha, %pW, %CK64, %pb, {ldb}, %beta, "
+        "%py, %P64) : (i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64) -> ()")
+    add("  }")
+    if not direct:
+        add("  memref.dealloc %col : memref<?x?xf32>")
+    add(f"  %back = func.call @{SET_THREADS}(%prev) : (i32) -> i32")
+    add("  return")
+    add("}")
+    text = "\n".join(lines)
+    consts = (f"  %sh = arith.constant {sh} : index\n  %sw = arith.constant {sw} : index\n"
+              f"  %dh = arith.constant {dh} : index\n  %dw = arith.constant {dw} : index\n"
+              "  %c0_64 = arith.constant 0 : i64\n")
+    head, rest = text.split("\n", 1)
+    return head + "\n" + consts + rest
+
+
+
+
+# ---------------------------------------------------------------------------
+# The native convolution (kiln_conv2d)
+# ---------------------------------------------------------------------------
+
+
+class Im2col:
+    """The im2col copy a weight-first product reads: the copy generic, its
+    (padded) input ``x``, the window geometry, the output size (``oh``,
+    ``ow``: ints or the index values the buffer was allocated with) and the
+    ops that die with the copy."""
+
+    def __init__(self, copy, x, strides, dilations, kernel, oh, ow, pads, dead):
+        self.copy, self.x, self.strides, self.dilations = copy, x, strides, dilations
+        self.kernel, self.oh, self.ow, self.pads, self.dead = kernel, oh, ow, pads, dead
+
+
+def _window(xmap) -> tuple[list[int], list[int]] | None:
+    """Strides and dilations of an im2col input map ``(d0, d1, d4*s + d2*d, d5*s + d3*d)``."""
+    xr = [str(e) for e in xmap.results]
+    if len(xr) != 4 or xr[:2] != ["d0", "d1"]:
+        return None
+    window = [_window_dim(text, out_d, k_d) for text, (out_d, k_d) in zip(xr[2:], ((4, 2), (5, 3)))]
+    if None in window:
+        return None
+    return [w[0] for w in window], [w[1] for w in window]
+
+
+def match_im2col(g) -> Im2col | None:
+    """The im2col copy behind ``g``'s B when ``g`` (a matched product) is
+    ``out[n, f, p] += w[f, k] * col[n, k, p]`` with ``col`` a reshape of a
+    buffer that only an im2col generic writes and only this product reads."""
+    ma, mb, mc = g.maps
+    if len(g.batch) != 1 or ma != [g.m, g.k] or mb != [g.batch[0], g.k, g.n] or mc != [g.batch[0], g.m, g.n]:
+        return None
+    if not _is_contiguous(ir.MemRefType(g.c.type)):
+        return None
+    reshape = getattr(g.b.owner, "operation", None)
+    if reshape is None or reshape.name != "memref.reshape" or len(list(g.b.uses)) != 1:
+        return None
+    col = reshape.operands[0]
+    alloc = getattr(col.owner, "operation", None)
+    if alloc is None or alloc.name != "memref.alloc":
+        return None
+    copy, dead = None, [reshape]
+    for use in col.uses:
+        user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+        if user.name == "memref.dealloc":
+            dead.append(user)
+        elif user.name == "linalg.generic" and copy is None and len(user.operands) == 2 and user.operands[1] == col:
+            copy = user
+        elif user != reshape:
+            return None
+    if copy is None or copy.block != g.op.block:
+        return None
+    ct, xt = ir.MemRefType(col.type), None
+    try:
+        xt = ir.MemRefType(copy.operands[0].type)
+    except (ValueError, TypeError):
+        return None
+    if ct.rank != 6 or xt.rank != 4 or str(xt.element_type) != "f32" or not _is_contiguous(xt):
+        return None
+    if any(ir.ShapedType.is_dynamic_size(d) for d in ct.shape[2:4]):
+        return None
+    iters = [str(a) for a in ir.ArrayAttr(copy.attributes["iterator_types"])]
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(copy.attributes["indexing_maps"])]
+    if any("parallel" not in it for it in iters) or maps[1] != ir.AffineMap.get_identity(6):
+        return None
+    window = _window(maps[0])
+    body = list(copy.regions[0].blocks[0].operations)
+    if window is None or len(body) != 1 or body[0].operands[0] != copy.regions[0].blocks[0].arguments[0]:
+        return None
+    dynamic = iter(alloc.operands)
+    sizes = [next(dynamic) if ir.ShapedType.is_dynamic_size(d) else d for d in ct.shape]
+    x, pads, dead = copy.operands[0], (0, 0), dead + [copy, alloc]
+    padded = _zero_pad_source(x)
+    if padded is not None:
+        x, pads, pad_dead = padded
+        dead += pad_dead
+    return Im2col(copy, x, window[0], window[1], list(ct.shape[2:4]), sizes[4], sizes[5], pads, dead)
+
+
+def output_init(g):
+    """``(init generic, bias or None)`` when the buffer behind ``g``'s output
+    (a reshape of it) is set, before ``g`` and with only views of it in
+    between, by a generic broadcasting a contiguous 1-D f32 bias along dim 1
+    or filling it with 0.0: the native convolution then starts from the bias
+    itself (``beta`` 0) and the init can go."""
+    reshape = getattr(g.c.owner, "operation", None)
+    if reshape is None or reshape.name != "memref.reshape":
+        return None
+    z = reshape.operands[0]
+    block_ops = [o.operation for o in g.op.block.operations]
+    at = block_ops.index(g.op)
+    init = None
+    for user in _users(z):
+        pos = block_ops.index(user) if user.block == g.op.block else None
+        if pos is None or pos > at or user.name == "memref.reshape":
+            continue
+        if init is not None or user.name != "linalg.generic":
+            return None
+        init = user
+    if init is None or len(init.operands) != 2 or init.operands[1] != z:
+        return None
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(init.attributes["indexing_maps"])]
+    body = init.regions[0].blocks[0]
+    ops = list(body.operations)
+    if len(ops) != 1 or ops[0].operands[0] != body.arguments[0] or maps[1] != ir.AffineMap.get_identity(4):
+        return None
+    src = init.operands[0]
+    if isinstance(src.type, ir.F32Type):  # a scalar fill: 0.0 only
+        const = getattr(src.owner, "operation", None)
+        if const is None or const.name != "arith.constant" or ir.FloatAttr(const.attributes["value"]).value != 0.0:
+            return None
+        return init, None
+    try:
+        bt = ir.MemRefType(src.type)
+    except (ValueError, TypeError):
+        return None
+    if bt.rank != 1 or str(bt.element_type) != "f32" or not _is_contiguous(bt) or _dims(maps[0]) != [1]:
+        return None
+    return init, src
+
+
+def _users(v) -> list:
+    return [u.owner.operation if hasattr(u.owner, "operation") else u.owner for u in v.uses]
+
+
+def _zero_pad_source(x):
+    """``(source, (top, left), dead ops)`` when the buffer ``x`` is a
+    convolution's zero padding (the generic ``convert-kiln-to-linalg`` marks
+    with ``kiln.conv_pad``) of ``source`` that only the im2col copy reads."""
+    alloc = getattr(x.owner, "operation", None)
+    if alloc is None or alloc.name != "memref.alloc":
+        return None
+    pad, dead, readers = None, [], 0
+    for user in _users(x):
+        if user.name == "memref.dealloc":
+            dead.append(user)
+        elif user.name == "linalg.generic" and PAD_ATTR in user.attributes and len(user.operands) == 1:
+            pad = user
+        else:
+            readers += 1
+    if pad is None or readers != 1:
+        return None
+    loads = []
+
+    def visit(op):
+        if op.name == "memref.load":
+            loads.append(op)
+        return ir.WalkResult.ADVANCE
+
+    pad.walk(visit)
+    if len(loads) != 1:
+        return None
+    source = loads[0].operands[0]
+    try:
+        st = ir.MemRefType(source.type)
+    except (ValueError, TypeError):
+        return None
+    if st.rank != 4 or not _is_contiguous(st) or str(st.element_type) != "f32":
+        return None
+    top, left = list(ir.DenseI64ArrayAttr(pad.attributes[PAD_ATTR]))[:2]
+    return source, (top, left), [pad, *dead, alloc]
+
+
+def native_conv_text(name: str, tw, tx, ty, strides, dilations, kernel, beta: float, slot: str | None,
+                     size_args: bool, pads=(0, 0), bias_type=None) -> str:
+    """The helper ``@name(W, X, Y[, OH, OW][, bias])`` calling ``kiln_conv2d``.
+
+    ``W`` is the weight (``[F, C, KH, KW]`` or ``[F, C*KH*KW]``), ``X`` the
+    input ``[N, C, H, W]`` (zero-padded by ``pads`` = (top, left) and up to
+    the output size), ``Y`` the output (``[N, F, OH, OW]``, or
+    ``[N, F, OH*OW]`` with the output size passed as ``size_args``); all
+    contiguous.  ``slot`` names the weight's packing slot (None: packed per
+    call); ``bias_type``, when given, is the type of a per-channel bias
+    argument the output starts from (with ``beta`` 0).
+    """
+    sig = f"%W: {tw}, %X: {tx}, %Y: {ty}" + (", %OH: index, %OW: index" if size_args else "")
+    sig += f", %Bias: {bias_type}" if bias_type is not None else ""
+    lines = [f"func.func private @{name}({sig}) {{"]
+    add = lines.append
+    for i in range(4):
+        add(f"  %i{i} = arith.constant {i} : index")
+    for j, v in enumerate(("N", "C", "H", "Wd")):
+        add(f"  %{v}x = memref.dim %X, %i{j} : {tx}")
+    add(f"  %Fx = memref.dim %Y, %i1 : {ty}")
+    if not size_args:
+        add(f"  %OH = memref.dim %Y, %i2 : {ty}")
+        add(f"  %OW = memref.dim %Y, %i3 : {ty}")
+    for v in ("Nx", "Cx", "Hx", "Wdx", "Fx", "OH", "OW"):
+        add(f"  %{v}64 = arith.index_cast %{v} : index to i64")
+    for v, value in (("KH", kernel[0]), ("KW", kernel[1]), ("sh", strides[0]), ("sw", strides[1]),
+                     ("dh", dilations[0]), ("dw", dilations[1]), ("pt", pads[0]), ("pl", pads[1])):
+        add(f"  %{v} = arith.constant {value} : i64")
+    for tag, t in (("W", tw), ("X", tx), ("Y", ty)):
+        add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %{tag} : {t} -> index")
+        add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
+    add(f"  %beta = arith.constant {beta:.1f} : f32")
+    add(f"  %nthr = arith.constant {native_threads()} : i32")
+    if bias_type is not None:
+        add(f"  %qB = memref.extract_aligned_pointer_as_index %Bias : {bias_type} -> index")
+        add("  %pB = arith.index_cast %qB : index to i64")
+    else:
+        add("  %pB = arith.constant 0 : i64")
+    if slot is not None:
+        add(f"  %slotm = memref.get_global @{slot} : memref<1xi64>")
+        add("  %slotq = memref.extract_aligned_pointer_as_index %slotm : memref<1xi64> -> index")
+        add("  %slot = arith.index_cast %slotq : index to i64")
+    else:
+        add("  %slot = arith.constant 0 : i64")
+    add(f"  func.call @{NATIVE_CONV}(%Nx64, %Fx64, %Cx64, %Hx64, %Wdx64, %KH, %KW, %OH64, %OW64, %sh, %sw, %dh, "
+        f"%dw, %pt, %pl, %pX, %pW, %pB, %beta, %pY, %nthr, %slot) : ({', '.join(['i64'] * 18)}, f32, i64, i32, i64) "
+        "-> ()")
+    add("  return")
+    add("}")
+    return "\n".join(lines)

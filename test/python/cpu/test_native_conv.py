@@ -1,0 +1,137 @@
+"""kiln's native weight-A GEMM and convolution (kiln_sgemm_wa, kiln_conv2d):
+the C entry points against numpy / PyTorch, and convolutions through kiln.compile."""
+
+import ctypes
+import gc
+
+import numpy as np
+import pytest
+import torch
+
+import kiln
+from kiln.backends.cpu import library
+from kiln.runtime import native
+
+pytestmark = pytest.mark.skipif(native.load() is None, reason="no C compiler: the native library is not built")
+
+I64 = ctypes.c_int64
+
+
+def _conv2d():
+    f = native.load().kiln_conv2d
+    f.argtypes = [I64] * 18 + [ctypes.c_float, I64, ctypes.c_int32, I64]
+    f.restype = None
+    return f
+
+
+def _sgemm_wa():
+    f = native.load().kiln_sgemm_wa
+    f.argtypes = [I64] * 9 + [ctypes.c_float, I64, I64, I64, ctypes.c_int32, I64]
+    f.restype = None
+    return f
+
+
+# (batch, C, H, W, F, KH, KW, stride, dilation, pad): strided, dilated,
+# padded, 1x1, a window wider than the per-panel bound table (KW 17), output
+# rows shorter and longer than a panel, more input channels than a K block.
+GEOMETRIES = [
+    (2, 5, 11, 13, 7, 3, 3, 2, 1, 1),
+    (3, 4, 9, 40, 9, 3, 3, 1, 1, 1),
+    (1, 3, 7, 7, 10, 1, 1, 1, 1, 0),
+    (2, 3, 12, 12, 17, 3, 3, 1, 2, 2),
+    (1, 2, 5, 6, 3, 5, 5, 3, 1, 2),
+    (2, 2, 6, 30, 5, 1, 17, 1, 1, 8),
+    (1, 50, 6, 6, 13, 3, 3, 1, 1, 1),
+]
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=[str(g) for g in GEOMETRIES])
+@pytest.mark.parametrize("packed", [True, False], ids=["slot", "no-slot"])
+def test_conv2d_kernel_matches_torch(geometry, packed):
+    n, c, h, w, f, kh, kw, s, d, p = geometry
+    rng = np.random.default_rng(sum(geometry))
+    x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+    wt = rng.standard_normal((f, c, kh, kw), dtype=np.float32)
+    bias = rng.standard_normal(f, dtype=np.float32)
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(wt), stride=s, padding=p,
+                                     dilation=d).numpy()
+    oh, ow = ref.shape[2:]
+    y0 = rng.standard_normal(ref.shape, dtype=np.float32)
+    slot = (I64 * 1)(0)
+    conv = _conv2d()
+    # beta 0 with a bias, beta 0 without, beta 1 (accumulate into y).
+    for with_bias, beta in ((True, 0.0), (False, 0.0), (False, 1.0)):
+        y = y0.copy()
+        conv(n, f, c, h, w, kh, kw, oh, ow, s, s, d, d, p, p, x.ctypes.data, wt.ctypes.data,
+             bias.ctypes.data if with_bias else 0, beta, y.ctypes.data, 2, ctypes.addressof(slot) if packed else 0)
+        want = ref + (bias[None, :, None, None] if with_bias else 0) + beta * y0
+        np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+    assert (slot[0] != 0) == packed
+    native.load().kiln_free_packed(I64(slot[0]))
+
+
+@pytest.mark.parametrize("batch, m, k, n", [(1, 1, 1, 1), (3, 9, 20, 33), (2, 17, 1000, 70), (1, 64, 288, 256)])
+@pytest.mark.parametrize("packed", [True, False], ids=["slot", "no-slot"])
+def test_sgemm_wa_kernel_matches_numpy(batch, m, k, n, packed):
+    """Partial row blocks and panels, K in several blocks, beta 0 and 1, a batch stride."""
+    rng = np.random.default_rng(m + k + n)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((batch, k, n), dtype=np.float32)
+    c0 = rng.standard_normal((batch, m, n), dtype=np.float32)
+    slot = (I64 * 1)(0)
+    for beta in (0.0, 1.0):
+        c = c0.copy()
+        _sgemm_wa()(batch, m, n, k, a.ctypes.data, k, b.ctypes.data, n, k * n, beta, c.ctypes.data, n, m * n, 2,
+                    ctypes.addressof(slot) if packed else 0)
+        np.testing.assert_allclose(c, np.matmul(a, b) + beta * c0, rtol=1e-4, atol=1e-3)
+    assert (slot[0] != 0) == packed
+    native.load().kiln_free_packed(I64(slot[0]))
+
+
+class _Net(torch.nn.Module):
+    """Padded strided conv + bias + ReLU, an unpadded 1x1 conv, a padded conv without bias."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.b = torch.nn.Conv2d(8, 16, 1)
+        self.c = torch.nn.Conv2d(16, 4, (3, 2), padding=(1, 2), bias=False)
+
+    def forward(self, x):
+        return self.c(self.b(torch.relu(self.a(x))))
+
+
+def test_convolutions_compile_to_one_native_call_each():
+    torch.manual_seed(0)
+    net = _Net().eval()
+    x = torch.randn(2, 3, 15, 15)
+    before = native.packed_bytes()
+    model = kiln.compile(net, (x,), dynamic_shapes=({0: torch.export.Dim("B", min=1, max=64)},), keep_ir=True)
+    llvm = model.ir["llvm"]
+    if not library.weight_a_enabled():
+        pytest.skip("KILN_NATIVE_WA=0")
+    assert llvm.count(f"call @{library.NATIVE_CONV}(") == 3
+    for b in (1, 7, 64):
+        xb = torch.randn(b, 3, 15, 15)
+        with torch.no_grad():
+            ref = net(xb)
+        np.testing.assert_allclose(model(xb).numpy(), ref.numpy(), rtol=1e-4, atol=1e-4)
+    assert native.packed_bytes() > before  # the weights were packed into their slots ...
+    del model
+    gc.collect()
+    assert native.packed_bytes() == before  # ... and freed with the model
+
+
+def test_bench_cnn_keeps_no_pad_or_im2col_buffer(tmp_path, capsys):
+    """Through the real lowering (kiln-compile --stop-after kiln-cpu-library):
+    the zero pads and im2col copies of the bench CNN are folded into the calls."""
+    from kiln.tools.kiln_compile import main
+
+    if not library.weight_a_enabled():
+        pytest.skip("KILN_NATIVE_WA=0")
+    out = tmp_path / "cnn.mlir"
+    assert main(["kiln.bench.models:small_cnn", "--stop-after", "kiln-cpu-library", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert text.count(f"call @{library.NATIVE_CONV}(") == 2
+    assert "kiln.conv_pad" not in text
+    assert "x3x3x3x32x32xf32" not in text and "x32x3x3x16x16xf32" not in text  # the two im2col buffers
