@@ -27,10 +27,15 @@ pattern                  rewrite
                          ``* rsqrt(...)``) over trailing axes  ->  ``kiln.layer_norm``
 ``layer-norm-weight``    ``layer_norm(x) * g``  ->  ``layer_norm(x, weight=g)``
 ``layer-norm-bias``      ``layer_norm(x) + b``  ->  ``layer_norm(x, bias=b)``
+``conv-batch-norm``      ``batch_norm(conv2d(x, w, b))`` with constant weights and
+                         statistics  ->  ``conv2d(x, w * s, (b - mean) * s + beta)``,
+                         ``s = gamma / sqrt(var + eps)`` per output channel
 =======================  =====================================================
 
 The recognitions undo a frontend's decomposition, so the backends see one
-op they have a kernel for.  Option ``disable`` (a list) turns patterns off.
+op they have a kernel for.  ``conv-batch-norm`` is the inference-time folding
+every CNN runtime does: the normalization costs a pass over the activation,
+the folded weights nothing.  Option ``disable`` (a list) turns patterns off.
 Statistics: one counter per pattern applied.
 """
 
@@ -45,7 +50,7 @@ from .._mlir import ir
 from ..dialects.kiln import create_op, tensor_info
 from ..errors import KilnError, VerifyError
 from ..pipelines.registry import Option, Pass, register_pass
-from ._graph import block_ops, constant_array, functions
+from ._graph import block_ops, constant_array, functions, make_constant
 from .fold_constants import operand_map
 
 __all__ = ["PATTERNS", "Pattern", "Simplify"]
@@ -284,6 +289,36 @@ def layer_norm_bias(root):
     return _fold_into_layer_norm(root, "bias")
 
 
+def conv_batch_norm(root):
+    """``batch_norm(conv2d(x, w[, b]), gamma, beta, mean, var)`` -> one conv2d
+    with the per-channel affine folded into its weight and bias; only when
+    the conv feeds nothing else and every parameter is a constant."""
+    conv = _producer(root.operands[0], "kiln.conv2d")
+    if conv is None or not _single_use(root.operands[0]):
+        return None
+    gamma, beta, mean, var = (constant_array(v) for v in root.operands[1:5])
+    fields = operand_map(conv)
+    w = constant_array(conv.operands[fields["weight"]])
+    b = constant_array(conv.operands[fields["bias"]]) if "bias" in fields else 0.0
+    if any(a is None for a in (gamma, beta, mean, var, w, b)) or w.dtype.kind != "f":
+        return None
+    # In float64, rounded once to the weights' dtype at the end.
+    scale = gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + root.opview.attr("epsilon"))
+    weight = w.astype(np.float64) * scale.reshape((-1,) + (1,) * (w.ndim - 1))
+    bias = (np.asarray(b, np.float64) - mean) * scale + beta
+    dtype = tensor_info(conv.operands[fields["weight"]].type).dtype
+    ip = ir.InsertionPoint(root)
+    new_w = make_constant(weight, dtype, loc=root.location, ip=ip)
+    new_b = make_constant(bias, dtype, loc=root.location, ip=ip)
+    decoded = conv.opview.decoded_attrs()
+    attrs = {name: decoded[name] for name in ("strides", "pads", "dilations", "groups")}
+    folded = _build(root, "kiln.conv2d", [conv.operands[0], new_w, new_b], attrs)
+    if folded is None:
+        new_w.owner.erase()
+        new_b.owner.erase()
+    return folded
+
+
 #: The rewrite table, tried in order at each op.
 PATTERNS: list[Pattern] = [
     Pattern("mul-one", "kiln.mul", mul_one),
@@ -302,6 +337,7 @@ PATTERNS: list[Pattern] = [
     Pattern("layer-norm", "kiln.mul", layer_norm),
     Pattern("layer-norm-weight", "kiln.mul", layer_norm_weight),
     Pattern("layer-norm-bias", "kiln.add", layer_norm_bias),
+    Pattern("conv-batch-norm", "kiln.batch_norm", conv_batch_norm),
 ]
 
 PATTERN_NAMES = tuple(dict.fromkeys(p.name for p in PATTERNS))

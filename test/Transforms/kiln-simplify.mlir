@@ -245,3 +245,46 @@ func.func @transpose_identity_and_bias_negative(%x: !kiln.tensor<["B", 8], f32>,
   %a2 = "kiln.add"(%ln2, %b) : (!kiln.tensor<["B", 8], f32>, !kiln.tensor<[8], f32>) -> !kiln.tensor<["B", 8], f32>
   return %t, %a, %a2, %ln2 : !kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>, !kiln.tensor<["B", 8], f32>
 }
+
+// -----
+
+"kiln.symbol"() {sym_name = "N", min = 1 : i64, max = 8 : i64} : () -> ()
+// conv-batch-norm: s = gamma / sqrt(var + eps) = [4, 3] / sqrt([3, 0] + 1) = [2, 3];
+// w' = w * s = [2, 6]; b' = (b - mean) * s + beta = [(0.5 - 0.5) * 2 + 0, (-1 - 1) * 3 + 3].
+// The conv keeps its strides, pads and dilations.
+// CHECK-LABEL: func.func @conv_batch_norm
+// CHECK-DAG: %[[W:.*]] = "kiln.constant"() {value = dense<{{\[}}[{{\[}}[2.000000e+00]]], [{{\[}}[6.000000e+00]]]]> : tensor<2x1x1x1xf32>}
+// CHECK-DAG: %[[B:.*]] = "kiln.constant"() {value = dense<[0.000000e+00, -3.000000e+00]> : tensor<2xf32>}
+// CHECK: %[[C:.*]] = "kiln.conv2d"(%arg0, %[[W]], %[[B]]) {dilations = array<i64: 1, 1>, groups = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 1>, pads = array<i64: 1, 0, 1, 0>, strides = array<i64: 2, 1>}
+// CHECK-NOT: kiln.batch_norm
+// CHECK: return %[[C]]
+// STATS: (1) conv-batch-norm
+func.func @conv_batch_norm(%x: !kiln.tensor<["N", 1, 4, 4], f32>) -> !kiln.tensor<["N", 2, 3, 4], f32> {
+  %w = "kiln.constant"() {value = dense<[[[[1.0]]], [[[2.0]]]]> : tensor<2x1x1x1xf32>} : () -> !kiln.tensor<[2, 1, 1, 1], f32>
+  %b = "kiln.constant"() {value = dense<[0.5, -1.0]> : tensor<2xf32>} : () -> !kiln.tensor<[2], f32>
+  %gamma = "kiln.constant"() {value = dense<[4.0, 3.0]> : tensor<2xf32>} : () -> !kiln.tensor<[2], f32>
+  %beta = "kiln.constant"() {value = dense<[0.0, 3.0]> : tensor<2xf32>} : () -> !kiln.tensor<[2], f32>
+  %mean = "kiln.constant"() {value = dense<[0.5, 1.0]> : tensor<2xf32>} : () -> !kiln.tensor<[2], f32>
+  %var = "kiln.constant"() {value = dense<[3.0, 0.0]> : tensor<2xf32>} : () -> !kiln.tensor<[2], f32>
+  %c = "kiln.conv2d"(%x, %w, %b) {strides = array<i64: 2, 1>, pads = array<i64: 1, 0, 1, 0>, operandSegmentSizes = array<i32: 1, 1, 1>} : (!kiln.tensor<["N", 1, 4, 4], f32>, !kiln.tensor<[2, 1, 1, 1], f32>, !kiln.tensor<[2], f32>) -> !kiln.tensor<["N", 2, 3, 4], f32>
+  %y = "kiln.batch_norm"(%c, %gamma, %beta, %mean, %var) {epsilon = 1.0 : f64} : (!kiln.tensor<["N", 2, 3, 4], f32>, !kiln.tensor<[2], f32>, !kiln.tensor<[2], f32>, !kiln.tensor<[2], f32>, !kiln.tensor<[2], f32>) -> !kiln.tensor<["N", 2, 3, 4], f32>
+  return %y : !kiln.tensor<["N", 2, 3, 4], f32>
+}
+
+// -----
+
+"kiln.symbol"() {sym_name = "N", min = 1 : i64, max = 8 : i64} : () -> ()
+// Negative: the conv's result has a second user, or the statistics are not
+// constants: the batch_norm stays.
+// CHECK-LABEL: func.func @conv_batch_norm_negative
+// CHECK: "kiln.batch_norm"
+// CHECK: "kiln.batch_norm"
+func.func @conv_batch_norm_negative(%x: !kiln.tensor<["N", 1, 4, 4], f32>, %mean: !kiln.tensor<[2], f32>) -> (!kiln.tensor<["N", 2, 4, 4], f32>, !kiln.tensor<["N", 2, 4, 4], f32>, !kiln.tensor<["N", 2, 4, 4], f32>) {
+  %w = "kiln.constant"() {value = dense<1.0> : tensor<2x1x1x1xf32>} : () -> !kiln.tensor<[2, 1, 1, 1], f32>
+  %p = "kiln.constant"() {value = dense<1.0> : tensor<2xf32>} : () -> !kiln.tensor<[2], f32>
+  %c = "kiln.conv2d"(%x, %w) {operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["N", 1, 4, 4], f32>, !kiln.tensor<[2, 1, 1, 1], f32>) -> !kiln.tensor<["N", 2, 4, 4], f32>
+  %y = "kiln.batch_norm"(%c, %p, %p, %p, %p) : (!kiln.tensor<["N", 2, 4, 4], f32>, !kiln.tensor<[2], f32>, !kiln.tensor<[2], f32>, !kiln.tensor<[2], f32>, !kiln.tensor<[2], f32>) -> !kiln.tensor<["N", 2, 4, 4], f32>
+  %c2 = "kiln.conv2d"(%x, %w) {operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["N", 1, 4, 4], f32>, !kiln.tensor<[2, 1, 1, 1], f32>) -> !kiln.tensor<["N", 2, 4, 4], f32>
+  %z = "kiln.batch_norm"(%c2, %p, %p, %mean, %p) : (!kiln.tensor<["N", 2, 4, 4], f32>, !kiln.tensor<[2], f32>, !kiln.tensor<[2], f32>, !kiln.tensor<[2], f32>, !kiln.tensor<[2], f32>) -> !kiln.tensor<["N", 2, 4, 4], f32>
+  return %y, %c, %z : !kiln.tensor<["N", 2, 4, 4], f32>, !kiln.tensor<["N", 2, 4, 4], f32>, !kiln.tensor<["N", 2, 4, 4], f32>
+}
