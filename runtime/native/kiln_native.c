@@ -390,6 +390,8 @@ typedef struct {
   int accumulate;
   const float *bias; /* per row of C, added once (with accumulate 0), or NULL */
   int64_t panels, mchunks, mblocks;
+  int64_t kstep;   /* rows of K per block: K split into equal blocks of at most KC */
+  float *packed_b; /* every panel of B packed once (row chunks share it), or NULL: each task packs its own */
 } wgemm_args;
 
 /* A run of a panel's im2col columns: `len` outputs of one output row, from
@@ -482,6 +484,22 @@ static void pack_block(const wgemm_args *g, const float *src, int64_t n0, int64_
   }
 }
 
+/* Tasks [lo, hi) of packing B into g->packed_b: task t is (image, column
+ * panel, K block), written where wgemm_tasks reads it. */
+static void pack_b_tasks(void *ctx, int64_t lo, int64_t hi) {
+  const wgemm_args *g = ctx;
+  run_t runs[WNR];
+  int64_t kblocks = (g->K + g->kstep - 1) / g->kstep;
+  for (int64_t t = lo; t < hi; t++) {
+    int64_t kb = t % kblocks, q = (t / kblocks) % g->panels, b = t / (kblocks * g->panels);
+    int64_t n0 = q * WNR, nr = g->N - n0 < WNR ? g->N - n0 : WNR;
+    int64_t k0 = kb * g->kstep, kc = g->K - k0 < g->kstep ? g->K - k0 : g->kstep;
+    int nruns = g->im2col ? panel_runs(g, n0, nr, runs) : 0;
+    float *dst = g->packed_b + ((b * g->panels + q) * g->K + k0) * WNR;
+    pack_block(g, g->B + b * g->sb, n0, nr, k0, kc, runs, nruns, dst);
+  }
+}
+
 /* Tasks [lo, hi): task t is (image, column panel, chunk of row blocks). */
 static void wgemm_tasks(void *ctx, int64_t lo, int64_t hi) {
   const wgemm_args *g = ctx;
@@ -494,11 +512,16 @@ static void wgemm_tasks(void *ctx, int64_t lo, int64_t hi) {
     int64_t mb0 = g->mblocks * chunk / g->mchunks, mb1 = g->mblocks * (chunk + 1) / g->mchunks;
     const float *src = g->B + b * g->sb;
     float *cb = g->C + b * g->sc;
-    int nruns = g->im2col ? panel_runs(g, n0, nr, runs) : 0;
-    int64_t kstep = (g->K + (g->K + KC - 1) / KC - 1) / ((g->K + KC - 1) / KC);
+    const float *shared = g->packed_b ? g->packed_b + (b * g->panels + q) * g->K * WNR : NULL;
+    int nruns = g->im2col && !shared ? panel_runs(g, n0, nr, runs) : 0;
+    int64_t kstep = g->kstep;
     for (int64_t k0 = 0; k0 < g->K; k0 += kstep) {
       int64_t kc = g->K - k0 < kstep ? g->K - k0 : kstep;
-      pack_block(g, src, n0, nr, k0, kc, runs, nruns, bp);
+      const float *bk = bp;
+      if (shared)
+        bk = shared + k0 * WNR;
+      else
+        pack_block(g, src, n0, nr, k0, kc, runs, nruns, bp);
       int add = g->accumulate || k0 > 0;
       for (int64_t mb = mb0; mb < mb1; mb++) {
         int64_t m0 = mb * WMR;
@@ -513,9 +536,9 @@ static void wgemm_tasks(void *ctx, int64_t lo, int64_t hi) {
         int64_t mr = g->M - m0 < WMR ? g->M - m0 : WMR;
         const float *bias = g->bias && k0 == 0 ? g->bias + m0 : NULL;
         if (mr == WMR)
-          micro_w(WMR, a, bp, kc, c, g->ldc, nr, add, bias);
+          micro_w(WMR, a, bk, kc, c, g->ldc, nr, add, bias);
         else
-          micro_w((int)mr, a, bp, kc, c, g->ldc, nr, add, bias);
+          micro_w((int)mr, a, bk, kc, c, g->ldc, nr, add, bias);
       }
     }
   }
@@ -535,8 +558,22 @@ static void wgemm_run(wgemm_args *g, int64_t A, int64_t lda, int32_t threads, in
   int64_t want = 4 * (int64_t)threads, have = g->batch * g->panels;
   g->mchunks = have >= want ? 1 : (want + have - 1) / have;
   if (g->mchunks > g->mblocks) g->mchunks = g->mblocks;
+  int64_t kblocks = (g->K + KC - 1) / KC;
+  g->kstep = (g->K + kblocks - 1) / kblocks;
+  /* With several row chunks per panel, each chunk would gather (or copy) the
+   * same panel of B again: for a late ResNet layer (2 panels, 4 chunks) the
+   * gathers cost as much as the products.  Then B is packed once, every
+   * (image, panel, K block) a task, into a buffer at most `want` panels big. */
+  float *packed = NULL;
+  if (g->mchunks > 1) packed = aligned_alloc(64, (size_t)(have * g->K * WNR * sizeof(float) + 63) / 64 * 64);
+  if (packed != NULL) {
+    g->packed_b = packed;
+    kiln_parallel_for(pack_b_tasks, g, have * kblocks, have * kblocks < threads ? have * kblocks : threads);
+  }
   int64_t tasks = have * g->mchunks;
   kiln_parallel_for(wgemm_tasks, g, tasks, tasks < threads ? tasks : threads);
+  g->packed_b = NULL;
+  free(packed);
 }
 
 /* C[b] = A B[b] (beta 0) or += (beta 1) for b < batch; A a constant with a
