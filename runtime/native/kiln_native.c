@@ -16,6 +16,7 @@
  * loaded into the ExecutionEngine as a shared library.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -27,15 +28,25 @@ typedef void (*kiln_task_fn)(void *ctx, int64_t lo, int64_t hi);
 
 #define KILN_MAX_THREADS 64
 /* Workers spin this long after a job before sleeping: kernels of one call
- * come back to back, and a condition-variable wake costs tens of µs. */
+ * come back to back, and a condition-variable wake costs tens of µs.  After
+ * the first microseconds they spin with sched_yield, so a runnable thread
+ * of someone else (OpenBLAS's workers, another process) gets the core. */
 #define KILN_SPIN_NS 200000
+#define KILN_PAUSE_NS 5000
 
+/* A job is `parts` parts that any thread may claim.  job_word holds the
+ * job's generation (high 32 bits), its part count (bits 16..31) and the next
+ * unclaimed part (bits 0..15); a part is claimed by a compare-and-swap on
+ * it, so a claim can only succeed on the job the word names, and the caller
+ * claims whatever no worker has taken: a worker that is not running (both
+ * cores busy elsewhere) costs nothing, instead of a scheduler slice. */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER; /* one job at a time */
 static pthread_mutex_t wake_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake_cond = PTHREAD_COND_INITIALIZER;
 static int pool_threads = 0; /* workers, not counting the caller */
-static atomic_long job_gen = 0;
-static atomic_int job_pending = 0;
+static _Atomic uint64_t job_word = 0;
+static atomic_llong job_done = 0; /* parts of the current job finished */
+static uint32_t job_gen = 0;      /* the caller's copy (under pool_lock) */
 static kiln_task_fn job_fn;
 static void *job_ctx;
 static int64_t job_n, job_parts;
@@ -46,27 +57,54 @@ static int64_t now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void run_part(int64_t part) {
-  int64_t lo = job_n * part / job_parts, hi = job_n * (part + 1) / job_parts;
-  if (lo < hi) job_fn(job_ctx, lo, hi);
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
 }
 
-static void *worker(void *arg) {
-  int64_t me = (int64_t)(intptr_t)arg; /* part index: 1 .. pool_threads */
-  long seen = 0;
+/* A part of job `gen` claimed, or -1 when that job has none left (or is over). */
+static int64_t claim(uint32_t gen) {
+  uint64_t w = atomic_load_explicit(&job_word, memory_order_acquire);
   for (;;) {
-    int64_t spin_until = now_ns() + KILN_SPIN_NS;
-    while (atomic_load_explicit(&job_gen, memory_order_acquire) == seen) {
-      if (now_ns() > spin_until) {
+    if ((uint32_t)(w >> 32) != gen || (w & 0xffff) >= ((w >> 16) & 0xffff)) return -1;
+    if (atomic_compare_exchange_weak_explicit(&job_word, &w, w + 1, memory_order_acq_rel, memory_order_acquire))
+      return (int64_t)(w & 0xffff);
+  }
+}
+
+/* Claim and run parts of job `gen` until none is left. */
+static void work(uint32_t gen) {
+  for (int64_t part; (part = claim(gen)) >= 0;) {
+    int64_t lo = job_n * part / job_parts, hi = job_n * (part + 1) / job_parts;
+    if (lo < hi) job_fn(job_ctx, lo, hi);
+    atomic_fetch_add_explicit(&job_done, 1, memory_order_release);
+  }
+}
+
+static uint32_t current_gen(void) { return (uint32_t)(atomic_load_explicit(&job_word, memory_order_acquire) >> 32); }
+
+static void *worker(void *arg) {
+  (void)arg;
+  uint32_t seen = 0;
+  for (;;) {
+    int64_t start = now_ns();
+    for (;;) {
+      if (current_gen() != seen) break;
+      int64_t waited = now_ns() - start;
+      if (waited > KILN_SPIN_NS) {
         pthread_mutex_lock(&wake_lock);
-        while (atomic_load(&job_gen) == seen) pthread_cond_wait(&wake_cond, &wake_lock);
+        while (current_gen() == seen) pthread_cond_wait(&wake_cond, &wake_lock);
         pthread_mutex_unlock(&wake_lock);
         break;
       }
+      if (waited > KILN_PAUSE_NS)
+        sched_yield();
+      else
+        cpu_relax();
     }
-    seen = atomic_load_explicit(&job_gen, memory_order_acquire);
-    if (me < job_parts) run_part(me);
-    atomic_fetch_sub_explicit(&job_pending, 1, memory_order_acq_rel);
+    seen = current_gen();
+    work(seen);
   }
   return NULL;
 }
@@ -77,7 +115,7 @@ int kiln_pool_init(int threads) {
   if (threads > KILN_MAX_THREADS) threads = KILN_MAX_THREADS;
   for (int i = pool_threads + 1; i < threads; i++) {
     pthread_t t;
-    if (pthread_create(&t, NULL, worker, (void *)(intptr_t)i) != 0) break;
+    if (pthread_create(&t, NULL, worker, NULL) != 0) break;
     pthread_detach(t);
     pool_threads = i;
   }
@@ -100,14 +138,15 @@ void kiln_parallel_for(kiln_task_fn fn, void *ctx, int64_t n, int64_t parts) {
   job_ctx = ctx;
   job_n = n;
   job_parts = parts;
-  atomic_store(&job_pending, pool_threads);
+  atomic_store_explicit(&job_done, 0, memory_order_relaxed);
+  uint32_t gen = ++job_gen;
+  atomic_store_explicit(&job_word, ((uint64_t)gen << 32) | ((uint64_t)parts << 16), memory_order_release);
   pthread_mutex_lock(&wake_lock);
-  atomic_fetch_add_explicit(&job_gen, 1, memory_order_acq_rel);
   pthread_cond_broadcast(&wake_cond);
   pthread_mutex_unlock(&wake_lock);
-  run_part(0);
-  while (atomic_load_explicit(&job_pending, memory_order_acquire) > 0) {
-  }
+  work(gen);
+  /* Only parts a worker claimed and is still running are waited for. */
+  while (atomic_load_explicit(&job_done, memory_order_acquire) < parts) cpu_relax();
   pthread_mutex_unlock(&pool_lock);
 }
 
