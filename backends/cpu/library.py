@@ -594,4 +594,7 @@ class CpuLibrary(Pass):
 
     def run(self, module) -> None:
         if self.option("enabled") and enabled():
+            from .attention import rewrite_attention
+
+            rewrite_attention(module)  # first: its contractions are not sgemm's
             rewrite_contractions(module)

@@ -9,6 +9,7 @@ padded input, pooling pads and uses the named NCHW ops.
 
 from __future__ import annotations
 
+import itertools
 import math as pymath
 
 from ..._mlir import arith, ir, linalg, math, tensor
@@ -36,6 +37,12 @@ from .elementwise import exp
 #: The attribute a convolution's zero-padding generic carries: its pads
 #: ``[top, left, bottom, right]`` (kiln-cpu-library reads it).
 PAD_ATTR = "kiln.conv_pad"
+#: The attribute of an unmasked attention's two contractions:
+#: ``{id, scale, causal}`` on both, ``id`` unique per lowered attention, so
+#: kiln-cpu-library can replace the pair and what lies between with one
+#: native call.
+ATTENTION_ATTR = "kiln.attention"
+_attention_ids = itertools.count()
 
 
 def _batch_exprs(shape, out_batch, n_batch_loops):
@@ -500,6 +507,14 @@ def lower_attention(lw: Lowering):
     init = fill(scalar_const(t, 0.0), lw.empty(out.dims, t))
     res = generic([p, v], [init], [affine_map(n, pmap), affine_map(n, vmap), affine_map(n, list(range(nb + 2)))],
                   ["parallel"] * (nb + 2) + ["reduction"], lambda a, b, acc: arith.addf(acc, arith.mulf(a, b)))[0]
+    if mask is None:
+        tag = ir.DictAttr.get({
+            "id": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), next(_attention_ids)),
+            "scale": ir.FloatAttr.get(ir.F64Type.get(), scale),
+            "causal": ir.BoolAttr.get(bool(causal)),
+        })
+        scores.owner.attributes[ATTENTION_ATTR] = tag
+        res.owner.attributes[ATTENTION_ATTR] = tag
     return [res]
 
 

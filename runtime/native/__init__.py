@@ -1,11 +1,12 @@
 """kiln's native runtime library: built on first use, loaded into the CPU JIT.
 
 ``kiln_native.c`` holds what JIT-compiled kernels call beyond the
-ExecutionEngine: a parallel-for thread pool and a small-M GEMM that streams
-B once (see the file).  :func:`library` compiles it with the system C
+ExecutionEngine: a parallel-for thread pool, the GEMMs and the convolution
+(see the file); ``kiln_attention.c`` a flash-attention-style kernel.
+:func:`library` compiles them into one library with the system C
 compiler (``cc -O3 -march=native``: it only ever runs on the machine that
 built it) into the kernel cache's ``native/`` folder, named by the hash of
-the source, the compiler and the flags, so a rebuild happens only when one
+the sources, the compiler and the flags, so a rebuild happens only when one
 of them changes; the file is written under a temporary name and moved into
 place, so concurrent processes never load half a library.
 
@@ -24,9 +25,10 @@ import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["SOURCE", "library", "load", "packed_bytes", "release_on_collect", "threads"]
+__all__ = ["SOURCES", "library", "load", "packed_bytes", "release_on_collect", "threads"]
 
-SOURCE = Path(__file__).with_name("kiln_native.c")
+#: The C files of the library, compiled together (kiln_attention.c uses the pool).
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("kiln_native.c", "kiln_attention.c"))
 FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-pthread")
 
 _lock = threading.Lock()
@@ -57,7 +59,7 @@ def library() -> str | None:
 
         # -march=native: the host CPU is part of the name (a cache dir shared
         # between machines must not hand one's AVX-512 build to another).
-        src = SOURCE.read_bytes()
+        src = b"".join(path.read_bytes() for path in SOURCES)
         digest = hashlib.sha256(src + cc.encode() + " ".join(FLAGS).encode() + host_cpu().encode()).hexdigest()[:20]
         out = default_cache_dir() / "native" / f"kiln_native-{digest}.so"
         path: str | None = str(out)
@@ -67,7 +69,7 @@ def library() -> str | None:
                 out.parent.mkdir(parents=True, exist_ok=True)
                 fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
                 os.close(fd)
-                subprocess.run([cc, *FLAGS, "-o", tmp, str(SOURCE)], check=True, capture_output=True, timeout=120)
+                subprocess.run([cc, *FLAGS, "-o", tmp, *map(str, SOURCES)], check=True, capture_output=True, timeout=120)
                 os.replace(tmp, out)
             except (OSError, subprocess.SubprocessError) as e:
                 build_error = f"{cc} failed: {getattr(e, 'stderr', b'') or e}"

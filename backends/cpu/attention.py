@@ -1,0 +1,261 @@
+"""Attention for ``kiln-cpu-library``: the lowered chain as one native call.
+
+``convert-kiln-to-linalg`` lowers an unmasked ``kiln.attention`` to a chain
+on a materialized ``[..., L, S]`` scores buffer: the ``q k^T`` contraction,
+a scale (and causal mask) pass, four softmax passes and the ``p v``
+contraction, and tags both contractions with ``kiln.attention = {id, scale,
+causal}``.  With the native runtime, :func:`rewrite_attention` replaces the
+``p v`` contraction with a call of ``kiln_attention`` (the flash-attention
+kernel in ``runtime/native/kiln_attention.c``), reading ``q``, ``k`` and
+``v`` from the ``q k^T`` contraction's operands, and then erases what only
+fed it (:func:`erase_dead_buffers`): the passes, the scores buffer and its
+fills.
+
+It applies when q, k, v and the output are contiguous f32 memrefs of one
+rank with the same batch dims (no broadcasting) and static head dims of at
+most :data:`MAX_HEAD_DIM`; anything else keeps the generated chain, whose
+contractions then go to sgemm like any other.
+"""
+
+from __future__ import annotations
+
+from ..._mlir import ir
+from ...conversions.kiln_to_linalg.nn import ATTENTION_ATTR
+from .library import _is_contiguous, _zero_fill_before, native_enabled, native_threads
+
+__all__ = ["MAX_HEAD_DIM", "NATIVE_ATTENTION", "erase_dead_buffers", "rewrite_attention"]
+
+#: The C entry point, and the largest head dim it takes (its MAX_HEAD_DIM).
+NATIVE_ATTENTION = "kiln_attention"
+MAX_HEAD_DIM = 256
+
+#: Ops that only view a buffer (their result aliases operand 0).
+_VIEWS = frozenset(["memref.reshape", "memref.expand_shape", "memref.collapse_shape", "memref.subview",
+                    "memref.cast", "memref.reinterpret_cast"])
+
+
+def _op(owner):
+    return owner.operation if hasattr(owner, "operation") else owner
+
+
+def _tag(op) -> dict | None:
+    if ATTENTION_ATTR not in op.attributes:
+        return None
+    d = ir.DictAttr(op.attributes[ATTENTION_ATTR])
+    return {"id": ir.IntegerAttr(d["id"]).value, "scale": ir.FloatAttr(d["scale"]).value,
+            "causal": ir.BoolAttr(d["causal"]).value}
+
+
+def _affine_dims(m) -> list[int] | None:
+    out = []
+    for e in m.results:
+        text = str(e)
+        if not text.startswith("d") or not text[1:].isdigit():
+            return None
+        out.append(int(text[1:]))
+    return out
+
+
+class _Attention:
+    """A matched pair: the ``q k^T`` and ``p v`` generics and q, k, v, out."""
+
+    def __init__(self, qk, pv, q, k, v, out, scale, causal):
+        self.qk, self.pv, self.q, self.k, self.v, self.out = qk, pv, q, k, v, out
+        self.scale, self.causal = scale, causal
+
+
+def _match(pv, qk_by_id) -> _Attention | None:
+    tag = _tag(pv)
+    qk = qk_by_id.get(tag["id"]) if tag is not None else None
+    if qk is None or qk.block != pv.block or len(pv.operands) != 3 or len(qk.operands) != 3:
+        return None
+    q, k, v, out = qk.operands[0], qk.operands[1], pv.operands[1], pv.operands[2]
+    try:
+        types = [ir.MemRefType(x.type) for x in (q, k, v, out)]
+    except (ValueError, TypeError):
+        return None
+    rank = types[0].rank
+    if rank < 2 or any(t.rank != rank or str(t.element_type) != "f32" or not _is_contiguous(t) for t in types):
+        return None
+    d, dv = types[0].shape[-1], types[2].shape[-1]
+    if any(ir.ShapedType.is_dynamic_size(x) or not 1 <= x <= MAX_HEAD_DIM for x in (d, dv)):
+        return None
+    nb = rank - 2
+    batch = list(range(nb))
+    want_qk = [batch + [nb, nb + 2], batch + [nb + 1, nb + 2]]
+    want_pv = batch + [nb + 2, nb + 1]
+    qk_maps = [_affine_dims(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(qk.attributes["indexing_maps"])]
+    pv_maps = [_affine_dims(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(pv.attributes["indexing_maps"])]
+    if qk_maps[:2] != want_qk or pv_maps[1] != want_pv or pv_maps[2] != batch + [nb, nb + 1]:
+        return None  # a broadcast batch dim (or another layout): keep the chain
+    return _Attention(qk, pv, q, k, v, out, tag["scale"], tag["causal"])
+
+
+def _helper_text(name: str, a: _Attention) -> str:
+    tq, tk, tv, to = (ir.MemRefType(x.type) for x in (a.q, a.k, a.v, a.out))
+    rank = tq.rank
+    lines = [f"func.func private @{name}(%Q: {tq}, %K: {tk}, %V: {tv}, %O: {to}) {{"]
+    add = lines.append
+    for i in range(rank):
+        add(f"  %i{i} = arith.constant {i} : index")
+    add("  %h0 = arith.constant 1 : index")
+    for i in range(rank - 2):  # every batch dim flattened into heads
+        add(f"  %b{i} = memref.dim %O, %i{i} : {to}")
+        add(f"  %h{i + 1} = arith.muli %h{i}, %b{i} : index")
+    add(f"  %L = memref.dim %Q, %i{rank - 2} : {tq}")
+    add(f"  %S = memref.dim %K, %i{rank - 2} : {tk}")
+    for v, src in (("heads", f"%h{rank - 2}"), ("L", "%L"), ("S", "%S")):
+        add(f"  %{v}64 = arith.index_cast {src} : index to i64")
+    add(f"  %D = arith.constant {tq.shape[-1]} : i64")
+    add(f"  %Dv = arith.constant {tv.shape[-1]} : i64")
+    for tag, t in (("Q", tq), ("K", tk), ("V", tv), ("O", to)):
+        add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %{tag} : {t} -> index")
+        add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
+    add(f"  %scale = arith.constant {a.scale!r} : f32")
+    add(f"  %causal = arith.constant {int(a.causal)} : i32")
+    add(f"  %nthr = arith.constant {native_threads()} : i32")
+    add(f"  %rc = func.call @{NATIVE_ATTENTION}(%heads64, %L64, %S64, %D, %Dv, %pQ, %pK, %pV, %pO, %scale, %causal, "
+        "%nthr) : (i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i32) -> i32")
+    add("  return")
+    add("}")
+    return "\n".join(lines)
+
+
+_DECL = (f"func.func private @{NATIVE_ATTENTION}(i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i32) "
+         "-> i32")
+
+
+def rewrite_attention(module) -> int:
+    """Replace every matched attention chain in ``module`` (bufferized) with a
+    ``kiln_attention`` call; the count.  Nothing changes without the native runtime."""
+    from ..._mlir import func
+
+    module = module.operation
+    if not native_enabled():
+        return 0
+    qk_by_id, pvs = {}, []
+
+    def visit(op):
+        if op.name == "linalg.generic":
+            tag = _tag(op)
+            if tag is not None:
+                # The q k^T contraction comes first; the p v one is the second with that id.
+                if tag["id"] in qk_by_id:
+                    pvs.append(op)
+                else:
+                    qk_by_id[tag["id"]] = op
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    found = [a for a in (_match(pv, qk_by_id) for pv in pvs) if a is not None]
+    if not found:
+        return 0
+    body = module.regions[0].blocks[0]
+    names = {ir.StringAttr(op.operation.attributes["sym_name"]).value
+             for op in body.operations if op.operation.name == "func.func"}
+    texts = [] if NATIVE_ATTENTION in names else [_DECL]
+    calls = []
+    for i, a in enumerate(found):
+        name = f"kiln_attention_{i}"
+        while name in names:
+            name += "_"
+        names.add(name)
+        texts.append(_helper_text(name, a))
+        calls.append((name, a))
+    helpers = ir.Module.parse("\n".join(texts), module.context)
+    first = body.operations[0]
+    for op in list(helpers.body.operations):
+        op.operation.move_before(first)
+    functions = []
+    for name, a in calls:
+        fill = _zero_fill_before(a.pv, a.out)  # the call writes every element of out
+        with ir.InsertionPoint(a.pv), a.pv.location:
+            func.CallOp([], ir.FlatSymbolRefAttr.get(name), [a.q, a.k, a.v, a.out])
+        fn = a.pv.parent
+        a.pv.erase()
+        if fill is not None:
+            fill.erase()
+        if fn not in functions:
+            functions.append(fn)
+    for fn in functions:
+        erase_dead_buffers(fn)
+    return len(calls)
+
+
+def _view_closure(buffer) -> tuple[list, list]:
+    """``(views, users)``: the view ops reaching ``buffer`` (it and them in
+    order) and the other ops using any of them."""
+    views, users, todo = [], [], [buffer]
+    while todo:
+        value = todo.pop()
+        for use in value.uses:
+            user = _op(use.owner)
+            if user.name in _VIEWS and user.operands[0] == value:
+                views.append(user)
+                todo.append(user.results[0])
+            else:
+                users.append(user)
+    return views, users
+
+
+def erase_dead_buffers(fn) -> int:
+    """Erase the ``linalg`` ops of ``fn`` that write only ``memref.alloc``
+    buffers nobody else reads, and those buffers (with their views and
+    deallocs); the count of ops erased.
+
+    A buffer is dead when every op using it (through views) is a dealloc or
+    one of the dead ops; an op is dead when all its ``outs`` are dead
+    buffers.  Both sets start full and shrink to the greatest fixpoint, so a
+    chain of passes that only fed an erased op goes as a whole.
+    """
+    allocs, writers = [], []
+
+    def visit(op):
+        if op.name == "memref.alloc":
+            allocs.append(op)
+        elif op.name.startswith("linalg.") and len(op.results) == 0 and op.name != "linalg.yield":
+            writers.append(op)
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(visit)
+    closure = {a: _view_closure(a.results[0]) for a in allocs}
+    root = {}  # every view result (and alloc result) -> its alloc
+    for a, (views, _) in closure.items():
+        root[a.results[0]] = a
+        for v in views:
+            root[v.results[0]] = a
+    dead_ops = set()
+    for op in writers:
+        outs = _outs(op)
+        if outs and all(v in root for v in outs):
+            dead_ops.add(op)
+    dead_bufs = set(allocs)
+    changed = True
+    while changed:
+        changed = False
+        for a in list(dead_bufs):
+            if any(u.name != "memref.dealloc" and u not in dead_ops for u in closure[a][1]):
+                dead_bufs.discard(a)
+                changed = True
+        for op in list(dead_ops):
+            if any(root[v] not in dead_bufs for v in _outs(op)):
+                dead_ops.discard(op)
+                changed = True
+    for op in dead_ops:
+        op.erase()
+    for a in dead_bufs:
+        views, users = closure[a]
+        for u in users:
+            if u.name == "memref.dealloc":
+                u.erase()
+        for v in reversed(views):
+            v.erase()
+        a.erase()
+    return len(dead_ops)
+
+
+def _outs(op) -> list:
+    """The ``outs`` operands of a destination-style linalg op (bufferized)."""
+    sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+    n_ins, n_outs = sizes[0], sizes[1]
+    return list(op.operands)[n_ins:n_ins + n_outs]

@@ -1,0 +1,54 @@
+// RUN: kiln-opt %s --split-input-file --convert-kiln-to-linalg --kiln-cpu-prepare --kiln-cpu-vectorize --kiln-cpu-bufferize --kiln-cpu-library | FileCheck %s
+// RUN: env KILN_NATIVE=0 kiln-opt %s --split-input-file --convert-kiln-to-linalg --kiln-cpu-prepare --kiln-cpu-vectorize --kiln-cpu-bufferize --kiln-cpu-library | FileCheck %s --check-prefix=BLAS
+
+// An unmasked causal attention: its lowered chain (q k^T, scale and mask,
+// softmax, p v) becomes one kiln_attention call with the heads flattened
+// (B * 2), L and S from q and k, the static head dims, the scale 1/sqrt(8)
+// and causal = 1; the scores buffer, its passes and the zero fill of the
+// output are gone.  Without the native runtime the chain stays and its two
+// contractions become sgemm calls.
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 8 : i64} : () -> ()
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 64 : i64} : () -> ()
+// CHECK: func.func private @kiln_attention(i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i32) -> i32
+// CHECK-LABEL: func.func private @kiln_attention_0(
+// CHECK-SAME: %[[Q:.*]]: memref<?x2x?x8xf32>, %[[K:.*]]: memref<?x2x?x8xf32>, %[[V:.*]]: memref<?x2x?x6xf32>, %[[O:.*]]: memref<?x2x?x6xf32>)
+// CHECK: %[[B:.*]] = memref.dim %[[O]], %c0
+// CHECK: %[[BH:.*]] = arith.muli %{{.*}}, %[[B]] : index
+// CHECK: %[[H:.*]] = memref.dim %[[O]], %c1
+// CHECK: %[[HEADS:.*]] = arith.muli %[[BH]], %[[H]] : index
+// CHECK: %[[L:.*]] = memref.dim %[[Q]], %c2
+// CHECK: %[[S:.*]] = memref.dim %[[K]], %c2
+// CHECK: %[[D:.*]] = arith.constant 8 : i64
+// CHECK: %[[DV:.*]] = arith.constant 6 : i64
+// CHECK: %[[SCALE:.*]] = arith.constant 0.353553385 : f32
+// CHECK: %[[CAUSAL:.*]] = arith.constant 1 : i32
+// CHECK: call @kiln_attention(%{{.*}}, %{{.*}}, %{{.*}}, %[[D]], %[[DV]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SCALE]], %[[CAUSAL]], %{{.*}})
+// CHECK-LABEL: func.func @main(
+// CHECK-NOT: linalg.generic
+// CHECK-NOT: memref.alloc
+// CHECK: call @kiln_attention_0(%arg0, %arg1, %arg2, %arg3)
+// CHECK-NEXT: return
+
+// BLAS-NOT: kiln_attention
+// BLAS-LABEL: func.func @main(
+// BLAS-COUNT-2: call @kiln_gemm_
+func.func @main(%q: !kiln.tensor<["B", 2, "L", 8], f32>, %k: !kiln.tensor<["B", 2, "L", 8], f32>, %v: !kiln.tensor<["B", 2, "L", 6], f32>) -> !kiln.tensor<["B", 2, "L", 6], f32> {
+  %r = "kiln.attention"(%q, %k, %v) {causal = true, operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (!kiln.tensor<["B", 2, "L", 8], f32>, !kiln.tensor<["B", 2, "L", 8], f32>, !kiln.tensor<["B", 2, "L", 6], f32>) -> !kiln.tensor<["B", 2, "L", 6], f32>
+  return %r : !kiln.tensor<["B", 2, "L", 6], f32>
+}
+
+// -----
+
+// Not matched: a mask operand, and k and v broadcast over q's batch dim;
+// both keep the generated chain (its contractions go to the library).
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 64 : i64} : () -> ()
+// CHECK-LABEL: func.func @not_matched(
+// CHECK-NOT: kiln_attention
+// CHECK: linalg.generic
+// CHECK: return
+func.func @not_matched(%q: !kiln.tensor<[3, "L", 8], f32>, %k: !kiln.tensor<[1, "L", 8], f32>, %mask: !kiln.tensor<["L", "L"], f32>) -> (!kiln.tensor<[3, "L", 8], f32>, !kiln.tensor<[3, "L", 8], f32>) {
+  %a = "kiln.attention"(%q, %k, %k, %mask) {operandSegmentSizes = array<i32: 1, 1, 1, 1>} : (!kiln.tensor<[3, "L", 8], f32>, !kiln.tensor<[1, "L", 8], f32>, !kiln.tensor<[1, "L", 8], f32>, !kiln.tensor<["L", "L"], f32>) -> !kiln.tensor<[3, "L", 8], f32>
+  %b = "kiln.attention"(%q, %k, %k) {scale = 0.5 : f64, operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (!kiln.tensor<[3, "L", 8], f32>, !kiln.tensor<[1, "L", 8], f32>, !kiln.tensor<[1, "L", 8], f32>) -> !kiln.tensor<[3, "L", 8], f32>
+  return %a, %b : !kiln.tensor<[3, "L", 8], f32>, !kiln.tensor<[3, "L", 8], f32>
+}
