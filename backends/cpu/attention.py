@@ -23,7 +23,7 @@ from ..._mlir import ir
 from ...conversions.kiln_to_linalg.nn import ATTENTION_ATTR
 from .library import _is_contiguous, _zero_fill_before, native_enabled, native_threads
 
-__all__ = ["MAX_HEAD_DIM", "NATIVE_ATTENTION", "erase_dead_buffers", "rewrite_attention"]
+__all__ = ["MAX_HEAD_DIM", "NATIVE_ATTENTION", "erase_dead_buffers", "rewrite_attention", "view_closure"]
 
 #: The C entry point, and the largest head dim it takes (its MAX_HEAD_DIM).
 NATIVE_ATTENTION = "kiln_attention"
@@ -182,7 +182,7 @@ def rewrite_attention(module) -> int:
     return len(calls)
 
 
-def _view_closure(buffer) -> tuple[list, list]:
+def view_closure(buffer) -> tuple[list, list]:
     """``(views, users)``: the view ops reaching ``buffer`` (it and them in
     order) and the other ops using any of them."""
     views, users, todo = [], [], [buffer]
@@ -218,7 +218,7 @@ def erase_dead_buffers(fn) -> int:
         return ir.WalkResult.ADVANCE
 
     fn.walk(visit)
-    closure = {a: _view_closure(a.results[0]) for a in allocs}
+    closure = {a: view_closure(a.results[0]) for a in allocs}
     root = {}  # every view result (and alloc result) -> its alloc
     for a, (views, _) in closure.items():
         root[a.results[0]] = a

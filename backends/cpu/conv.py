@@ -312,6 +312,81 @@ def output_init(g):
     return init, src
 
 
+_OLT = 4  # arith.cmpf's predicate number for "olt"
+
+
+def _is_relu_body(block) -> bool:
+    """``select(cmpf olt(x, 0), 0, x)`` (the lowering of ``kiln.relu``) or ``maximumf(x, 0)``."""
+    ops = [o.operation for o in block.operations]
+    x = block.arguments[0]
+    zero = ("0.000000e+00", "-0.000000e+00")
+
+    def is_zero(v):
+        owner = getattr(v.owner, "operation", None)
+        return owner is not None and owner.name == "arith.constant" and \
+            str(owner.attributes["value"]).split(":")[0].strip() in zero
+
+    if len(ops) == 3 and [o.name for o in ops] == ["arith.cmpf", "arith.select", "linalg.yield"]:
+        cmp, sel, yld = ops
+        return (ir.IntegerAttr(cmp.attributes["predicate"]).value == _OLT
+                and cmp.operands[0] == x and is_zero(cmp.operands[1])
+                and sel.operands[0] == cmp.results[0] and is_zero(sel.operands[1]) and sel.operands[2] == x
+                and yld.operands[0] == sel.results[0])
+    if len(ops) == 2 and ops[0].name == "arith.maximumf":
+        return x in list(ops[0].operands) and any(is_zero(v) for v in ops[0].operands) and \
+            ops[1].operands[0] == ops[0].results[0]
+    return False
+
+
+def relu_epilogue(g):
+    """``(relu generic, its output)`` when ``g``'s output buffer is a local
+    allocation whose only other reader (through views) is a ReLU generic after ``g`` in its block,
+    writing a contiguous 4-D f32 buffer defined before ``g`` that nothing
+    between them touches: the native convolution then writes that buffer,
+    ReLU applied, and the generic goes."""
+    from .attention import view_closure
+
+    block_ops = [o.operation for o in g.op.block.operations]
+    at = block_ops.index(g.op)
+    root = g.c
+    while getattr(root.owner, "operation", None) is not None and root.owner.operation.name == "memref.reshape":
+        root = root.owner.operation.operands[0]
+    if getattr(root.owner, "operation", None) is None or root.owner.operation.name != "memref.alloc":
+        return None  # an output of the function (or an argument): its contents are seen after
+    _, users = view_closure(root)
+    readers = [u for u in users if u != g.op and u.name != "memref.dealloc"
+               and not (u.block == g.op.block and block_ops.index(u) < at)]  # the init before g
+    if len(readers) != 1 or readers[0].name != "linalg.generic" or readers[0].block != g.op.block:
+        return None
+    relu = readers[0]
+    if len(relu.operands) != 2 or len(relu.regions[0].blocks[0].arguments) != 2:
+        return None
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(relu.attributes["indexing_maps"])]
+    if maps != [ir.AffineMap.get_identity(4)] * 2 or not _is_relu_body(relu.regions[0].blocks[0]):
+        return None
+    out = relu.operands[1]
+    try:
+        t = ir.MemRefType(out.type)
+    except (ValueError, TypeError):
+        return None
+    if t.rank != 4 or str(t.element_type) != "f32" or not _is_contiguous(t):
+        return None
+    owner = getattr(out.owner, "operation", None)
+    if owner is not None and (owner.name != "memref.alloc" or owner.block != g.op.block
+                              or block_ops.index(owner) > at):
+        return None  # a view, or defined after the product
+    end = block_ops.index(relu)
+    for use in out.uses:
+        user = _op_of(use.owner)
+        if user != relu and user.block == g.op.block and at < block_ops.index(user) < end:
+            return None
+    return relu, out
+
+
+def _op_of(owner):
+    return owner.operation if hasattr(owner, "operation") else owner
+
+
 def _users(v) -> list:
     return [u.owner.operation if hasattr(u.owner, "operation") else u.owner for u in v.uses]
 
@@ -355,7 +430,7 @@ def _zero_pad_source(x):
 
 
 def native_conv_text(name: str, tw, tx, ty, strides, dilations, kernel, beta: float, slot: str | None,
-                     size_args: bool, pads=(0, 0), bias_type=None) -> str:
+                     size_args: bool, pads=(0, 0), bias_type=None, relu: bool = False) -> str:
     """The helper ``@name(W, X, Y[, OH, OW][, bias])`` calling ``kiln_conv2d``.
 
     ``W`` is the weight (``[F, C, KH, KW]`` or ``[F, C*KH*KW]``), ``X`` the
@@ -364,7 +439,8 @@ def native_conv_text(name: str, tw, tx, ty, strides, dilations, kernel, beta: fl
     ``[N, F, OH*OW]`` with the output size passed as ``size_args``); all
     contiguous.  ``slot`` names the weight's packing slot (None: packed per
     call); ``bias_type``, when given, is the type of a per-channel bias
-    argument the output starts from (with ``beta`` 0).
+    argument the output starts from (with ``beta`` 0); ``relu`` applies
+    ``max(., 0)`` to the result in the call.
     """
     sig = f"%W: {tw}, %X: {tx}, %Y: {ty}" + (", %OH: index, %OW: index" if size_args else "")
     sig += f", %Bias: {bias_type}" if bias_type is not None else ""
@@ -387,6 +463,7 @@ def native_conv_text(name: str, tw, tx, ty, strides, dilations, kernel, beta: fl
         add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %{tag} : {t} -> index")
         add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
     add(f"  %beta = arith.constant {beta:.1f} : f32")
+    add(f"  %relu = arith.constant {int(relu)} : i32")
     add(f"  %nthr = arith.constant {native_threads()} : i32")
     if bias_type is not None:
         add(f"  %qB = memref.extract_aligned_pointer_as_index %Bias : {bias_type} -> index")
@@ -400,7 +477,8 @@ def native_conv_text(name: str, tw, tx, ty, strides, dilations, kernel, beta: fl
     else:
         add("  %slot = arith.constant 0 : i64")
     add(f"  func.call @{NATIVE_CONV}(%Nx64, %Fx64, %Cx64, %Hx64, %Wdx64, %KH, %KW, %OH64, %OW64, %sh, %sw, %dh, "
-        f"%dw, %pt, %pl, %pX, %pW, %pB, %beta, %pY, %nthr, %slot) : ({', '.join(['i64'] * 18)}, f32, i64, i32, i64) "
+        f"%dw, %pt, %pl, %pX, %pW, %pB, %beta, %relu, %pY, %nthr, %slot) : ({', '.join(['i64'] * 18)}, f32, i32, i64, "
+        "i32, i64) "
         "-> ()")
     add("  return")
     add("}")

@@ -373,11 +373,19 @@ static void pack_a_blocks(float *dst, const float *A, int64_t M, int64_t K, int6
       }
 }
 
+/* max(x, 0) lane by lane, NaN kept (as torch.relu and the generated select do). */
+static inline vw relu_w(vw x) {
+  typedef int32_t vwi __attribute__((vector_size(VW * 4)));
+  vwi neg = x < (vw){0};
+  return (vw)((vwi)x & ~neg);
+}
+
 /* c[0 .. mr, 0 .. nr] (leading dim ldc) = or += a[kc][WMR] . b[kc][WNR],
- * starting from bias[m] for row m when bias is not NULL. */
+ * starting from bias[m] for row m when bias is not NULL; `relu` (the last
+ * block of K only) applies max(., 0) to what is stored. */
 static inline __attribute__((always_inline)) void micro_w(int mr, const float *a, const float *b, int64_t kc,
                                                            float *c, int64_t ldc, int64_t nr, int add,
-                                                           const float *bias) {
+                                                           const float *bias, int relu) {
   vw acc[WMR][2];
   for (int m = 0; m < WMR; m++) {
     float b0 = bias && m < mr ? bias[m] : 0.0f;
@@ -399,16 +407,20 @@ static inline __attribute__((always_inline)) void micro_w(int mr, const float *a
         c0 += loadw(cm);
         c1 += loadw(cm + VW);
       }
+      if (relu) {
+        c0 = relu_w(c0);
+        c1 = relu_w(c1);
+      }
       __builtin_memcpy(cm, &c0, sizeof c0);
       __builtin_memcpy(cm + VW, &c1, sizeof c1);
     } else {
       float out[WNR];
       __builtin_memcpy(out, &acc[m][0], sizeof acc[m][0]);
       __builtin_memcpy(out + VW, &acc[m][1], sizeof acc[m][1]);
-      if (add)
-        for (int64_t j = 0; j < nr; j++) cm[j] += out[j];
-      else
-        for (int64_t j = 0; j < nr; j++) cm[j] = out[j];
+      for (int64_t j = 0; j < nr; j++) {
+        float y = add ? cm[j] + out[j] : out[j];
+        cm[j] = relu && y < 0.0f ? 0.0f : y;
+      }
     }
   }
 }
@@ -428,6 +440,7 @@ typedef struct {
   int64_t ldc, sc;
   int accumulate;
   const float *bias; /* per row of C, added once (with accumulate 0), or NULL */
+  int relu;          /* max(., 0) on the final C */
   int64_t panels, mchunks, mblocks;
   int64_t kstep;   /* rows of K per block: K split into equal blocks of at most KC */
   float *packed_b; /* every panel of B packed once (row chunks share it), or NULL: each task packs its own */
@@ -574,10 +587,11 @@ static void wgemm_tasks(void *ctx, int64_t lo, int64_t hi) {
         float *c = cb + m0 * g->ldc + n0;
         int64_t mr = g->M - m0 < WMR ? g->M - m0 : WMR;
         const float *bias = g->bias && k0 == 0 ? g->bias + m0 : NULL;
+        int relu = g->relu && k0 + kc == g->K;
         if (mr == WMR)
-          micro_w(WMR, a, bk, kc, c, g->ldc, nr, add, bias);
+          micro_w(WMR, a, bk, kc, c, g->ldc, nr, add, bias, relu);
         else
-          micro_w((int)mr, a, bk, kc, c, g->ldc, nr, add, bias);
+          micro_w((int)mr, a, bk, kc, c, g->ldc, nr, add, bias, relu);
       }
     }
   }
@@ -631,14 +645,16 @@ void kiln_sgemm_wa(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t A, in
 
 /* Y[n, f, oh, ow] = bias[f] (0 if bias is 0) + sum over (c, kh, kw) of
  * Wt[f, c, kh, kw] * X[n, c, oh * sh - pt + kh * dh, ow * sw - pl + kw * dw]
- * (beta 1: Y += the sum), zero outside X: a convolution of the contiguous X
+ * (beta 1: Y += the sum), then max(., 0) when relu is 1, zero outside X: a
+ * convolution of the contiguous X
  * [batch, C, H, W] (padded by pt rows on top, pl columns on the left, and as
  * far as OH, OW reach) by the weight Wt [F, C*KH*KW] into contiguous
  * Y [batch, F, OH, OW], the im2col gathered per panel; slot as for
  * kiln_sgemm_wa. */
 void kiln_conv2d(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW,
                  int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl,
-                 int64_t X, int64_t Wt, int64_t bias, float beta, int64_t Y, int32_t threads, int64_t slot) {
+                 int64_t X, int64_t Wt, int64_t bias, float beta, int32_t relu, int64_t Y, int32_t threads,
+                 int64_t slot) {
   wgemm_args g = {0};
   g.batch = batch, g.M = F, g.N = OH * OW, g.K = C * KH * KW;
   g.B = (const float *)X, g.sb = C * H * W, g.im2col = 1;
@@ -647,5 +663,6 @@ void kiln_conv2d(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int6
   g.C = (float *)Y, g.ldc = g.N, g.sc = F * g.N;
   g.accumulate = beta != 0.0f;
   g.bias = (const float *)bias;
+  g.relu = relu != 0;
   wgemm_run(&g, Wt, g.K, threads, slot);
 }
