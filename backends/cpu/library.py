@@ -75,6 +75,9 @@ FREE_PACKED = "kiln_free_packed"
 #: keeps them with OpenBLAS.
 WEIGHT_A_GEMM = "kiln_sgemm_wa"
 NATIVE_CONV = "kiln_conv2d"
+#: OpenBLAS's sgemm in single-threaded slabs on the native pool (its own
+#: threads busy-wait for each other, and stall when a core is taken).
+SGEMM_PAR = "kiln_sgemm_par"
 #: The function kiln-cpu-library adds to a module with packing slots: it
 #: frees every packed copy (kiln.runtime.native.release_on_collect calls it).
 RELEASE = "kiln_release_packed"
@@ -117,7 +120,29 @@ def native_enabled() -> bool:
     (``KILN_NATIVE`` not ``0`` and the native library built)."""
     from ...runtime import native
 
-    return native.load() is not None
+    lib = native.load()
+    if lib is None:
+        return False
+    _register_sgemm(lib)
+    return True
+
+
+_sgemm_registered = False
+
+
+def _register_sgemm(lib) -> None:
+    """Hand the BLAS sgemm to the native library once (``kiln_sgemm_par`` calls it)."""
+    global _sgemm_registered
+    if _sgemm_registered:
+        return
+    import ctypes
+
+    path = blas_library()
+    if path is not None:
+        blas = ctypes.CDLL(path)
+        sgemm, threads = (ctypes.cast(getattr(blas, s), ctypes.c_void_p).value for s in (SGEMM, SET_THREADS))
+        lib.kiln_set_sgemm(ctypes.c_int64(sgemm), ctypes.c_int64(threads))
+        _sgemm_registered = True
 
 
 def weight_a_enabled() -> bool:
@@ -268,10 +293,12 @@ def _zero_fill_before(op, c):
     return prev
 
 
-def _helper_text(name: str, g: _Gemm, beta: float, slot: str | None = None) -> tuple[str, bool]:
+def _helper_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: bool = False) -> tuple[str, bool]:
     """The helper ``@name(A, B, C)`` computing ``g`` with library calls, and
     whether it uses ``slot``: the packing slot global a constant B may get
-    (see :func:`rewrite_contractions`), used when the native GEMM applies."""
+    (see :func:`rewrite_contractions`), used when the native GEMM applies.
+    ``pool``: a multi-threaded sgemm runs as single-threaded slabs on the
+    native pool (``kiln_sgemm_par``) instead of on OpenBLAS's threads."""
     ta, tb, tc = (ir.MemRefType(v.type) for v in (g.a, g.b, g.c))
     ma, mb, mc = g.maps
     lines = [f"func.func private @{name}(%A: {ta}, %B: {tb}, %C: {tc}) {{"]
@@ -332,7 +359,7 @@ def _helper_text(name: str, g: _Gemm, beta: float, slot: str | None = None) -> t
     add("  %one = arith.constant 1 : i32")
     add(f"  %many = arith.constant {blas_threads()} : i32")
     add("  %nt = arith.select %big, %many, %one : i32")
-    add(f"  %prev = func.call @{SET_THREADS}(%nt) : (i32) -> i32")
+    add(f"  %prev = func.call @{SET_THREADS}({'%one' if pool else '%nt'}) : (i32) -> i32")
     add(f"  %gv_t = arith.constant {_NO_TRANS if trans_b else _TRANS} : i32")
     add("  %gv_rows = arith.select %tbsel, %N, %K : i64")
     add("  %gv_cols = arith.select %tbsel, %K, %N : i64")
@@ -375,8 +402,12 @@ def _helper_text(name: str, g: _Gemm, beta: float, slot: str | None = None) -> t
     add(f"{indent}  func.call @{SGEMV}(%order, %gv_t, %gv_rows, %gv_cols, %alpha, %yB, %ldb, %yA, %incx, %beta, %yC, "
         "%m1) : (i32, i32, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64) -> ()")
     add(f"{indent}}} else {{")
-    add(f"{indent}  func.call @{SGEMM}(%order, %ta, %tb, {m_expr}, %N, %K, %alpha, %yA, %lda, %yB, %ldb, %beta, "
-        "%yC, %ldc) : (i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64) -> ()")
+    if pool:
+        add(f"{indent}  func.call @{SGEMM_PAR}(%order, %ta, %tb, {m_expr}, %N, %K, %alpha, %yA, %lda, %yB, %ldb, "
+            "%beta, %yC, %ldc, %nt) : (i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64, i32) -> ()")
+    else:
+        add(f"{indent}  func.call @{SGEMM}(%order, %ta, %tb, {m_expr}, %N, %K, %alpha, %yA, %lda, %yB, %ldb, %beta, "
+            "%yC, %ldc) : (i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64) -> ()")
     add(f"{indent}}}")
     if small:
         indent = indent[:-2]
@@ -397,7 +428,9 @@ _NATIVE_DECL = (f"func.func private @{SMALL_GEMM}(i64, i64, i64, i64, i64, i64, 
                 f"func.func private @{FREE_PACKED}(i64)\n"
                 f"func.func private @{WEIGHT_A_GEMM}(i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i64, "
                 "i32, i64)\n"
-                f"func.func private @{NATIVE_CONV}({', '.join(['i64'] * 18)}, f32, i32, i64, i32, i64)")
+                f"func.func private @{NATIVE_CONV}({', '.join(['i64'] * 18)}, f32, i32, i64, i32, i64)\n"
+                f"func.func private @{SGEMM_PAR}(i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64, "
+                "i32)")
 
 
 def _weight_a_ok(g: _Gemm) -> bool:
@@ -541,7 +574,7 @@ def rewrite_contractions(module) -> int:
         else:
             # A weight B may get a slot the native GEMM packs it into once.
             text, uses_slot = _helper_text(name, g, beta, slot if native and _constant_global(g.b) in
-                                           constant_globals else None)
+                                           constant_globals else None, pool=native)
             texts.append(text)
             slots += [slot] if uses_slot else []
             args = [g.a, g.b, g.c]

@@ -86,7 +86,7 @@ def test_transformer_block_batched_transposed_gemms_match_torch():
     model = kiln.compile(module, args, dynamic_shapes=dyn, keep_ir=True)
     llvm = model.ir["llvm"]
     if library.native_enabled():
-        assert llvm.count(f"call @{NATIVE_ATTENTION}(") == 1 and llvm.count(f"call @{library.SGEMM}(") >= 4
+        assert llvm.count(f"call @{NATIVE_ATTENTION}(") == 1 and llvm.count(f"call @{library.SGEMM_PAR}(") >= 4
     else:
         assert llvm.count(f"call @{library.SGEMM}(") >= 6
     for b, seq in [(1, 1), (2, 7), (3, 40)]:

@@ -119,3 +119,27 @@ def test_threads_share_the_pool():
     for t in threads:
         t.join()
     assert errors == []
+
+
+@pytest.mark.parametrize("m, n, k", [(300, 200, 40), (500, 20, 33), (7, 9, 5), (64, 1000, 3)])
+@pytest.mark.parametrize("ta, tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_sgemm_par_splits_sgemm_over_the_pool(m, n, k, ta, tb):
+    """kiln_sgemm_par: column slabs (wide C) or row slabs (narrow C), every
+    transpose, beta 0 and 1, on 1 and 2 parts, against numpy."""
+    import ctypes
+
+    assert library.native_enabled()  # registers the BLAS sgemm with the native library
+    f = native.load().kiln_sgemm_par
+    i32, i64 = ctypes.c_int32, ctypes.c_int64
+    f.argtypes = [i32, i32, i32, i64, i64, i64, ctypes.c_float, i64, i64, i64, i64, ctypes.c_float, i64, i64, i32]
+    rng = np.random.default_rng(m + n + k)
+    a = rng.standard_normal((k, m) if ta else (m, k), dtype=np.float32)
+    b = rng.standard_normal((n, k) if tb else (k, n), dtype=np.float32)
+    c0 = rng.standard_normal((m, n), dtype=np.float32)
+    want = (a.T if ta else a) @ (b.T if tb else b)
+    for beta in (0.0, 1.0):
+        for parts in (1, 2):
+            c = c0.copy()
+            f(101, 112 if ta else 111, 112 if tb else 111, m, n, k, 1.0, a.ctypes.data, a.shape[1], b.ctypes.data,
+              b.shape[1], beta, c.ctypes.data, n, parts)
+            np.testing.assert_allclose(c, want + beta * c0, rtol=1e-4, atol=1e-4)
