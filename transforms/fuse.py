@@ -7,12 +7,15 @@ Three fusion rules, applied greedily in program order:
 - **matmul_epilogue**: a ``kiln.matmul`` takes the elementwise ops that
   consume it (bias add, GELU/ReLU/SiLU, a residual add) as its epilogue, as
   long as each produces the matmul's result shape;
+- **conv_epilogue**: the same for a ``kiln.conv2d`` (a ResNet block's
+  residual add and ReLU, which the CPU backend applies inside its
+  convolution call);
 - **reduction**: a ``softmax``, ``layer_norm`` or ``reduce_*`` takes the
   elementwise group computing its input as prologue (``x * scale + mask``
   before a softmax), and elementwise consumers of its result shape as
   epilogue (``layer_norm(x) * g + b``).
 
-A group has at most one anchor (matmul or reduction).  Shapes are compared as
+A group has at most one anchor (matmul, conv2d or reduction).  Shapes are compared as
 symbolic dims (``["B", "L", 256]`` equals ``["B", "L", 256]`` whatever B and L
 are), so dynamic dims do not block fusion; only ``?`` dims, which cannot be
 proven equal, keep an op out of an anchored group.  A group is formed only
@@ -60,12 +63,17 @@ REDUCTION_OPS = frozenset(["kiln.softmax", "kiln.layer_norm", "kiln.reduce_sum",
 
 
 
+#: The fused kind of a group by its anchor (reductions: "reduction").
+_ANCHOR_KINDS = {"kiln.matmul": "matmul_epilogue", "kiln.conv2d": "conv_epilogue"}
+
+
 def fusion_role(op) -> str | None:
-    """``"elementwise"``, ``"matmul"``, ``"reduction"`` or None (never fused)."""
+    """``"elementwise"``, ``"matmul"`` (a matmul or conv2d: anchors that take
+    an epilogue), ``"reduction"`` or None (never fused)."""
     name = op.name
     if name in ELEMENTWISE_OPS:
         return "elementwise"
-    if name == "kiln.matmul":
+    if name in _ANCHOR_KINDS:
         return "matmul"
     if name in REDUCTION_OPS:
         return "reduction"
@@ -108,7 +116,7 @@ class _Group:
     def kind(self) -> str:
         if self.anchor is None:
             return "elementwise"
-        return "matmul_epilogue" if self.anchor.name == "kiln.matmul" else "reduction"
+        return _ANCHOR_KINDS.get(self.anchor.name, "reduction")
 
 
 class _Graph:
@@ -168,7 +176,7 @@ class Fuse(Pass):
     """Group elementwise chains, matmul epilogues and reductions into kiln.fused ops."""
 
     name = "kiln-fuse"
-    summary = "Group producer chains (elementwise, matmul+epilogue, reductions) into kiln.fused kernels"
+    summary = "Group producer chains (elementwise, matmul/conv2d+epilogue, reductions) into kiln.fused kernels"
     options = (Option("kinds", list, list(FUSED_KINDS), f"fusion rules to use: {', '.join(FUSED_KINDS)}"),)
 
     def run(self, module) -> None:
@@ -209,7 +217,7 @@ class Fuse(Pass):
     def _place(self, op, role, group_of, graph) -> _Group:
         producers = self._producer_groups(op, group_of)
         if role == "elementwise":
-            if "matmul_epilogue" in self.kinds or "reduction" in self.kinds:
+            if self.kinds & {"matmul_epilogue", "conv_epilogue", "reduction"}:
                 for g in producers:
                     if g.anchor is not None and self._epilogue_ok(op, g, graph):
                         g.ops.append(op)
@@ -230,7 +238,7 @@ class Fuse(Pass):
         return group
 
     def _epilogue_ok(self, op, g: _Group, graph: _Graph) -> bool:
-        rule = "matmul_epilogue" if g.anchor.name == "kiln.matmul" else "reduction"
+        rule = g.kind
         if rule not in self.kinds:
             return False
         if not any(_producer(v) in g.post for v in op.operands):

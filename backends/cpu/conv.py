@@ -33,7 +33,7 @@ from .library import (
     native_threads,
 )
 
-__all__ = ["Conv", "conv_text", "match_conv", "match_im2col", "native_conv_text"]
+__all__ = ["Conv", "Epilogue", "conv_epilogue", "conv_text", "match_conv", "match_im2col", "native_conv_text"]
 
 
 _TERM = re.compile(r"^d(\d+)(?: \* (\d+))?$")
@@ -338,49 +338,121 @@ def _is_relu_body(block) -> bool:
     return False
 
 
-def relu_epilogue(g):
-    """``(relu generic, its output)`` when ``g``'s output buffer is a local
-    allocation whose only other reader (through views) is a ReLU generic after ``g`` in its block,
-    writing a contiguous 4-D f32 buffer defined before ``g`` that nothing
-    between them touches: the native convolution then writes that buffer,
-    ReLU applied, and the generic goes."""
+class Epilogue:
+    """What :func:`conv_epilogue` folds into a convolution call: the generics
+    that go, the buffer the call writes instead of its own, the residual it
+    adds (or None) and whether it applies a ReLU."""
+
+    def __init__(self, dead, out, residual, relu):
+        self.dead, self.out, self.residual, self.relu = dead, out, residual, relu
+
+
+def _sole_reader(buffer, g, block_ops, writer=None):
+    """The one op after ``g`` reading the local allocation ``buffer``
+    (through views), ignoring deallocs, its ``writer`` and, before ``g``,
+    its init; else None."""
     from .attention import view_closure
 
-    block_ops = [o.operation for o in g.op.block.operations]
-    at = block_ops.index(g.op)
-    root = g.c
-    while getattr(root.owner, "operation", None) is not None and root.owner.operation.name == "memref.reshape":
-        root = root.owner.operation.operands[0]
-    if getattr(root.owner, "operation", None) is None or root.owner.operation.name != "memref.alloc":
+    if getattr(buffer.owner, "operation", None) is None or buffer.owner.operation.name != "memref.alloc":
         return None  # an output of the function (or an argument): its contents are seen after
-    _, users = view_closure(root)
-    readers = [u for u in users if u != g.op and u.name != "memref.dealloc"
-               and not (u.block == g.op.block and block_ops.index(u) < at)]  # the init before g
+    at = block_ops.index(g.op)
+    _, users = view_closure(buffer)
+    readers = [u for u in users if u != g.op and (writer is None or u != writer) and u.name != "memref.dealloc"
+               and not (u.block == g.op.block and block_ops.index(u) < at)]
     if len(readers) != 1 or readers[0].name != "linalg.generic" or readers[0].block != g.op.block:
         return None
-    relu = readers[0]
-    if len(relu.operands) != 2 or len(relu.regions[0].blocks[0].arguments) != 2:
+    return readers[0]
+
+
+def _elementwise_4d(op, n_ins: int):
+    """``op``'s ins and out when it is a 4-D identity-map generic with ``n_ins`` inputs and one output."""
+    if len(op.operands) != n_ins + 1 or len(op.regions[0].blocks[0].arguments) != n_ins + 1:
         return None
-    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(relu.attributes["indexing_maps"])]
-    if maps != [ir.AffineMap.get_identity(4)] * 2 or not _is_relu_body(relu.regions[0].blocks[0]):
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    if maps != [ir.AffineMap.get_identity(4)] * (n_ins + 1):
         return None
-    out = relu.operands[1]
+    return list(op.operands)[:n_ins], op.operands[n_ins]
+
+
+def _is_add_body(block) -> bool:
+    ops = [o.operation for o in block.operations]
+    args = list(block.arguments)
+    return (len(ops) == 2 and ops[0].name == "arith.addf" and _same_pair(list(ops[0].operands), args[:2])
+            and ops[1].operands[0] == ops[0].results[0])
+
+
+def _same_pair(a, b) -> bool:
+    return (a[0] == b[0] and a[1] == b[1]) or (a[0] == b[1] and a[1] == b[0])
+
+
+def _plain_4d(value, g, block_ops) -> bool:
+    """A contiguous 4-D f32 buffer: a function argument or an allocation before ``g``."""
     try:
-        t = ir.MemRefType(out.type)
+        t = ir.MemRefType(value.type)
     except (ValueError, TypeError):
-        return None
+        return False
     if t.rank != 4 or str(t.element_type) != "f32" or not _is_contiguous(t):
-        return None
-    owner = getattr(out.owner, "operation", None)
-    if owner is not None and (owner.name != "memref.alloc" or owner.block != g.op.block
-                              or block_ops.index(owner) > at):
-        return None  # a view, or defined after the product
-    end = block_ops.index(relu)
-    for use in out.uses:
+        return False
+    owner = getattr(value.owner, "operation", None)
+    return owner is None or (owner.name == "memref.alloc" and owner.block == g.op.block
+                             and block_ops.index(owner) < block_ops.index(g.op))
+
+
+def _untouched_between(value, g, end_op, block_ops, allowed) -> bool:
+    """Nothing but ``allowed`` uses ``value`` between ``g`` and ``end_op``."""
+    lo, hi = block_ops.index(g.op), block_ops.index(end_op)
+    for use in value.uses:
         user = _op_of(use.owner)
-        if user != relu and user.block == g.op.block and at < block_ops.index(user) < end:
+        if user not in allowed and user.block == g.op.block and lo < block_ops.index(user) <= hi:
+            return False
+    return True
+
+
+def conv_epilogue(g) -> Epilogue | None:
+    """The residual add and/or ReLU after the convolution ``g`` that its call
+    can apply: ``g`` writes a local allocation whose only reader is
+    ``add(conv, r)`` (r a contiguous 4-D buffer of the same shape, defined
+    before ``g``), whose output's only reader may then be a ReLU; or the
+    ReLU alone.  The call then writes the last one's output, which must be
+    defined before ``g`` and untouched until that generic."""
+    block_ops = [o.operation for o in g.op.block.operations]
+    buffer = g.c
+    while getattr(buffer.owner, "operation", None) is not None and buffer.owner.operation.name == "memref.reshape":
+        buffer = buffer.owner.operation.operands[0]
+    dead, residual, relu = [], None, False
+    reader = _sole_reader(buffer, g, block_ops)
+    if reader is not None and _is_add_body(reader.regions[0].blocks[0]):
+        io = _elementwise_4d(reader, 2)
+        if io is None:
             return None
-    return relu, out
+        ins, out = io
+        other = [v for v in ins if not _views(v, buffer)]
+        if len(other) != 1 or not _plain_4d(other[0], g, block_ops) or not _plain_4d(out, g, block_ops):
+            return None
+        if not _untouched_between(other[0], g, reader, block_ops, {reader}):
+            return None  # the residual changes before the add reads it
+        residual, buffer = other[0], out
+        dead.append(reader)
+        reader = _sole_reader(out, g, block_ops, writer=reader)
+    if reader is not None and _is_relu_body(reader.regions[0].blocks[0]):
+        io = _elementwise_4d(reader, 1)
+        if io is not None and _plain_4d(io[1], g, block_ops):
+            relu, buffer = True, io[1]
+            dead.append(reader)
+    if not dead or not _untouched_between(buffer, g, dead[-1], block_ops, set(dead)):
+        return None
+    return Epilogue(dead, buffer, residual, relu)
+
+
+def _views(value, buffer) -> bool:
+    """``value`` is ``buffer`` or a chain of views of it."""
+    while True:
+        if value == buffer:
+            return True
+        owner = getattr(value.owner, "operation", None)
+        if owner is None or owner.name not in ("memref.reshape", "memref.expand_shape", "memref.collapse_shape"):
+            return False
+        value = owner.operands[0]
 
 
 def _op_of(owner):
@@ -430,7 +502,7 @@ def _zero_pad_source(x):
 
 
 def native_conv_text(name: str, tw, tx, ty, strides, dilations, kernel, beta: float, slot: str | None,
-                     size_args: bool, pads=(0, 0), bias_type=None, relu: bool = False) -> str:
+                     size_args: bool, pads=(0, 0), bias_type=None, relu: bool = False, residual_type=None) -> str:
     """The helper ``@name(W, X, Y[, OH, OW][, bias])`` calling ``kiln_conv2d``.
 
     ``W`` is the weight (``[F, C, KH, KW]`` or ``[F, C*KH*KW]``), ``X`` the
@@ -439,11 +511,13 @@ def native_conv_text(name: str, tw, tx, ty, strides, dilations, kernel, beta: fl
     ``[N, F, OH*OW]`` with the output size passed as ``size_args``); all
     contiguous.  ``slot`` names the weight's packing slot (None: packed per
     call); ``bias_type``, when given, is the type of a per-channel bias
-    argument the output starts from (with ``beta`` 0); ``relu`` applies
-    ``max(., 0)`` to the result in the call.
+    argument the output starts from (with ``beta`` 0); ``residual_type``
+    that of a last argument laid out as the output and added to it;
+    ``relu`` applies ``max(., 0)`` to the result in the call.
     """
     sig = f"%W: {tw}, %X: {tx}, %Y: {ty}" + (", %OH: index, %OW: index" if size_args else "")
     sig += f", %Bias: {bias_type}" if bias_type is not None else ""
+    sig += f", %Res: {residual_type}" if residual_type is not None else ""
     lines = [f"func.func private @{name}({sig}) {{"]
     add = lines.append
     for i in range(4):
@@ -470,6 +544,11 @@ def native_conv_text(name: str, tw, tx, ty, strides, dilations, kernel, beta: fl
         add("  %pB = arith.index_cast %qB : index to i64")
     else:
         add("  %pB = arith.constant 0 : i64")
+    if residual_type is not None:
+        add(f"  %qR = memref.extract_aligned_pointer_as_index %Res : {residual_type} -> index")
+        add("  %pR = arith.index_cast %qR : index to i64")
+    else:
+        add("  %pR = arith.constant 0 : i64")
     if slot is not None:
         add(f"  %slotm = memref.get_global @{slot} : memref<1xi64>")
         add("  %slotq = memref.extract_aligned_pointer_as_index %slotm : memref<1xi64> -> index")
@@ -477,8 +556,8 @@ def native_conv_text(name: str, tw, tx, ty, strides, dilations, kernel, beta: fl
     else:
         add("  %slot = arith.constant 0 : i64")
     add(f"  func.call @{NATIVE_CONV}(%Nx64, %Fx64, %Cx64, %Hx64, %Wdx64, %KH, %KW, %OH64, %OW64, %sh, %sw, %dh, "
-        f"%dw, %pt, %pl, %pX, %pW, %pB, %beta, %relu, %pY, %nthr, %slot) : ({', '.join(['i64'] * 18)}, f32, i32, i64, "
-        "i32, i64) "
+        f"%dw, %pt, %pl, %pX, %pW, %pB, %pR, %beta, %relu, %pY, %nthr, %slot) : ({', '.join(['i64'] * 19)}, f32, i32, "
+        "i64, i32, i64) "
         "-> ()")
     add("  return")
     add("}")

@@ -428,7 +428,7 @@ _NATIVE_DECL = (f"func.func private @{SMALL_GEMM}(i64, i64, i64, i64, i64, i64, 
                 f"func.func private @{FREE_PACKED}(i64)\n"
                 f"func.func private @{WEIGHT_A_GEMM}(i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i64, "
                 "i32, i64)\n"
-                f"func.func private @{NATIVE_CONV}({', '.join(['i64'] * 18)}, f32, i32, i64, i32, i64)\n"
+                f"func.func private @{NATIVE_CONV}({', '.join(['i64'] * 19)}, f32, i32, i64, i32, i64)\n"
                 f"func.func private @{SGEMM_PAR}(i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64, "
                 "i32)")
 
@@ -493,7 +493,7 @@ def rewrite_contractions(module) -> int:
     library call (sgemm, or the native GEMM or convolution); the count."""
     from ..._mlir import func
     from .attention import erase_dead_buffers
-    from .conv import conv_text, match_conv, match_im2col, native_conv_text, output_init, relu_epilogue
+    from .conv import conv_epilogue, conv_text, match_conv, match_im2col, native_conv_text, output_init
 
     module = module.operation  # an ir.Module or its operation
     body = module.regions[0].blocks[0]
@@ -513,7 +513,7 @@ def rewrite_contractions(module) -> int:
         return 0
     native = native_enabled()
     weight_a = weight_a_enabled()
-    cleanup = []  # functions with a fused ReLU
+    cleanup = []  # functions with a fused epilogue
     texts = []
     if SGEMM not in names:
         texts.append(_DECL)
@@ -557,15 +557,20 @@ def rewrite_contractions(module) -> int:
                 dead = [init[0]]
             if im is not None:
                 bias = init[1] if init is not None else None
-                # A ReLU after it is applied in the call, which then writes the ReLU's output.
-                epi = relu_epilogue(g) if beta == 0.0 else None
-                out = epi[1] if epi is not None else g.c
+                # A residual add and/or ReLU after it are applied in the call,
+                # which then writes the last one's output.
+                epi = conv_epilogue(g) if beta == 0.0 else None
+                if epi is not None and epi.out == im.x:
+                    epi = None  # the call would overwrite the input it still reads
+                out = epi.out if epi is not None else g.c
+                res = epi.residual if epi is not None else None
                 texts.append(native_conv_text(name, g.a.type, im.x.type, out.type, im.strides, im.dilations,
                                               im.kernel, beta, slot, size_args=True, pads=im.pads,
                                               bias_type=bias.type if bias is not None else None,
-                                              relu=epi is not None))
-                args = [g.a, im.x, out, im.oh, im.ow] + ([bias] if bias is not None else [])
-                dead = im.dead + dead + ([epi[0]] if epi is not None else [])
+                                              relu=epi is not None and epi.relu,
+                                              residual_type=res.type if res is not None else None))
+                args = [g.a, im.x, out, im.oh, im.ow] + [v for v in (bias, res) if v is not None]
+                dead = im.dead + dead + (epi.dead if epi is not None else [])
                 if epi is not None and g.op.parent not in cleanup:
                     cleanup.append(g.op.parent)
             else:
@@ -593,7 +598,7 @@ def rewrite_contractions(module) -> int:
             op.erase()
         if fill is not None:
             fill.erase()
-    for fn in cleanup:  # a fused ReLU leaves the product's own output buffer unwritten and unread
+    for fn in cleanup:  # a fused epilogue leaves the product's own output buffer unwritten and unread
         erase_dead_buffers(fn)
     return len(calls)
 

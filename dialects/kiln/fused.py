@@ -1,7 +1,7 @@
 """``kiln.fused``: a group of kiln ops that a backend lowers as one kernel.
 
 ``kiln-fuse`` outlines producer chains (elementwise chains, ``matmul`` with
-its bias/activation epilogue, a reduction with its elementwise prologue and
+its bias/activation epilogue, ``conv2d`` with its residual/activation one, a reduction with its elementwise prologue and
 epilogue) into one ``kiln.fused`` op each.  The op is isolated from above:
 every value the group reads is an operand, bound to the entry block's
 argument of the same position, and the values it produces are the operands
@@ -25,6 +25,8 @@ tells which fusion rule formed the group:
 - ``"elementwise"``: elementwise ops only (broadcasting allowed);
 - ``"matmul_epilogue"``: one ``kiln.matmul`` whose result feeds elementwise
   ops (bias add, activation);
+- ``"conv_epilogue"``: one ``kiln.conv2d`` and its elementwise consumers
+  (a residual add, an activation);
 - ``"reduction"``: one reduction-like op (``softmax``, ``layer_norm``,
   ``reduce_*``) with elementwise prologue and/or epilogue ops.
 
@@ -45,7 +47,7 @@ from .base import ATTR, MAX_VARIADIC, KilnOp, TensorInfo, check_result, optional
 MAX_FUSED_RESULTS = 4
 
 #: The values ``kind`` may take.
-FUSED_KINDS = ("elementwise", "matmul_epilogue", "reduction")
+FUSED_KINDS = ("elementwise", "matmul_epilogue", "conv_epilogue", "reduction")
 
 
 class YieldOp(KilnOp, name="yield", traits=[ext.Pure, ir.IsTerminatorTrait]):

@@ -381,11 +381,12 @@ static inline vw relu_w(vw x) {
 }
 
 /* c[0 .. mr, 0 .. nr] (leading dim ldc) = or += a[kc][WMR] . b[kc][WNR],
- * starting from bias[m] for row m when bias is not NULL; `relu` (the last
- * block of K only) applies max(., 0) to what is stored. */
+ * starting from bias[m] for row m when bias is not NULL, plus res (same
+ * layout as c; the first block of K only, so res may be c itself); `relu`
+ * (the last block of K only) applies max(., 0) to what is stored. */
 static inline __attribute__((always_inline)) void micro_w(int mr, const float *a, const float *b, int64_t kc,
                                                            float *c, int64_t ldc, int64_t nr, int add,
-                                                           const float *bias, int relu) {
+                                                           const float *bias, const float *res, int relu) {
   vw acc[WMR][2];
   for (int m = 0; m < WMR; m++) {
     float b0 = bias && m < mr ? bias[m] : 0.0f;
@@ -407,6 +408,10 @@ static inline __attribute__((always_inline)) void micro_w(int mr, const float *a
         c0 += loadw(cm);
         c1 += loadw(cm + VW);
       }
+      if (res) {
+        c0 += loadw(res + m * ldc);
+        c1 += loadw(res + m * ldc + VW);
+      }
       if (relu) {
         c0 = relu_w(c0);
         c1 = relu_w(c1);
@@ -419,6 +424,7 @@ static inline __attribute__((always_inline)) void micro_w(int mr, const float *a
       __builtin_memcpy(out + VW, &acc[m][1], sizeof acc[m][1]);
       for (int64_t j = 0; j < nr; j++) {
         float y = add ? cm[j] + out[j] : out[j];
+        y = res ? y + res[m * ldc + j] : y;
         cm[j] = relu && y < 0.0f ? 0.0f : y;
       }
     }
@@ -440,6 +446,7 @@ typedef struct {
   int64_t ldc, sc;
   int accumulate;
   const float *bias; /* per row of C, added once (with accumulate 0), or NULL */
+  const float *res;  /* added to C once (laid out as C), or NULL */
   int relu;          /* max(., 0) on the final C */
   int64_t panels, mchunks, mblocks;
   int64_t kstep;   /* rows of K per block: K split into equal blocks of at most KC */
@@ -588,10 +595,11 @@ static void wgemm_tasks(void *ctx, int64_t lo, int64_t hi) {
         int64_t mr = g->M - m0 < WMR ? g->M - m0 : WMR;
         const float *bias = g->bias && k0 == 0 ? g->bias + m0 : NULL;
         int relu = g->relu && k0 + kc == g->K;
+        const float *res = g->res && k0 == 0 ? g->res + b * g->sc + m0 * g->ldc + n0 : NULL;
         if (mr == WMR)
-          micro_w(WMR, a, bk, kc, c, g->ldc, nr, add, bias, relu);
+          micro_w(WMR, a, bk, kc, c, g->ldc, nr, add, bias, res, relu);
         else
-          micro_w((int)mr, a, bk, kc, c, g->ldc, nr, add, bias, relu);
+          micro_w((int)mr, a, bk, kc, c, g->ldc, nr, add, bias, res, relu);
       }
     }
   }
@@ -643,9 +651,10 @@ void kiln_sgemm_wa(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t A, in
   wgemm_run(&g, A, lda, threads, slot);
 }
 
-/* Y[n, f, oh, ow] = bias[f] (0 if bias is 0) + sum over (c, kh, kw) of
+/* Y[n, f, oh, ow] = bias[f] (0 if bias is 0) + R[n, f, oh, ow] (0 if res is
+ * 0) + sum over (c, kh, kw) of
  * Wt[f, c, kh, kw] * X[n, c, oh * sh - pt + kh * dh, ow * sw - pl + kw * dw]
- * (beta 1: Y += the sum), then max(., 0) when relu is 1, zero outside X: a
+ * (beta 1: Y += all that), then max(., 0) when relu is 1, zero outside X: a
  * convolution of the contiguous X
  * [batch, C, H, W] (padded by pt rows on top, pl columns on the left, and as
  * far as OH, OW reach) by the weight Wt [F, C*KH*KW] into contiguous
@@ -653,8 +662,8 @@ void kiln_sgemm_wa(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t A, in
  * kiln_sgemm_wa. */
 void kiln_conv2d(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW,
                  int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl,
-                 int64_t X, int64_t Wt, int64_t bias, float beta, int32_t relu, int64_t Y, int32_t threads,
-                 int64_t slot) {
+                 int64_t X, int64_t Wt, int64_t bias, int64_t res, float beta, int32_t relu, int64_t Y,
+                 int32_t threads, int64_t slot) {
   wgemm_args g = {0};
   g.batch = batch, g.M = F, g.N = OH * OW, g.K = C * KH * KW;
   g.B = (const float *)X, g.sb = C * H * W, g.im2col = 1;
@@ -663,6 +672,7 @@ void kiln_conv2d(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int6
   g.C = (float *)Y, g.ldc = g.N, g.sc = F * g.N;
   g.accumulate = beta != 0.0f;
   g.bias = (const float *)bias;
+  g.res = (const float *)res; /* R is laid out as Y (a residual; it may be Y itself) */
   g.relu = relu != 0;
   wgemm_run(&g, Wt, g.K, threads, slot);
 }

@@ -41,3 +41,29 @@ func.func @main(%x: !kiln.tensor<["N", 2, 6, 6], f32>) -> (!kiln.tensor<["N", 4,
   %r = "kiln.relu"(%c) : (!kiln.tensor<["N", 4, 6, 6], f32>) -> !kiln.tensor<["N", 4, 6, 6], f32>
   return %r, %c : !kiln.tensor<["N", 4, 6, 6], f32>, !kiln.tensor<["N", 4, 6, 6], f32>
 }
+
+// -----
+
+// A ResNet block's tail, conv + residual add + ReLU: the call adds the
+// residual (the block's input, its last argument) and applies the ReLU,
+// writing the function's result; no generic is left.
+"kiln.symbol"() {sym_name = "N", min = 1 : i64, max = 8 : i64} : () -> ()
+// CHECK-LABEL: func.func private @kiln_gemm_0(
+// CHECK-SAME: %{{.*}}: memref<4xf32>, %[[RES:.*]]: memref<?x4x6x6xf32>)
+// CHECK: %[[RELU:.*]] = arith.constant 1 : i32
+// CHECK: %[[RP:.*]] = memref.extract_aligned_pointer_as_index %[[RES]]
+// CHECK: %[[R:.*]] = arith.index_cast %[[RP]] : index to i64
+// CHECK: call @kiln_conv2d({{.*}}, %[[R]], %{{.*}}, %[[RELU]], {{.*}})
+// CHECK-LABEL: func.func @main(
+// CHECK-NOT: linalg.generic
+// CHECK: call @kiln_gemm_0({{.*}}, %arg0, %arg1, {{.*}}, %arg0) :
+// CHECK-NOT: linalg.generic
+// CHECK: return
+func.func @main(%x: !kiln.tensor<["N", 4, 6, 6], f32>) -> !kiln.tensor<["N", 4, 6, 6], f32> {
+  %wc = "kiln.constant"() {value = dense<0.5> : tensor<4x4x3x3xf32>} : () -> !kiln.tensor<[4, 4, 3, 3], f32>
+  %b = "kiln.constant"() {value = dense<[1.0, -1.0, 0.5, 0.0]> : tensor<4xf32>} : () -> !kiln.tensor<[4], f32>
+  %c = "kiln.conv2d"(%x, %wc, %b) {pads = array<i64: 1, 1, 1, 1>, operandSegmentSizes = array<i32: 1, 1, 1>} : (!kiln.tensor<["N", 4, 6, 6], f32>, !kiln.tensor<[4, 4, 3, 3], f32>, !kiln.tensor<[4], f32>) -> !kiln.tensor<["N", 4, 6, 6], f32>
+  %a = "kiln.add"(%c, %x) : (!kiln.tensor<["N", 4, 6, 6], f32>, !kiln.tensor<["N", 4, 6, 6], f32>) -> !kiln.tensor<["N", 4, 6, 6], f32>
+  %r = "kiln.relu"(%a) : (!kiln.tensor<["N", 4, 6, 6], f32>) -> !kiln.tensor<["N", 4, 6, 6], f32>
+  return %r : !kiln.tensor<["N", 4, 6, 6], f32>
+}

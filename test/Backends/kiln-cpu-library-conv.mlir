@@ -19,7 +19,7 @@ memref.global "private" constant @w : memref<3x2x3x3xf32> = dense<1.0>
 memref.global "private" constant @b : memref<3xf32> = dense<0.5>
 memref.global "private" constant @wshape : memref<2xi64> = dense<[3, 18]>
 
-// CHECK: func.func private @kiln_conv2d(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i64, i32, i64)
+// CHECK: func.func private @kiln_conv2d(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i64, i32, i64)
 // CHECK-LABEL: func.func private @kiln_gemm_0(
 // CHECK-SAME: %[[W:.*]]: memref<3x18xf32>, %[[X:.*]]: memref<?x2x5x5xf32>, %[[Y:.*]]: memref<?x3x9xf32>, %[[OH:.*]]: index, %[[OW:.*]]: index, %[[BIAS:.*]]: memref<3xf32>)
 // CHECK: %[[KH:.*]] = arith.constant 3 : i64
@@ -34,7 +34,7 @@ memref.global "private" constant @wshape : memref<2xi64> = dense<[3, 18]>
 // CHECK: %[[BP:.*]] = memref.extract_aligned_pointer_as_index %[[BIAS]]
 // CHECK: %[[BIASP:.*]] = arith.index_cast %[[BP]] : index to i64
 // CHECK: memref.get_global @kiln_pack_0 : memref<1xi64>
-// CHECK: call @kiln_conv2d(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[KH]], %[[KW]], %{{.*}}, %{{.*}}, %[[SH]], %[[SW]], %[[DH]], %[[DW]], %[[PT]], %[[PL]], %{{.*}}, %{{.*}}, %[[BIASP]], %[[BETA]],
+// CHECK: call @kiln_conv2d(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[KH]], %[[KW]], %{{.*}}, %{{.*}}, %[[SH]], %[[SW]], %[[DH]], %[[DW]], %[[PT]], %[[PL]], %{{.*}}, %{{.*}}, %[[BIASP]], %{{.*}}, %[[BETA]],
 // CHECK-LABEL: func.func @kiln_release_packed()
 // CHECK-LABEL: func.func @main(
 // CHECK-NOT: linalg.generic

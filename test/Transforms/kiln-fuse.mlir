@@ -170,3 +170,31 @@ func.func @convex(%x: !kiln.tensor<[4, 4], f32>) -> !kiln.tensor<[4, 4], f32> {
   %a = "kiln.add"(%q, %t2) : (!kiln.tensor<[4, 4], f32>, !kiln.tensor<[4, 4], f32>) -> !kiln.tensor<[4, 4], f32>
   return %a : !kiln.tensor<[4, 4], f32>
 }
+
+// -----
+
+"kiln.symbol"() {sym_name = "N", min = 1 : i64, max = 8 : i64} : () -> ()
+// A ResNet block's tail: conv2d + residual add + ReLU is one conv_epilogue
+// group (the residual, the block input, is an operand).  With only the
+// elementwise rule, add + relu form a group and the conv stays outside.
+// CHECK-LABEL: func.func @conv_residual
+// CHECK: %[[F:.*]] = "kiln.fused"(%arg0, %{{.*}}) ({
+// CHECK-NEXT: ^bb0(%[[X:.*]]: !kiln.tensor<["N", 4, 6, 6], f32>, %[[W:.*]]: !kiln.tensor<[4, 4, 3, 3], f32>):
+// CHECK-NEXT: %[[C:.*]] = "kiln.conv2d"(%[[X]], %[[W]])
+// CHECK-NEXT: %[[A:.*]] = "kiln.add"(%[[C]], %[[X]])
+// CHECK-NEXT: %[[R:.*]] = "kiln.relu"(%[[A]])
+// CHECK-NEXT: "kiln.yield"(%[[R]])
+// CHECK-NEXT: }) {kind = "conv_epilogue"
+// CHECK: return %[[F]]
+// STATS: (1) conv_epilogue groups
+// EW-LABEL: func.func @conv_residual
+// EW: "kiln.conv2d"
+// EW: "kiln.fused"
+// EW: }) {kind = "elementwise"
+func.func @conv_residual(%x: !kiln.tensor<["N", 4, 6, 6], f32>) -> !kiln.tensor<["N", 4, 6, 6], f32> {
+  %w = "kiln.constant"() {value = dense<0.5> : tensor<4x4x3x3xf32>} : () -> !kiln.tensor<[4, 4, 3, 3], f32>
+  %c = "kiln.conv2d"(%x, %w) {pads = array<i64: 1, 1, 1, 1>, operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["N", 4, 6, 6], f32>, !kiln.tensor<[4, 4, 3, 3], f32>) -> !kiln.tensor<["N", 4, 6, 6], f32>
+  %a = "kiln.add"(%c, %x) : (!kiln.tensor<["N", 4, 6, 6], f32>, !kiln.tensor<["N", 4, 6, 6], f32>) -> !kiln.tensor<["N", 4, 6, 6], f32>
+  %r = "kiln.relu"(%a) : (!kiln.tensor<["N", 4, 6, 6], f32>) -> !kiln.tensor<["N", 4, 6, 6], f32>
+  return %r : !kiln.tensor<["N", 4, 6, 6], f32>
+}

@@ -19,7 +19,7 @@ I64 = ctypes.c_int64
 
 def _conv2d():
     f = native.load().kiln_conv2d
-    f.argtypes = [I64] * 18 + [ctypes.c_float, ctypes.c_int32, I64, ctypes.c_int32, I64]
+    f.argtypes = [I64] * 19 + [ctypes.c_float, ctypes.c_int32, I64, ctypes.c_int32, I64]
     f.restype = None
     return f
 
@@ -59,16 +59,21 @@ def test_conv2d_kernel_matches_torch(geometry, packed):
     y0 = rng.standard_normal(ref.shape, dtype=np.float32)
     slot = (I64 * 1)(0)
     conv = _conv2d()
+    res = rng.standard_normal(ref.shape, dtype=np.float32)
     # beta 0 with a bias, beta 0 without, beta 1 (accumulate into y); each
-    # with and without the ReLU applied in the call.
+    # with and without the ReLU and a residual applied in the call, and the
+    # residual being y itself (a block that adds into its shortcut).
     for with_bias, beta in ((True, 0.0), (False, 0.0), (False, 1.0)):
         for relu in (0, 1):
-            y = y0.copy()
-            conv(n, f, c, h, w, kh, kw, oh, ow, s, s, d, d, p, p, x.ctypes.data, wt.ctypes.data,
-                 bias.ctypes.data if with_bias else 0, beta, relu, y.ctypes.data, 2,
-                 ctypes.addressof(slot) if packed else 0)
-            want = ref + (bias[None, :, None, None] if with_bias else 0) + beta * y0
-            np.testing.assert_allclose(y, np.maximum(want, 0) if relu else want, rtol=1e-4, atol=1e-4)
+            for residual in ("none", "other", "y") if beta == 0.0 else ("none",):
+                y = y0.copy() if residual != "y" else res.copy()
+                r = {"none": 0, "other": res.ctypes.data, "y": y.ctypes.data}[residual]
+                conv(n, f, c, h, w, kh, kw, oh, ow, s, s, d, d, p, p, x.ctypes.data, wt.ctypes.data,
+                     bias.ctypes.data if with_bias else 0, r, beta, relu, y.ctypes.data, 2,
+                     ctypes.addressof(slot) if packed else 0)
+                want = ref + (bias[None, :, None, None] if with_bias else 0) + beta * y0
+                want = want + (res if residual != "none" else 0)
+                np.testing.assert_allclose(y, np.maximum(want, 0) if relu else want, rtol=1e-4, atol=1e-4)
     assert (slot[0] != 0) == packed
     native.load().kiln_free_packed(I64(slot[0]))
 
