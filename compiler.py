@@ -212,7 +212,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
                 kept["optimized"] = str(module)
         # kiln-partition + kiln-plan-memory: the schedule, the arena plan and
         # the fallback kernels come out; the module keeps the generated kernels.
-        prepared = prepare(module, fname)
+        prepared = prepare(module, fname, keep_text=bool(options.get("keep_ir")))
         if options.get("keep_ir"):
             kept["partitioned"] = prepared.text
         # Profiles and "specialize" buckets compile static kernels from the

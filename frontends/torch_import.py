@@ -30,9 +30,13 @@ def _decomposition_table():
     import torch
 
     table = torch.export.default_decompositions()
-    for op in list(table.keys()):
-        if str(op).startswith(KEEP_OPS):
-            table.pop(op)
+    # Pop every overload of the kept ops by name: listing the table's keys
+    # would materialize each custom op's decomposition, which
+    # run_decompositions does again anyway (0.05 s per compile).
+    for prefix in KEEP_OPS:
+        packet = getattr(torch.ops.aten, prefix.split(".")[1])
+        for overload in packet.overloads():
+            table.pop(getattr(packet, overload), None)
     return table
 
 
@@ -134,11 +138,15 @@ def import_torch(module, example_args, dynamic_shapes=None, fallback=True, *, wi
     """
     from torch_mlir.extras.fx_importer import FxImporter
 
+    from .torch_literals import FastLiterals
+
     ep = export_program(module, example_args, dynamic_shapes)
     names = symbol_names(ep, dynamic_shapes)
     ctx = make_context(torch=True)
     with ctx, ir.Location.unknown():
-        importer = FxImporter(context=ctx)
+        # Weights are copied into their blobs directly, not through
+        # tensor.tolist() (see torch_literals).
+        importer = FxImporter(context=ctx, hooks=FastLiterals())
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

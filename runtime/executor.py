@@ -28,15 +28,15 @@ from .report import Metrics
 __all__ = ["Executor", "ModelRuntime", "Prepared", "constant_tensor", "prepare", "view_aliases"]
 
 
-def constant_tensor(op, module_text: str | None = None) -> torch.Tensor:
+def constant_tensor(op) -> torch.Tensor:
     """The data of a ``kiln.constant`` op as a torch tensor (a splat is expanded).
 
-    A ``dense_resource`` constant is read from the blob in ``module_text``
-    (the printed module; the bindings give no other way to its bytes).
+    A ``dense_resource`` constant is read through
+    :func:`~kiln.transforms._resources.resource_bytes` (the array its
+    frontend made it from, or its blob printed alone).
     """
-    import re
-
     from .._mlir import ir
+    from ..transforms._resources import resource_bytes
 
     attr = op.operation.attributes["value"]
     t = ir.RankedTensorType(attr.type)
@@ -46,14 +46,12 @@ def constant_tensor(op, module_text: str | None = None) -> torch.Tensor:
             splat = attr.get_splat_value()
             return torch.from_numpy(np.full(shape, getattr(splat, "value", splat), dtype=dtype))
         return torch.from_numpy(np.array(attr).reshape(shape).astype(dtype, copy=True))
-    m = re.match(r"dense_resource<([^>]+)>", str(attr))
-    if m is None or module_text is None:
+    raw = resource_bytes(attr, op.operation) if str(attr).startswith("dense_resource<") else None
+    if raw is None:
         raise KilnError(f"cannot read the data of constant {str(attr)[:60]}")
-    blob = re.search(re.escape(m.group(1)) + r': "0x([0-9A-Fa-f]*)"', module_text)
-    if blob is None:
-        raise KilnError(f"no resource blob '{m.group(1)}' in the module")
-    data = bytes.fromhex(blob.group(1))[4:]  # the first 4 bytes hold the blob's alignment
-    return torch.from_numpy(np.frombuffer(data, dtype=dtype).reshape(shape).copy())
+    if dtype is np.bool_:
+        return torch.from_numpy(raw.astype(np.bool_).reshape(shape))
+    return torch.from_numpy(raw.view(dtype).reshape(shape).copy())
 
 
 def _np_dtype(name: str):
@@ -305,7 +303,8 @@ class Prepared:
     ``fallback`` maps step indices to :class:`~kiln.backends.fallback.FallbackKernel`;
     ``generated`` maps step indices to the kernel function names left in the
     module for the backend to lower; ``constants`` maps value ids to tensors;
-    ``text`` is the partitioned, planned IR (before the module was stripped).
+    ``text`` is the partitioned, planned IR (before the module was stripped),
+    when :func:`prepare` was asked to keep it.
     """
 
     def __init__(self, schedule, plan, fallback, generated, constants, text):
@@ -335,10 +334,12 @@ class Prepared:
         return out
 
 
-def prepare(module, function: str) -> Prepared:
+def prepare(module, function: str, keep_text: bool = False) -> Prepared:
     """Partition and plan ``module`` (in place), then strip it down to the
     generated kernel functions (public, ready for the backend's lowering).
 
+    ``keep_text`` keeps the partitioned, planned IR as ``Prepared.text``
+    (None otherwise: printing the weights costs 0.2 s for the bench MLP).
     Must run inside the module's context.
     """
     from .._mlir import ir
@@ -349,7 +350,7 @@ def prepare(module, function: str) -> Prepared:
     # Verified once after the three passes (KILN_VERIFY_EACH=1: after each).
     Pipeline().add("kiln-infer-shapes").add("kiln-partition").add("kiln-plan-memory").run(module, verify_each=None)
     schedule, plan = read_plan(module.operation, function)
-    text = str(module)
+    text = str(module) if keep_text else None
     fallback, generated = {}, {}
     for i, step in enumerate(schedule.steps):
         if step.kind == "fallback":
@@ -360,7 +361,7 @@ def prepare(module, function: str) -> Prepared:
             fallback[i] = FallbackKernel.from_op(op, step.name)
         else:
             generated[i] = step.name
-    constants = {vid: constant_tensor(op, text) for vid, op in schedule.constants.items()}
+    constants = {vid: constant_tensor(op) for vid, op in schedule.constants.items()}
     detached = schedule.detached()
     keep = set(generated.values())
     for op in list(module.body.operations):

@@ -4,18 +4,17 @@ constants, replacing values.
 Constants are ``kiln.constant`` ops whose ``value`` is a dense or
 dense_resource elements attribute.  :func:`constant_array` reads either into
 numpy without going through Python lists: a dense attribute through the
-buffer protocol, a dense_resource one from the hex blob MLIR prints for it
-(the bindings have no accessor for resource data; printing a scratch module
-that holds only a clone of the constant prints only that blob).
+buffer protocol, a dense_resource one through
+:func:`~kiln.transforms._resources.resource_bytes` (the array a frontend
+made the blob from, or the hex blob MLIR prints for it).
 """
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from .._mlir import ir
+from ._resources import resource_bytes
 
 __all__ = [
     "NUMPY_DTYPES",
@@ -103,9 +102,6 @@ def constant_nbytes(op) -> int | None:
     return int(np.prod(t.shape, dtype=np.int64)) * np.dtype(dt).itemsize
 
 
-_BLOB = re.compile(r'^\s*([\w.$-]+|"[^"]*"): "0x([0-9A-Fa-f]*)"', re.M)
-
-
 def constant_array(value_or_op, max_bytes: int | None = None) -> np.ndarray | None:
     """The data of a ``kiln.constant`` (op or its result) as a numpy array.
 
@@ -138,20 +134,15 @@ def constant_array(value_or_op, max_bytes: int | None = None) -> np.ndarray | No
 
 
 def _resource_array(op, shape, dt) -> np.ndarray | None:
-    scratch = ir.Module.create(op.location)
-    op.clone(ir.InsertionPoint(scratch.body))
-    text = str(scratch)
-    at = text.find("dialect_resources")
-    match = _BLOB.search(text, at) if at >= 0 else None
-    if match is None:
+    raw = resource_bytes(op.attributes["value"], op)
+    if raw is None:
         return None
-    raw = bytes.fromhex(match.group(2))[4:]  # the first 4 bytes are the alignment
     if dt is np.bool_:
-        return np.frombuffer(raw, dtype=np.uint8).astype(np.bool_).reshape(shape)
+        return raw.astype(np.bool_).reshape(shape)
     count = int(np.prod(shape, dtype=np.int64))
     if len(raw) != count * np.dtype(dt).itemsize:
         return None
-    return np.frombuffer(raw, dtype=dt).reshape(shape)
+    return raw.view(dt).reshape(shape)
 
 
 def _scalar_attr(t: ir.Type, v) -> ir.Attribute:
@@ -166,9 +157,11 @@ def elements_attr(array: np.ndarray, element_type: ir.Type) -> ir.Attribute:
     shape = list(array.shape)
     ttype = ir.RankedTensorType.get(shape, element_type)
     if array.size > 0:
-        flat = array.reshape(-1)
-        if bool((flat == flat[0]).all()) and not (np.issubdtype(flat.dtype, np.floating) and np.isnan(flat[0])):
-            return ir.DenseElementsAttr.get_splat(ttype, _scalar_attr(element_type, flat[0]))
+        # Compared in place: reshape(-1) of a transposed view (a folded weight
+        # transpose) would copy it, and the contiguous copy below again.
+        first = array.flat[0]
+        if bool((array == first).all()) and not (np.issubdtype(array.dtype, np.floating) and np.isnan(first)):
+            return ir.DenseElementsAttr.get_splat(ttype, _scalar_attr(element_type, first))
     dt = numpy_dtype(element_type)
     data = np.ascontiguousarray(array.astype(dt, copy=False))
     if dt is np.bool_:

@@ -170,3 +170,13 @@ def test_shape_errors_name_the_forward_parameter():
     compiled = kiln.compile(Double(), (torch.randn(2, 3),), dynamic_shapes=({0: Dim("B", min=1, max=4)},))
     with pytest.raises(kiln.ShapeError, match=r"^input 'tokens' axis 0: B = 5 violates 1 <= B <= 4"):
         compiled(torch.randn(5, 3))
+
+
+def test_decomposition_table_drops_exactly_the_kept_ops():
+    from kiln.frontends.torch_import import KEEP_OPS, _decomposition_table
+
+    # Popped by overload name (the table stays lazy), the same ops go as by key prefix.
+    expected = {op for op in torch.export.default_decompositions().keys() if not str(op).startswith(KEEP_OPS)}
+    table = _decomposition_table()
+    assert set(table.keys()) == expected
+    assert torch.ops.aten.linear.default not in expected
