@@ -235,14 +235,22 @@ def _module_rules(root: ir.Operation) -> None:
     """The rules that need the whole module; errors go out as diagnostics."""
     # Redefinitions are caught by MLIR's symbol table verifier (sym_name).
     declared = set(symbols_of(root))
+    # Each type decoded once per call: a model repeats a few types across
+    # thousands of ops (the dict, and the types it holds, end with the call).
+    infos: dict = {}
 
     def check_type(t, where: str, loc: ir.Location, allow_unknown: bool) -> None:
         if not isinstance(t, TensorType):
             return
-        try:
-            info = tensor_info(t)
-        except VerifyError as e:
-            loc.emit_error(f"{where}: {e.message}")
+        info = infos.get(t)
+        if info is None:
+            try:
+                info = tensor_info(t)
+            except VerifyError as e:
+                info = e
+            infos[t] = info
+        if isinstance(info, VerifyError):
+            loc.emit_error(f"{where}: {info.message}")
             return
         for axis, d in enumerate(info.dims):
             if d.is_unknown and not allow_unknown:

@@ -193,8 +193,13 @@ class Dim:
     __slots__ = ("expr",)
 
     def __init__(self, expr: sympy.Expr | None):
-        # None stands for the unknown dim "?".
-        self.expr = None if expr is None else sympy.expand(expr)
+        # None stands for the unknown dim "?".  An integer or a lone symbol is
+        # already expanded, and expand() costs ~5 us: model verification
+        # builds tens of thousands of dims.
+        if expr is None or isinstance(expr, (sympy.Integer, sympy.Symbol)):
+            self.expr = expr
+        else:
+            self.expr = sympy.expand(expr)
 
     @property
     def is_unknown(self) -> bool:
@@ -247,6 +252,10 @@ class Dim:
                 return NotImplemented
         if self.expr is None or other.expr is None:
             return self.expr is None and other.expr is None
+        if self.expr == other.expr:  # the same canonical form (the usual case)
+            return True
+        if self.expr.is_Integer and other.expr.is_Integer:
+            return False
         return sympy.expand(self.expr - other.expr) == 0
 
     def __hash__(self) -> int:
@@ -298,7 +307,7 @@ def dim(value) -> Dim:
     if isinstance(value, int):
         if value < 0:
             raise DimError(f"dim {value} is negative")
-        return Dim(sympy.Integer(value))
+        return _static_cached(value)
     if isinstance(value, str):
         text = value.strip()
         if text == "?":
@@ -307,6 +316,12 @@ def dim(value) -> Dim:
     if isinstance(value, sympy.Expr):
         return Dim(value)
     raise DimError(f"{value!r} is not a dim (expected an int or a string)")
+
+
+@functools.lru_cache(maxsize=4096)
+def _static_cached(value: int) -> Dim:
+    # Dims are immutable: one object per size serves every type that has it.
+    return Dim(sympy.Integer(value))
 
 
 @functools.lru_cache(maxsize=4096)
