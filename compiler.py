@@ -289,7 +289,7 @@ def _static_kernels(kernel_text: str, prepared, vectorize: int):
         engine, module = compile_static(kernel_text, binding, prepared.generated.values(), vectorize)
         with _count_lock:
             _compilations += 1
-        kernels = prepared.kernels(lambda name, ins, outs: CpuKernel(name, ins, outs, engine, module))
+        kernels = prepared.kernels(lambda name, ins, outs: CpuKernel(name, ins, outs, engine, module, static=True))
         generated = [k for k in kernels if isinstance(k, CpuKernel)]
         if generated:  # the set lives and dies together: free its packed weights with it
             from .runtime.native import release_on_collect

@@ -25,6 +25,31 @@ from .arena import ArenaPlan, ArenaPool, torch_dtype
 from .contract import compile_expr
 from .report import Metrics
 
+#: A splittable kernel runs as two halves only when its row-split arguments
+#: hold at least this many bytes (a half-launch on the pool costs ~5 µs).
+SPLIT_MIN_BYTES = 1 << 17
+
+_runner = []
+
+
+def _split_runner():
+    """The native ``kiln_run_split(fn, args, args)`` as a ctypes function, or None
+    (no native library, or ``KILN_SPLIT=0``)."""
+    if not _runner:
+        import ctypes
+        import os
+
+        from . import native
+
+        lib = native.load() if os.environ.get("KILN_SPLIT", "1") != "0" else None
+        fn = None
+        if lib is not None:
+            fn = lib.kiln_run_split
+            fn.argtypes = [ctypes.c_int64] * 3
+            fn.restype = None
+        _runner.append(fn)
+    return _runner[0]
+
 __all__ = ["Executor", "ModelRuntime", "Prepared", "constant_tensor", "prepare", "view_aliases"]
 
 
@@ -112,6 +137,7 @@ class Executor:
         self._is_view = [bool(step.outputs) and all(v in self.aliases for v in step.outputs)
                          for step in schedule.steps]
         self._launches = self._is_view.count(False)
+        self._split = [getattr(step, "split", None) for step in schedule.steps]
         self._plans: dict = {}
         self._plan_lock = threading.Lock()
         self._warm = False  # the first call is not timed (lazy JIT materialization)
@@ -205,8 +231,8 @@ class Executor:
             return shape, tuple(reversed(strides))
 
         steps = []
-        for (name, kernel, entry, in_ids, is_fb), outs, fresh, views, is_view in zip(
-            self._launch, step_outs, fresh_by_step, views_by_step, self._is_view
+        for (name, kernel, entry, in_ids, is_fb), outs, fresh, views, is_view, split in zip(
+            self._launch, step_outs, fresh_by_step, views_by_step, self._is_view, self._split
         ):
             if is_view:
                 if views:  # nothing to do per call when the views were made above
@@ -216,19 +242,65 @@ class Executor:
             launch = None
             if entry is not None:
                 ids = in_ids + out_ids
-                dbuf, offs, packed = descriptors([meta(v) for v in ids])
-                dynamic = []
-                for o, vid in zip(offs, ids):
-                    if vid in fixed:
-                        dbuf[o] = dbuf[o + 1] = env[vid].data_ptr()
-                    else:
-                        dynamic.append((o, vid))
-                launch = (entry, dbuf, tuple(dynamic), packed)
+                metas = [meta(v) for v in ids]
+                launch = self._split_launch(kernel, split, ids, metas, env, fixed, binding)
+                if launch is None:
+                    dbuf, offs, packed = descriptors(metas)
+                    dynamic = []
+                    for o, vid in zip(offs, ids):
+                        if vid in fixed:
+                            dbuf[o] = dbuf[o + 1] = env[vid].data_ptr()
+                        else:
+                            dynamic.append((o, vid))
+                    launch = (entry, dbuf, tuple(dynamic), packed)
             steps.append((name, kernel, in_ids, out_ids, fresh, is_fb, launch))
         if len(cache) > 16:
             cache.clear()
         hit = cache[ckey] = (env, steps)
         return hit
+
+    def _split_launch(self, kernel, split, ids, metas, env, fixed, binding):
+        """The launch of a kernel as two halves of its leading dim ``split``
+        (see :mod:`kiln.runtime.split`), or None to launch it whole: not
+        splittable, a static kernel, fewer than two rows or too little work.
+
+        ``(None, address, (buf, buf), dynamic, (packed, packed))``: both
+        halves' descriptors, with ``(offset in the first, offset in the
+        second, byte offset of the second half, value id)`` per argument
+        whose pointer is patched per call.
+        """
+        from ..backends.cpu.dispatch import descriptors
+
+        rows = binding.get(split) if split is not None else None
+        if rows is None or rows < 2 or getattr(kernel, "static", True) or _split_runner() is None:
+            return None
+        cut = [self._leading(v, split) for v in ids]
+        out_bytes = sum(math.prod(m[0]) * self._itemsize(v) for v, m, c in zip(ids, metas, cut) if c)
+        if out_bytes < SPLIT_MIN_BYTES:
+            return None
+        half = rows // 2
+        halves = []
+        for first in (True, False):
+            n = half if first else rows - half
+            halves.append(descriptors([((n, *m[0][1:]), m[1]) if c else m for m, c in zip(metas, cut)]))
+        (buf_a, offs_a, packed_a), (buf_b, offs_b, packed_b) = halves
+        dynamic = []
+        for v, m, c, oa, ob in zip(ids, metas, cut, offs_a, offs_b):
+            skip = half * m[1][0] * self._itemsize(v) if c else 0
+            if v in fixed:
+                p = env[v].data_ptr()
+                buf_a[oa] = buf_a[oa + 1] = p
+                buf_b[ob] = buf_b[ob + 1] = p + skip
+            else:
+                dynamic.append((oa, ob, skip, v))
+        return (None, kernel.address(), (buf_a, buf_b), tuple(dynamic), (packed_a, packed_b))
+
+    def _leading(self, vid: int, symbol: str) -> bool:
+        dims = self.schedule.values[vid].info.dims
+        return bool(dims) and not dims[0].is_static and str(dims[0]) == symbol
+
+    def _itemsize(self, vid: int) -> int:
+        return torch_dtype(self._dtype[vid]).itemsize
 
     def run(self, inputs: Sequence, binding: Mapping[str, int], selection: str | None = None) -> list[torch.Tensor]:
         """Run one call on torch tensors or numpy arrays; returns torch tensors.
@@ -263,10 +335,18 @@ class Executor:
                 for vid, shape, dtype in fresh:
                     env[vid] = torch.empty(shape, dtype=dtype)
                 if launch is not None and not profiling:
-                    fn, dbuf, dynamic, packed = launch
-                    for o, vid in dynamic:
-                        dbuf[o] = dbuf[o + 1] = env[vid].data_ptr()
-                    fn(packed)
+                    if len(launch) == 4:
+                        fn, dbuf, dynamic, packed = launch
+                        for o, vid in dynamic:
+                            dbuf[o] = dbuf[o + 1] = env[vid].data_ptr()
+                        fn(packed)
+                        continue
+                    _, address, (buf_a, buf_b), dynamic, (packed_a, packed_b) = launch
+                    for oa, ob, skip, vid in dynamic:
+                        p = env[vid].data_ptr()
+                        buf_a[oa] = buf_a[oa + 1] = p
+                        buf_b[ob] = buf_b[ob + 1] = p + skip
+                    _split_runner()(address, packed_a, packed_b)
                     continue
                 ins = [env[v] for v in in_ids]
                 outs = [env[v] for v in out_ids]
@@ -346,6 +426,7 @@ def prepare(module, function: str, keep_text: bool = False) -> Prepared:
     from ..backends.fallback import FallbackKernel
     from ..pipelines import Pipeline
     from ..transforms.plan_memory import read_plan
+    from .split import split_symbol
 
     # Verified once after the three passes (KILN_VERIFY_EACH=1: after each).
     Pipeline().add("kiln-infer-shapes").add("kiln-partition").add("kiln-plan-memory").run(module, verify_each=None)
@@ -361,6 +442,8 @@ def prepare(module, function: str, keep_text: bool = False) -> Prepared:
             fallback[i] = FallbackKernel.from_op(op, step.name)
         else:
             generated[i] = step.name
+            if step.func is not None:
+                step.split = split_symbol(step.func)
     constants = {vid: constant_tensor(op) for vid, op in schedule.constants.items()}
     detached = schedule.detached()
     keep = set(generated.values())

@@ -98,7 +98,9 @@ def build_report(schedule, metrics: Metrics, *, compile_time_s: float = 0.0, sel
     fallback_ops = sum(len(s.ops) for s in fallback_steps)
     planned, no_reuse = m["last_arena"] if m["last_arena"] else (None, None)
     report = {
-        "kernels": [{"name": s.name, "kind": s.kind, "ops": list(s.ops)} for s in steps],
+        # split: the symbol a dynamic kernel may run split along, on two threads (kiln.runtime.split).
+        "kernels": [{"name": s.name, "kind": s.kind, "ops": list(s.ops), "split": getattr(s, "split", None)}
+                    for s in steps],
         "kernels_in_schedule": len(steps),
         "kernels_launched_per_call": m["last_launched"],
         "fallback": {
@@ -190,5 +192,6 @@ def format_report(report: Mapping) -> str:
     for k in report["kernels"]:
         t = times.get(k["name"])
         timing = f"  {t['mean_s'] * 1e6:.1f} us/call" if t else ""
-        lines.append(f"  {k['name']:<16} {k['kind']:<9} {' + '.join(k['ops'])}{timing}")
+        split = f"  (split along {k['split']})" if k.get("split") else ""
+        lines.append(f"  {k['name']:<16} {k['kind']:<9} {' + '.join(k['ops'])}{split}{timing}")
     return "\n".join(lines)

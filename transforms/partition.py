@@ -377,6 +377,7 @@ class Step:
     op: object = None  # the call (or kiln op) in the schedule
     func: object = None  # the kernel's func.func, when partitioned
     torch_ops: list[str] = field(default_factory=list)  # original names of fallback ops
+    split: str | None = None  # the symbol the kernel may run split along (kiln.runtime.split)
 
 
 @dataclass
@@ -395,7 +396,8 @@ class Schedule:
         safe to keep after the compilation's Context is gone."""
         values = [ValueInfo(v.id, v.kind, TensorInfo(v.info.dims, str(v.info.dtype)), v.step, v.index) for v in self.values]
         steps = [
-            Step(s.name, s.kind, list(s.ops), list(s.inputs), list(s.outputs), torch_ops=list(s.torch_ops))
+            Step(s.name, s.kind, list(s.ops), list(s.inputs), list(s.outputs), torch_ops=list(s.torch_ops),
+                 split=s.split)
             for s in self.steps
         ]
         return Schedule(self.function, values, steps, list(self.inputs), list(self.outputs), {})

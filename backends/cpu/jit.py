@@ -10,6 +10,7 @@ context alive through the module.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 
 from ..kernel import Kernel
@@ -31,12 +32,15 @@ def jit(module, opt_level: int = 3, names=()):
 class CpuKernel(Kernel):
     """One JIT-compiled function: ``kernel(inputs, outputs, binding)`` writes ``outputs``."""
 
-    def __init__(self, name: str, inputs, outputs, engine, module=None):
+    def __init__(self, name: str, inputs, outputs, engine, module=None, static: bool = False):
         self.name = name
         self.inputs = list(inputs)
         self.outputs = list(outputs)
         self.engine = engine
         self._module = module  # keeps the module (and its context) alive with the engine
+        #: Compiled with its dims bound (kiln.backends.cpu.specialize): it
+        #: reads no size from its arguments, so it never runs split.
+        self.static = static
 
     def entry(self):
         """The packed C-interface wrapper as a ctypes function (for prebuilt
@@ -47,6 +51,10 @@ class CpuKernel(Kernel):
 
             fn = self._entry = entry(self.engine, self.name)
         return fn
+
+    def address(self) -> int:
+        """The packed C-interface wrapper's address (for ``kiln_run_split``)."""
+        return ctypes.cast(self.entry(), ctypes.c_void_p).value
 
     def __call__(self, inputs: Sequence, outputs: Sequence, binding: dict[str, int]) -> None:
         call = self.__dict__.get("_call")

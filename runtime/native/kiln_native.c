@@ -753,3 +753,29 @@ void kiln_sgemm_par(int32_t order, int32_t ta, int32_t tb, int64_t M, int64_t N,
   int64_t slabs = (total + g.step - 1) / g.step;
   kiln_parallel_for(par_slabs, &g, slabs, slabs);
 }
+
+/* ------------------------------------------------------- split launches
+ *
+ * A generated kernel whose rows are independent along its leading dim
+ * (kiln/runtime/split.py) is launched as two calls of its packed C
+ * interface, on the two halves of its row-split arguments: the second on a
+ * worker of the pool.  Library calls inside a half find the pool busy and
+ * run on that half's thread. */
+
+typedef void (*packed_fn)(void *);
+
+typedef struct {
+  packed_fn fn;
+  void *args[2];
+} split_args;
+
+static void split_halves(void *ctx, int64_t lo, int64_t hi) {
+  const split_args *g = ctx;
+  for (int64_t i = lo; i < hi; i++) g->fn(g->args[i]);
+}
+
+/* fn(first) and fn(second), on two threads when the pool has one free. */
+void kiln_run_split(int64_t fn, int64_t first, int64_t second) {
+  split_args g = {(packed_fn)fn, {(void *)first, (void *)second}};
+  kiln_parallel_for(split_halves, &g, 2, 2);
+}
