@@ -63,6 +63,7 @@ def export_program(module, example_args, dynamic_shapes=None):
     _check_dynamic_shapes(dynamic_shapes)
     if not isinstance(example_args, tuple):
         example_args = tuple(example_args) if isinstance(example_args, list) else (example_args,)
+    example_args = _unaliased(example_args)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -80,6 +81,24 @@ def export_program(module, example_args, dynamic_shapes=None):
     except Exception as e:  # torch raises many types; the user wants one
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise KilnError(f"torch.export failed for {type(module).__name__}: {type(e).__name__}: {first}") from None
+
+
+def _unaliased(example_args: tuple) -> tuple:
+    """``example_args`` with every tensor that shares memory with an earlier
+    one cloned: torch.export traces aliased inputs as one value, so
+    ``f(x, x, x)`` would export ``f(q, k, v)`` as a function of ``v`` alone
+    (the others unused), silently wrong for distinct inputs."""
+    import torch
+
+    seen, out = set(), []
+    for a in example_args:
+        if isinstance(a, torch.Tensor) and a.numel() > 0:
+            key = a.untyped_storage().data_ptr()
+            if key in seen:
+                a = a.clone()
+            seen.add(key)
+        out.append(a)
+    return tuple(out)
 
 
 def symbol_names(ep, dynamic_shapes) -> dict[str, str]:

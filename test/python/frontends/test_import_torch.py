@@ -180,3 +180,19 @@ def test_decomposition_table_drops_exactly_the_kept_ops():
     table = _decomposition_table()
     assert set(table.keys()) == expected
     assert torch.ops.aten.linear.default not in expected
+
+
+def test_aliased_example_inputs_stay_distinct_inputs():
+    """torch.export merges inputs that are the same tensor; kiln clones them first."""
+
+    class Attn(torch.nn.Module):
+        def forward(self, q, k, v):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    x = torch.randn(2, 4, 16, 8)
+    spec = {0: Dim("B", min=1, max=8), 2: Dim("L", min=1, max=64)}
+    model = kiln.compile(Attn(), (x, x, x), dynamic_shapes=(spec, spec, spec))
+    q, k, v = (torch.randn(3, 4, 20, 8) for _ in range(3))
+    with torch.no_grad():
+        ref = Attn()(q, k, v)
+    torch.testing.assert_close(model(q, k, v), ref, rtol=1e-4, atol=1e-5)
