@@ -605,6 +605,47 @@ static void wgemm_tasks(void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
+/* Tasks [lo, hi) when B is packed once (g->packed_b): task t is (image,
+ * chunk of row blocks), over every panel.  Each block of A is read once
+ * and used for all panels while in L1; with the panels outside (as in
+ * wgemm_tasks), a late ResNet layer (512 x 4608 weight, 2 panels) streamed
+ * its 9 MiB weight once per panel. */
+static void wgemm_rows_tasks(void *ctx, int64_t lo, int64_t hi) {
+  const wgemm_args *g = ctx;
+  float ap[KC * WMR] __attribute__((aligned(64)));
+  for (int64_t t = lo; t < hi; t++) {
+    int64_t chunk = t % g->mchunks, b = t / g->mchunks;
+    int64_t mb0 = g->mblocks * chunk / g->mchunks, mb1 = g->mblocks * (chunk + 1) / g->mchunks;
+    float *cb = g->C + b * g->sc;
+    const float *shared = g->packed_b + b * g->panels * g->K * WNR;
+    for (int64_t k0 = 0; k0 < g->K; k0 += g->kstep) {
+      int64_t kc = g->K - k0 < g->kstep ? g->K - k0 : g->kstep;
+      int add = g->accumulate || k0 > 0, relu = g->relu && k0 + kc == g->K;
+      for (int64_t mb = mb0; mb < mb1; mb++) {
+        int64_t m0 = mb * WMR, mr = g->M - m0 < WMR ? g->M - m0 : WMR;
+        const float *a = g->Ap + (mb * g->K + k0) * WMR;
+        if (g->Ap == NULL) {
+          for (int64_t k = 0; k < kc; k++)
+            for (int64_t i = 0; i < WMR; i++)
+              ap[k * WMR + i] = m0 + i < g->M ? g->A[(m0 + i) * g->lda + k0 + k] : 0.0f;
+          a = ap;
+        }
+        const float *bias = g->bias && k0 == 0 ? g->bias + m0 : NULL;
+        for (int64_t q = 0; q < g->panels; q++) {
+          int64_t n0 = q * WNR, nr = g->N - n0 < WNR ? g->N - n0 : WNR;
+          const float *bk = shared + (q * g->K + k0) * WNR;
+          float *c = cb + m0 * g->ldc + n0;
+          const float *res = g->res && k0 == 0 ? g->res + b * g->sc + m0 * g->ldc + n0 : NULL;
+          if (mr == WMR)
+            micro_w(WMR, a, bk, kc, c, g->ldc, nr, add, bias, res, relu);
+          else
+            micro_w((int)mr, a, bk, kc, c, g->ldc, nr, add, bias, res, relu);
+        }
+      }
+    }
+  }
+}
+
 static const float *packed_a_for(int64_t slot, const float *A, int64_t M, int64_t K, int64_t lda) {
   return slot_packed(slot, PACK_A, A, M, K, lda, (M + WMR - 1) / WMR * WMR * K, pack_a_blocks);
 }
@@ -630,9 +671,15 @@ static void wgemm_run(wgemm_args *g, int64_t A, int64_t lda, int32_t threads, in
   if (packed != NULL) {
     g->packed_b = packed;
     kiln_parallel_for(pack_b_tasks, g, have * kblocks, have * kblocks < threads ? have * kblocks : threads);
+    /* Then the row chunks span every panel: as many per image as balance the pool. */
+    g->mchunks = (want + g->batch - 1) / g->batch;
+    if (g->mchunks > g->mblocks) g->mchunks = g->mblocks;
+    int64_t tasks = g->batch * g->mchunks;
+    kiln_parallel_for(wgemm_rows_tasks, g, tasks, tasks < threads ? tasks : threads);
+  } else {
+    int64_t tasks = have * g->mchunks;
+    kiln_parallel_for(wgemm_tasks, g, tasks, tasks < threads ? tasks : threads);
   }
-  int64_t tasks = have * g->mchunks;
-  kiln_parallel_for(wgemm_tasks, g, tasks, tasks < threads ? tasks : threads);
   g->packed_b = NULL;
   free(packed);
 }
