@@ -7,7 +7,9 @@ allocates the outputs (the caller keeps them), and launches the kernels in
 schedule order.  Kernels follow kiln's kernel contract
 (``kernel(inputs, outputs, binding)`` writing into preallocated outputs) and
 receive torch CPU tensors.  Each call has its own arena, so one executor
-serves several threads at once.
+serves several threads at once.  A generated kernel that
+:mod:`kiln.runtime.split` marks row-independent runs as two halves of its
+leading dim on two threads (``kiln_run_split`` of the native library).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from ..errors import KilnError
 from .arena import ArenaPlan, ArenaPool, torch_dtype
 from .contract import compile_expr
 from .report import Metrics
+
+__all__ = ["Executor", "ModelRuntime", "Prepared", "constant_tensor", "prepare", "view_aliases"]
 
 #: A splittable kernel runs as two halves only when its row-split arguments
 #: hold at least this many bytes (a half-launch on the pool costs ~5 µs).
@@ -49,8 +53,6 @@ def _split_runner():
             fn.restype = None
         _runner.append(fn)
     return _runner[0]
-
-__all__ = ["Executor", "ModelRuntime", "Prepared", "constant_tensor", "prepare", "view_aliases"]
 
 
 def constant_tensor(op) -> torch.Tensor:
@@ -275,8 +277,8 @@ class Executor:
         if rows is None or rows < 2 or getattr(kernel, "static", True) or _split_runner() is None:
             return None
         cut = [self._leading(v, split) for v in ids]
-        out_bytes = sum(math.prod(m[0]) * self._itemsize(v) for v, m, c in zip(ids, metas, cut) if c)
-        if out_bytes < SPLIT_MIN_BYTES:
+        split_bytes = sum(math.prod(m[0]) * self._itemsize(v) for v, m, c in zip(ids, metas, cut) if c)
+        if split_bytes < SPLIT_MIN_BYTES:
             return None
         half = rows // 2
         halves = []

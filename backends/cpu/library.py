@@ -27,7 +27,11 @@ product leave OpenBLAS: few rows times a constant B (``kiln_sgemm_small``,
 B packed once into a slot), a constant A times activations
 (``kiln_sgemm_wa``, A packed once, all of the batch in one call on the
 native pool), and convolutions (``kiln_conv2d``, see :mod:`.conv`: the
-im2col copy, the zero padding and the bias init are folded into the call).
+im2col copy, the zero padding, the bias init and a residual/ReLU epilogue
+are folded into the call); an unmasked attention becomes one
+``kiln_attention`` call first (:mod:`.attention`).  The products left to
+OpenBLAS run as single-threaded slabs on the native pool
+(``kiln_sgemm_par``), not on OpenBLAS's own threads.
 
 Pointers cross as ``i64`` (same registers as a pointer in the x86-64 and
 AArch64 C ABIs).  The ExecutionEngine resolves the symbol from the shared

@@ -2,7 +2,8 @@
 
 ``kiln_native.c`` holds what JIT-compiled kernels call beyond the
 ExecutionEngine: a parallel-for thread pool, the GEMMs and the convolution
-(see the file); ``kiln_attention.c`` a flash-attention-style kernel.
+(see the file); ``kiln_attention.c`` a flash-attention-style kernel;
+``kiln_dispatch.c`` OpenBLAS slabs and split kernel launches on the pool.
 :func:`library` compiles them into one library with the system C
 compiler (``cc -O3 -march=native``: it only ever runs on the machine that
 built it) into the kernel cache's ``native/`` folder, named by the hash of
@@ -27,8 +28,8 @@ from pathlib import Path
 
 __all__ = ["SOURCES", "library", "load", "packed_bytes", "release_on_collect", "threads"]
 
-#: The C files of the library, compiled together (kiln_attention.c uses the pool).
-SOURCES = tuple(Path(__file__).with_name(name) for name in ("kiln_native.c", "kiln_attention.c"))
+#: The C files of the library, compiled together (the others use kiln_native.c's pool).
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("kiln_native.c", "kiln_attention.c", "kiln_dispatch.c"))
 FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-pthread")
 
 _lock = threading.Lock()

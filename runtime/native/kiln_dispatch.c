@@ -1,0 +1,114 @@
+/*
+ * kiln's native runtime, dispatch side: OpenBLAS's sgemm in slabs on the
+ * native pool, and split launches of generated kernels (built with
+ * kiln_native.c into one library; see kiln/runtime/native).
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+typedef void (*kiln_task_fn)(void *ctx, int64_t lo, int64_t hi);
+void kiln_parallel_for(kiln_task_fn fn, void *ctx, int64_t n, int64_t parts);
+int kiln_pool_threads(void);
+
+/* ----------------------------------------------- OpenBLAS on the native pool
+ *
+ * A large product of activations stays with OpenBLAS's sgemm, but its
+ * threads are not OpenBLAS's: they busy-wait for each other, and with one
+ * core taken by anything else (the native pool's spinning workers, another
+ * process) a 0.1 ms product took 12 ms.  kiln_sgemm_par cuts C into `parts`
+ * slabs (of columns, or of rows when C is narrow) and runs one
+ * single-threaded sgemm per slab on the native pool, where a part no worker
+ * takes is run by the caller.  kiln-cpu-library sets OpenBLAS to one thread
+ * around the call. */
+
+typedef void (*cblas_sgemm_fn)(int32_t order, int32_t ta, int32_t tb, int64_t M, int64_t N, int64_t K, float alpha,
+                               const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                               int64_t ldc);
+typedef int (*blas_threads_fn)(int);
+static cblas_sgemm_fn blas_sgemm = NULL;
+static blas_threads_fn blas_set_threads_local = NULL;
+
+/* The BLAS sgemm (a CBLAS interface with 64-bit integers) kiln_sgemm_par
+ * calls, and OpenBLAS's openblas_set_num_threads_local: its thread count is
+ * per calling thread, so each slab sets its own thread to one. */
+void kiln_set_sgemm(int64_t fn, int64_t set_threads_local) {
+  blas_sgemm = (cblas_sgemm_fn)fn;
+  blas_set_threads_local = (blas_threads_fn)set_threads_local;
+}
+
+enum { CBLAS_TRANS = 112 };
+
+typedef struct {
+  int32_t ta, tb;
+  int64_t M, N, K, lda, ldb, ldc, step;
+  float alpha, beta;
+  const float *A, *B;
+  float *C;
+  int by_rows;
+} par_args;
+
+static void par_slabs(void *ctx, int64_t lo, int64_t hi) {
+  const par_args *g = ctx;
+  int prev = blas_set_threads_local ? blas_set_threads_local(1) : 0;
+  for (int64_t s = lo; s < hi; s++) {
+    int64_t total = g->by_rows ? g->M : g->N, a0 = s * g->step;
+    int64_t len = total - a0 < g->step ? total - a0 : g->step;
+    if (len <= 0) continue;
+    if (g->by_rows) {
+      const float *A = g->ta == CBLAS_TRANS ? g->A + a0 : g->A + a0 * g->lda;
+      blas_sgemm(101, g->ta, g->tb, len, g->N, g->K, g->alpha, A, g->lda, g->B, g->ldb, g->beta,
+                 g->C + a0 * g->ldc, g->ldc);
+    } else {
+      const float *B = g->tb == CBLAS_TRANS ? g->B + a0 * g->ldb : g->B + a0;
+      blas_sgemm(101, g->ta, g->tb, g->M, len, g->K, g->alpha, g->A, g->lda, B, g->ldb, g->beta, g->C + a0,
+                 g->ldc);
+    }
+  }
+  if (blas_set_threads_local) blas_set_threads_local(prev);
+}
+
+/* cblas_sgemm (row-major: order 101) on up to `parts` threads of the pool. */
+void kiln_sgemm_par(int32_t order, int32_t ta, int32_t tb, int64_t M, int64_t N, int64_t K, float alpha, int64_t A,
+                    int64_t lda, int64_t B, int64_t ldb, float beta, int64_t C, int64_t ldc, int32_t parts) {
+  (void)order; /* kiln-cpu-library only emits row-major products */
+  par_args g = {ta, tb, M, N, K, lda, ldb, ldc, 0, alpha, beta, (const float *)A, (const float *)B, (float *)C, 0};
+  if (parts > kiln_pool_threads()) parts = kiln_pool_threads();
+  /* Slabs of whole 16-column (or 8-row) blocks, so no part gets a ragged sliver. */
+  g.by_rows = N < 32 * parts && M > N;
+  int64_t total = g.by_rows ? M : N, unit = g.by_rows ? 8 : 16;
+  int64_t units = (total + unit - 1) / unit;
+  if (parts > units) parts = (int32_t)units;
+  g.step = (units + parts - 1) / parts * unit;
+  if (parts <= 1) {
+    blas_sgemm(101, ta, tb, M, N, K, alpha, g.A, lda, g.B, ldb, beta, g.C, ldc);
+    return;
+  }
+  int64_t slabs = (total + g.step - 1) / g.step;
+  kiln_parallel_for(par_slabs, &g, slabs, slabs);
+}
+
+/* ------------------------------------------------------- split launches
+ *
+ * A generated kernel whose rows are independent along its leading dim
+ * (kiln/runtime/split.py) is launched as two calls of its packed C
+ * interface, on the two halves of its row-split arguments: the second on a
+ * worker of the pool.  Library calls inside a half find the pool busy and
+ * run on that half's thread. */
+
+typedef void (*packed_fn)(void *);
+
+typedef struct {
+  packed_fn fn;
+  void *args[2];
+} split_args;
+
+static void split_halves(void *ctx, int64_t lo, int64_t hi) {
+  const split_args *g = ctx;
+  for (int64_t i = lo; i < hi; i++) g->fn(g->args[i]);
+}
+
+/* fn(first) and fn(second), on two threads when the pool has one free. */
+void kiln_run_split(int64_t fn, int64_t first, int64_t second) {
+  split_args g = {(packed_fn)fn, {(void *)first, (void *)second}};
+  kiln_parallel_for(split_halves, &g, 2, 2);
+}
