@@ -10,7 +10,8 @@ it) computes the same thing when called twice, on rows ``[0, S/2)`` and
 one half on a worker of the native pool.
 
 :func:`split_symbol` decides it from the kernel's kiln IR.  A kernel is left
-whole when its shared inputs (those without ``S``: weights) exceed
+whole when its shared inputs (those without ``S``, and the constants inlined
+in it: weights) exceed
 :data:`MAX_SHARED_BYTES`, since each half would stream them again (the MLP's
 16 MiB weights), and library calls inside a half find the pool busy and run
 on their own thread.
@@ -25,8 +26,10 @@ from ..transforms.partition import is_elementwise
 
 __all__ = ["MAX_SHARED_BYTES", "split_symbol"]
 
-#: Most bytes of inputs a split kernel's two halves both read.
-MAX_SHARED_BYTES = 1 << 20
+#: Most bytes of inputs a split kernel's two halves both read: the
+#: transformer block's 1 MiB weights split well (its GEMM epilogues then use
+#: both cores), the MLP's 16 MiB ones do not (each half streams them again).
+MAX_SHARED_BYTES = 4 << 20
 
 _DTYPE_BYTES = {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1, "i1": 1}
 
@@ -120,8 +123,11 @@ def split_symbol(fn) -> str | None:
             return None
         if info is not None and info.rank and not _leading(info, sym) and sym in info.dims[0].symbols:
             return None
+    # Both halves read the inputs without S and the constants inlined in the kernel (weights, when
+    # kiln-partition inlines them).
     shared = 0
-    for info in args:
+    consts = [_info(op.results[0]) for op in ops if op.name == "kiln.constant"]
+    for info in args + consts:
         if info is not None and not _leading(info, sym):
             size = _nbytes(info)
             if size is None:

@@ -53,11 +53,15 @@ T = '!kiln.tensor<["B", "L", 8], f32>'
      '(!kiln.tensor<["L", 8], f32>, !kiln.tensor<["L", 8], f32>, !kiln.tensor<["L", 8], f32>) -> '
      '!kiln.tensor<["L", 8], f32>\nreturn %0 : !kiln.tensor<["L", 8], f32>', '%q: !kiln.tensor<["L", 8], f32>',
      '!kiln.tensor<["L", 8], f32>', None),
-    # A shared weight too large to read twice (4 MiB).
-    ('%0 = "kiln.matmul"(%x, %w) : (!kiln.tensor<["B", 1024], f32>, !kiln.tensor<[1024, 1024], f32>) -> '
-     '!kiln.tensor<["B", 1024], f32>\nreturn %0 : !kiln.tensor<["B", 1024], f32>',
-     '%x: !kiln.tensor<["B", 1024], f32>, %w: !kiln.tensor<[1024, 1024], f32>', '!kiln.tensor<["B", 1024], f32>',
+    # A shared weight too large to read twice (8 MiB), as an argument or inlined in the kernel.
+    ('%0 = "kiln.matmul"(%x, %w) : (!kiln.tensor<["B", 1024], f32>, !kiln.tensor<[1024, 2048], f32>) -> '
+     '!kiln.tensor<["B", 2048], f32>\nreturn %0 : !kiln.tensor<["B", 2048], f32>',
+     '%x: !kiln.tensor<["B", 1024], f32>, %w: !kiln.tensor<[1024, 2048], f32>', '!kiln.tensor<["B", 2048], f32>',
      None),
+    ('%w = "kiln.constant"() {value = dense<1.0> : tensor<1024x2048xf32>} : () -> !kiln.tensor<[1024, 2048], f32>\n'
+     '%0 = "kiln.matmul"(%x, %w) : (!kiln.tensor<["B", 1024], f32>, !kiln.tensor<[1024, 2048], f32>) -> '
+     '!kiln.tensor<["B", 2048], f32>\nreturn %0 : !kiln.tensor<["B", 2048], f32>',
+     '%x: !kiln.tensor<["B", 1024], f32>', '!kiln.tensor<["B", 2048], f32>', None),
     # B also as a later dim.
     ('%0 = "kiln.relu"(%x) : (!kiln.tensor<["B", "B"], f32>) -> !kiln.tensor<["B", "B"], f32>\n'
      'return %0 : !kiln.tensor<["B", "B"], f32>', '%x: !kiln.tensor<["B", "B"], f32>',
@@ -67,7 +71,7 @@ T = '!kiln.tensor<["B", "L", 8], f32>'
      'return %0 : !kiln.tensor<["B*L", 8], f32>', '%x: !kiln.tensor<["B*L", 8], f32>',
      '!kiln.tensor<["B*L", 8], f32>', None),
 ], ids=["rowwise", "small-weight", "softmax-axis0", "sum-axis0", "transpose-moves-B", "attention-rows",
-        "large-weight", "B-twice", "expression"])
+        "large-weight", "large-inlined-weight", "B-twice", "expression"])
 def test_split_symbol(body, args, result, want):
     assert _symbol(body, args, result) == want
 
