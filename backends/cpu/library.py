@@ -297,6 +297,19 @@ def _zero_fill_before(op, c):
     return prev
 
 
+def _strided_pointers(add, types: dict) -> None:
+    """Emit, per memref argument ``%<tag>`` of ``types``, its strided metadata
+    (offset ``%o<tag>``, sizes ``%s<tag>#i``, strides ``%t<tag>#i``) and its
+    aligned pointer as an i64 (``%p<tag>``)."""
+    for tag, t in types.items():
+        r = t.rank
+        idx = ", ".join(["index"] * r)
+        add(f"  %b{tag}, %o{tag}, %s{tag}:{r}, %t{tag}:{r} = memref.extract_strided_metadata %{tag} : {t} -> "
+            f"memref<f32>, index, {idx}, {idx}")
+        add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %b{tag} : memref<f32> -> index")
+        add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
+
+
 def _helper_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: bool = False) -> tuple[str, bool]:
     """The helper ``@name(A, B, C)`` computing ``g`` with library calls, and
     whether it uses ``slot``: the packing slot global a constant B may get
@@ -307,13 +320,7 @@ def _helper_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool
     ma, mb, mc = g.maps
     lines = [f"func.func private @{name}(%A: {ta}, %B: {tb}, %C: {tc}) {{"]
     add = lines.append
-    for tag, t in (("A", ta), ("B", tb), ("C", tc)):
-        r = t.rank
-        idx = ", ".join(["index"] * r)
-        add(f"  %b{tag}, %o{tag}, %s{tag}:{r}, %t{tag}:{r} = memref.extract_strided_metadata %{tag} : {t} -> "
-            f"memref<f32>, index, {idx}, {idx}")
-        add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %b{tag} : memref<f32> -> index")
-        add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
+    _strided_pointers(add, {"A": ta, "B": tb, "C": tc})
     add("  %c0 = arith.constant 0 : index")
     add("  %c1 = arith.constant 1 : index")
     add("  %c4 = arith.constant 4 : i64")
@@ -451,13 +458,8 @@ def _weight_a_text(name: str, g: _Gemm, beta: float, slot: str) -> str:
     lines = [f"func.func private @{name}(%A: {ta}, %B: {tb}, %C: {tc}) {{"]
     add = lines.append
     add("  %c4 = arith.constant 4 : i64")
-    for tag, t in (("A", ta), ("B", tb), ("C", tc)):
-        r = t.rank
-        idx = ", ".join(["index"] * r)
-        add(f"  %b{tag}, %o{tag}, %s{tag}:{r}, %t{tag}:{r} = memref.extract_strided_metadata %{tag} : {t} -> "
-            f"memref<f32>, index, {idx}, {idx}")
-        add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %b{tag} : memref<f32> -> index")
-        add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
+    _strided_pointers(add, {"A": ta, "B": tb, "C": tc})
+    for tag in ("A", "B", "C"):
         add(f"  %e{tag} = arith.index_cast %o{tag} : index to i64")
         add(f"  %x{tag} = arith.muli %e{tag}, %c4 : i64")
         add(f"  %y{tag} = arith.addi %p{tag}, %x{tag} : i64")
