@@ -65,10 +65,12 @@ MT_MNK = 1 << 22
 #: Products with at most this many rows (M) and a constant, untransposed B
 #: run in ``kiln_sgemm_small`` (kiln/runtime/native): OpenBLAS packs all of
 #: B on every call, which for a 8x1024x4096 product cost 1.7 ms against
-#: 0.6 ms streaming a copy of B packed once, on two threads.  At M = 64 the
-#: two are even (4.6 vs 4.4 ms); at 128x256x768 OpenBLAS wins (0.4 vs 1.0 ms).
+#: 0.6 ms streaming a copy of B packed once, on two threads.  Since the
+#: kernel prefetches the streamed panel, the bench MLP at B = 32 / 64 runs
+#: 5.6-9.2 / 11.0-12.5 ms native against 8.9-11.6 / 11.3-18.2 with OpenBLAS
+#: (three pairs); at 128x256x768 OpenBLAS won (0.4 vs 1.0 ms).
 #: ``KILN_SMALL_M`` overrides it.
-SMALL_M = int(os.environ.get("KILN_SMALL_M", "16"))
+SMALL_M = int(os.environ.get("KILN_SMALL_M", "64"))
 #: The native small-M GEMM's symbol, and the one freeing a packed B.
 SMALL_GEMM = "kiln_sgemm_small"
 FREE_PACKED = "kiln_free_packed"

@@ -14,13 +14,13 @@ from kiln.runtime import native
 pytestmark = pytest.mark.skipif(native.load() is None, reason="no C compiler: the native library is not built")
 
 
-def weight_text(k: int, n: int, seed: int = 0) -> tuple[str, np.ndarray]:
-    """``x @ W`` with ``W`` a constant [k, n] (a weight), x: [B, k], B in 1..64."""
+def weight_text(k: int, n: int, seed: int = 0, max_b: int = 64) -> tuple[str, np.ndarray]:
+    """``x @ W`` with ``W`` a constant [k, n] (a weight), x: [B, k], B in 1..max_b."""
     w = np.random.default_rng(seed).standard_normal((k, n), dtype=np.float32)
     hexdata = "0x" + w.tobytes().hex().upper()
     t_in, t_out = f'!kiln.tensor<["B", {k}], f32>', f'!kiln.tensor<["B", {n}], f32>'
     text = (
-        '"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()\n'
+        f'"kiln.symbol"() {{sym_name = "B", min = 1 : i64, max = {max_b} : i64}} : () -> ()\n'
         f"func.func @main(%x: {t_in}) -> {t_out} {{\n"
         f'  %w = "kiln.constant"() {{value = dense<"{hexdata}"> : tensor<{k}x{n}xf32>}} '
         f": () -> !kiln.tensor<[{k}, {n}], f32>\n"
@@ -32,14 +32,14 @@ def weight_text(k: int, n: int, seed: int = 0) -> tuple[str, np.ndarray]:
 
 @pytest.mark.parametrize("k, n", [(64, 100), (33, 32), (7, 5)])  # partial panels; N below one panel
 def test_constant_weight_is_packed_and_matches_numpy(k, n):
-    text, w = weight_text(k, n)
+    text, w = weight_text(k, n, max_b=library.SMALL_M + 8)
     model = kiln.compile(text, keep_ir=True)
     llvm = model.ir["llvm"]
     assert library.SMALL_GEMM in llvm and library.RELEASE in llvm
     before = native.packed_bytes()
     rng = np.random.default_rng(1)
     # Both sides of SMALL_M: the native kernel at and below it, OpenBLAS above.
-    for b in (1, 3, 4, 5, library.SMALL_M, library.SMALL_M + 1, 64):
+    for b in (1, 3, 4, 5, 8, 9, library.SMALL_M, library.SMALL_M + 1, library.SMALL_M + 8):
         x = rng.standard_normal((b, k), dtype=np.float32)
         np.testing.assert_allclose(model(x), x @ w, rtol=1e-4, atol=1e-4)
     assert native.packed_bytes() > before  # the weight was packed on the first small call
