@@ -21,22 +21,14 @@ from __future__ import annotations
 
 from ..._mlir import ir
 from ...conversions.kiln_to_linalg.nn import ATTENTION_ATTR
-from .library import _is_contiguous, _zero_fill_before, native_enabled, native_threads
+from .buffers import erase_dead_buffers
+from .library import _dims, _is_contiguous, _zero_fill_before, native_enabled, native_threads
 
-__all__ = ["MAX_HEAD_DIM", "NATIVE_ATTENTION", "erase_dead_buffers", "rewrite_attention", "view_closure"]
+__all__ = ["MAX_HEAD_DIM", "NATIVE_ATTENTION", "rewrite_attention"]
 
 #: The C entry point, and the largest head dim it takes (its MAX_HEAD_DIM).
 NATIVE_ATTENTION = "kiln_attention"
 MAX_HEAD_DIM = 256
-
-#: Ops that only view a buffer (their result aliases operand 0).
-_VIEWS = frozenset(["memref.reshape", "memref.expand_shape", "memref.collapse_shape", "memref.subview",
-                    "memref.cast", "memref.reinterpret_cast"])
-
-
-def _op(owner):
-    return owner.operation if hasattr(owner, "operation") else owner
-
 
 def _tag(op) -> dict | None:
     if ATTENTION_ATTR not in op.attributes:
@@ -44,16 +36,6 @@ def _tag(op) -> dict | None:
     d = ir.DictAttr(op.attributes[ATTENTION_ATTR])
     return {"id": ir.IntegerAttr(d["id"]).value, "scale": ir.FloatAttr(d["scale"]).value,
             "causal": ir.BoolAttr(d["causal"]).value}
-
-
-def _affine_dims(m) -> list[int] | None:
-    out = []
-    for e in m.results:
-        text = str(e)
-        if not text.startswith("d") or not text[1:].isdigit():
-            return None
-        out.append(int(text[1:]))
-    return out
 
 
 class _Attention:
@@ -84,8 +66,8 @@ def _match(pv, qk_by_id) -> _Attention | None:
     batch = list(range(nb))
     want_qk = [batch + [nb, nb + 2], batch + [nb + 1, nb + 2]]
     want_pv = batch + [nb + 2, nb + 1]
-    qk_maps = [_affine_dims(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(qk.attributes["indexing_maps"])]
-    pv_maps = [_affine_dims(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(pv.attributes["indexing_maps"])]
+    qk_maps = [_dims(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(qk.attributes["indexing_maps"])]
+    pv_maps = [_dims(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(pv.attributes["indexing_maps"])]
     if qk_maps[:2] != want_qk or pv_maps[1] != want_pv or pv_maps[2] != batch + [nb, nb + 1]:
         return None  # a broadcast batch dim (or another layout): keep the chain
     return _Attention(qk, pv, q, k, v, out, tag["scale"], tag["causal"])
@@ -180,82 +162,3 @@ def rewrite_attention(module) -> int:
     for fn in functions:
         erase_dead_buffers(fn)
     return len(calls)
-
-
-def view_closure(buffer) -> tuple[list, list]:
-    """``(views, users)``: the view ops reaching ``buffer`` (it and them in
-    order) and the other ops using any of them."""
-    views, users, todo = [], [], [buffer]
-    while todo:
-        value = todo.pop()
-        for use in value.uses:
-            user = _op(use.owner)
-            if user.name in _VIEWS and user.operands[0] == value:
-                views.append(user)
-                todo.append(user.results[0])
-            else:
-                users.append(user)
-    return views, users
-
-
-def erase_dead_buffers(fn) -> int:
-    """Erase the ``linalg`` ops of ``fn`` that write only ``memref.alloc``
-    buffers nobody else reads, and those buffers (with their views and
-    deallocs); the count of ops erased.
-
-    A buffer is dead when every op using it (through views) is a dealloc or
-    one of the dead ops; an op is dead when all its ``outs`` are dead
-    buffers.  Both sets start full and shrink to the greatest fixpoint, so a
-    chain of passes that only fed an erased op goes as a whole.
-    """
-    allocs, writers = [], []
-
-    def visit(op):
-        if op.name == "memref.alloc":
-            allocs.append(op)
-        elif op.name.startswith("linalg.") and len(op.results) == 0 and op.name != "linalg.yield":
-            writers.append(op)
-        return ir.WalkResult.ADVANCE
-
-    fn.walk(visit)
-    closure = {a: view_closure(a.results[0]) for a in allocs}
-    root = {}  # every view result (and alloc result) -> its alloc
-    for a, (views, _) in closure.items():
-        root[a.results[0]] = a
-        for v in views:
-            root[v.results[0]] = a
-    dead_ops = set()
-    for op in writers:
-        outs = _outs(op)
-        if outs and all(v in root for v in outs):
-            dead_ops.add(op)
-    dead_bufs = set(allocs)
-    changed = True
-    while changed:
-        changed = False
-        for a in list(dead_bufs):
-            if any(u.name != "memref.dealloc" and u not in dead_ops for u in closure[a][1]):
-                dead_bufs.discard(a)
-                changed = True
-        for op in list(dead_ops):
-            if any(root[v] not in dead_bufs for v in _outs(op)):
-                dead_ops.discard(op)
-                changed = True
-    for op in dead_ops:
-        op.erase()
-    for a in dead_bufs:
-        views, users = closure[a]
-        for u in users:
-            if u.name == "memref.dealloc":
-                u.erase()
-        for v in reversed(views):
-            v.erase()
-        a.erase()
-    return len(dead_ops)
-
-
-def _outs(op) -> list:
-    """The ``outs`` operands of a destination-style linalg op (bufferized)."""
-    sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
-    n_ins, n_outs = sizes[0], sizes[1]
-    return list(op.operands)[n_ins:n_ins + n_outs]

@@ -19,6 +19,7 @@ import re
 
 from ..._mlir import ir
 from ...conversions.kiln_to_linalg.nn import PAD_ATTR
+from .buffers import op_of, view_closure, view_root
 from .library import (
     _NO_TRANS,
     _ROW_MAJOR,
@@ -234,7 +235,7 @@ def match_im2col(g) -> Im2col | None:
         return None
     copy, dead = None, [reshape]
     for use in col.uses:
-        user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+        user = op_of(use.owner)
         if user.name == "memref.dealloc":
             dead.append(user)
         elif user.name == "linalg.generic" and copy is None and len(user.operands) == 2 and user.operands[1] == col:
@@ -283,7 +284,7 @@ def output_init(g):
     block_ops = [o.operation for o in g.op.block.operations]
     at = block_ops.index(g.op)
     init = None
-    for user in _users(z):
+    for user in _users_of(z):
         pos = block_ops.index(user) if user.block == g.op.block else None
         if pos is None or pos > at or user.name == "memref.reshape":
             continue
@@ -299,10 +300,7 @@ def output_init(g):
         return None
     src = init.operands[0]
     if isinstance(src.type, ir.F32Type):  # a scalar fill: 0.0 only
-        const = getattr(src.owner, "operation", None)
-        if const is None or const.name != "arith.constant" or ir.FloatAttr(const.attributes["value"]).value != 0.0:
-            return None
-        return init, None
+        return (init, None) if _is_zero(src) else None
     try:
         bt = ir.MemRefType(src.type)
     except (ValueError, TypeError):
@@ -315,25 +313,29 @@ def output_init(g):
 _OLT = 4  # arith.cmpf's predicate number for "olt"
 
 
+def _is_zero(v) -> bool:
+    """``v`` is an ``arith.constant`` float 0 (either sign)."""
+    owner = getattr(v.owner, "operation", None)
+    if owner is None or owner.name != "arith.constant":
+        return False
+    try:
+        return ir.FloatAttr(owner.attributes["value"]).value == 0.0
+    except ValueError:  # an integer or vector constant
+        return False
+
+
 def _is_relu_body(block) -> bool:
     """``select(cmpf olt(x, 0), 0, x)`` (the lowering of ``kiln.relu``) or ``maximumf(x, 0)``."""
     ops = [o.operation for o in block.operations]
     x = block.arguments[0]
-    zero = ("0.000000e+00", "-0.000000e+00")
-
-    def is_zero(v):
-        owner = getattr(v.owner, "operation", None)
-        return owner is not None and owner.name == "arith.constant" and \
-            str(owner.attributes["value"]).split(":")[0].strip() in zero
-
     if len(ops) == 3 and [o.name for o in ops] == ["arith.cmpf", "arith.select", "linalg.yield"]:
         cmp, sel, yld = ops
         return (ir.IntegerAttr(cmp.attributes["predicate"]).value == _OLT
-                and cmp.operands[0] == x and is_zero(cmp.operands[1])
-                and sel.operands[0] == cmp.results[0] and is_zero(sel.operands[1]) and sel.operands[2] == x
+                and cmp.operands[0] == x and _is_zero(cmp.operands[1])
+                and sel.operands[0] == cmp.results[0] and _is_zero(sel.operands[1]) and sel.operands[2] == x
                 and yld.operands[0] == sel.results[0])
     if len(ops) == 2 and ops[0].name == "arith.maximumf":
-        return x in list(ops[0].operands) and any(is_zero(v) for v in ops[0].operands) and \
+        return x in list(ops[0].operands) and any(_is_zero(v) for v in ops[0].operands) and \
             ops[1].operands[0] == ops[0].results[0]
     return False
 
@@ -351,8 +353,6 @@ def _sole_reader(buffer, g, block_ops, writer=None):
     """The one op after ``g`` reading the local allocation ``buffer``
     (through views), ignoring deallocs, its ``writer`` and, before ``g``,
     its init; else None."""
-    from .attention import view_closure
-
     if getattr(buffer.owner, "operation", None) is None or buffer.owner.operation.name != "memref.alloc":
         return None  # an output of the function (or an argument): its contents are seen after
     at = block_ops.index(g.op)
@@ -402,7 +402,7 @@ def _untouched_between(value, g, end_op, block_ops, allowed) -> bool:
     """Nothing but ``allowed`` uses ``value`` between ``g`` and ``end_op``."""
     lo, hi = block_ops.index(g.op), block_ops.index(end_op)
     for use in value.uses:
-        user = _op_of(use.owner)
+        user = op_of(use.owner)
         if user not in allowed and user.block == g.op.block and lo < block_ops.index(user) <= hi:
             return False
     return True
@@ -416,9 +416,7 @@ def conv_epilogue(g) -> Epilogue | None:
     ReLU alone.  The call then writes the last one's output, which must be
     defined before ``g`` and untouched until that generic."""
     block_ops = [o.operation for o in g.op.block.operations]
-    buffer = g.c
-    while getattr(buffer.owner, "operation", None) is not None and buffer.owner.operation.name == "memref.reshape":
-        buffer = buffer.owner.operation.operands[0]
+    buffer = view_root(g.c)
     dead, residual, relu = [], None, False
     reader = _sole_reader(buffer, g, block_ops)
     if reader is not None and _is_add_body(reader.regions[0].blocks[0]):
@@ -426,7 +424,7 @@ def conv_epilogue(g) -> Epilogue | None:
         if io is None:
             return None
         ins, out = io
-        other = [v for v in ins if not _views(v, buffer)]
+        other = [v for v in ins if view_root(v) != buffer]
         if len(other) != 1 or not _plain_4d(other[0], g, block_ops) or not _plain_4d(out, g, block_ops):
             return None
         if not _untouched_between(other[0], g, reader, block_ops, {reader}):
@@ -444,23 +442,8 @@ def conv_epilogue(g) -> Epilogue | None:
     return Epilogue(dead, buffer, residual, relu)
 
 
-def _views(value, buffer) -> bool:
-    """``value`` is ``buffer`` or a chain of views of it."""
-    while True:
-        if value == buffer:
-            return True
-        owner = getattr(value.owner, "operation", None)
-        if owner is None or owner.name not in ("memref.reshape", "memref.expand_shape", "memref.collapse_shape"):
-            return False
-        value = owner.operands[0]
-
-
-def _op_of(owner):
-    return owner.operation if hasattr(owner, "operation") else owner
-
-
-def _users(v) -> list:
-    return [u.owner.operation if hasattr(u.owner, "operation") else u.owner for u in v.uses]
+def _users_of(v) -> list:
+    return [op_of(u.owner) for u in v.uses]
 
 
 def _zero_pad_source(x):
@@ -471,7 +454,7 @@ def _zero_pad_source(x):
     if alloc is None or alloc.name != "memref.alloc":
         return None
     pad, dead, readers = None, [], 0
-    for user in _users(x):
+    for user in _users_of(x):
         if user.name == "memref.dealloc":
             dead.append(user)
         elif user.name == "linalg.generic" and PAD_ATTR in user.attributes and len(user.operands) == 1:

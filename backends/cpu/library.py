@@ -46,6 +46,7 @@ import os
 
 from ..._mlir import ir
 from ...pipelines.registry import Option, Pass, register_pass
+from .buffers import erase_dead_buffers, view_root
 
 __all__ = ["SGEMM", "CpuLibrary", "blas_library", "enabled", "rewrite_contractions", "shared_libs",
            "weight_a_enabled"]
@@ -500,7 +501,6 @@ def rewrite_contractions(module) -> int:
     """Replace every matched contraction in ``module`` (bufferized) with a
     library call (sgemm, or the native GEMM or convolution); the count."""
     from ..._mlir import func
-    from .attention import erase_dead_buffers
     from .conv import conv_epilogue, conv_text, match_conv, match_im2col, native_conv_text, output_init
 
     module = module.operation  # an ir.Module or its operation
@@ -559,12 +559,12 @@ def rewrite_contractions(module) -> int:
             # convolution's im2col copy is folded into the call.
             slots.append(slot)
             im = match_im2col(g)
-            init = output_init(g) if im is not None and fill is None else None
-            if init is not None:  # the output starts from the bias (or 0) in the call
-                beta, bias = 0.0, init[1]
-                dead = [init[0]]
             if im is not None:
-                bias = init[1] if init is not None else None
+                init = output_init(g) if fill is None else None
+                bias = None
+                if init is not None:  # the output starts from the bias (or 0) in the call
+                    beta, bias = 0.0, init[1]
+                    dead = [init[0]]
                 # A residual add and/or ReLU after it are applied in the call,
                 # which then writes the last one's output.
                 epi = conv_epilogue(g) if beta == 0.0 else None
@@ -616,9 +616,7 @@ def _constant_global(v) -> str | None:
     reshape of one), else None."""
     # An op or a block (a block argument).  Not ``owner.name``: GetGlobalOp's
     # generated ``name`` accessor is the symbol, not the op name.
-    op = getattr(v.owner, "operation", None)
-    while op is not None and op.name in ("memref.reshape", "memref.collapse_shape", "memref.expand_shape"):
-        op = getattr(op.operands[0].owner, "operation", None)
+    op = getattr(view_root(v).owner, "operation", None)
     if op is not None and op.name == "memref.get_global":
         return ir.FlatSymbolRefAttr(op.attributes["name"]).value
     return None
