@@ -22,7 +22,9 @@ from __future__ import annotations
 import math
 
 from ..dialects.kiln import TensorType, tensor_info
+from ..errors import KilnError
 from ..transforms.partition import is_elementwise
+from .arena import torch_dtype
 
 __all__ = ["MAX_SHARED_BYTES", "split_symbol"]
 
@@ -30,9 +32,6 @@ __all__ = ["MAX_SHARED_BYTES", "split_symbol"]
 #: transformer block's 1 MiB weights split well (its GEMM epilogues then use
 #: both cores), the MLP's 16 MiB ones do not (each half streams them again).
 MAX_SHARED_BYTES = 4 << 20
-
-_DTYPE_BYTES = {"f64": 8, "i64": 8, "f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i16": 2, "i8": 1, "i1": 1}
-
 
 def _info(value):
     return tensor_info(value.type) if isinstance(value.type, TensorType) else None
@@ -94,7 +93,11 @@ def _row_op(op, sym: str) -> bool:
 def _nbytes(info) -> int | None:
     if info is None or any(not d.is_static for d in info.dims):
         return None
-    return math.prod(d.value for d in info.dims) * _DTYPE_BYTES.get(str(info.dtype), 8)
+    try:
+        itemsize = torch_dtype(info.dtype).itemsize
+    except KilnError:  # a dtype the runtime has no tensor for: never split
+        return None
+    return math.prod(d.value for d in info.dims) * itemsize
 
 
 def split_symbol(fn) -> str | None:
