@@ -227,15 +227,23 @@ static const float *slot_packed(int64_t slot, int64_t kind, const float *src, in
   return pb->src == src && pb->K == rows && pb->N == cols && pb->ldb == ld && pb->kind == kind ? pb->data : NULL;
 }
 
-/* B (K x N) as panels of NR columns, K rows each contiguous. */
-static void pack_b_panels(float *dst, const float *B, int64_t K, int64_t N, int64_t ldb) {
-  int64_t np = (N + NR - 1) / NR;
+/* src (element (k, n) at src[k * sk + n * sn], k < K, n < N) as panels of
+ * `width` n's, each [K][width] with zeros past N: the layout both packed
+ * GEMM operands use (B's column panels, A's row blocks). */
+static inline __attribute__((always_inline)) void pack_panels(float *dst, const float *src, int64_t K, int64_t N,
+                                                              int64_t width, int64_t sk, int64_t sn) {
+  int64_t np = (N + width - 1) / width;
   for (int64_t q = 0; q < np; q++)
     for (int64_t k = 0; k < K; k++)
-      for (int64_t j = 0; j < NR; j++) {
-        int64_t n = q * NR + j;
-        dst[(q * K + k) * NR + j] = n < N ? B[k * ldb + n] : 0.0f;
+      for (int64_t j = 0; j < width; j++) {
+        int64_t n = q * width + j;
+        dst[(q * K + k) * width + j] = n < N ? src[k * sk + n * sn] : 0.0f;
       }
+}
+
+/* B (K x N) as panels of NR columns, K rows each contiguous. */
+static void pack_b_panels(float *dst, const float *B, int64_t K, int64_t N, int64_t ldb) {
+  pack_panels(dst, B, K, N, NR, ldb, 1);
 }
 
 static const float *packed_for(int64_t slot, const float *B, int64_t K, int64_t N, int64_t ldb) {
@@ -368,13 +376,7 @@ static inline vw loadw(const float *p) {
 
 /* A (M x K) as blocks of WMR rows, each [K][WMR] (zero rows pad the last). */
 static void pack_a_blocks(float *dst, const float *A, int64_t M, int64_t K, int64_t lda) {
-  int64_t nb = (M + WMR - 1) / WMR;
-  for (int64_t q = 0; q < nb; q++)
-    for (int64_t k = 0; k < K; k++)
-      for (int64_t i = 0; i < WMR; i++) {
-        int64_t m = q * WMR + i;
-        dst[(q * K + k) * WMR + i] = m < M ? A[m * lda + k] : 0.0f;
-      }
+  pack_panels(dst, A, K, M, WMR, 1, lda);
 }
 
 /* max(x, 0) lane by lane, NaN kept (as torch.relu and the generated select do). */
