@@ -59,11 +59,11 @@ def constant_tensor(op) -> torch.Tensor:
     """The data of a ``kiln.constant`` op as a torch tensor (a splat is expanded).
 
     A ``dense_resource`` constant is read through
-    :func:`~kiln.transforms._resources.resource_bytes` (the array its
-    frontend made it from, or its blob printed alone).
+    :func:`~kiln.transforms._graph.resource_array` (the array its frontend
+    made it from, or its blob printed alone).
     """
     from .._mlir import ir
-    from ..transforms._resources import resource_bytes
+    from ..transforms._graph import resource_array
 
     attr = op.operation.attributes["value"]
     t = ir.RankedTensorType(attr.type)
@@ -73,12 +73,10 @@ def constant_tensor(op) -> torch.Tensor:
             splat = attr.get_splat_value()
             return torch.from_numpy(np.full(shape, getattr(splat, "value", splat), dtype=dtype))
         return torch.from_numpy(np.array(attr).reshape(shape).astype(dtype, copy=True))
-    raw = resource_bytes(attr, op.operation) if str(attr).startswith("dense_resource<") else None
-    if raw is None:
+    data = resource_array(op.operation, shape, dtype) if str(attr).startswith("dense_resource<") else None
+    if data is None:
         raise KilnError(f"cannot read the data of constant {str(attr)[:60]}")
-    if dtype is np.bool_:
-        return torch.from_numpy(raw.astype(np.bool_).reshape(shape))
-    return torch.from_numpy(raw.view(dtype).reshape(shape).copy())
+    return torch.from_numpy(data.copy())  # the runtime's own, writable memory
 
 
 def _np_dtype(name: str):

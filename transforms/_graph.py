@@ -25,6 +25,7 @@ __all__ = [
     "make_constant",
     "numpy_dtype",
     "replace_value",
+    "resource_array",
     "same_type",
     "users",
 ]
@@ -130,10 +131,13 @@ def constant_array(value_or_op, max_bytes: int | None = None) -> np.ndarray | No
         if arr.dtype == object:
             return None
         return arr.astype(dt, copy=False).reshape(shape)
-    return _resource_array(op, shape, dt)
+    return resource_array(op, shape, dt)
 
 
-def _resource_array(op, shape, dt) -> np.ndarray | None:
+def resource_array(op, shape, dt) -> np.ndarray | None:
+    """The ``dense_resource`` data of the constant ``op`` as a read-only
+    array of ``shape`` and numpy dtype ``dt``; None when it cannot be read
+    or its size does not match."""
     raw = resource_bytes(op.attributes["value"], op)
     if raw is None:
         return None

@@ -326,7 +326,7 @@ def _constant_tensor(op, spec: TensorSpec):
     import numpy as np
     import torch
 
-    from ...transforms._graph import _resource_array, constant_array
+    from ...transforms._graph import constant_array, resource_array
 
     shape = spec.shape({})
     if spec.dtype == "bf16":
@@ -335,7 +335,7 @@ def _constant_tensor(op, spec: TensorSpec):
         attr = op.attributes["value"]
         if isinstance(attr, ir.DenseElementsAttr) and attr.is_splat:
             return torch.full(shape, float(attr.get_splat_value().value), dtype=torch.bfloat16)
-        bits = _resource_array(op.operation, shape, np.uint16)
+        bits = resource_array(op.operation, shape, np.uint16)
         if bits is not None:
             return torch.from_numpy(bits.copy()).view(torch.bfloat16)
         array = None
