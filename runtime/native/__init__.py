@@ -29,7 +29,10 @@ from pathlib import Path
 __all__ = ["SOURCES", "library", "load", "packed_bytes", "release_on_collect", "threads"]
 
 #: The C files of the library, compiled together (the others use kiln_native.c's pool).
-SOURCES = tuple(Path(__file__).with_name(name) for name in ("kiln_native.c", "kiln_attention.c", "kiln_dispatch.c"))
+SOURCES = tuple(Path(__file__).with_name(name)
+                for name in ("kiln_native.c", "kiln_conv.c", "kiln_attention.c", "kiln_dispatch.c"))
+#: What they include (part of the library's cache key, not compiled alone).
+HEADERS = (Path(__file__).with_name("kiln_native.h"),)
 FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-pthread")
 
 _lock = threading.Lock()
@@ -60,7 +63,7 @@ def library() -> str | None:
 
         # -march=native: the host CPU is part of the name (a cache dir shared
         # between machines must not hand one's AVX-512 build to another).
-        src = b"".join(path.read_bytes() for path in SOURCES)
+        src = b"".join(path.read_bytes() for path in SOURCES + HEADERS)
         digest = hashlib.sha256(src + cc.encode() + " ".join(FLAGS).encode() + host_cpu().encode()).hexdigest()[:20]
         out = default_cache_dir() / "native" / f"kiln_native-{digest}.so"
         path: str | None = str(out)

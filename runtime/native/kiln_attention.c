@@ -20,8 +20,7 @@
 #include <stdint.h>
 #include <string.h>
 
-typedef void (*kiln_task_fn)(void *ctx, int64_t lo, int64_t hi);
-void kiln_parallel_for(kiln_task_fn fn, void *ctx, int64_t n, int64_t parts);
+#include "kiln_native.h"
 
 #if defined(__AVX512F__)
 #define AW 16

@@ -6,9 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef void (*kiln_task_fn)(void *ctx, int64_t lo, int64_t hi);
-void kiln_parallel_for(kiln_task_fn fn, void *ctx, int64_t n, int64_t parts);
-int kiln_pool_threads(void);
+#include "kiln_native.h"
 
 /* ----------------------------------------------- OpenBLAS on the native pool
  *

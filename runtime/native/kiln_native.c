@@ -8,9 +8,8 @@
  *     where OpenBLAS packs all of B on every call (16 MiB for a 1024x4096
  *     weight at M = 8) and runs below memory speed.  Here B is streamed
  *     once per block of rows, in column panels split over the threads;
- *   - kiln_sgemm_wa and kiln_conv2d: a constant A (a weight) times
- *     activations, and convolutions with the im2col gathered per panel
- *     (the weight-A GEMM section below).
+ *   - the packing slots of constant operands both GEMMs use (kiln_conv.c
+ *     has the other: a constant A times activations, and convolutions).
  *
  * Built on first use by kiln/runtime/native.py (cc -O3 -march=native) and
  * loaded into the ExecutionEngine as a shared library.
@@ -22,9 +21,9 @@
 #include <string.h>
 #include <time.h>
 
-/* ------------------------------------------------------------------ pool */
+#include "kiln_native.h"
 
-typedef void (*kiln_task_fn)(void *ctx, int64_t lo, int64_t hi);
+/* ------------------------------------------------------------------ pool */
 
 #define KILN_MAX_THREADS 64
 /* Workers spin this long after a job before sleeping: kernels of one call
@@ -176,12 +175,10 @@ static inline v8 load8(const float *p) {
 typedef struct {
   const float *src;
   int64_t K, N, ldb;
-  int64_t kind;  /* PACK_B (this file's small GEMM) or PACK_A (the weight-A GEMM below) */
+  int64_t kind;  /* KILN_PACK_B (this file's small GEMM) or KILN_PACK_A (kiln_conv.c) */
   int64_t bytes; /* of data[] */
   float data[];
 } packed_t;
-
-enum { PACK_B = 0, PACK_A = 1 };
 
 static atomic_llong packed_total = 0;
 
@@ -197,9 +194,8 @@ void kiln_free_packed(int64_t p) {
 /* The slot's packed copy of `src` (rows x cols, leading dim ld) in layout
  * `kind`, packing it on the first call; NULL when the slot holds another
  * matrix or memory ran out (callers then take an unpacked path). */
-static const float *slot_packed(int64_t slot, int64_t kind, const float *src, int64_t rows, int64_t cols,
-                                int64_t ld, int64_t floats, void (*pack)(float *, const float *, int64_t, int64_t,
-                                                                         int64_t)) {
+const float *kiln_slot_packed(int64_t slot, int64_t kind, const float *src, int64_t rows, int64_t cols, int64_t ld,
+                              int64_t floats, kiln_pack_fn pack) {
   if (slot == 0) return NULL;
   _Atomic(packed_t *) *s = (_Atomic(packed_t *) *)slot;
   packed_t *pb = atomic_load_explicit(s, memory_order_acquire);
@@ -227,27 +223,13 @@ static const float *slot_packed(int64_t slot, int64_t kind, const float *src, in
   return pb->src == src && pb->K == rows && pb->N == cols && pb->ldb == ld && pb->kind == kind ? pb->data : NULL;
 }
 
-/* src (element (k, n) at src[k * sk + n * sn], k < K, n < N) as panels of
- * `width` n's, each [K][width] with zeros past N: the layout both packed
- * GEMM operands use (B's column panels, A's row blocks). */
-static inline __attribute__((always_inline)) void pack_panels(float *dst, const float *src, int64_t K, int64_t N,
-                                                              int64_t width, int64_t sk, int64_t sn) {
-  int64_t np = (N + width - 1) / width;
-  for (int64_t q = 0; q < np; q++)
-    for (int64_t k = 0; k < K; k++)
-      for (int64_t j = 0; j < width; j++) {
-        int64_t n = q * width + j;
-        dst[(q * K + k) * width + j] = n < N ? src[k * sk + n * sn] : 0.0f;
-      }
-}
-
 /* B (K x N) as panels of NR columns, K rows each contiguous. */
 static void pack_b_panels(float *dst, const float *B, int64_t K, int64_t N, int64_t ldb) {
   pack_panels(dst, B, K, N, NR, ldb, 1);
 }
 
 static const float *packed_for(int64_t slot, const float *B, int64_t K, int64_t N, int64_t ldb) {
-  return slot_packed(slot, PACK_B, B, K, N, ldb, (N + NR - 1) / NR * NR * K, pack_b_panels);
+  return kiln_slot_packed(slot, KILN_PACK_B, B, K, N, ldb, (N + NR - 1) / NR * NR * K, pack_b_panels);
 }
 
 typedef struct {
@@ -340,392 +322,4 @@ void kiln_sgemm_small(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, i
   g.P = packed_for(slot, g.B, K, N, ldb);
   int64_t np = (N + NR - 1) / NR;
   kiln_parallel_for(panels, &g, np, threads);
-}
-
-/* ---------------------------------------------------- weight-A GEMM, conv
- *
- * C[b] = A B[b] (+ C[b]) where A (M x K) is a constant of the JIT module (a
- * convolution's or a weight-first product's weight) and B[b] (K x N) is an
- * activation: the im2col matrix of a convolution, or an im2col it gathers
- * itself from the (padded) NCHW input.  OpenBLAS packs A and B on every call
- * and runs these small products on one thread per image; here A is packed
- * once into the slot, and the work is split over images, column panels and,
- * when those are few, row blocks, on every thread of the pool.
- *
- * Register block: WMR rows of A times WNR = 2 vectors of columns; 8 x 32
- * with AVX-512 (16 accumulators of 32), 6 x 16 with AVX2.  K runs in blocks
- * of KC rows so a block of the packed B panel (KC x WNR) stays in L1. */
-
-#if defined(__AVX512F__)
-#define VW 16
-#define WMR 8
-#else
-#define VW 8
-#define WMR 6
-#endif
-#define WNR (2 * VW)
-#define KC 384 /* at most; K is split into equal blocks */
-
-typedef float vw __attribute__((vector_size(VW * 4)));
-
-static inline vw loadw(const float *p) {
-  vw v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-
-/* A (M x K) as blocks of WMR rows, each [K][WMR] (zero rows pad the last). */
-static void pack_a_blocks(float *dst, const float *A, int64_t M, int64_t K, int64_t lda) {
-  pack_panels(dst, A, K, M, WMR, 1, lda);
-}
-
-/* max(x, 0) lane by lane, NaN kept (as torch.relu and the generated select do). */
-static inline vw relu_w(vw x) {
-  typedef int32_t vwi __attribute__((vector_size(VW * 4)));
-  vwi neg = x < (vw){0};
-  return (vw)((vwi)x & ~neg);
-}
-
-/* c[0 .. mr, 0 .. nr] (leading dim ldc) = or += a[kc][WMR] . b[kc][WNR],
- * starting from bias[m] for row m when bias is not NULL, plus res (same
- * layout as c; the first block of K only, so res may be c itself); `relu`
- * (the last block of K only) applies max(., 0) to what is stored. */
-static inline __attribute__((always_inline)) void micro_w(int mr, const float *a, const float *b, int64_t kc,
-                                                           float *c, int64_t ldc, int64_t nr, int add,
-                                                           const float *bias, const float *res, int relu) {
-  vw acc[WMR][2];
-  for (int m = 0; m < WMR; m++) {
-    float b0 = bias && m < mr ? bias[m] : 0.0f;
-    acc[m][0] = acc[m][1] = (vw){0} + b0;
-  }
-  for (int64_t k = 0; k < kc; k++) {
-    vw b0 = loadw(b + k * WNR), b1 = loadw(b + k * WNR + VW);
-    const float *ak = a + k * WMR;
-    for (int m = 0; m < WMR; m++) {
-      acc[m][0] += ak[m] * b0;
-      acc[m][1] += ak[m] * b1;
-    }
-  }
-  for (int m = 0; m < mr; m++) {
-    float *cm = c + m * ldc;
-    if (nr == WNR) {
-      vw c0 = acc[m][0], c1 = acc[m][1];
-      if (add) {
-        c0 += loadw(cm);
-        c1 += loadw(cm + VW);
-      }
-      if (res) {
-        c0 += loadw(res + m * ldc);
-        c1 += loadw(res + m * ldc + VW);
-      }
-      if (relu) {
-        c0 = relu_w(c0);
-        c1 = relu_w(c1);
-      }
-      __builtin_memcpy(cm, &c0, sizeof c0);
-      __builtin_memcpy(cm + VW, &c1, sizeof c1);
-    } else {
-      float out[WNR];
-      __builtin_memcpy(out, &acc[m][0], sizeof acc[m][0]);
-      __builtin_memcpy(out + VW, &acc[m][1], sizeof acc[m][1]);
-      for (int64_t j = 0; j < nr; j++) {
-        float y = add ? cm[j] + out[j] : out[j];
-        y = res ? y + res[m * ldc + j] : y;
-        cm[j] = relu && y < 0.0f ? 0.0f : y;
-      }
-    }
-  }
-}
-
-/* Where the columns of B come from: a matrix, or the im2col of an NCHW
- * image (row k = (c, kh, kw), column p = (oh, ow)). */
-typedef struct {
-  int64_t batch, M, N, K;
-  const float *A;
-  int64_t lda;
-  const float *Ap; /* A packed by pack_a_blocks, or NULL */
-  const float *B;
-  int64_t ldb, sb; /* matrix source: row stride, image stride */
-  int64_t H, W, KH, KW, sh, sw, dh, dw, OW, pt, pl; /* im2col source (B: the images, sb their stride) */
-  int im2col;
-  float *C;
-  int64_t ldc, sc;
-  int accumulate;
-  const float *bias; /* per row of C, added once (with accumulate 0), or NULL */
-  const float *res;  /* added to C once (laid out as C), or NULL */
-  int relu;          /* max(., 0) on the final C */
-  int64_t panels, mchunks, mblocks;
-  int64_t kstep;   /* rows of K per block: K split into equal blocks of at most KC */
-  float *packed_b; /* every panel of B packed once (row chunks share it), or NULL: each task packs its own */
-} wgemm_args;
-
-/* A run of a panel's im2col columns: `len` outputs of one output row, from
- * column j0 of the panel, reading input row ih and columns iw, iw + sw, ...
- * (before the kernel offsets; either may be in the padding).  For kernel
- * column kw < RUN_KW, outputs [lo[kw], hi[kw]) of the run read inside the
- * input row (computed once per panel: divisions per row of K cost as much
- * as the copies). */
-#define RUN_KW 16
-typedef struct {
-  int64_t j0, len, ih, iw;
-  int32_t lo[RUN_KW], hi[RUN_KW];
-} run_t;
-
-static void run_bounds(const wgemm_args *g, int64_t iw, int64_t len, int64_t *lo, int64_t *hi) {
-  int64_t sw = g->sw;
-  *lo = iw < 0 ? (-iw + sw - 1) / sw : 0;
-  *hi = iw < g->W ? (g->W - iw + sw - 1) / sw : 0;
-  if (*hi > len) *hi = len;
-  if (*lo > *hi) *lo = *hi;
-}
-
-static int panel_runs(const wgemm_args *g, int64_t n0, int64_t nr, run_t *runs) {
-  int n = 0;
-  for (int64_t j = 0; j < nr;) {
-    int64_t p = n0 + j, oh = p / g->OW, ow = p % g->OW;
-    int64_t len = g->OW - ow < nr - j ? g->OW - ow : nr - j;
-    run_t *u = &runs[n++];
-    u->j0 = j, u->len = len, u->ih = oh * g->sh - g->pt, u->iw = ow * g->sw - g->pl;
-    for (int64_t kw = 0; kw < g->KW && kw < RUN_KW; kw++) {
-      int64_t lo, hi;
-      run_bounds(g, u->iw + kw * g->dw, len, &lo, &hi);
-      u->lo[kw] = (int32_t)lo, u->hi[kw] = (int32_t)hi;
-    }
-    j += len;
-  }
-  return n;
-}
-
-/* The KC x WNR block of rows [k0, k0 + kc) of B[b]'s panel at column n0
- * (im2col: from the runs; zeros in the padding and past nr). */
-static void pack_block(const wgemm_args *g, const float *src, int64_t n0, int64_t nr, int64_t k0, int64_t kc,
-                       const run_t *runs, int nruns, float *dst) {
-  if (!g->im2col) {
-    for (int64_t k = 0; k < kc; k++) {
-      const float *row = src + (k0 + k) * g->ldb + n0;
-      float *d = dst + k * WNR;
-      if (nr == WNR) {
-        __builtin_memcpy(d, row, WNR * sizeof(float));
-      } else {
-        for (int64_t j = 0; j < WNR; j++) d[j] = j < nr ? row[j] : 0.0f;
-      }
-    }
-    return;
-  }
-  /* Row k0 + k of the im2col is (c, kh, kw); stepped, not divided, per row. */
-  int64_t khw = g->KH * g->KW, c = k0 / khw, kh = k0 % khw / g->KW, kw = k0 % g->KW;
-  for (int64_t k = 0; k < kc; k++) {
-    const float *xc = src + c * g->H * g->W;
-    int64_t dy = kh * g->dh, dx = kw * g->dw;
-    float *d = dst + k * WNR;
-    for (int i = 0; i < nruns; i++) {
-      const run_t *u = &runs[i];
-      float *o = d + u->j0;
-      int64_t ih = u->ih + dy, iw = u->iw + dx, sw = g->sw;
-      if ((uint64_t)ih >= (uint64_t)g->H) {
-        for (int64_t t = 0; t < u->len; t++) o[t] = 0.0f;
-        continue;
-      }
-      const float *x = xc + ih * g->W + iw;
-      int64_t lo, hi;
-      if (kw < RUN_KW)
-        lo = u->lo[kw], hi = u->hi[kw];
-      else
-        run_bounds(g, iw, u->len, &lo, &hi);
-      for (int64_t t = 0; t < lo; t++) o[t] = 0.0f;
-      if (sw == 1)
-        memcpy(o + lo, x + lo, (hi - lo) * sizeof(float));
-      else if (sw == 2) /* a constant stride: vectorized with shuffles */
-        for (int64_t t = lo; t < hi; t++) o[t] = x[2 * t];
-      else
-        for (int64_t t = lo; t < hi; t++) o[t] = x[t * sw];
-      for (int64_t t = hi; t < u->len; t++) o[t] = 0.0f;
-    }
-    for (int64_t j = nr; j < WNR; j++) d[j] = 0.0f;
-    if (++kw == g->KW) {
-      kw = 0;
-      if (++kh == g->KH) kh = 0, c++;
-    }
-  }
-}
-
-/* Tasks [lo, hi) of packing B into g->packed_b: task t is (image, column
- * panel, K block), written where wgemm_tasks reads it. */
-static void pack_b_tasks(void *ctx, int64_t lo, int64_t hi) {
-  const wgemm_args *g = ctx;
-  run_t runs[WNR];
-  int64_t kblocks = (g->K + g->kstep - 1) / g->kstep;
-  for (int64_t t = lo; t < hi; t++) {
-    int64_t kb = t % kblocks, q = (t / kblocks) % g->panels, b = t / (kblocks * g->panels);
-    int64_t n0 = q * WNR, nr = g->N - n0 < WNR ? g->N - n0 : WNR;
-    int64_t k0 = kb * g->kstep, kc = g->K - k0 < g->kstep ? g->K - k0 : g->kstep;
-    int nruns = g->im2col ? panel_runs(g, n0, nr, runs) : 0;
-    float *dst = g->packed_b + ((b * g->panels + q) * g->K + k0) * WNR;
-    pack_block(g, g->B + b * g->sb, n0, nr, k0, kc, runs, nruns, dst);
-  }
-}
-
-/* Tasks [lo, hi): task t is (image, column panel, chunk of row blocks). */
-static void wgemm_tasks(void *ctx, int64_t lo, int64_t hi) {
-  const wgemm_args *g = ctx;
-  float bp[KC * WNR] __attribute__((aligned(64)));
-  float ap[KC * WMR] __attribute__((aligned(64)));
-  run_t runs[WNR];
-  for (int64_t t = lo; t < hi; t++) {
-    int64_t chunk = t % g->mchunks, q = (t / g->mchunks) % g->panels, b = t / (g->mchunks * g->panels);
-    int64_t n0 = q * WNR, nr = g->N - n0 < WNR ? g->N - n0 : WNR;
-    int64_t mb0 = g->mblocks * chunk / g->mchunks, mb1 = g->mblocks * (chunk + 1) / g->mchunks;
-    const float *src = g->B + b * g->sb;
-    float *cb = g->C + b * g->sc;
-    const float *shared = g->packed_b ? g->packed_b + (b * g->panels + q) * g->K * WNR : NULL;
-    int nruns = g->im2col && !shared ? panel_runs(g, n0, nr, runs) : 0;
-    int64_t kstep = g->kstep;
-    for (int64_t k0 = 0; k0 < g->K; k0 += kstep) {
-      int64_t kc = g->K - k0 < kstep ? g->K - k0 : kstep;
-      const float *bk = bp;
-      if (shared)
-        bk = shared + k0 * WNR;
-      else
-        pack_block(g, src, n0, nr, k0, kc, runs, nruns, bp);
-      int add = g->accumulate || k0 > 0;
-      for (int64_t mb = mb0; mb < mb1; mb++) {
-        int64_t m0 = mb * WMR;
-        const float *a = g->Ap + (mb * g->K + k0) * WMR;
-        if (g->Ap == NULL) { /* no slot, or no memory for the packed copy: this block, packed here */
-          for (int64_t k = 0; k < kc; k++)
-            for (int64_t i = 0; i < WMR; i++)
-              ap[k * WMR + i] = m0 + i < g->M ? g->A[(m0 + i) * g->lda + k0 + k] : 0.0f;
-          a = ap;
-        }
-        float *c = cb + m0 * g->ldc + n0;
-        int64_t mr = g->M - m0 < WMR ? g->M - m0 : WMR;
-        const float *bias = g->bias && k0 == 0 ? g->bias + m0 : NULL;
-        int relu = g->relu && k0 + kc == g->K;
-        const float *res = g->res && k0 == 0 ? g->res + b * g->sc + m0 * g->ldc + n0 : NULL;
-        if (mr == WMR)
-          micro_w(WMR, a, bk, kc, c, g->ldc, nr, add, bias, res, relu);
-        else
-          micro_w((int)mr, a, bk, kc, c, g->ldc, nr, add, bias, res, relu);
-      }
-    }
-  }
-}
-
-/* Tasks [lo, hi) when B is packed once (g->packed_b): task t is (image,
- * chunk of row blocks), over every panel.  Each block of A is read once
- * and used for all panels while in L1; with the panels outside (as in
- * wgemm_tasks), a late ResNet layer (512 x 4608 weight, 2 panels) streamed
- * its 9 MiB weight once per panel. */
-static void wgemm_rows_tasks(void *ctx, int64_t lo, int64_t hi) {
-  const wgemm_args *g = ctx;
-  float ap[KC * WMR] __attribute__((aligned(64)));
-  for (int64_t t = lo; t < hi; t++) {
-    int64_t chunk = t % g->mchunks, b = t / g->mchunks;
-    int64_t mb0 = g->mblocks * chunk / g->mchunks, mb1 = g->mblocks * (chunk + 1) / g->mchunks;
-    float *cb = g->C + b * g->sc;
-    const float *shared = g->packed_b + b * g->panels * g->K * WNR;
-    for (int64_t k0 = 0; k0 < g->K; k0 += g->kstep) {
-      int64_t kc = g->K - k0 < g->kstep ? g->K - k0 : g->kstep;
-      int add = g->accumulate || k0 > 0, relu = g->relu && k0 + kc == g->K;
-      for (int64_t mb = mb0; mb < mb1; mb++) {
-        int64_t m0 = mb * WMR, mr = g->M - m0 < WMR ? g->M - m0 : WMR;
-        const float *a = g->Ap + (mb * g->K + k0) * WMR;
-        if (g->Ap == NULL) {
-          for (int64_t k = 0; k < kc; k++)
-            for (int64_t i = 0; i < WMR; i++)
-              ap[k * WMR + i] = m0 + i < g->M ? g->A[(m0 + i) * g->lda + k0 + k] : 0.0f;
-          a = ap;
-        }
-        const float *bias = g->bias && k0 == 0 ? g->bias + m0 : NULL;
-        for (int64_t q = 0; q < g->panels; q++) {
-          int64_t n0 = q * WNR, nr = g->N - n0 < WNR ? g->N - n0 : WNR;
-          const float *bk = shared + (q * g->K + k0) * WNR;
-          float *c = cb + m0 * g->ldc + n0;
-          const float *res = g->res && k0 == 0 ? g->res + b * g->sc + m0 * g->ldc + n0 : NULL;
-          if (mr == WMR)
-            micro_w(WMR, a, bk, kc, c, g->ldc, nr, add, bias, res, relu);
-          else
-            micro_w((int)mr, a, bk, kc, c, g->ldc, nr, add, bias, res, relu);
-        }
-      }
-    }
-  }
-}
-
-static const float *packed_a_for(int64_t slot, const float *A, int64_t M, int64_t K, int64_t lda) {
-  return slot_packed(slot, PACK_A, A, M, K, lda, (M + WMR - 1) / WMR * WMR * K, pack_a_blocks);
-}
-
-static void wgemm_run(wgemm_args *g, int64_t A, int64_t lda, int32_t threads, int64_t slot) {
-  g->A = (const float *)A;
-  g->lda = lda;
-  g->Ap = packed_a_for(slot, g->A, g->M, g->K, lda);
-  g->panels = (g->N + WNR - 1) / WNR;
-  g->mblocks = (g->M + WMR - 1) / WMR;
-  /* Enough tasks to balance the pool; extra row chunks repack B, so only as needed. */
-  int64_t want = 4 * (int64_t)threads, have = g->batch * g->panels;
-  g->mchunks = have >= want ? 1 : (want + have - 1) / have;
-  if (g->mchunks > g->mblocks) g->mchunks = g->mblocks;
-  int64_t kblocks = (g->K + KC - 1) / KC;
-  g->kstep = (g->K + kblocks - 1) / kblocks;
-  /* With several row chunks per panel, each chunk would gather (or copy) the
-   * same panel of B again: for a late ResNet layer (2 panels, 4 chunks) the
-   * gathers cost as much as the products.  Then B is packed once, every
-   * (image, panel, K block) a task, into a buffer at most `want` panels big. */
-  float *packed = NULL;
-  if (g->mchunks > 1) packed = aligned_alloc(64, (size_t)(have * g->K * WNR * sizeof(float) + 63) / 64 * 64);
-  if (packed != NULL) {
-    g->packed_b = packed;
-    kiln_parallel_for(pack_b_tasks, g, have * kblocks, have * kblocks < threads ? have * kblocks : threads);
-    /* Then the row chunks span every panel: as many per image as balance the pool. */
-    g->mchunks = (want + g->batch - 1) / g->batch;
-    if (g->mchunks > g->mblocks) g->mchunks = g->mblocks;
-    int64_t tasks = g->batch * g->mchunks;
-    kiln_parallel_for(wgemm_rows_tasks, g, tasks, tasks < threads ? tasks : threads);
-  } else {
-    int64_t tasks = have * g->mchunks;
-    kiln_parallel_for(wgemm_tasks, g, tasks, tasks < threads ? tasks : threads);
-  }
-  g->packed_b = NULL;
-  free(packed);
-}
-
-/* C[b] = A B[b] (beta 0) or += (beta 1) for b < batch; A a constant with a
- * packing slot (or slot 0: A's blocks are packed per task); B[b] at
- * B + b * sb (row stride ldb), C[b] at C + b * sc (ldc); strides in elements. */
-void kiln_sgemm_wa(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int64_t B,
-                      int64_t ldb, int64_t sb, float beta, int64_t C, int64_t ldc, int64_t sc, int32_t threads,
-                      int64_t slot) {
-  wgemm_args g = {0};
-  g.batch = batch, g.M = M, g.N = N, g.K = K;
-  g.B = (const float *)B, g.ldb = ldb, g.sb = sb;
-  g.C = (float *)C, g.ldc = ldc, g.sc = sc;
-  g.accumulate = beta != 0.0f;
-  wgemm_run(&g, A, lda, threads, slot);
-}
-
-/* Y[n, f, oh, ow] = bias[f] (0 if bias is 0) + R[n, f, oh, ow] (0 if res is
- * 0) + sum over (c, kh, kw) of
- * Wt[f, c, kh, kw] * X[n, c, oh * sh - pt + kh * dh, ow * sw - pl + kw * dw]
- * (beta 1: Y += all that), then max(., 0) when relu is 1, zero outside X: a
- * convolution of the contiguous X
- * [batch, C, H, W] (padded by pt rows on top, pl columns on the left, and as
- * far as OH, OW reach) by the weight Wt [F, C*KH*KW] into contiguous
- * Y [batch, F, OH, OW], the im2col gathered per panel; slot as for
- * kiln_sgemm_wa. */
-void kiln_conv2d(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW,
-                 int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl,
-                 int64_t X, int64_t Wt, int64_t bias, int64_t res, float beta, int32_t relu, int64_t Y,
-                 int32_t threads, int64_t slot) {
-  wgemm_args g = {0};
-  g.batch = batch, g.M = F, g.N = OH * OW, g.K = C * KH * KW;
-  g.B = (const float *)X, g.sb = C * H * W, g.im2col = 1;
-  g.H = H, g.W = W, g.KH = KH, g.KW = KW, g.sh = sh, g.sw = sw, g.dh = dh, g.dw = dw, g.OW = OW;
-  g.pt = pt, g.pl = pl;
-  g.C = (float *)Y, g.ldc = g.N, g.sc = F * g.N;
-  g.accumulate = beta != 0.0f;
-  g.bias = (const float *)bias;
-  g.res = (const float *)res; /* R is laid out as Y (a residual; it may be Y itself) */
-  g.relu = relu != 0;
-  wgemm_run(&g, Wt, g.K, threads, slot);
 }

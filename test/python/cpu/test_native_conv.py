@@ -33,8 +33,13 @@ def _sgemm_wa():
 
 # (batch, C, H, W, F, KH, KW, stride, dilation, pad): strided, dilated,
 # padded, 1x1, a window wider than the per-panel bound table (KW 17), output
-# rows shorter and longer than a panel, more input channels than a K block.
+# rows shorter and longer than a panel, more input channels than a K block;
+# stride-2 runs longer than one 16-lane copy with padding at both ends, a
+# strided 1x1, and pointwise convolutions (no im2col) over several panels.
 GEOMETRIES = [
+    (1, 3, 8, 70, 4, 3, 3, 2, 1, 1),
+    (2, 6, 9, 9, 5, 1, 1, 2, 1, 0),
+    (2, 16, 10, 10, 33, 1, 1, 1, 1, 0),
     (2, 5, 11, 13, 7, 3, 3, 2, 1, 1),
     (3, 4, 9, 40, 9, 3, 3, 1, 1, 1),
     (1, 3, 7, 7, 10, 1, 1, 1, 1, 0),
@@ -42,6 +47,17 @@ GEOMETRIES = [
     (1, 2, 5, 6, 3, 5, 5, 3, 1, 2),
     (2, 2, 6, 30, 5, 1, 17, 1, 1, 8),
     (1, 50, 6, 6, 13, 3, 3, 1, 1, 1),
+    # Above KILN_DCONV_MIN_FMAS (6 M), so computed directly when the weight
+    # has a slot: stride 1 with a partial row block, stride 2 with odd sizes,
+    # a 7x7 stride-2 stem, dilation 2, a 1x1 stride 2 (one phase plane of
+    # four), stride 3, and a weight big enough for every-panel tasks.
+    (2, 16, 40, 40, 43, 3, 3, 1, 1, 1),
+    (1, 48, 45, 61, 37, 3, 3, 2, 1, 1),
+    (1, 3, 90, 90, 24, 7, 7, 2, 1, 3),
+    (1, 32, 30, 30, 32, 3, 3, 1, 2, 2),
+    (2, 256, 28, 28, 128, 1, 1, 2, 1, 0),
+    (1, 64, 50, 50, 16, 5, 5, 3, 1, 2),
+    (1, 256, 9, 9, 160, 3, 3, 1, 1, 1),
 ]
 
 

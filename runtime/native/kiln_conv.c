@@ -1,0 +1,650 @@
+/*
+ * kiln's native runtime, convolution side: a constant A (a weight) times
+ * activations, and convolutions (built with kiln_native.c into one
+ * library; see kiln/runtime/native).
+ *
+ * ---------------------------------------------------- weight-A GEMM, conv
+ *
+ * C[b] = A B[b] (+ C[b]) where A (M x K) is a constant of the JIT module (a
+ * convolution's or a weight-first product's weight) and B[b] (K x N) is an
+ * activation: the im2col matrix of a convolution, or an im2col it gathers
+ * itself from the (padded) NCHW input.  OpenBLAS packs A and B on every call
+ * and runs these small products on one thread per image; here A is packed
+ * once into the slot, and the work is split over images, column panels and,
+ * when those are few, row blocks, on every thread of the pool.
+ *
+ * Register block: WMR rows of A times WNR = 2 vectors of columns; 8 x 32
+ * with AVX-512 (16 accumulators of 32), 6 x 16 with AVX2.  K runs in blocks
+ * of KC rows so a block of the packed B panel (KC x WNR) stays in L1. */
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln_native.h"
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+
+#if defined(__AVX512F__)
+#define VW 16
+#define WMR 8
+#else
+#define VW 8
+#define WMR 6
+#endif
+#define WNR (2 * VW)
+#define KC 384 /* at most; K is split into equal blocks */
+
+typedef float vw __attribute__((vector_size(VW * 4)));
+
+static inline vw loadw(const float *p) {
+  vw v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+
+/* A (M x K) as blocks of WMR rows, each [K][WMR] (zero rows pad the last). */
+static void pack_a_blocks(float *dst, const float *A, int64_t M, int64_t K, int64_t lda) {
+  pack_panels(dst, A, K, M, WMR, 1, lda);
+}
+
+/* max(x, 0) lane by lane, NaN kept (as torch.relu and the generated select do). */
+static inline vw relu_w(vw x) {
+  typedef int32_t vwi __attribute__((vector_size(VW * 4)));
+  vwi neg = x < (vw){0};
+  return (vw)((vwi)x & ~neg);
+}
+
+/* c[0 .. mr, 0 .. nr] (leading dim ldc) = or += a[kc][WMR] . b[kc][WNR]
+ * (row k of b at b + off[k] when off is not NULL, else at b + k * WNR),
+ * starting from bias[m] for row m when bias is not NULL, plus res (same
+ * layout as c; the first block of K only, so res may be c itself); `relu`
+ * (the last block of K only) applies max(., 0) to what is stored. */
+static inline __attribute__((always_inline)) void micro_w(int mr, const float *a, const float *b, const int64_t *off,
+                                                           int64_t kc, float *c, int64_t ldc, int64_t nr, int add,
+                                                           const float *bias, const float *res, int relu) {
+  vw acc[WMR][2];
+  for (int m = 0; m < WMR; m++) {
+    float b0 = bias && m < mr ? bias[m] : 0.0f;
+    acc[m][0] = acc[m][1] = (vw){0} + b0;
+  }
+  for (int64_t k = 0; k < kc; k++) {
+    const float *bk = off ? b + off[k] : b + k * WNR; /* off: NULL (a constant) at the packed call sites */
+    vw b0 = loadw(bk), b1 = loadw(bk + VW);
+    const float *ak = a + k * WMR;
+    for (int m = 0; m < WMR; m++) {
+      acc[m][0] += ak[m] * b0;
+      acc[m][1] += ak[m] * b1;
+    }
+  }
+  for (int m = 0; m < mr; m++) {
+    float *cm = c + m * ldc;
+    if (nr == WNR) {
+      vw c0 = acc[m][0], c1 = acc[m][1];
+      if (add) {
+        c0 += loadw(cm);
+        c1 += loadw(cm + VW);
+      }
+      if (res) {
+        c0 += loadw(res + m * ldc);
+        c1 += loadw(res + m * ldc + VW);
+      }
+      if (relu) {
+        c0 = relu_w(c0);
+        c1 = relu_w(c1);
+      }
+      __builtin_memcpy(cm, &c0, sizeof c0);
+      __builtin_memcpy(cm + VW, &c1, sizeof c1);
+    } else {
+      float out[WNR];
+      __builtin_memcpy(out, &acc[m][0], sizeof acc[m][0]);
+      __builtin_memcpy(out + VW, &acc[m][1], sizeof acc[m][1]);
+      for (int64_t j = 0; j < nr; j++) {
+        float y = add ? cm[j] + out[j] : out[j];
+        y = res ? y + res[m * ldc + j] : y;
+        cm[j] = relu && y < 0.0f ? 0.0f : y;
+      }
+    }
+  }
+}
+
+/* Where the columns of B come from: a matrix, or the im2col of an NCHW
+ * image (row k = (c, kh, kw), column p = (oh, ow)). */
+typedef struct {
+  int64_t batch, M, N, K;
+  const float *A;
+  int64_t lda;
+  const float *Ap; /* A packed by pack_a_blocks, or NULL */
+  const float *B;
+  int64_t ldb, sb; /* matrix source: row stride, image stride */
+  int64_t H, W, KH, KW, sh, sw, dh, dw, OW, pt, pl; /* im2col source (B: the images, sb their stride) */
+  int im2col;
+  float *C;
+  int64_t ldc, sc;
+  int accumulate;
+  const float *bias; /* per row of C, added once (with accumulate 0), or NULL */
+  const float *res;  /* added to C once (laid out as C), or NULL */
+  int relu;          /* max(., 0) on the final C */
+  int64_t panels, mchunks, mblocks;
+  int64_t kstep;   /* rows of K per block: K split into equal blocks of at most KC */
+  float *packed_b; /* every panel of B packed once (row chunks share it), or NULL: each task packs its own */
+} wgemm_args;
+
+/* A run of a panel's im2col columns: `len` outputs of one output row, from
+ * column j0 of the panel, reading input row ih and columns iw, iw + sw, ...
+ * (before the kernel offsets; either may be in the padding).  For kernel
+ * column kw < RUN_KW, outputs [lo[kw], hi[kw]) of the run read inside the
+ * input row (computed once per panel: divisions per row of K cost as much
+ * as the copies). */
+#define RUN_KW 16
+typedef struct {
+  int64_t j0, len, ih, iw;
+  int32_t lo[RUN_KW], hi[RUN_KW];
+} run_t;
+
+static void run_bounds(const wgemm_args *g, int64_t iw, int64_t len, int64_t *lo, int64_t *hi) {
+  int64_t sw = g->sw;
+  *lo = iw < 0 ? (-iw + sw - 1) / sw : 0;
+  *hi = iw < g->W ? (g->W - iw + sw - 1) / sw : 0;
+  if (*hi > len) *hi = len;
+  if (*lo > *hi) *lo = *hi;
+}
+
+static int panel_runs(const wgemm_args *g, int64_t n0, int64_t nr, run_t *runs) {
+  int n = 0;
+  for (int64_t j = 0; j < nr;) {
+    int64_t p = n0 + j, oh = p / g->OW, ow = p % g->OW;
+    int64_t len = g->OW - ow < nr - j ? g->OW - ow : nr - j;
+    run_t *u = &runs[n++];
+    u->j0 = j, u->len = len, u->ih = oh * g->sh - g->pt, u->iw = ow * g->sw - g->pl;
+    for (int64_t kw = 0; kw < g->KW && kw < RUN_KW; kw++) {
+      int64_t lo, hi;
+      run_bounds(g, u->iw + kw * g->dw, len, &lo, &hi);
+      u->lo[kw] = (int32_t)lo, u->hi[kw] = (int32_t)hi;
+    }
+    j += len;
+  }
+  return n;
+}
+
+/* The KC x WNR block of rows [k0, k0 + kc) of B[b]'s panel at column n0
+ * (im2col: from the runs; zeros in the padding and past nr). */
+static void pack_block(const wgemm_args *g, const float *src, int64_t n0, int64_t nr, int64_t k0, int64_t kc,
+                       const run_t *runs, int nruns, float *dst) {
+  if (!g->im2col) {
+    for (int64_t k = 0; k < kc; k++) {
+      const float *row = src + (k0 + k) * g->ldb + n0;
+      float *d = dst + k * WNR;
+      if (nr == WNR) {
+        __builtin_memcpy(d, row, WNR * sizeof(float));
+      } else {
+        for (int64_t j = 0; j < WNR; j++) d[j] = j < nr ? row[j] : 0.0f;
+      }
+    }
+    return;
+  }
+  /* Row k0 + k of the im2col is (c, kh, kw); stepped, not divided, per row. */
+  int64_t khw = g->KH * g->KW, c = k0 / khw, kh = k0 % khw / g->KW, kw = k0 % g->KW;
+  for (int64_t k = 0; k < kc; k++) {
+    const float *xc = src + c * g->H * g->W;
+    int64_t dy = kh * g->dh, dx = kw * g->dw;
+    float *d = dst + k * WNR;
+    for (int i = 0; i < nruns; i++) {
+      const run_t *u = &runs[i];
+      float *o = d + u->j0;
+      int64_t ih = u->ih + dy, iw = u->iw + dx, sw = g->sw;
+      if ((uint64_t)ih >= (uint64_t)g->H) {
+        for (int64_t t = 0; t < u->len; t++) o[t] = 0.0f;
+        continue;
+      }
+      const float *x = xc + ih * g->W + iw;
+      int64_t lo, hi;
+      if (kw < RUN_KW)
+        lo = u->lo[kw], hi = u->hi[kw];
+      else
+        run_bounds(g, iw, u->len, &lo, &hi);
+      for (int64_t t = 0; t < lo; t++) o[t] = 0.0f;
+      if (sw == 1)
+        memcpy(o + lo, x + lo, (hi - lo) * sizeof(float));
+      else if (sw == 2) /* a constant stride: vectorized with shuffles */
+        for (int64_t t = lo; t < hi; t++) o[t] = x[2 * t];
+      else
+        for (int64_t t = lo; t < hi; t++) o[t] = x[t * sw];
+      for (int64_t t = hi; t < u->len; t++) o[t] = 0.0f;
+    }
+    for (int64_t j = nr; j < WNR; j++) d[j] = 0.0f;
+    if (++kw == g->KW) {
+      kw = 0;
+      if (++kh == g->KH) kh = 0, c++;
+    }
+  }
+}
+
+/* Tasks [lo, hi) of packing B into g->packed_b: task t is (image, column
+ * panel, K block), written where wgemm_tasks reads it. */
+static void pack_b_tasks(void *ctx, int64_t lo, int64_t hi) {
+  const wgemm_args *g = ctx;
+  run_t runs[WNR];
+  int64_t kblocks = (g->K + g->kstep - 1) / g->kstep;
+  for (int64_t t = lo; t < hi; t++) {
+    int64_t kb = t % kblocks, q = (t / kblocks) % g->panels, b = t / (kblocks * g->panels);
+    int64_t n0 = q * WNR, nr = g->N - n0 < WNR ? g->N - n0 : WNR;
+    int64_t k0 = kb * g->kstep, kc = g->K - k0 < g->kstep ? g->K - k0 : g->kstep;
+    int nruns = g->im2col ? panel_runs(g, n0, nr, runs) : 0;
+    float *dst = g->packed_b + ((b * g->panels + q) * g->K + k0) * WNR;
+    pack_block(g, g->B + b * g->sb, n0, nr, k0, kc, runs, nruns, dst);
+  }
+}
+
+/* Tasks [lo, hi): task t is (image, column panel, chunk of row blocks). */
+static void wgemm_tasks(void *ctx, int64_t lo, int64_t hi) {
+  const wgemm_args *g = ctx;
+  float bp[KC * WNR] __attribute__((aligned(64)));
+  float ap[KC * WMR] __attribute__((aligned(64)));
+  run_t runs[WNR];
+  for (int64_t t = lo; t < hi; t++) {
+    int64_t chunk = t % g->mchunks, q = (t / g->mchunks) % g->panels, b = t / (g->mchunks * g->panels);
+    int64_t n0 = q * WNR, nr = g->N - n0 < WNR ? g->N - n0 : WNR;
+    int64_t mb0 = g->mblocks * chunk / g->mchunks, mb1 = g->mblocks * (chunk + 1) / g->mchunks;
+    const float *src = g->B + b * g->sb;
+    float *cb = g->C + b * g->sc;
+    const float *shared = g->packed_b ? g->packed_b + (b * g->panels + q) * g->K * WNR : NULL;
+    int nruns = g->im2col && !shared ? panel_runs(g, n0, nr, runs) : 0;
+    int64_t kstep = g->kstep;
+    for (int64_t k0 = 0; k0 < g->K; k0 += kstep) {
+      int64_t kc = g->K - k0 < kstep ? g->K - k0 : kstep;
+      const float *bk = bp;
+      if (shared)
+        bk = shared + k0 * WNR;
+      else
+        pack_block(g, src, n0, nr, k0, kc, runs, nruns, bp);
+      int add = g->accumulate || k0 > 0;
+      for (int64_t mb = mb0; mb < mb1; mb++) {
+        int64_t m0 = mb * WMR;
+        const float *a = g->Ap + (mb * g->K + k0) * WMR;
+        if (g->Ap == NULL) { /* no slot, or no memory for the packed copy: this block, packed here */
+          for (int64_t k = 0; k < kc; k++)
+            for (int64_t i = 0; i < WMR; i++)
+              ap[k * WMR + i] = m0 + i < g->M ? g->A[(m0 + i) * g->lda + k0 + k] : 0.0f;
+          a = ap;
+        }
+        float *c = cb + m0 * g->ldc + n0;
+        int64_t mr = g->M - m0 < WMR ? g->M - m0 : WMR;
+        const float *bias = g->bias && k0 == 0 ? g->bias + m0 : NULL;
+        int relu = g->relu && k0 + kc == g->K;
+        const float *res = g->res && k0 == 0 ? g->res + b * g->sc + m0 * g->ldc + n0 : NULL;
+        if (mr == WMR)
+          micro_w(WMR, a, bk, NULL, kc, c, g->ldc, nr, add, bias, res, relu);
+        else
+          micro_w((int)mr, a, bk, NULL, kc, c, g->ldc, nr, add, bias, res, relu);
+      }
+    }
+  }
+}
+
+/* Tasks [lo, hi) when B is packed once (g->packed_b): task t is (image,
+ * chunk of row blocks), over every panel.  Each block of A is read once
+ * and used for all panels while in L1; with the panels outside (as in
+ * wgemm_tasks), a late ResNet layer (512 x 4608 weight, 2 panels) streamed
+ * its 9 MiB weight once per panel. */
+static void wgemm_rows_tasks(void *ctx, int64_t lo, int64_t hi) {
+  const wgemm_args *g = ctx;
+  float ap[KC * WMR] __attribute__((aligned(64)));
+  for (int64_t t = lo; t < hi; t++) {
+    int64_t chunk = t % g->mchunks, b = t / g->mchunks;
+    int64_t mb0 = g->mblocks * chunk / g->mchunks, mb1 = g->mblocks * (chunk + 1) / g->mchunks;
+    float *cb = g->C + b * g->sc;
+    const float *shared = g->packed_b + b * g->panels * g->K * WNR;
+    for (int64_t k0 = 0; k0 < g->K; k0 += g->kstep) {
+      int64_t kc = g->K - k0 < g->kstep ? g->K - k0 : g->kstep;
+      int add = g->accumulate || k0 > 0, relu = g->relu && k0 + kc == g->K;
+      for (int64_t mb = mb0; mb < mb1; mb++) {
+        int64_t m0 = mb * WMR, mr = g->M - m0 < WMR ? g->M - m0 : WMR;
+        const float *a = g->Ap + (mb * g->K + k0) * WMR;
+        if (g->Ap == NULL) {
+          for (int64_t k = 0; k < kc; k++)
+            for (int64_t i = 0; i < WMR; i++)
+              ap[k * WMR + i] = m0 + i < g->M ? g->A[(m0 + i) * g->lda + k0 + k] : 0.0f;
+          a = ap;
+        }
+        const float *bias = g->bias && k0 == 0 ? g->bias + m0 : NULL;
+        for (int64_t q = 0; q < g->panels; q++) {
+          int64_t n0 = q * WNR, nr = g->N - n0 < WNR ? g->N - n0 : WNR;
+          const float *bk = shared + (q * g->K + k0) * WNR;
+          float *c = cb + m0 * g->ldc + n0;
+          const float *res = g->res && k0 == 0 ? g->res + b * g->sc + m0 * g->ldc + n0 : NULL;
+          if (mr == WMR)
+            micro_w(WMR, a, bk, NULL, kc, c, g->ldc, nr, add, bias, res, relu);
+          else
+            micro_w((int)mr, a, bk, NULL, kc, c, g->ldc, nr, add, bias, res, relu);
+        }
+      }
+    }
+  }
+}
+
+static const float *packed_a_for(int64_t slot, const float *A, int64_t M, int64_t K, int64_t lda) {
+  return kiln_slot_packed(slot, KILN_PACK_A, A, M, K, lda, (M + WMR - 1) / WMR * WMR * K, pack_a_blocks);
+}
+
+static void wgemm_run(wgemm_args *g, int64_t A, int64_t lda, int32_t threads, int64_t slot) {
+  g->A = (const float *)A;
+  g->lda = lda;
+  g->Ap = packed_a_for(slot, g->A, g->M, g->K, lda);
+  g->panels = (g->N + WNR - 1) / WNR;
+  g->mblocks = (g->M + WMR - 1) / WMR;
+  /* Enough tasks to balance the pool; extra row chunks repack B, so only as needed. */
+  int64_t want = 4 * (int64_t)threads, have = g->batch * g->panels;
+  g->mchunks = have >= want ? 1 : (want + have - 1) / have;
+  if (g->mchunks > g->mblocks) g->mchunks = g->mblocks;
+  int64_t kblocks = (g->K + KC - 1) / KC;
+  g->kstep = (g->K + kblocks - 1) / kblocks;
+  /* With several row chunks per panel, each chunk would gather (or copy) the
+   * same panel of B again: for a late ResNet layer (2 panels, 4 chunks) the
+   * gathers cost as much as the products.  Then B is packed once, every
+   * (image, panel, K block) a task, into a buffer at most `want` panels big. */
+  float *packed = NULL;
+  if (g->mchunks > 1) packed = aligned_alloc(64, (size_t)(have * g->K * WNR * sizeof(float) + 63) / 64 * 64);
+  if (packed != NULL) {
+    g->packed_b = packed;
+    kiln_parallel_for(pack_b_tasks, g, have * kblocks, have * kblocks < threads ? have * kblocks : threads);
+    /* Then the row chunks span every panel: as many per image as balance the pool. */
+    g->mchunks = (want + g->batch - 1) / g->batch;
+    if (g->mchunks > g->mblocks) g->mchunks = g->mblocks;
+    int64_t tasks = g->batch * g->mchunks;
+    kiln_parallel_for(wgemm_rows_tasks, g, tasks, tasks < threads ? tasks : threads);
+  } else {
+    int64_t tasks = have * g->mchunks;
+    kiln_parallel_for(wgemm_tasks, g, tasks, tasks < threads ? tasks : threads);
+  }
+  g->packed_b = NULL;
+  free(packed);
+}
+
+/* C[b] = A B[b] (beta 0) or += (beta 1) for b < batch; A a constant with a
+ * packing slot (or slot 0: A's blocks are packed per task); B[b] at
+ * B + b * sb (row stride ldb), C[b] at C + b * sc (ldc); strides in elements. */
+void kiln_sgemm_wa(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int64_t B,
+                      int64_t ldb, int64_t sb, float beta, int64_t C, int64_t ldc, int64_t sc, int32_t threads,
+                      int64_t slot) {
+  wgemm_args g = {0};
+  g.batch = batch, g.M = M, g.N = N, g.K = K;
+  g.B = (const float *)B, g.ldb = ldb, g.sb = sb;
+  g.C = (float *)C, g.ldc = ldc, g.sc = sc;
+  g.accumulate = beta != 0.0f;
+  wgemm_run(&g, A, lda, threads, slot);
+}
+
+/* ------------------------------------------------ direct convolution
+ *
+ * The same product as kiln_conv2d without an im2col: the input is copied
+ * once per call, padded and, for stride s, split into s x s phase planes
+ * (plane (a, b) of channel c holds the padded X[c][i * sh + a][j * sw + b],
+ * Hq x Wq).  Over a "wide" output grid of OH rows of Wq >= OW columns, row
+ * (c, kh, kw) of the im2col is then that copy shifted: B[k][q] =
+ * buf[off[k] + q], so the micro kernel loads its 32 columns straight from
+ * the copy and nothing is gathered per panel (the gather cost as much as
+ * a third of the FMAs when F is 64).  The Wq - OW extra columns of each
+ * row are computed and dropped when the wide result is copied into Y,
+ * which is also where the residual, beta and the ReLU are applied. */
+
+#define DCONV_MAX_STRIDE 64
+/* Below this many FMAs the im2col path is faster: the copy in and out and
+ * the three handoffs to the pool cost more than the gathers they save (two
+ * threads: 24 -> 28 us for a 3 -> 32 channel 3x3 on 32 x 32, 0.9 M FMAs;
+ * 80 -> 100 us for 32 -> 64 stride 2, 4.7 M; at batch 8, 7.1 M, direct is
+ * 5% faster, and 8-24% on ResNet-50's 3x3 and 7x7 layers).  -D it huge to
+ * build an im2col-only library for A/B runs. */
+#ifndef KILN_DCONV_MIN_FMAS
+#define KILN_DCONV_MIN_FMAS 6e6
+#endif
+
+typedef struct {
+  int64_t batch, F, C, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl;
+  int64_t Hq, Wq;       /* rows and columns of a phase plane */
+  int64_t N, K;         /* wide outputs per image (OH * Wq), rows of B */
+  int64_t panels, mblocks, mchunks, kstep, qspan; /* qspan: panels per task */
+  const float *X, *Ap, *bias, *res;
+  float *buf, *wide, *Y;
+  int64_t sbuf;         /* floats of one image's planes */
+  const int64_t *off;   /* K offsets into an image's planes */
+  int accumulate, relu;
+  uint64_t phases[DCONV_MAX_STRIDE]; /* bit e of phases[a]: plane (a, e) is read */
+  int64_t jlo[DCONV_MAX_STRIDE], jhi[DCONV_MAX_STRIDE]; /* see dconv_prepare */
+} dconv_args;
+
+/* row[j] = xr[2 * j] for j in [lo, hi): 8 at a time from two loads and two
+ * shuffles (the compiler leaves this loop scalar); reads stay below
+ * xr[2 * hi - 2] (the vector loop stops one short of hi). */
+static inline void copy_even(float *row, const float *xr, int64_t lo, int64_t hi) {
+  int64_t j = lo;
+#if defined(__AVX2__)
+  for (; j + 8 < hi; j += 8) {
+    __m256 a = _mm256_loadu_ps(xr + 2 * j), b = _mm256_loadu_ps(xr + 2 * j + 8);
+    __m256 ev = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)); /* a0 a2 b0 b2 | a4 a6 b4 b6 */
+    ev = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), _MM_SHUFFLE(3, 1, 2, 0)));
+    _mm256_storeu_ps(row + j, ev);
+  }
+#endif
+  for (; j < hi; j++) row[j] = xr[2 * j];
+}
+
+/* Tasks [lo, hi) of the copy: task t is (image, channel); only the phase
+ * planes some kernel tap reads are written (one of four for a 1x1 stride 2).
+ * Row j of plane column phase e reads input column j * sw + e - pl, inside
+ * the input for j in [jlo[e], jhi[e]) (bounds computed once per call: the
+ * divisions cost more than a row of 17 floats). */
+static void dconv_prepare(void *ctx, int64_t lo, int64_t hi) {
+  const dconv_args *d = ctx;
+  int64_t sw = d->sw, Wq = d->Wq;
+  for (int64_t t = lo; t < hi; t++) {
+    int64_t b = t / d->C, c = t % d->C;
+    const float *x = d->X + (b * d->C + c) * d->H * d->W;
+    float *dst = d->buf + b * d->sbuf + c * d->sh * sw * d->Hq * Wq;
+    for (int64_t a = 0; a < d->sh; a++)
+      for (int64_t e = 0; e < sw; e++) {
+        if (!(d->phases[a] >> e & 1)) continue;
+        int64_t jlo = d->jlo[e], jhi = d->jhi[e];
+        for (int64_t i = 0; i < d->Hq; i++) {
+          float *row = dst + ((a * sw + e) * d->Hq + i) * Wq;
+          int64_t ih = i * d->sh + a - d->pt;
+          if ((uint64_t)ih >= (uint64_t)d->H) {
+            memset(row, 0, Wq * sizeof(float));
+            continue;
+          }
+          const float *xr = x + ih * d->W + e - d->pl; /* column j reads xr[j * sw] */
+          for (int64_t j = 0; j < jlo; j++) row[j] = 0.0f;
+          if (sw == 1)
+            memcpy(row + jlo, xr + jlo, (jhi - jlo) * sizeof(float));
+          else if (sw == 2)
+            copy_even(row, xr, jlo, jhi);
+          else
+            for (int64_t j = jlo; j < jhi; j++) row[j] = xr[j * sw];
+          for (int64_t j = jhi; j < Wq; j++) row[j] = 0.0f;
+        }
+      }
+  }
+}
+
+/* Tasks [lo, hi) of the product: task t is (image, span of qspan panels,
+ * chunk of row blocks); within a task each block of A is used for every
+ * panel of the span while in L1. */
+static void dconv_tasks(void *ctx, int64_t lo, int64_t hi) {
+  const dconv_args *d = ctx;
+  int64_t spans = (d->panels + d->qspan - 1) / d->qspan;
+  for (int64_t t = lo; t < hi; t++) {
+    int64_t chunk = t % d->mchunks, span = (t / d->mchunks) % spans, b = t / (d->mchunks * spans);
+    int64_t mb0 = d->mblocks * chunk / d->mchunks, mb1 = d->mblocks * (chunk + 1) / d->mchunks;
+    int64_t q0 = span * d->qspan, q1 = q0 + d->qspan < d->panels ? q0 + d->qspan : d->panels;
+    const float *src = d->buf + b * d->sbuf;
+    float *cb = d->wide + b * d->F * d->N;
+    for (int64_t k0 = 0; k0 < d->K; k0 += d->kstep) {
+      int64_t kc = d->K - k0 < d->kstep ? d->K - k0 : d->kstep;
+      for (int64_t mb = mb0; mb < mb1; mb++) {
+        int64_t m0 = mb * WMR, mr = d->F - m0 < WMR ? d->F - m0 : WMR;
+        const float *a = d->Ap + (mb * d->K + k0) * WMR;
+        const float *bias = d->bias && k0 == 0 ? d->bias + m0 : NULL;
+        for (int64_t q = q0; q < q1; q++) {
+          int64_t n0 = q * WNR, nr = d->N - n0 < WNR ? d->N - n0 : WNR;
+          float *c = cb + m0 * d->N + n0;
+          if (mr == WMR)
+            micro_w(WMR, a, src + n0, d->off + k0, kc, c, d->N, nr, k0 > 0, bias, NULL, 0);
+          else
+            micro_w((int)mr, a, src + n0, d->off + k0, kc, c, d->N, nr, k0 > 0, bias, NULL, 0);
+        }
+      }
+    }
+  }
+}
+
+/* Tasks [lo, hi) of the copy out: task t is (image, output channel). */
+static void dconv_finish(void *ctx, int64_t lo, int64_t hi) {
+  const dconv_args *d = ctx;
+  for (int64_t t = lo; t < hi; t++) {
+    const float *w = d->wide + t * d->N;
+    float *y = d->Y + t * d->OH * d->OW;
+    const float *r = d->res ? d->res + t * d->OH * d->OW : NULL;
+    for (int64_t oh = 0; oh < d->OH; oh++)
+      for (int64_t ow = 0; ow < d->OW; ow++) {
+        int64_t o = oh * d->OW + ow;
+        float v = w[oh * d->Wq + ow];
+        if (d->accumulate) v += y[o];
+        if (r) v += r[o];
+        y[o] = d->relu && v < 0.0f ? 0.0f : v;
+      }
+  }
+}
+
+/* A scratch buffer of at least `bytes` for the calling thread, kept for its
+ * next call (freed when the thread exits); NULL when memory ran out.  Fresh
+ * buffers of a MiB per call were mmapped, faulted in and unmapped every
+ * time, and each unmap interrupted the other core (a TLB shootdown): 2x
+ * slower on two threads for a 100 µs convolution. */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+typedef struct {
+  size_t bytes;
+  float *data;
+} scratch_t;
+
+static void scratch_free(void *p) {
+  scratch_t *s = p;
+  free(s->data);
+  free(s);
+}
+
+static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_free); }
+
+static float *thread_scratch(size_t bytes) {
+  pthread_once(&scratch_once, scratch_init);
+  scratch_t *s = pthread_getspecific(scratch_key);
+  if (s == NULL) {
+    if ((s = calloc(1, sizeof *s)) == NULL || pthread_setspecific(scratch_key, s) != 0) {
+      free(s);
+      return NULL;
+    }
+  }
+  if (s->bytes < bytes) {
+    free(s->data);
+    s->bytes = 0;
+    if ((s->data = aligned_alloc(64, (bytes + 63) / 64 * 64)) == NULL) return NULL;
+    s->bytes = bytes;
+  }
+  return s->data;
+}
+
+/* kiln_conv2d's contract, computed directly (above); 0 when memory for the
+ * copies ran out (nothing written: the caller takes the im2col path). */
+static int dconv_run(dconv_args *d, int64_t Wt, int32_t threads, int64_t slot) {
+  if (d->sh > DCONV_MAX_STRIDE || d->sw > DCONV_MAX_STRIDE) return 0;
+  d->Hq = d->OH + (d->KH - 1) * d->dh / d->sh;
+  d->Wq = d->OW + (d->KW - 1) * d->dw / d->sw;
+  d->N = d->OH * d->Wq;
+  d->K = d->C * d->KH * d->KW;
+  d->sbuf = d->C * d->sh * d->sw * d->Hq * d->Wq;
+  d->panels = (d->N + WNR - 1) / WNR;
+  d->mblocks = (d->F + WMR - 1) / WMR;
+  int64_t kblocks = (d->K + KC - 1) / KC;
+  d->kstep = (d->K + kblocks - 1) / kblocks;
+  d->Ap = packed_a_for(slot, (const float *)Wt, d->F, d->K, d->K);
+  /* The last wide row reads up to Wq - OW + WNR floats past an image's planes. */
+  size_t slack = (size_t)(d->Wq + WNR);
+  size_t nbuf = ((size_t)(d->batch * d->sbuf) + slack + 15) / 16 * 16, nwide = (size_t)(d->batch * d->F * d->N);
+  float *buf = d->Ap ? thread_scratch((nbuf + nwide) * sizeof(float) + (size_t)d->K * sizeof(int64_t)) : NULL;
+  if (buf == NULL) return 0;
+  float *wide = buf + nbuf;
+  int64_t *off = (int64_t *)(wide + nwide);
+  memset(buf + d->batch * d->sbuf, 0, slack * sizeof(float));
+  for (int64_t k = 0; k < d->K; k++) {
+    int64_t c = k / (d->KH * d->KW), kh = k / d->KW % d->KH, kw = k % d->KW;
+    int64_t y = kh * d->dh, x = kw * d->dw;
+    int64_t plane = (c * d->sh + y % d->sh) * d->sw + x % d->sw;
+    off[k] = plane * d->Hq * d->Wq + y / d->sh * d->Wq + x / d->sw;
+    d->phases[y % d->sh] |= 1ull << (x % d->sw);
+  }
+  for (int64_t e = 0; e < d->sw; e++) {
+    int64_t lo = d->pl - e > 0 ? (d->pl - e + d->sw - 1) / d->sw : 0;
+    int64_t hi = d->W + d->pl - e > 0 ? (d->W + d->pl - e + d->sw - 1) / d->sw : 0;
+    d->jhi[e] = hi < d->Wq ? hi : d->Wq;
+    d->jlo[e] = lo < d->jhi[e] ? lo : d->jhi[e];
+  }
+  d->buf = buf, d->wide = wide, d->off = off;
+  int64_t n = d->batch * d->C;
+  kiln_parallel_for(dconv_prepare, d, n, n < threads ? n : threads);
+  /* Each task one panel: the whole weight is read once per panel (from L2
+   * when it fits there), a panel's rows of B stay in L1.  Each task every
+   * panel: a block of A stays in L1, an image's planes are read once per
+   * block.  A weight in L2 takes the first; else whichever reads less. */
+  int64_t want = 8 * (int64_t)threads, abytes = d->F * d->K * 4;
+  d->qspan = abytes <= (512 << 10) || d->panels * abytes <= d->mblocks * d->sbuf * 4 ? 1 : d->panels;
+  int64_t spans = (d->panels + d->qspan - 1) / d->qspan, have = d->batch * spans;
+  d->mchunks = have >= want ? 1 : (want + have - 1) / have;
+  if (d->mchunks > d->mblocks) d->mchunks = d->mblocks;
+  int64_t tasks = have * d->mchunks;
+  kiln_parallel_for(dconv_tasks, d, tasks, tasks < threads ? tasks : threads);
+  n = d->batch * d->F;
+  kiln_parallel_for(dconv_finish, d, n, n < threads ? n : threads);
+  return 1;
+}
+
+/* Y[n, f, oh, ow] = bias[f] (0 if bias is 0) + R[n, f, oh, ow] (0 if res is
+ * 0) + sum over (c, kh, kw) of
+ * Wt[f, c, kh, kw] * X[n, c, oh * sh - pt + kh * dh, ow * sw - pl + kw * dw]
+ * (beta 1: Y += all that), then max(., 0) when relu is 1, zero outside X: a
+ * convolution of the contiguous X
+ * [batch, C, H, W] (padded by pt rows on top, pl columns on the left, and as
+ * far as OH, OW reach) by the weight Wt [F, C*KH*KW] into contiguous
+ * Y [batch, F, OH, OW], the im2col gathered per panel; slot as for
+ * kiln_sgemm_wa.  Computed directly (above) when the weight has a slot and
+ * memory for the copies is there, as a GEMM on X itself for a pointwise
+ * convolution, else with the im2col gathered per panel. */
+void kiln_conv2d(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW,
+                 int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl,
+                 int64_t X, int64_t Wt, int64_t bias, int64_t res, float beta, int32_t relu, int64_t Y,
+                 int32_t threads, int64_t slot) {
+  wgemm_args g = {0};
+  g.batch = batch, g.M = F, g.N = OH * OW, g.K = C * KH * KW;
+  g.B = (const float *)X, g.sb = C * H * W, g.im2col = 1;
+  if (KH == 1 && KW == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && OH == H && OW == W) {
+    g.im2col = 0, g.ldb = H * W; /* a pointwise convolution: X[n] is B itself (C x HW) */
+  } else {
+    dconv_args d = {0};
+    d.batch = batch, d.F = F, d.C = C, d.H = H, d.W = W, d.KH = KH, d.KW = KW, d.OH = OH, d.OW = OW;
+    d.sh = sh, d.sw = sw, d.dh = dh, d.dw = dw, d.pt = pt, d.pl = pl;
+    d.X = (const float *)X, d.bias = (const float *)bias, d.res = (const float *)res, d.Y = (float *)Y;
+    d.accumulate = beta != 0.0f, d.relu = relu != 0;
+    if ((double)batch * F * g.K * OH * OW >= KILN_DCONV_MIN_FMAS && dconv_run(&d, Wt, threads, slot)) return;
+  }
+  g.H = H, g.W = W, g.KH = KH, g.KW = KW, g.sh = sh, g.sw = sw, g.dh = dh, g.dw = dw, g.OW = OW;
+  g.pt = pt, g.pl = pl;
+  g.C = (float *)Y, g.ldc = g.N, g.sc = F * g.N;
+  g.accumulate = beta != 0.0f;
+  g.bias = (const float *)bias;
+  g.res = (const float *)res; /* R is laid out as Y (a residual; it may be Y itself) */
+  g.relu = relu != 0;
+  wgemm_run(&g, Wt, g.K, threads, slot);
+}

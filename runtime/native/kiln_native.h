@@ -1,0 +1,38 @@
+/*
+ * What the C files of kiln's native runtime share (kiln_native.c defines
+ * these; see kiln/runtime/native).
+ */
+#ifndef KILN_NATIVE_H
+#define KILN_NATIVE_H
+
+#include <stdint.h>
+
+/* The pool: fn(ctx, lo, hi) over [0, n) in `parts` ranges. */
+typedef void (*kiln_task_fn)(void *ctx, int64_t lo, int64_t hi);
+void kiln_parallel_for(kiln_task_fn fn, void *ctx, int64_t n, int64_t parts);
+int kiln_pool_threads(void);
+
+/* Packing slots of constant GEMM operands: the slot's packed copy of src
+ * (rows x cols, leading dim ld; `floats` long, laid out by `pack`), packed
+ * on the first call; NULL when the slot is 0, holds another matrix, or
+ * memory ran out. */
+enum { KILN_PACK_B = 0, KILN_PACK_A = 1 };
+typedef void (*kiln_pack_fn)(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ld);
+const float *kiln_slot_packed(int64_t slot, int64_t kind, const float *src, int64_t rows, int64_t cols, int64_t ld,
+                              int64_t floats, kiln_pack_fn pack);
+
+/* src (element (k, n) at src[k * sk + n * sn], k < K, n < N) as panels of
+ * `width` n's, each [K][width] with zeros past N: the layout both packed
+ * GEMM operands use (B's column panels, A's row blocks). */
+static inline __attribute__((always_inline)) void pack_panels(float *dst, const float *src, int64_t K, int64_t N,
+                                                              int64_t width, int64_t sk, int64_t sn) {
+  int64_t np = (N + width - 1) / width;
+  for (int64_t q = 0; q < np; q++)
+    for (int64_t k = 0; k < K; k++)
+      for (int64_t j = 0; j < width; j++) {
+        int64_t n = q * width + j;
+        dst[(q * K + k) * width + j] = n < N ? src[k * sk + n * sn] : 0.0f;
+      }
+}
+
+#endif
