@@ -114,16 +114,51 @@ def reduce(x: ir.Value, axes, keepdims: bool, init_value, combine, env: DimEnv, 
                 out_dims.append(_dim_of(x, i, env))
     sizes = [d if not hasattr(d, "is_static") else d for d in out_dims]
     init = fill(init_value, _empty_from(sizes, xt.element_type, env))
+    groups = _reduction_groups(rank, axes)
+    if len(groups) < rank:
+        x = _collapse(x, groups)
+    loops = len(groups)
     out_exprs = []
-    for i in range(rank):
-        if i in axes:
+    for loop, group in enumerate(groups):
+        if group[0] in axes:
             if keepdims:
-                out_exprs.append(("c", 0))
+                out_exprs.extend([("c", 0)] * len(group))
         else:
-            out_exprs.append(i)
-    maps = [identity_map(rank), affine_map(rank, out_exprs)]
-    iters = ["reduction" if i in axes else "parallel" for i in range(rank)]
+            out_exprs.append(loop)
+    maps = [identity_map(loops), affine_map(loops, out_exprs)]
+    iters = ["reduction" if g[0] in axes else "parallel" for g in groups]
     return generic([x], [init], maps, iters, lambda v, acc: combine(acc, v))[0]
+
+
+def _reduction_groups(rank: int, axes) -> list[list[int]]:
+    """The dims of a reduction as loops: each run of adjacent reduced dims one
+    loop, every other dim its own.
+
+    A mean over the 16 x 16 pixels of ``[B, 64, 16, 16]`` as two nested
+    loops left LLVM a 16-trip inner loop, and it vectorized across channels
+    with gathers instead (60 us at B = 8); one 256-trip loop is a contiguous
+    vector sum (35 us).
+    """
+    groups: list[list[int]] = []
+    for i in range(rank):
+        if groups and i in axes and groups[-1][-1] == i - 1 and groups[-1][0] in axes:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def _collapse(x: ir.Value, groups) -> ir.Value:
+    """``tensor.collapse_shape`` of ``x`` by ``groups`` (a dynamic dim makes its group's size dynamic)."""
+    xt = ir.RankedTensorType(x.type)
+    shape = []
+    for g in groups:
+        sizes = [xt.shape[i] for i in g]
+        shape.append(DYN if DYN in sizes else pymath.prod(sizes))
+    rt = ir.RankedTensorType.get(shape, xt.element_type)
+    reassociation = ir.ArrayAttr.get([ir.ArrayAttr.get([ir.IntegerAttr.get(ir.IntegerType.get_signless(64), i)
+                                                         for i in g]) for g in groups])
+    return tensor.collapse_shape(rt, x, reassociation)
 
 
 class _Size:

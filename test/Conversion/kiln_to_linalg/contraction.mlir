@@ -7,6 +7,7 @@
 // CHECK-DAG: #[[RHS:.*]] = affine_map<(d0, d1, d2, d3) -> (d3, d2)>
 // CHECK-DAG: #[[OUT:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
 // CHECK-DAG: #[[COL:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d4 * 2 + d2, d5 * 2 + d3)>
+// CHECK-DAG: #[[KEEP:.*]] = affine_map<(d0, d1, d2) -> (d0, 0, 0, d2)>
 
 // 2-D operands: linalg.matmul into a zero-filled init.
 // CHECK-LABEL: func.func @matmul$2d(
@@ -52,6 +53,35 @@ func.func @softmax$last(%a: !kiln.tensor<["B", "L"], f32>) -> !kiln.tensor<["B",
 func.func @reduce_mean$dynamic(%a: !kiln.tensor<["B", "L"], f32>) -> !kiln.tensor<["B"], f32> {
   %0 = "kiln.reduce_mean"(%a) {axes = array<i64: 1>} : (!kiln.tensor<["B", "L"], f32>) -> !kiln.tensor<["B"], f32>
   return %0 : !kiln.tensor<["B"], f32>
+}
+
+// Adjacent reduced dims become one loop (a contiguous sum LLVM vectorizes):
+// a global average pool collapses H x W; with keepdims the output keeps a 1
+// per reduced dim; reduced dims that are not adjacent stay separate loops,
+// and a run that holds a symbol collapses to a dynamic extent.
+// CHECK-LABEL: func.func @reduce_mean$pool(
+// CHECK: %[[C:.*]] = tensor.collapse_shape %{{.*}} {{\[}}[0], [1], [2, 3]] : tensor<?x64x16x16xf32> into tensor<?x64x256xf32>
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[C]] : tensor<?x64x256xf32>) outs(%{{.*}} : tensor<?x64xf32>)
+// CHECK: arith.divf
+func.func @reduce_mean$pool(%a: !kiln.tensor<["B", 64, 16, 16], f32>) -> !kiln.tensor<["B", 64], f32> {
+  %0 = "kiln.reduce_mean"(%a) {axes = array<i64: 2, 3>} : (!kiln.tensor<["B", 64, 16, 16], f32>) -> !kiln.tensor<["B", 64], f32>
+  return %0 : !kiln.tensor<["B", 64], f32>
+}
+
+// CHECK-LABEL: func.func @reduce_sum$keepdims(
+// CHECK: tensor.collapse_shape %{{.*}} {{\[}}[0], [1, 2], [3]] : tensor<?x?x4x8xf32> into tensor<?x?x8xf32>
+// CHECK: linalg.generic {indexing_maps = [#{{.*}}, #[[KEEP]]], iterator_types = ["parallel", "reduction", "parallel"]} {{.*}} outs(%{{.*}} : tensor<?x1x1x8xf32>)
+func.func @reduce_sum$keepdims(%a: !kiln.tensor<["B", "L", 4, 8], f32>) -> !kiln.tensor<["B", 1, 1, 8], f32> {
+  %0 = "kiln.reduce_sum"(%a) {axes = array<i64: 1, 2>, keepdims = true} : (!kiln.tensor<["B", "L", 4, 8], f32>) -> !kiln.tensor<["B", 1, 1, 8], f32>
+  return %0 : !kiln.tensor<["B", 1, 1, 8], f32>
+}
+
+// CHECK-LABEL: func.func @reduce_sum$apart(
+// CHECK-NOT: tensor.collapse_shape
+// CHECK: iterator_types = ["parallel", "reduction", "parallel", "reduction"]
+func.func @reduce_sum$apart(%a: !kiln.tensor<["B", 3, 4, 5], f32>) -> !kiln.tensor<["B", 4], f32> {
+  %0 = "kiln.reduce_sum"(%a) {axes = array<i64: 1, 3>} : (!kiln.tensor<["B", 3, 4, 5], f32>) -> !kiln.tensor<["B", 4], f32>
+  return %0 : !kiln.tensor<["B", 4], f32>
 }
 
 // Convolution: pad (a gather), im2col (a copy through an affine map with the
