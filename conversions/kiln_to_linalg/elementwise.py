@@ -50,20 +50,26 @@ def exp(x):
 
 
 def erf(x):
-    """The error function; for f32 Abramowitz-Stegun 7.1.26 (absolute error
-    below 1.5e-7) on the polynomial :func:`exp`, so the loop vectorizes."""
+    """The error function; for f32 a rational approximation on [-4, 4] (the
+    numerator odd of degree 13, the denominator even of degree 8, as in
+    Eigen's and XLA's f32 erf; error below 5e-7 absolute and relative, one
+    division and no ``exp``), so the loop vectorizes.  It halved the cost of
+    exact GELU over Abramowitz-Stegun 7.1.26 on the polynomial :func:`exp`,
+    whose relative error near 0 was 2e-4."""
     if not _is_f32(x):
         return math.erf(x)
     t = x.type
     c = lambda v: scalar_const(t, v)  # noqa: E731
-    a = math.absf(x)
-    k = arith.divf(c(1.0), arith.addf(c(1.0), arith.mulf(c(0.3275911), a)))
-    p = c(1.061405429)
-    for coef in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
-        p = arith.addf(arith.mulf(p, k), c(coef))
-    p = arith.mulf(p, k)
-    y = arith.subf(c(1.0), arith.mulf(p, exp(arith.negf(arith.mulf(a, a)))))
-    return math.copysign(y, x)
+    x = arith.minimumf(arith.maximumf(x, c(-4.0)), c(4.0))  # erf is +-1 in f32 beyond
+    x2 = arith.mulf(x, x)
+    p = c(-2.72614225801306e-10)
+    for coef in (2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05, -7.34990630326855e-04,
+                 -2.95459980854025e-03, -1.60960333262415e-02):
+        p = arith.addf(arith.mulf(p, x2), c(coef))
+    q = c(-1.45660718464996e-05)
+    for coef in (-2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03, -1.42647390514189e-02):
+        q = arith.addf(arith.mulf(q, x2), c(coef))
+    return arith.divf(arith.mulf(x, p), q)
 
 
 def tanh(x):
