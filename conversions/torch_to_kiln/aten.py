@@ -393,14 +393,20 @@ def lower_convolution(cx):
     return cx.build("conv2d", *operands, strides=stride, pads=padding + padding, dilations=dilation, groups=groups)
 
 
-@pattern("torch.aten.max_pool2d")
+@pattern("torch.aten.max_pool2d", "torch.aten.max_pool2d_with_indices")
 def lower_max_pool2d(cx):
+    # torch.export's decompositions turn max_pool2d into the variant with
+    # indices; without this pattern every torch max-pool ran as a fallback.
+    with_indices = cx.name.endswith("with_indices")
+    if with_indices and _has_uses(cx.op.results[1]):
+        raise Decline("the indices of max_pool2d_with_indices are used")
     k = _pair(cx.ints(1))
     s = _pair(cx.ints(2)) if cx.ints(2) else k
     p = _pair(cx.ints(3, [0]))
     d = _pair(cx.ints(4, [1]))
-    return cx.build("max_pool2d", cx.tensor(0), kernel=k, strides=s, pads=p + p, dilations=d,
-                    ceil_mode=bool(cx.scalar(5, False)))
+    y = cx.build("max_pool2d", cx.tensor(0), kernel=k, strides=s, pads=p + p, dilations=d,
+                 ceil_mode=bool(cx.scalar(5, False)))
+    return (y, None) if with_indices else y
 
 
 @pattern("torch.aten.avg_pool2d")

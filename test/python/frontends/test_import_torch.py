@@ -196,3 +196,33 @@ def test_aliased_example_inputs_stay_distinct_inputs():
     with torch.no_grad():
         ref = Attn()(q, k, v)
     torch.testing.assert_close(model(q, k, v), ref, rtol=1e-4, atol=1e-5)
+
+
+class _Pool(torch.nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.max_pool2d(torch.relu(x), 3, 2, 1)
+
+
+class _PoolIndices(torch.nn.Module):
+    def forward(self, x):
+        y, idx = torch.nn.functional.max_pool2d(x, 2, return_indices=True)
+        return y + idx.to(y.dtype)
+
+
+def test_max_pool_is_kiln_not_a_fallback():
+    """torch.export decomposes max_pool2d to max_pool2d_with_indices; with
+    the indices unused it becomes kiln.max_pool2d (it was a PyTorch fallback)."""
+    spec = ({0: Dim("B", min=1, max=16)},)
+    module, report = kiln.import_torch(_Pool(), (torch.randn(2, 8, 15, 15),), spec, with_report=True)
+    assert report.fallbacks == 0
+    assert [op.name for op in kiln_ops(module)].count("kiln.max_pool2d") == 1
+    compiled = kiln.compile(_Pool(), (torch.randn(2, 8, 15, 15),), spec)
+    assert compiled.report()["fallback"]["ops"] == 0
+    for b in (1, 5, 16):
+        x = torch.randn(b, 8, 15, 15)
+        np.testing.assert_allclose(np.asarray(compiled(x.numpy())), _Pool()(x).numpy(), rtol=0, atol=0)
+
+
+def test_max_pool_with_used_indices_still_falls_back():
+    _, report = kiln.import_torch(_PoolIndices(), (torch.randn(2, 3, 8, 8),), with_report=True)
+    assert report.fallbacks == 1
