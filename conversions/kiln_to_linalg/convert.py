@@ -245,8 +245,39 @@ def _has_fallback(module) -> bool:
     return bool(found)
 
 
+def _fallback_feeds_lowered(module) -> list[tuple[str, str]]:
+    """``(location, message)`` for each ``kiln.fallback`` whose result a
+    lowered op (or the function's return) uses.
+
+    A fallback stays a kiln op (it runs with PyTorch, in a kernel of its own
+    after ``kiln-partition``); a lowered user of its result would need a
+    cast the conversion cannot make, and MLIR's own message for that
+    ("failed to legalize unresolved target materialization") names neither
+    the op nor the way out.
+    """
+    found = []
+
+    def visit(op):
+        if op.name == "kiln.fallback":
+            users = {use.owner.name for r in op.results for use in r.uses} - {"kiln.fallback"}
+            if users:
+                name = ir.StringAttr(op.attributes["op_name"]).value
+                found.append((str(op.location), f"kiln.fallback '{name}' feeds {', '.join(sorted(users))}, which "
+                              "convert-kiln-to-linalg lowers: run kiln-partition first (a fallback runs with "
+                              "PyTorch in a kernel of its own)"))
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    return found
+
+
 def convert_kiln_to_linalg(module) -> None:
     """Run the conversion on a ``builtin.module`` op in place; ConversionError on failure."""
+    fed = _fallback_feeds_lowered(module)
+    if fed:
+        driver = _Driver()
+        driver.errors.extend(fed)
+        raise ConversionError("convert-kiln-to-linalg failed", driver.diagnostics())
     _inline_fused(module)
     _annotate(module)
     converter = KilnTypeConverter()
