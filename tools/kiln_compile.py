@@ -7,10 +7,12 @@
 A source is a kiln ``.mlir`` file, an ONNX model, or a PyTorch factory
 (``pkg.module:factory`` returning ``(module, example_args, dynamic_shapes)``).
 ``--stop-after=<stage>`` prints the IR after that stage (``import`` for the
-kiln IR itself, or one of the lowering stages listed by ``--list-stages``)
-instead of writing an artifact, so any step can be reproduced with
-``kiln-opt --pass-pipeline`` from the printed file.  Errors print as
-``kiln-compile: error: ...`` with exit status 1.
+kiln IR itself, ``kiln-default-cpu`` after the graph passes ``kiln.compile``
+runs first, or one of the lowering stages after it; ``--list-stages`` lists
+them) instead of writing an artifact, so any step can be reproduced with
+``kiln-opt --pass-pipeline`` from the printed file; ``--no-optimize`` skips
+the graph passes.  Errors print as ``kiln-compile: error: ...`` with exit
+status 1.
 """
 
 from __future__ import annotations
@@ -53,9 +55,11 @@ def main(argv=None) -> int:
     p.add_argument("--stop-after", metavar="STAGE", help="print the IR after STAGE instead of compiling")
     p.add_argument("--list-stages", action="store_true", help="print the stage names and exit")
     p.add_argument("--vectorize", type=int, default=1, help="vectorization level (0: none)")
+    p.add_argument("--no-optimize", action="store_true",
+                   help=f"with --stop-after: lower without the graph passes ({GRAPH_STAGE})")
     args = p.parse_args(argv)
     if args.list_stages:
-        print("\n".join(("import", *STAGES)))
+        print("\n".join(("import", GRAPH_STAGE, *STAGES)))
         return 0
     if not args.source:
         p.error("a source is required")
@@ -72,13 +76,26 @@ def main(argv=None) -> int:
     return 0
 
 
+#: The graph pipeline kiln.compile runs before partitioning and lowering.
+GRAPH_STAGE = "kiln-default-cpu"
+
+
 def _stop_after(args, source, example_args, dynamic_shapes, symbols) -> int:
     from ..compiler import STAGES, load_source, lower
+    from ..pipelines import Pipeline
 
-    if args.stop_after not in ("import", *STAGES):
-        raise KilnError(f"--stop-after: no stage '{args.stop_after}' (stages: import, {', '.join(STAGES)})")
+    stages = ("import", GRAPH_STAGE, *STAGES)
+    if args.stop_after not in stages:
+        raise KilnError(f"--stop-after: no stage '{args.stop_after}' (stages: {', '.join(stages)})")
+    if args.no_optimize and args.stop_after == GRAPH_STAGE:
+        raise KilnError(f"--stop-after={GRAPH_STAGE} with --no-optimize: that stage is the graph passes")
     module = load_source(source, example_args, dynamic_shapes, symbols)
-    if args.stop_after != "import":
+    if args.stop_after != "import" and not args.no_optimize:
+        # As kiln.compile does: without it the IR differs from what is compiled
+        # (no batch norm folded, no fusion, torch's unused max-pool indices kept).
+        with module.context:
+            Pipeline.named(GRAPH_STAGE).run(module)
+    if args.stop_after not in ("import", GRAPH_STAGE):
         lower(module, stop_after=args.stop_after, vectorize=args.vectorize)
     with module.context:
         text = module.operation.get_asm(enable_debug_info=False)

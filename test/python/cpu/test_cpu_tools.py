@@ -34,6 +34,7 @@ def files(tmp_path_factory):
 
 @pytest.mark.parametrize("stage,expect,absent", [
     ("import", '"kiln.matmul"', "linalg."),
+    ("kiln-default-cpu", 'kind = "matmul_epilogue"', "linalg."),  # the graph passes kiln.compile runs
     ("convert-kiln-to-linalg", "linalg.matmul", "kiln.matmul"),
     ("kiln-cpu-prepare", "bufferization.materialize_in_destination", "kiln.symbol"),
     ("kiln-cpu-bufferize", "memref.alloc", "tensor.empty"),
@@ -46,6 +47,34 @@ def test_stop_after_prints_each_stage(files, tmp_path, stage, expect, absent):
     text = out.read_text()
     assert expect in text
     assert absent not in text
+
+
+def test_stop_after_lists_the_graph_stage_and_can_skip_it(files, tmp_path, capsys):
+    _, src, _ = files
+    assert kiln_compile.main(["--list-stages"]) == 0
+    assert capsys.readouterr().out.split()[:3] == ["import", "kiln-default-cpu", "kiln-infer-shapes"]
+    out = tmp_path / "ir.mlir"
+    assert kiln_compile.main([str(src), "--stop-after=kiln-infer-shapes", "--no-optimize", "-o", str(out)]) == 0
+    assert "kiln.fused" not in out.read_text() and '"kiln.relu"' in out.read_text()
+    with pytest.raises(kiln.KilnError, match="that stage is the graph passes"):
+        kiln_compile.main([str(src), "--stop-after=kiln-default-cpu", "--no-optimize"])
+
+
+def test_stop_after_on_a_torch_max_pool_lowers(tmp_path, monkeypatch):
+    """A torch max-pool imports as kiln.max_pool2d (it was a fallback whose
+    unused indices made the lowering stages fail)."""
+    (tmp_path / "pool_factory.py").write_text(
+        "import torch\n"
+        "from torch.export import Dim\n"
+        "class P(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.nn.functional.max_pool2d(x, 3, 2, 1)\n"
+        "def factory():\n"
+        "    return P(), (torch.randn(2, 4, 9, 9),), ({0: Dim('B', min=1, max=8)},)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "ir.mlir"
+    assert kiln_compile.main(["pool_factory:factory", "--stop-after=convert-kiln-to-linalg", "-o", str(out)]) == 0
+    assert "linalg.pooling_nchw_max" in out.read_text() and "kiln.fallback" not in out.read_text()
 
 
 def test_artifact_runs_with_files_and_shapes(files, capsys):
