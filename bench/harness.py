@@ -4,7 +4,10 @@
 ``kiln-bench``): one entry per (workload, row) with each peer's latency
 percentiles, throughput, compile times and, for kiln, kernel launches and
 arena bytes, plus the ratio kiln/peer of the p50 latencies and the largest
-difference of each peer's output from PyTorch eager.
+difference of each peer's output from PyTorch eager.  The peers of a row are
+measured in interleaved rounds (:func:`_measure_row`), and the ratio is the
+median of the per-round ratios, so drift of a shared machine during the run
+cancels out of it.
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ from .workloads import select
 __all__ = ["measure", "run_benchmark", "summarize"]
 
 
-def measure(fn, *, warmup: int = 3, min_iters: int = 5, max_iters: int = 200, budget_s: float = 2.0) -> dict:
-    """Latency statistics of ``fn()``: ``warmup`` untimed calls, then timed calls
-    until ``max_iters`` or ``budget_s`` seconds (at least ``min_iters``)."""
+def measure(fn, *, warmup: int = 3, min_iters: int = 5, max_iters: int = 200, budget_s: float = 2.0,
+            raw: bool = False):
+    """Latency statistics of ``fn()`` (the latencies in ms with ``raw``):
+    ``warmup`` untimed calls, then timed calls until ``max_iters`` or
+    ``budget_s`` seconds (at least ``min_iters``)."""
     for _ in range(warmup):
         fn()
     times = []
@@ -36,7 +41,7 @@ def measure(fn, *, warmup: int = 3, min_iters: int = 5, max_iters: int = 200, bu
         times.append((time.perf_counter_ns() - t0) / 1e6)
         if len(times) >= min_iters and time.perf_counter() - start > budget_s:
             break
-    return summarize(times)
+    return times if raw else summarize(times)
 
 
 def summarize(times_ms) -> dict:
@@ -90,64 +95,100 @@ def run_benchmark(workloads=None, peers=None, *, quick=False, threads=2, budget_
         refs = _references(workload, rows, inputs)
         entries = {row.label: {"workload": workload.name, "row": row.label,
                                "shapes": [list(s) for s in row.shapes], "peers": {}} for row in rows}
-        # One peer at a time, all its rows, then it is dropped: thread pools
-        # that spin after a call (ONNX Runtime's, OpenMP's) must not steal
-        # the cores from the next peer.
+        # Every peer set up first, then each row measured in rounds: a burst
+        # of every peer in turn (the order rotating), so a slow spell of a
+        # shared machine hits them alike.  After each burst the run sleeps
+        # GAP_S, long enough for thread pools that spin after a call (ONNX
+        # Runtime's, OpenMP's) to go idle before the next peer runs.
+        alive = {}
         for name in peers:
             cls = PEERS[name]
             peer = cls(threads=threads, options=kiln_options) if name == "kiln" else cls(threads=threads)
             try:
                 info = peer.setup(workload)
                 wres[name] = info
+                alive[name] = peer
                 log(f"   {name}: setup {_fmt_setup(info)}")
             except PeerUnavailable as e:
                 wres[name] = {"unavailable": str(e)}
-                continue
             except Exception as e:  # noqa: BLE001 - recorded per peer
                 wres[name] = {"error": _err(e)}
                 log(f"   {name}: setup FAILED {wres[name]['error']}")
                 log(traceback.format_exc(limit=4))
-                continue
-            for row in rows:
-                entry = entries[row.label]
-                try:
-                    fn = peer.runner(row, inputs[row.label])
-                    t0 = time.perf_counter()
-                    out = _as_numpy(fn())
-                    slow = time.perf_counter() - t0 > 0.5  # seconds-long calls: fewer warmups and iterations
-                    stats = measure(fn, warmup=0 if slow else (1 if quick else 3), budget_s=budget_s,
-                                    min_iters=3 if quick or slow else 5)
-                    stats.update(peer.row_info(row))
-                    ref = refs.get(row.label)
-                    if ref is not None:
-                        stats["max_abs_err_vs_ref"] = (float(np.max(np.abs(out - ref))) if out.shape == ref.shape
-                                                       else f"shape {out.shape} vs {ref.shape}")
-                    batch = row.shapes[0][0]
-                    stats["throughput_per_s"] = batch * 1000.0 / stats["p50_ms"]
-                    if workload.gflop is not None:
-                        stats["gflops"] = workload.gflop(row) / (stats["p50_ms"] / 1000.0)
-                    entry["peers"][name] = stats
-                    log(f"   {row.label:12s} {name:14s} p50 {stats['p50_ms']:9.3f} ms  p99 {stats['p99_ms']:9.3f} ms"
-                        f"  ({stats['iters']} iters)")
-                except Exception as e:  # noqa: BLE001
-                    entry["peers"][name] = {"error": _err(e)}
-                    log(f"   {row.label:12s} {name:14s} FAILED {entry['peers'][name]['error']}")
-            del peer
-            gc.collect()
+        for row in rows:
+            _measure_row(workload, row, alive, inputs[row.label], refs.get(row.label), entries[row.label],
+                         quick=quick, budget_s=budget_s, log=log)
+        del alive
+        gc.collect()
         result["workloads"][workload.name] = wres
         for row in rows:
-            entry = entries[row.label]
-            kiln = entry["peers"].get("kiln", {})
-            if "p50_ms" in kiln:
-                entry["ratio_p50"] = {n: kiln["p50_ms"] / s["p50_ms"] for n, s in entry["peers"].items()
-                                      if n != "kiln" and "p50_ms" in s}
-            result["rows"].append(entry)
+            result["rows"].append(entries[row.label])
     result["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
     try:
         result["machine"]["load_avg_at_end"] = os.getloadavg()
     except OSError:  # pragma: no cover
         pass
     return result
+
+
+#: Rounds of bursts per row, and the pause after each burst (seconds).
+ROUNDS, QUICK_ROUNDS, GAP_S = 5, 3, 0.05
+
+
+def _measure_row(workload, row, peers: dict, inputs, ref, entry: dict, *, quick: bool, budget_s: float, log) -> None:
+    """Fill ``entry`` for ``row``: each peer's statistics over all its timed
+    calls, and ``ratio_p50`` = kiln/peer as the median over rounds of the
+    ratio of the two p50s within a round."""
+    fns, slow = {}, {}
+    for name, peer in peers.items():
+        try:
+            fn = peer.runner(row, inputs)
+            t0 = time.perf_counter()
+            out = _as_numpy(fn())
+            slow[name] = time.perf_counter() - t0 > 0.5  # seconds-long calls: fewer warmups and iterations
+            stats = peer.row_info(row)
+            if ref is not None:
+                stats["max_abs_err_vs_ref"] = (float(np.max(np.abs(out - ref))) if out.shape == ref.shape
+                                               else f"shape {out.shape} vs {ref.shape}")
+            for _ in range(0 if slow[name] else (1 if quick else 3)):
+                fn()
+            fns[name] = fn
+            entry["peers"][name] = stats
+        except Exception as e:  # noqa: BLE001
+            entry["peers"][name] = {"error": _err(e)}
+            log(f"   {row.label:12s} {name:14s} FAILED {entry['peers'][name]['error']}")
+    rounds = QUICK_ROUNDS if quick else ROUNDS
+    times = {name: [] for name in fns}
+    round_p50 = {name: [] for name in fns}
+    names = list(fns)
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[: r % len(names)] if names else []:
+            if name not in fns:
+                continue
+            try:
+                burst = measure(fns[name], warmup=0 if slow[name] else 1, budget_s=budget_s / rounds,
+                                min_iters=1 if slow[name] else 3, raw=True)
+            except Exception as e:  # noqa: BLE001
+                entry["peers"][name] = {"error": _err(e)}
+                log(f"   {row.label:12s} {name:14s} FAILED {entry['peers'][name]['error']}")
+                del fns[name]
+                continue
+            times[name] += burst
+            round_p50[name].append(float(np.median(burst)))
+            time.sleep(GAP_S)
+    batch = row.shapes[0][0]
+    for name in fns:
+        stats = entry["peers"][name]
+        stats.update(summarize(times[name]))
+        stats["rounds"] = len(round_p50[name])
+        stats["throughput_per_s"] = batch * 1000.0 / stats["p50_ms"]
+        if workload.gflop is not None:
+            stats["gflops"] = workload.gflop(row) / (stats["p50_ms"] / 1000.0)
+        log(f"   {row.label:12s} {name:14s} p50 {stats['p50_ms']:9.3f} ms  p99 {stats['p99_ms']:9.3f} ms"
+            f"  ({stats['iters']} iters)")
+    if "kiln" in fns:
+        entry["ratio_p50"] = {n: float(np.median([k / p for k, p in zip(round_p50["kiln"], round_p50[n])]))
+                              for n in fns if n != "kiln"}
 
 
 def _err(e: Exception) -> str:

@@ -81,7 +81,10 @@ def markdown(result: dict) -> str:
                   f"{arena / 2**20:.1f}" if isinstance(arena, (int, float)) else "—",
                   f"{err:.1e}" if isinstance(err, float) else str(err if err is not None else "—")]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "Compile / setup time (s): kiln cold = first compile in the process with an empty kernel cache,"
+    lines += ["", "Latencies pool every timed call of a row; the peers of a row run in interleaved rounds (a"
+              " burst each, the order rotating), and kiln/peer is the median over rounds of the ratio of the"
+              " two p50s within a round, so it can differ from the ratio of the pooled p50s.", ""]
+    lines += ["Compile / setup time (s): kiln cold = first compile in the process with an empty kernel cache,"
               " warm = the same model compiled again; onnxruntime = session creation (export excluded);"
               " torch.compile = first call of each row.", ""]
     lines.append("| workload | peer | cold s | warm s | notes |")

@@ -67,3 +67,56 @@ def test_chain_model_launches_one_kernel_per_matmul():
     w = np.eye(4, dtype=np.float32) * 2
     np.testing.assert_allclose(model(x, w), x * 8)
     assert model.report()["kernels_launched_per_call"] == 3
+
+
+def test_rows_interleave_peers_and_ratio_is_the_median_of_round_ratios(monkeypatch):
+    """Each round runs a burst of every peer, the order rotating; kiln/peer is
+    the median of the per-round p50 ratios (one slow round does not move it)."""
+    from kiln.bench.workloads import Row
+
+    calls = []
+    # Per-round latency of each peer (ms): a slow spell from round 2 (for ONNX
+    # Runtime, whose burst comes first in that round) and from round 3 (kiln).
+    # Ratios of the pooled p50s would give 1/6 against ONNX Runtime.
+    lat = {"kiln": [1.0, 1.0, 1.0, 3.0, 3.0], "onnxruntime": [2.0, 2.0, 6.0, 6.0, 6.0],
+           "eager": [4.0, 4.0, 4.0, 4.0, 4.0]}
+
+    class Fake:
+        def __init__(self, name):
+            self.name = name
+
+        def runner(self, row, inputs):
+            return lambda: np.zeros(3, np.float32)
+
+        def row_info(self, row):
+            return {}
+
+    def fake_measure(fn, **kw):
+        name = next(n for n, f in fns.items() if f is fn)
+        r = sum(1 for c in calls if c == name)
+        calls.append(name)
+        return [lat[name][r]] * 3
+
+    peers = {n: Fake(n) for n in ("kiln", "onnxruntime", "eager")}
+    fns = {}
+    orig_runner = Fake.runner
+
+    def runner(self, row, inputs):
+        fns[self.name] = orig_runner(self, row, inputs)
+        return fns[self.name]
+
+    monkeypatch.setattr(Fake, "runner", runner)
+    monkeypatch.setattr(harness, "measure", fake_measure)
+    monkeypatch.setattr(harness, "GAP_S", 0.0)
+
+    class W:
+        gflop = None
+
+    entry = {"peers": {}}
+    harness._measure_row(W(), Row("B=1", ((1, 4),)), peers, [np.zeros((1, 4), np.float32)], None, entry,
+                         quick=False, budget_s=0.1, log=lambda *a: None)
+    assert calls[:3] == ["kiln", "onnxruntime", "eager"] and calls[3:6] == ["onnxruntime", "eager", "kiln"]
+    assert len(calls) == 3 * harness.ROUNDS
+    assert entry["ratio_p50"] == {"onnxruntime": 0.5, "eager": 0.25}
+    assert entry["peers"]["kiln"]["p50_ms"] / entry["peers"]["onnxruntime"]["p50_ms"] == 1 / 6
+    assert entry["peers"]["kiln"]["rounds"] == harness.ROUNDS and entry["peers"]["kiln"]["iters"] == 15
