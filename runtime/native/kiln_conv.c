@@ -348,7 +348,7 @@ static void wgemm_run(wgemm_args *g, int64_t A, int64_t lda, int32_t threads, in
    * gathers cost as much as the products.  Then B is packed once, every
    * (image, panel, K block) a task, into a buffer at most `want` panels big. */
   float *packed = NULL;
-  if (g->mchunks > 1) packed = aligned_alloc(64, (size_t)(have * g->K * WNR * sizeof(float) + 63) / 64 * 64);
+  if (g->mchunks > 1) packed = kiln_alloc((size_t)have * g->K * WNR * sizeof(float));
   if (packed != NULL) {
     g->packed_b = packed;
     kiln_parallel_for(pack_b_tasks, g, have * kblocks, have * kblocks < threads ? have * kblocks : threads);
@@ -551,7 +551,7 @@ static float *thread_scratch(size_t bytes) {
   if (s->bytes < bytes) {
     free(s->data);
     s->bytes = 0;
-    if ((s->data = aligned_alloc(64, (bytes + 63) / 64 * 64)) == NULL) return NULL;
+    if ((s->data = kiln_alloc(bytes)) == NULL) return NULL;
     s->bytes = bytes;
   }
   return s->data;

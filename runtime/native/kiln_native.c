@@ -152,6 +152,7 @@ void kiln_parallel_for(kiln_task_fn fn, void *ctx, int64_t n, int64_t parts) {
 /* ------------------------------------------------------------ small GEMM */
 
 #include <stdlib.h>
+#include <sys/mman.h>
 
 /* Register block: MR rows of A times NR = two vectors of B's columns, 8 x 32
  * with AVX-512 (16 accumulators of 32 registers), 6 x 16 with AVX2 (12 of
@@ -195,6 +196,28 @@ typedef struct {
 
 static atomic_llong packed_total = 0;
 
+#define HUGE_PAGE (2 << 20)
+
+/* `bytes` aligned to 64; from KILN_HUGE_BYTES (2 MiB) up, in 2 MiB pages
+ * where the kernel gives them (transparent huge pages in madvise mode, as
+ * here, back nothing unasked): a packed 1024 x 4096 weight streamed per
+ * call otherwise crosses 4096 small pages, a TLB miss every 64 lines.
+ * KILN_HUGEPAGES=0 turns it off. */
+void *kiln_alloc(size_t bytes) {
+  static int huge = -1;
+  if (huge < 0) {
+    const char *env = getenv("KILN_HUGEPAGES");
+    huge = !(env && env[0] == '0');
+  }
+  if (!huge || bytes < HUGE_PAGE) return aligned_alloc(64, (bytes + 63) / 64 * 64);
+  size_t size = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+  void *p = aligned_alloc(HUGE_PAGE, size);
+#ifdef MADV_HUGEPAGE
+  if (p != NULL) madvise(p, size, MADV_HUGEPAGE); /* advice only: a refusal costs nothing */
+#endif
+  return p;
+}
+
 int64_t kiln_packed_bytes(void) { return atomic_load(&packed_total); }
 
 void kiln_free_packed(int64_t p) {
@@ -214,7 +237,7 @@ const float *kiln_slot_packed(int64_t slot, int64_t kind, const float *src, int6
   packed_t *pb = atomic_load_explicit(s, memory_order_acquire);
   if (pb == NULL) {
     size_t bytes = sizeof(packed_t) + (size_t)floats * sizeof(float);
-    packed_t *fresh = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    packed_t *fresh = kiln_alloc(bytes);
     if (fresh == NULL) return NULL;
     fresh->src = src;
     fresh->K = rows;

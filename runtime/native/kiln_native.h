@@ -5,12 +5,17 @@
 #ifndef KILN_NATIVE_H
 #define KILN_NATIVE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* The pool: fn(ctx, lo, hi) over [0, n) in `parts` ranges. */
 typedef void (*kiln_task_fn)(void *ctx, int64_t lo, int64_t hi);
 void kiln_parallel_for(kiln_task_fn fn, void *ctx, int64_t n, int64_t parts);
 int kiln_pool_threads(void);
+
+/* Memory for large buffers (packed weights, scratch): 64-byte aligned, in
+ * huge pages from 2 MiB up; free() releases it. */
+void *kiln_alloc(size_t bytes);
 
 /* Packing slots of constant GEMM operands: the slot's packed copy of src
  * (rows x cols, leading dim ld; `floats` long, laid out by `pack`), packed
