@@ -81,6 +81,7 @@ GRAPH_STAGE = "kiln-default-cpu"
 
 
 def _stop_after(args, source, example_args, dynamic_shapes, symbols) -> int:
+    from .._mlir import ir
     from ..compiler import STAGES, load_source, lower
     from ..pipelines import Pipeline
 
@@ -93,7 +94,7 @@ def _stop_after(args, source, example_args, dynamic_shapes, symbols) -> int:
     if args.stop_after != "import" and not args.no_optimize:
         # As kiln.compile does: without it the IR differs from what is compiled
         # (no batch norm folded, no fusion, torch's unused max-pool indices kept).
-        with module.context:
+        with module.context, ir.Location.unknown():
             Pipeline.named(GRAPH_STAGE).run(module)
     if args.stop_after not in ("import", GRAPH_STAGE):
         lower(module, stop_after=args.stop_after, vectorize=args.vectorize)
