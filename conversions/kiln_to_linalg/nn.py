@@ -458,13 +458,34 @@ def _pool_input(lw: Lowering, x: ir.Value, value, user_pad_value=None):
     return x, kernel, strides, dil
 
 
+#: Windows up to this many taps are unrolled into one generic (see lower_max_pool2d).
+MAX_UNROLLED_WINDOW = 64
+
+
 def lower_max_pool2d(lw: Lowering):
+    """Max pooling.  A window of at most :data:`MAX_UNROLLED_WINDOW` taps is
+    one parallel generic over the output reading one operand per tap (the
+    same tensor through shifted, strided maps) and taking their maximum:
+    ``linalg.pooling_nchw_max`` loops over the window innermost, 3 trips
+    that LLVM left scalar (ResNet-50's 3x3 stride-2 pool took 1.4 ms)."""
     out = lw.results[0]
     t = out.dtype
     x, kernel, strides, dil = _pool_input(lw, lw.operands[0], lowest(t))
-    window = tensor.empty(kernel, t)
-    init = fill(lowest(t), lw.empty(out.dims, t))
-    return [linalg.pooling_nchw_max(x, window, outs=[init], strides=strides, dilations=dil)]
+    init = lw.empty(out.dims, t)
+    taps = [(i, j) for i in range(kernel[0]) for j in range(kernel[1])]
+    if len(taps) > MAX_UNROLLED_WINDOW:
+        window = tensor.empty(kernel, t)
+        return [linalg.pooling_nchw_max(x, window, outs=[fill(lowest(t), init)], strides=strides, dilations=dil)]
+    d = [ir.AffineDimExpr.get(k) for k in range(4)]
+    maps = [affine_map(4, [0, 1, d[2] * strides[0] + i * dil[0], d[3] * strides[1] + j * dil[1]]) for i, j in taps]
+
+    def body(*args):
+        m = args[0]
+        for v in args[1:-1]:
+            m = arith.maximumf(m, v) if is_float(t) else arith.maxsi(m, v)
+        return m
+
+    return generic([x] * len(taps), [init], maps + [identity_map(4)], ["parallel"] * 4, body)
 
 
 def lower_avg_pool2d(lw: Lowering):

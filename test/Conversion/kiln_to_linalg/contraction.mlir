@@ -8,6 +8,10 @@
 // CHECK-DAG: #[[OUT:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
 // CHECK-DAG: #[[COL:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d4 * 2 + d2, d5 * 2 + d3)>
 // CHECK-DAG: #[[KEEP:.*]] = affine_map<(d0, d1, d2) -> (d0, 0, 0, d2)>
+// CHECK-DAG: #[[T00:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2 * 2, d3 * 2)>
+// CHECK-DAG: #[[T01:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2 * 2, d3 * 2 + 1)>
+// CHECK-DAG: #[[T10:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2 * 2 + 1, d3 * 2)>
+// CHECK-DAG: #[[T11:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2 * 2 + 1, d3 * 2 + 1)>
 
 // 2-D operands: linalg.matmul into a zero-filled init.
 // CHECK-LABEL: func.func @matmul$2d(
@@ -98,9 +102,23 @@ func.func @conv2d$padded(%x: !kiln.tensor<["B", 3, 32, 32], f32>, %w: !kiln.tens
   return %0 : !kiln.tensor<["B", 8, 16, 16], f32>
 }
 
+// A small window is one parallel generic reading a strided, shifted map per
+// tap (vectorizable over the output columns); a window above 64 taps stays
+// linalg.pooling_nchw_max.
 // CHECK-LABEL: func.func @max_pool2d$basic(
-// CHECK: linalg.pooling_nchw_max
+// CHECK-NOT: linalg.pooling_nchw_max
+// CHECK: linalg.generic {indexing_maps = [#[[T00]], #[[T01]], #[[T10]], #[[T11]], #{{.*}}], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+// CHECK-COUNT-3: arith.maximumf
+// CHECK-NOT: arith.maximumf
+// CHECK: linalg.yield
 func.func @max_pool2d$basic(%x: !kiln.tensor<["B", 8, 32, 32], f32>) -> !kiln.tensor<["B", 8, 16, 16], f32> {
   %0 = "kiln.max_pool2d"(%x) {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (!kiln.tensor<["B", 8, 32, 32], f32>) -> !kiln.tensor<["B", 8, 16, 16], f32>
   return %0 : !kiln.tensor<["B", 8, 16, 16], f32>
+}
+
+// CHECK-LABEL: func.func @max_pool2d$wide(
+// CHECK: linalg.pooling_nchw_max
+func.func @max_pool2d$wide(%x: !kiln.tensor<["B", 8, 32, 32], f32>) -> !kiln.tensor<["B", 8, 24, 24], f32> {
+  %0 = "kiln.max_pool2d"(%x) {kernel = array<i64: 9, 9>, strides = array<i64: 1, 1>} : (!kiln.tensor<["B", 8, 32, 32], f32>) -> !kiln.tensor<["B", 8, 24, 24], f32>
+  return %0 : !kiln.tensor<["B", 8, 24, 24], f32>
 }
