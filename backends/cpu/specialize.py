@@ -72,7 +72,7 @@ def compile_static(kernel_text: str, binding: Mapping[str, int], names, vectoriz
     with ctx, ir.Location.unknown():
         where = ", ".join(f"{k}={v}" for k, v in sorted(binding.items()))
         module = parse_module(bind_dims(kernel_text, binding), f"<kernels at {where}>")
-        lower(module, vectorize=vectorize)
+        lower(module, vectorize=vectorize, verify_each=None)
         try:
             engine = jit(module, names=list(names))
         except Exception as e:  # the engine reports unresolved symbols as a RuntimeError
