@@ -91,15 +91,32 @@ typedef struct {
   float scale;
   int causal;
   int64_t qblocks;
+  float *kt;   /* every head's K transposed, [heads][D][sp] with zero keys past S; NULL: per block */
+  int64_t sp;  /* S rounded up to KB */
 } attn_args;
 
-/* s[r][0 .. KB) = scale * q[r] . kt[., 0 .. KB) for RB rows of q (row stride D). */
+/* Tasks [lo, hi) of the K transpose: task t is a head. */
+static void transpose_k(void *ctx, int64_t lo, int64_t hi) {
+  const attn_args *g = ctx;
+  for (int64_t h = lo; h < hi; h++) {
+    const float *k = g->k + h * g->S * g->D;
+    float *kt = g->kt + h * g->D * g->sp;
+    for (int64_t d = 0; d < g->D; d++) {
+      float *row = kt + d * g->sp;
+      for (int64_t j = 0; j < g->S; j++) row[j] = k[j * g->D + d];
+      for (int64_t j = g->S; j < g->sp; j++) row[j] = 0.0f;
+    }
+  }
+}
+
+/* s[r][0 .. KB) = scale * q[r] . kt[., 0 .. KB) for RB rows of q (row stride D;
+ * row d of kt at kt + d * kstride). */
 static inline __attribute__((always_inline)) void scores_block(const float *q, int64_t D, const float *kt,
-                                                                float scale, float *s) {
+                                                                int64_t kstride, float scale, float *s) {
   av acc[RB][2];
   for (int r = 0; r < RB; r++) acc[r][0] = acc[r][1] = (av){0};
   for (int64_t d = 0; d < D; d++) {
-    av b0 = aload(kt + d * KB), b1 = aload(kt + d * KB + AW);
+    av b0 = aload(kt + d * kstride), b1 = aload(kt + d * kstride + AW);
     for (int r = 0; r < RB; r++) {
       float a = q[r * D + d];
       acc[r][0] += a * b0;
@@ -112,15 +129,16 @@ static inline __attribute__((always_inline)) void scores_block(const float *q, i
   }
 }
 
-/* acc[r][e0 .. e0 + NV * AW) += sum_j p[r][j] * vb[j][e0 ..] over j < kb, RB rows. */
-static inline __attribute__((always_inline)) void pv_block(int nv, const float *p, const float *vb, int64_t kb,
-                                                            int64_t e0, float *acc) {
+/* acc[r][e0 .. e0 + NV * AW) += sum_j p[r][j] * vb[j][e0 ..] over j < kb, RB rows
+ * (row j of vb at vb + j * vstride). */
+static inline __attribute__((always_inline)) void pv_block(int nv, const float *p, const float *vb, int64_t vstride,
+                                                            int64_t kb, int64_t e0, float *acc) {
   av c[RB][4];
   for (int r = 0; r < RB; r++)
     for (int u = 0; u < nv; u++) c[r][u] = aload(acc + r * DVP + e0 + u * AW);
   for (int64_t j = 0; j < kb; j++) {
     av b[4];
-    for (int u = 0; u < nv; u++) b[u] = aload(vb + j * DVP + e0 + u * AW);
+    for (int u = 0; u < nv; u++) b[u] = aload(vb + j * vstride + e0 + u * AW);
     for (int r = 0; r < RB; r++) {
       float a = p[r * KB + j];
       for (int u = 0; u < nv; u++) c[r][u] += a * b[u];
@@ -154,14 +172,28 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
     int64_t send = g->causal && l0 + ql < g->S ? l0 + ql : g->S;
     for (int64_t s0 = 0; s0 < send; s0 += KB) {
       int64_t kb = send - s0 < KB ? send - s0 : KB;
-      for (int64_t d = 0; d < D; d++)
-        for (int64_t j = 0; j < KB; j++) kt[d * KB + j] = j < kb ? k[(s0 + j) * D + d] : 0.0f;
-      for (int64_t j = 0; j < kb; j++) {
-        memcpy(vb + j * DVP, v + (s0 + j) * Dv, Dv * sizeof(float));
-        memset(vb + j * DVP + Dv, 0, (dvp - Dv) * sizeof(float));
+      /* K^T of this block: from the transpose made once per call (each query
+       * block had transposed every key block it sees again), else here. */
+      const float *ktb = kt;
+      int64_t kstride = KB;
+      if (g->kt != NULL) {
+        ktb = g->kt + h * D * g->sp + s0, kstride = g->sp;
+      } else {
+        for (int64_t d = 0; d < D; d++)
+          for (int64_t j = 0; j < KB; j++) kt[d * KB + j] = j < kb ? k[(s0 + j) * D + d] : 0.0f;
+      }
+      /* V's rows are read in place when whole vectors (Dv a multiple of AW). */
+      const float *vbk = v + s0 * Dv;
+      int64_t vstride = Dv;
+      if (dvp != Dv) {
+        for (int64_t j = 0; j < kb; j++) {
+          memcpy(vb + j * DVP, v + (s0 + j) * Dv, Dv * sizeof(float));
+          memset(vb + j * DVP + Dv, 0, (dvp - Dv) * sizeof(float));
+        }
+        vbk = vb, vstride = DVP;
       }
       int64_t rows = (ql + RB - 1) / RB * RB;
-      for (int64_t r0 = 0; r0 < rows; r0 += RB) scores_block(qp + r0 * D, D, kt, g->scale, s + r0 * KB);
+      for (int64_t r0 = 0; r0 < rows; r0 += RB) scores_block(qp + r0 * D, D, ktb, kstride, g->scale, s + r0 * KB);
       /* Mask (keys past the block, and after the query when causal), then the online softmax. */
       for (int64_t r = 0; r < rows; r++) {
         float *sr = s + r * KB;
@@ -194,10 +226,10 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
           float *ar = acc + r0 * DVP;
           const float *pr = s + r0 * KB;
           switch (nv >= 4 ? 4 : nv) {
-            case 4: pv_block(4, pr, vb, kb, e0, ar); break;
-            case 3: pv_block(3, pr, vb, kb, e0, ar); break;
-            case 2: pv_block(2, pr, vb, kb, e0, ar); break;
-            default: pv_block(1, pr, vb, kb, e0, ar); break;
+            case 4: pv_block(4, pr, vbk, vstride, kb, e0, ar); break;
+            case 3: pv_block(3, pr, vbk, vstride, kb, e0, ar); break;
+            case 2: pv_block(2, pr, vbk, vstride, kb, e0, ar); break;
+            default: pv_block(1, pr, vbk, vstride, kb, e0, ar); break;
           }
         }
     }
@@ -218,7 +250,10 @@ int32_t kiln_attention(int64_t heads, int64_t L, int64_t S, int64_t D, int64_t D
                        int64_t v, int64_t out, float scale, int32_t causal, int32_t threads) {
   if (D < 1 || Dv < 1 || D > MAX_HEAD_DIM || Dv > MAX_HEAD_DIM) return -1;
   attn_args g = {heads, L, S, D, Dv, (const float *)q, (const float *)k, (const float *)v, (float *)out,
-                 scale, causal != 0, (L + QB - 1) / QB};
+                 scale, causal != 0, (L + QB - 1) / QB, NULL, (S + KB - 1) / KB * KB};
+  /* K transposed once per call when there is scratch for it (else per block). */
+  g.kt = kiln_thread_scratch((size_t)(heads * D * g.sp) * sizeof(float));
+  if (g.kt != NULL) kiln_parallel_for(transpose_k, &g, heads, heads < threads ? heads : threads);
   int64_t tasks = heads * g.qblocks;
   kiln_parallel_for(attn_tasks, &g, tasks, tasks < threads ? tasks : threads);
   return 0;

@@ -519,44 +519,6 @@ static void dconv_finish(void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
-/* A scratch buffer of at least `bytes` for the calling thread, kept for its
- * next call (freed when the thread exits); NULL when memory ran out.  Fresh
- * buffers of a MiB per call were mmapped, faulted in and unmapped every
- * time, and each unmap interrupted the other core (a TLB shootdown): 2x
- * slower on two threads for a 100 µs convolution. */
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-typedef struct {
-  size_t bytes;
-  float *data;
-} scratch_t;
-
-static void scratch_free(void *p) {
-  scratch_t *s = p;
-  free(s->data);
-  free(s);
-}
-
-static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_free); }
-
-static float *thread_scratch(size_t bytes) {
-  pthread_once(&scratch_once, scratch_init);
-  scratch_t *s = pthread_getspecific(scratch_key);
-  if (s == NULL) {
-    if ((s = calloc(1, sizeof *s)) == NULL || pthread_setspecific(scratch_key, s) != 0) {
-      free(s);
-      return NULL;
-    }
-  }
-  if (s->bytes < bytes) {
-    free(s->data);
-    s->bytes = 0;
-    if ((s->data = kiln_alloc(bytes)) == NULL) return NULL;
-    s->bytes = bytes;
-  }
-  return s->data;
-}
-
 /* kiln_conv2d's contract, computed directly (above); 0 when memory for the
  * copies ran out (nothing written: the caller takes the im2col path). */
 static int dconv_run(dconv_args *d, int64_t Wt, int32_t threads, int64_t slot) {
@@ -574,7 +536,7 @@ static int dconv_run(dconv_args *d, int64_t Wt, int32_t threads, int64_t slot) {
   /* The last wide row reads up to Wq - OW + WNR floats past an image's planes. */
   size_t slack = (size_t)(d->Wq + WNR);
   size_t nbuf = ((size_t)(d->batch * d->sbuf) + slack + 15) / 16 * 16, nwide = (size_t)(d->batch * d->F * d->N);
-  float *buf = d->Ap ? thread_scratch((nbuf + nwide) * sizeof(float) + (size_t)d->K * sizeof(int64_t)) : NULL;
+  float *buf = d->Ap ? kiln_thread_scratch((nbuf + nwide) * sizeof(float) + (size_t)d->K * sizeof(int64_t)) : NULL;
   if (buf == NULL) return 0;
   float *wide = buf + nbuf;
   int64_t *off = (int64_t *)(wide + nwide);

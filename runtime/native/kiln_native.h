@@ -17,6 +17,10 @@ int kiln_pool_threads(void);
  * huge pages from 2 MiB up; free() releases it. */
 void *kiln_alloc(size_t bytes);
 
+/* The calling thread's scratch buffer, at least `bytes` (kept and grown
+ * across calls, freed when the thread exits); NULL when memory ran out. */
+float *kiln_thread_scratch(size_t bytes);
+
 /* Packing slots of constant GEMM operands: the slot's packed copy of src
  * (rows x cols, leading dim ld; `floats` long, laid out by `pack`), packed
  * on the first call; NULL when the slot is 0, holds another matrix, or
