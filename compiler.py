@@ -241,13 +241,14 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     from .backends.cpu.hoist import hoist_constant_steps
 
     kernels = hoist_constant_steps(prepared, kernels, syms)
-    # Reshapes run as views of their input: no launch, no copy, no arena space.
+    # Reshapes, and slices of leading rows, run as views of their input: no
+    # launch, no copy, no arena space.
     from .runtime.executor import view_aliases
     from .transforms.plan_memory import plan_memory
 
-    aliases = view_aliases(prepared.schedule)
+    aliases, offsets = view_aliases(prepared.schedule)
     if aliases:
-        prepared.plan, _ = plan_memory(prepared.schedule, syms, aliases=aliases)
+        prepared.plan, _ = plan_memory(prepared.schedule, syms, aliases=aliases, view_offsets=offsets)
     specialize = None
     if kernel_text is not None:
         specialize = _static_kernels(kernel_text, prepared, int(options.get("vectorize", 1)))

@@ -111,6 +111,7 @@ class Executor:
         # Values that are views of another (reshapes run without a kernel);
         # a step whose outputs are all views launches nothing.
         self.aliases = dict(getattr(plan, "aliases", {}) or {})
+        self._view_off = {v: compile_expr(t)[0] for v, t in (getattr(plan, "view_offsets", {}) or {}).items()}
         self.pool = pool or ArenaPool()
         self.metrics = metrics or Metrics()
         self._shape = {
@@ -188,7 +189,8 @@ class Executor:
         patched in.  A step whose outputs are views (:attr:`aliases`) has
         no record when it views arena values (the views are in the
         environment already), else ``(name, None, (), (), views, False,
-        None)`` with ``(vid, source vid, shape)`` per view to make per call.
+        None)`` with ``(vid, source vid, shape, element offset)`` per view to
+        make per call.
         Cached on the arena tensor (by executor and shape): an arena is used
         by one call at a time, so its descriptors are too.
         """
@@ -207,11 +209,12 @@ class Executor:
             for vid, shape, dtype, off in outs:
                 if vid in self.aliases:
                     src = self.aliases[vid]
+                    at = self._view_off[vid](binding) if vid in self._view_off else 0
                     if src in fixed:  # a view of an arena value: made once, here
-                        env[vid] = env[src].view(shape)
+                        env[vid] = _view(env[src], shape, at)
                         fixed.add(vid)
                     else:  # of a model input or a fresh output: per call
-                        views.append((vid, src, shape))
+                        views.append((vid, src, shape, at))
                 elif off is None:
                     fresh.append((vid, shape, dtype))
                 else:
@@ -329,8 +332,8 @@ class Executor:
                 env[vid] = x
             for name, kernel, in_ids, out_ids, fresh, is_fb, launch in steps:
                 if kernel is None:  # views of values whose memory is per call
-                    for vid, src, shape in fresh:
-                        env[vid] = env[src].view(shape)
+                    for vid, src, shape, at in fresh:
+                        env[vid] = _view(env[src], shape, at)
                     continue
                 for vid, shape, dtype in fresh:
                     env[vid] = torch.empty(shape, dtype=dtype)
@@ -444,6 +447,9 @@ def prepare(module, function: str, keep_text: bool = False) -> Prepared:
             generated[i] = step.name
             if step.func is not None:
                 step.split = split_symbol(step.func)
+                if list(step.ops) == ["kiln.slice"] and len(step.inputs) == len(step.outputs) == 1:
+                    step.view_offset = _slice_offset(step.func, schedule.values[step.inputs[0]].info.dims,
+                                                     schedule.values[step.outputs[0]].info.dims)
     constants = {vid: constant_tensor(op) for vid, op in schedule.constants.items()}
     detached = schedule.detached()
     keep = set(generated.values())
@@ -461,31 +467,84 @@ def prepare(module, function: str, keep_text: bool = False) -> Prepared:
     return Prepared(detached, plan, fallback, generated, constants, text)
 
 
-def view_aliases(schedule) -> dict[int, int]:
-    """The reshape kernels of ``schedule`` that can run as views, as
-    ``{output value id: input value id}`` (for :func:`plan_memory`'s ``aliases``).
+def _view(t: torch.Tensor, shape, at: int) -> torch.Tensor:
+    """``shape`` over the contiguous ``t`` from element ``at``."""
+    if at == 0 and t.numel() == math.prod(shape):
+        return t.view(shape)
+    return t.reshape(-1)[at : at + math.prod(shape)].view(shape)
+
+
+def view_aliases(schedule) -> tuple[dict[int, int], dict[int, str]]:
+    """The kernels of ``schedule`` that can run as views: ``({output value id:
+    input value id}, {output value id: element offset text})`` (for
+    :func:`plan_memory`'s ``aliases`` and ``view_offsets``).
 
     A reshape of a contiguous tensor is a view of it, and every tensor the
     runtime hands a kernel is contiguous (arena views, fresh outputs, inputs
-    made contiguous).  Only intermediates become views: a model output must
-    own its memory.  ``KILN_RESHAPE_VIEWS=0`` keeps every reshape a kernel.
+    made contiguous).  So is a slice that keeps whole trailing dims and cuts
+    one dim after leading dims of extent 1 (q, k and v out of a stacked
+    ``[3, B, H, L, D]``): a view from an offset.  Only intermediates become
+    views: a model output must own its memory.  ``KILN_RESHAPE_VIEWS=0``
+    keeps every reshape and slice a kernel.
     """
     import os
 
     if os.environ.get("KILN_RESHAPE_VIEWS", "1") == "0":
-        return {}
-    out = {}
+        return {}, {}
+    out, offsets = {}, {}
     values = schedule.values
     for step in schedule.steps:
-        if step.kind != "generated" or list(step.ops) != ["kiln.reshape"]:
+        ops = list(step.ops)
+        if step.kind != "generated" or ops not in (["kiln.reshape"], ["kiln.slice"]):
             continue
         if len(step.inputs) != 1 or len(step.outputs) != 1:
             continue
         src, dst = values[step.inputs[0]], values[step.outputs[0]]
-        if dst.kind == "intermediate" and src.kind in ("intermediate", "input") and \
-                str(src.info.dtype) == str(dst.info.dtype):
-            out[dst.id] = src.id
-    return out
+        if not (dst.kind == "intermediate" and src.kind in ("intermediate", "input") and
+                str(src.info.dtype) == str(dst.info.dtype)):
+            continue
+        if ops == ["kiln.slice"]:
+            at = getattr(step, "view_offset", None)  # set by prepare
+            if at is None:
+                continue
+            if at != "0":
+                offsets[dst.id] = at
+        out[dst.id] = src.id
+    return out, offsets
+
+
+def _slice_offset(func, src_dims, dst_dims) -> str | None:
+    """The element offset (dim-grammar text) at which the lone slice of the
+    kernel ``func`` starts in its contiguous input, when its result is one
+    contiguous run of it; else None."""
+    from ..dialects.dims import dim
+    from ..transforms.plan_memory import expr_text
+
+    ops = [op for op in func.regions[0].blocks[0].operations if op.operation.name == "kiln.slice"]
+    if len(ops) != 1:
+        return None
+    attrs = ops[0].operation.opview.decoded_attrs()
+    rank = len(src_dims)
+    steps = attrs.get("steps") or [1] * len(attrs["axes"])
+    cut = {}
+    for start, axis, st in zip(attrs["starts"], attrs["axes"], steps):
+        axis = axis % rank
+        if st != 1 or start < 0:
+            return None
+        if dim(dst_dims[axis]) != dim(src_dims[axis]):
+            cut[axis] = start
+    if not cut:
+        return "0"
+    if len(cut) > 1:
+        return None
+    (axis, start), = cut.items()
+    # Dims before the cut one must be 1 in the result (whole trailing dims: nothing else is cut).
+    if any(not (dim(d).is_static and dim(d).value == 1) for d in dst_dims[:axis]):
+        return None
+    inner = 1
+    for d in src_dims[axis + 1:]:
+        inner = inner * dim(d).expr
+    return expr_text(start * inner)
 
 
 class ModelRuntime:
@@ -531,7 +590,8 @@ class ModelRuntime:
             at = profile.opt_binding(self.symbols)
             at = {n: min(max(at[n], s.min), s.max) for n, s in self.symbols.items()}
             syms = {n: replace(s, opt=at[n]) for n, s in self.symbols.items()}
-            plan, _ = plan_memory(base.schedule, syms, aliases=prepared.plan.aliases)
+            plan, _ = plan_memory(base.schedule, syms, aliases=prepared.plan.aliases,
+                                  view_offsets=prepared.plan.view_offsets)
 
             def executor(ks, pool=self.pool, metrics=self.metrics):
                 return Executor(base.schedule, plan, ks, consts, pool=pool, metrics=metrics)
