@@ -17,17 +17,11 @@
  * with AVX-512 (16 accumulators of 32), 6 x 16 with AVX2.  K runs in blocks
  * of KC rows so a block of the packed B panel (KC x WNR) stays in L1. */
 
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kiln_native.h"
-
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
 
 #if defined(__AVX512F__)
 #define VW 16
@@ -417,22 +411,6 @@ typedef struct {
   int64_t jlo[DCONV_MAX_STRIDE], jhi[DCONV_MAX_STRIDE]; /* see dconv_prepare */
 } dconv_args;
 
-/* row[j] = xr[2 * j] for j in [lo, hi): 8 at a time from two loads and two
- * shuffles (the compiler leaves this loop scalar); reads stay below
- * xr[2 * hi - 2] (the vector loop stops one short of hi). */
-static inline void copy_even(float *row, const float *xr, int64_t lo, int64_t hi) {
-  int64_t j = lo;
-#if defined(__AVX2__)
-  for (; j + 8 < hi; j += 8) {
-    __m256 a = _mm256_loadu_ps(xr + 2 * j), b = _mm256_loadu_ps(xr + 2 * j + 8);
-    __m256 ev = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)); /* a0 a2 b0 b2 | a4 a6 b4 b6 */
-    ev = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), _MM_SHUFFLE(3, 1, 2, 0)));
-    _mm256_storeu_ps(row + j, ev);
-  }
-#endif
-  for (; j < hi; j++) row[j] = xr[2 * j];
-}
-
 /* Tasks [lo, hi) of the copy: task t is (image, channel); only the phase
  * planes some kernel tap reads are written (one of four for a 1x1 stride 2).
  * Row j of plane column phase e reads input column j * sw + e - pl, inside
@@ -460,8 +438,8 @@ static void dconv_prepare(void *ctx, int64_t lo, int64_t hi) {
           for (int64_t j = 0; j < jlo; j++) row[j] = 0.0f;
           if (sw == 1)
             memcpy(row + jlo, xr + jlo, (jhi - jlo) * sizeof(float));
-          else if (sw == 2)
-            copy_even(row, xr, jlo, jhi);
+          else if (sw == 2) /* a constant stride the compiler can shuffle */
+            for (int64_t j = jlo; j < jhi; j++) row[j] = xr[2 * j];
           else
             for (int64_t j = jlo; j < jhi; j++) row[j] = xr[j * sw];
           for (int64_t j = jhi; j < Wq; j++) row[j] = 0.0f;
