@@ -463,17 +463,20 @@ MAX_UNROLLED_WINDOW = 64
 
 
 def lower_max_pool2d(lw: Lowering):
-    """Max pooling.  A window of at most :data:`MAX_UNROLLED_WINDOW` taps is
-    one parallel generic over the output reading one operand per tap (the
-    same tensor through shifted, strided maps) and taking their maximum:
-    ``linalg.pooling_nchw_max`` loops over the window innermost, 3 trips
-    that LLVM left scalar (ResNet-50's 3x3 stride-2 pool took 1.4 ms)."""
+    """Max pooling.  A strided window (both strides above 1) of at most
+    :data:`MAX_UNROLLED_WINDOW` taps is one parallel generic over the output
+    reading one operand per tap (the same tensor through shifted, strided
+    maps) and taking their maximum: ``linalg.pooling_nchw_max`` loops over
+    the window innermost, 3 trips that LLVM left scalar (ResNet-50's 3x3
+    stride-2 pool took 1.4 ms).  With a stride of 1 the first tap's map is
+    the identity, from which linalg would take the loop bounds (the padded
+    input's extent, past the output's): those keep the named op."""
     out = lw.results[0]
     t = out.dtype
     x, kernel, strides, dil = _pool_input(lw, lw.operands[0], lowest(t))
     init = lw.empty(out.dims, t)
     taps = [(i, j) for i in range(kernel[0]) for j in range(kernel[1])]
-    if len(taps) > MAX_UNROLLED_WINDOW:
+    if len(taps) > MAX_UNROLLED_WINDOW or min(strides) < 2:
         window = tensor.empty(kernel, t)
         return [linalg.pooling_nchw_max(x, window, outs=[fill(lowest(t), init)], strides=strides, dilations=dil)]
     d = [ir.AffineDimExpr.get(k) for k in range(4)]

@@ -102,9 +102,9 @@ func.func @conv2d$padded(%x: !kiln.tensor<["B", 3, 32, 32], f32>, %w: !kiln.tens
   return %0 : !kiln.tensor<["B", 8, 16, 16], f32>
 }
 
-// A small window is one parallel generic reading a strided, shifted map per
-// tap (vectorizable over the output columns); a window above 64 taps stays
-// linalg.pooling_nchw_max.
+// A small strided window is one parallel generic reading a strided, shifted
+// map per tap (vectorizable over the output columns); a window above 64 taps,
+// or a stride of 1, stays linalg.pooling_nchw_max.
 // CHECK-LABEL: func.func @max_pool2d$basic(
 // CHECK-NOT: linalg.pooling_nchw_max
 // CHECK: linalg.generic {indexing_maps = [#[[T00]], #[[T01]], #[[T10]], #[[T11]], #{{.*}}], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
@@ -118,7 +118,14 @@ func.func @max_pool2d$basic(%x: !kiln.tensor<["B", 8, 32, 32], f32>) -> !kiln.te
 
 // CHECK-LABEL: func.func @max_pool2d$wide(
 // CHECK: linalg.pooling_nchw_max
+// CHECK-LABEL: func.func @max_pool2d$stride1(
+// CHECK: linalg.pooling_nchw_max
 func.func @max_pool2d$wide(%x: !kiln.tensor<["B", 8, 32, 32], f32>) -> !kiln.tensor<["B", 8, 24, 24], f32> {
   %0 = "kiln.max_pool2d"(%x) {kernel = array<i64: 9, 9>, strides = array<i64: 1, 1>} : (!kiln.tensor<["B", 8, 32, 32], f32>) -> !kiln.tensor<["B", 8, 24, 24], f32>
   return %0 : !kiln.tensor<["B", 8, 24, 24], f32>
+}
+
+func.func @max_pool2d$stride1(%x: !kiln.tensor<["B", 8, 32, 32], f32>) -> !kiln.tensor<["B", 8, 31, 31], f32> {
+  %0 = "kiln.max_pool2d"(%x) {kernel = array<i64: 2, 2>, strides = array<i64: 1, 1>} : (!kiln.tensor<["B", 8, 32, 32], f32>) -> !kiln.tensor<["B", 8, 31, 31], f32>
+  return %0 : !kiln.tensor<["B", 8, 31, 31], f32>
 }
