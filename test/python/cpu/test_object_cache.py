@@ -44,6 +44,38 @@ def test_different_weights_are_different_entries(cache_dir):
     assert len(_entries(cache_dir)) == 2
 
 
+def test_one_changed_weight_is_a_different_entry(cache_dir):
+    """Large weights are hashed from their buffers (elided from the printed
+    key text): the last element alone must change the key."""
+    text, w = weight_text(16, 8, seed=5)
+    kiln.compile(text)
+    w2 = w.copy()
+    w2[-1, -1] += 1.0
+    text2 = text.replace(w.tobytes().hex().upper(), w2.tobytes().hex().upper())
+    assert text2 != text
+    model = kiln.compile(text2)
+    assert model.report()["kernel_cache"] == "miss"
+    x = np.ones((1, 16), np.float32)
+    np.testing.assert_allclose(model(x), x @ w2, rtol=1e-5, atol=1e-5)
+
+
+def test_key_hashes_weights_instead_of_printing_them():
+    """The key's text has the weight elided and its bytes hashed; the same
+    key comes out of another compile of the same text."""
+    from kiln._mlir import ir
+    from kiln.context import make_context
+    from kiln.module import parse_module
+
+    text, _ = weight_text(16, 8, seed=6)
+    keys = []
+    for _ in range(2):
+        with make_context(), ir.Location.unknown():
+            module = parse_module(text, "<test>")
+            assert objcache._weights_elided_key(module) is not None
+            keys.append(objcache.cache_key(module, 3, []))
+    assert keys[0] == keys[1]
+
+
 def test_models_from_one_entry_do_not_share_packed_weights(cache_dir):
     text, w = weight_text(128, 64, seed=4)
     a = kiln.compile(text)
