@@ -12,7 +12,7 @@
  * scores never reach memory and a causal head does about half the work.
  *
  * Both products run on register blocks held in vector types: S = Q K^T as
- * RB rows x KB columns (K's block transposed once), O += P V as RB rows x
+ * RB rows x KB columns (K transposed once per call), O += P V as RB rows x
  * up to 4 vectors of V's columns.  exp is a degree-6 polynomial after a
  * range reduction by ln 2 (relative error about 2e-7 against expf).
  */

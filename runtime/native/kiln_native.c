@@ -198,7 +198,7 @@ static atomic_llong packed_total = 0;
 
 #define HUGE_PAGE (2 << 20)
 
-/* `bytes` aligned to 64; from KILN_HUGE_BYTES (2 MiB) up, in 2 MiB pages
+/* `bytes` aligned to 64; from HUGE_PAGE (2 MiB) up, in 2 MiB pages
  * where the kernel gives them (transparent huge pages in madvise mode, as
  * here, back nothing unasked): a packed 1024 x 4096 weight streamed per
  * call otherwise crosses 4096 small pages, a TLB miss every 64 lines.
