@@ -246,9 +246,9 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     from .runtime.executor import view_aliases
     from .transforms.plan_memory import plan_memory
 
-    aliases, offsets = view_aliases(prepared.schedule)
+    aliases = view_aliases(prepared.schedule)
     if aliases:
-        prepared.plan, _ = plan_memory(prepared.schedule, syms, aliases=aliases, view_offsets=offsets)
+        prepared.plan, _ = plan_memory(prepared.schedule, syms, aliases=aliases)
     specialize = None
     if kernel_text is not None:
         specialize = _static_kernels(kernel_text, prepared, int(options.get("vectorize", 1)))

@@ -111,7 +111,9 @@ class Executor:
         # Values that are views of another (reshapes run without a kernel);
         # a step whose outputs are all views launches nothing.
         self.aliases = dict(getattr(plan, "aliases", {}) or {})
-        self._view_off = {v: compile_expr(t)[0] for v, t in (getattr(plan, "view_offsets", {}) or {}).items()}
+        # Where a view that is a slice of leading rows starts (prepare's Step.view_offset).
+        self._view_off = {v: compile_expr(s.view_offset)[0] for s in schedule.steps
+                          if s.view_offset not in (None, "0") for v in s.outputs if v in self.aliases}
         self.pool = pool or ArenaPool()
         self.metrics = metrics or Metrics()
         self._shape = {
@@ -474,24 +476,24 @@ def _view(t: torch.Tensor, shape, at: int) -> torch.Tensor:
     return t.reshape(-1)[at : at + math.prod(shape)].view(shape)
 
 
-def view_aliases(schedule) -> tuple[dict[int, int], dict[int, str]]:
-    """The kernels of ``schedule`` that can run as views: ``({output value id:
-    input value id}, {output value id: element offset text})`` (for
-    :func:`plan_memory`'s ``aliases`` and ``view_offsets``).
+def view_aliases(schedule) -> dict[int, int]:
+    """The kernels of ``schedule`` that can run as views, as ``{output value
+    id: input value id}`` (for :func:`plan_memory`'s ``aliases``).
 
     A reshape of a contiguous tensor is a view of it, and every tensor the
     runtime hands a kernel is contiguous (arena views, fresh outputs, inputs
     made contiguous).  So is a slice that keeps whole trailing dims and cuts
     one dim after leading dims of extent 1 (q, k and v out of a stacked
-    ``[3, B, H, L, D]``): a view from an offset.  Only intermediates become
+    ``[3, B, H, L, D]``): a view from ``Step.view_offset``, which
+    :func:`prepare` sets.  Only intermediates become
     views: a model output must own its memory.  ``KILN_RESHAPE_VIEWS=0``
     keeps every reshape and slice a kernel.
     """
     import os
 
     if os.environ.get("KILN_RESHAPE_VIEWS", "1") == "0":
-        return {}, {}
-    out, offsets = {}, {}
+        return {}
+    out = {}
     values = schedule.values
     for step in schedule.steps:
         ops = list(step.ops)
@@ -503,14 +505,10 @@ def view_aliases(schedule) -> tuple[dict[int, int], dict[int, str]]:
         if not (dst.kind == "intermediate" and src.kind in ("intermediate", "input") and
                 str(src.info.dtype) == str(dst.info.dtype)):
             continue
-        if ops == ["kiln.slice"]:
-            at = getattr(step, "view_offset", None)  # set by prepare
-            if at is None:
-                continue
-            if at != "0":
-                offsets[dst.id] = at
+        if ops == ["kiln.slice"] and step.view_offset is None:
+            continue
         out[dst.id] = src.id
-    return out, offsets
+    return out
 
 
 def _slice_offset(func, src_dims, dst_dims) -> str | None:
@@ -590,8 +588,7 @@ class ModelRuntime:
             at = profile.opt_binding(self.symbols)
             at = {n: min(max(at[n], s.min), s.max) for n, s in self.symbols.items()}
             syms = {n: replace(s, opt=at[n]) for n, s in self.symbols.items()}
-            plan, _ = plan_memory(base.schedule, syms, aliases=prepared.plan.aliases,
-                                  view_offsets=prepared.plan.view_offsets)
+            plan, _ = plan_memory(base.schedule, syms, aliases=prepared.plan.aliases)
 
             def executor(ks, pool=self.pool, metrics=self.metrics):
                 return Executor(base.schedule, plan, ks, consts, pool=pool, metrics=metrics)

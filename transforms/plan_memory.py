@@ -96,7 +96,6 @@ class MemoryPlan:
     no_reuse_size: str = "0"
     outputs: dict[int, str] = field(default_factory=dict)  # value id -> size text
     aliases: dict[int, int] = field(default_factory=dict)  # value id -> the value it is a view of
-    view_offsets: dict[int, str] = field(default_factory=dict)  # view id -> element offset into it (text)
 
     def sizes_at(self, binding) -> tuple[int, int]:
         """``(planned arena bytes, no-reuse bytes)`` for one binding."""
@@ -116,8 +115,7 @@ def _value_at(expr, binding) -> int:
 
 
 def plan_memory(schedule: Schedule, symbols, *, alignment: int = 64, reuse: bool = True,
-                aliases: dict[int, int] | None = None,
-                view_offsets: dict[int, str] | None = None) -> tuple[MemoryPlan, list[Buffer]]:
+                aliases: dict[int, int] | None = None) -> tuple[MemoryPlan, list[Buffer]]:
     """Plan the arena of ``schedule``; returns the plan and its buffers.
 
     ``symbols`` (name -> SymbolInfo) gives the shape slot choices are
@@ -125,9 +123,7 @@ def plan_memory(schedule: Schedule, symbols, *, alignment: int = 64, reuse: bool
     every shape, the comparison only steers which buffers share a slot.
     ``aliases`` maps intermediates that are views of another value (a
     reshape run as a view) to that value: they get no buffer, and every use
-    of a view keeps the value it views alive.  ``view_offsets`` gives the
-    element offset of a view that starts inside its value (a slice of
-    leading rows), as dim-grammar text; kept in the plan for the runtime.
+    of a view keeps the value it views alive.
     """
     aliases = dict(aliases or {})
 
@@ -142,7 +138,7 @@ def plan_memory(schedule: Schedule, symbols, *, alignment: int = 64, reuse: bool
             last_use[v] = s_index
             last_use[root(v)] = s_index
     buffers: list[Buffer] = []
-    plan = MemoryPlan(aliases=aliases, view_offsets=dict(view_offsets or {}))
+    plan = MemoryPlan(aliases=aliases)
     for v in schedule.values:
         if v.kind not in ("intermediate", "output") or v.id in aliases:
             continue
