@@ -20,7 +20,10 @@ from ._mlir import ir
 from .dialects.kiln import TensorType, dtype_name, tensor_info
 from .errors import KilnError, ParseError, UnsupportedError
 
-__all__ = ["STAGES", "compilation_count", "compile", "load_source", "lower"]
+__all__ = ["GRAPH_PIPELINE", "STAGES", "compilation_count", "compile", "load_source", "lower"]
+
+#: The graph pipeline :func:`compile` runs first (``optimize=True``).
+GRAPH_PIPELINE = "kiln-default-cpu"
 
 #: The lowering stages in order (names of registered passes).
 STAGES = (
@@ -208,7 +211,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
             # The graph passes (kiln-default-cpu, or the pipeline text given).
             from .pipelines import Pipeline
 
-            name = optimize if isinstance(optimize, str) else "kiln-default-cpu"
+            name = optimize if isinstance(optimize, str) else GRAPH_PIPELINE
             graph = Pipeline.parse(name) if "(" in name else Pipeline.named(name)
             graph.run(module, verify_each=None)  # verified once at the end (KILN_VERIFY_EACH=1: per pass)
             if options.get("keep_ir"):

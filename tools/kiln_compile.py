@@ -45,7 +45,7 @@ def source_args(source: str, symbols: list[str]):
 
 def main(argv=None) -> int:
     """Run the tool; returns the exit status."""
-    from ..compiler import STAGES
+    from ..compiler import GRAPH_PIPELINE, STAGES
 
     p = argparse.ArgumentParser(prog="kiln-compile", description=__doc__.split("\n\n")[0])
     p.add_argument("source", nargs="?", help="model.mlir, model.onnx, or pkg.module:factory")
@@ -56,10 +56,10 @@ def main(argv=None) -> int:
     p.add_argument("--list-stages", action="store_true", help="print the stage names and exit")
     p.add_argument("--vectorize", type=int, default=1, help="vectorization level (0: none)")
     p.add_argument("--no-optimize", action="store_true",
-                   help=f"with --stop-after: lower without the graph passes ({GRAPH_STAGE})")
+                   help=f"with --stop-after: lower without the graph passes ({GRAPH_PIPELINE})")
     args = p.parse_args(argv)
     if args.list_stages:
-        print("\n".join(("import", GRAPH_STAGE, *STAGES)))
+        print("\n".join(("import", GRAPH_PIPELINE, *STAGES)))
         return 0
     if not args.source:
         p.error("a source is required")
@@ -76,27 +76,23 @@ def main(argv=None) -> int:
     return 0
 
 
-#: The graph pipeline kiln.compile runs before partitioning and lowering.
-GRAPH_STAGE = "kiln-default-cpu"
-
-
 def _stop_after(args, source, example_args, dynamic_shapes, symbols) -> int:
     from .._mlir import ir
-    from ..compiler import STAGES, load_source, lower
+    from ..compiler import GRAPH_PIPELINE, STAGES, load_source, lower
     from ..pipelines import Pipeline
 
-    stages = ("import", GRAPH_STAGE, *STAGES)
+    stages = ("import", GRAPH_PIPELINE, *STAGES)
     if args.stop_after not in stages:
         raise KilnError(f"--stop-after: no stage '{args.stop_after}' (stages: {', '.join(stages)})")
-    if args.no_optimize and args.stop_after == GRAPH_STAGE:
-        raise KilnError(f"--stop-after={GRAPH_STAGE} with --no-optimize: that stage is the graph passes")
+    if args.no_optimize and args.stop_after == GRAPH_PIPELINE:
+        raise KilnError(f"--stop-after={GRAPH_PIPELINE} with --no-optimize: that stage is the graph passes")
     module = load_source(source, example_args, dynamic_shapes, symbols)
     if args.stop_after != "import" and not args.no_optimize:
         # As kiln.compile does: without it the IR differs from what is compiled
         # (no batch norm folded, no fusion, torch's unused max-pool indices kept).
         with module.context, ir.Location.unknown():
-            Pipeline.named(GRAPH_STAGE).run(module)
-    if args.stop_after not in ("import", GRAPH_STAGE):
+            Pipeline.named(GRAPH_PIPELINE).run(module)
+    if args.stop_after not in ("import", GRAPH_PIPELINE):
         lower(module, stop_after=args.stop_after, vectorize=args.vectorize)
     with module.context:
         text = module.operation.get_asm(enable_debug_info=False)
