@@ -118,6 +118,11 @@ def _parent_function(op):
     return p
 
 
+def _diagnostics(errors) -> list[Diagnostic]:
+    """``(location, message)`` pairs as error diagnostics at those locations."""
+    return [Diagnostic("error", loc, msg, **location_fields(loc)) for loc, msg in errors]
+
+
 class _Driver:
     """State of one conversion run: the dim environments and the errors seen."""
 
@@ -127,7 +132,7 @@ class _Driver:
 
     def diagnostics(self) -> list[Diagnostic]:
         """The lowering errors, as diagnostics at their ops' locations."""
-        return [Diagnostic("error", loc, msg, **location_fields(loc)) for loc, msg in self.errors]
+        return _diagnostics(self.errors)
 
     def env_of(self, op) -> DimEnv:
         fn = _parent_function(op)
@@ -233,7 +238,8 @@ def _tensor_dim(v: ir.Value, axis: int) -> ir.Value:
     return tensor.dim(v, const_index(axis))
 
 
-def _has_fallback(module) -> bool:
+def _fallbacks(module) -> list:
+    """The ``kiln.fallback`` ops of ``module``."""
     found = []
 
     def visit(op):
@@ -242,7 +248,7 @@ def _has_fallback(module) -> bool:
         return ir.WalkResult.ADVANCE
 
     module.walk(visit)
-    return bool(found)
+    return found
 
 
 def _fallback_feeds_lowered(module) -> list[tuple[str, str]]:
@@ -256,18 +262,13 @@ def _fallback_feeds_lowered(module) -> list[tuple[str, str]]:
     the op nor the way out.
     """
     found = []
-
-    def visit(op):
-        if op.name == "kiln.fallback":
-            users = {use.owner.name for r in op.results for use in r.uses} - {"kiln.fallback"}
-            if users:
-                name = ir.StringAttr(op.attributes["op_name"]).value
-                found.append((str(op.location), f"kiln.fallback '{name}' feeds {', '.join(sorted(users))}, which "
-                              "convert-kiln-to-linalg lowers: run kiln-partition first (a fallback runs with "
-                              "PyTorch in a kernel of its own)"))
-        return ir.WalkResult.ADVANCE
-
-    module.walk(visit)
+    for op in _fallbacks(module):
+        users = {use.owner.name for r in op.results for use in r.uses} - {"kiln.fallback"}
+        if users:
+            name = ir.StringAttr(op.attributes["op_name"]).value
+            found.append((str(op.location), f"kiln.fallback '{name}' feeds {', '.join(sorted(users))}, which "
+                          "convert-kiln-to-linalg lowers: run kiln-partition first (a fallback runs with "
+                          "PyTorch in a kernel of its own)"))
     return found
 
 
@@ -275,9 +276,7 @@ def convert_kiln_to_linalg(module) -> None:
     """Run the conversion on a ``builtin.module`` op in place; ConversionError on failure."""
     fed = _fallback_feeds_lowered(module)
     if fed:
-        driver = _Driver()
-        driver.errors.extend(fed)
-        raise ConversionError("convert-kiln-to-linalg failed", driver.diagnostics())
+        raise ConversionError("convert-kiln-to-linalg failed", _diagnostics(fed))
     _inline_fused(module)
     _annotate(module)
     converter = KilnTypeConverter()
@@ -303,7 +302,7 @@ def convert_kiln_to_linalg(module) -> None:
         fn.attributes["function_type"] = ir.TypeAttr.get(
             ir.FunctionType.get(list(ftype.inputs), [v.type for v in ret.operands])
         )
-    if not _has_fallback(module):
+    if not _fallbacks(module):
         pm = passmanager.PassManager.parse("builtin.module(reconcile-unrealized-casts,canonicalize,cse)", ctx)
         with DiagnosticCollector(ctx):
             try:
