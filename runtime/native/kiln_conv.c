@@ -384,7 +384,19 @@ void kiln_sgemm_wa(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t A, in
  * the copy and nothing is gathered per panel (the gather cost as much as
  * a third of the FMAs when F is 64).  The Wq - OW extra columns of each
  * row are computed and dropped when the wide result is copied into Y,
- * which is also where the residual, beta and the ReLU are applied. */
+ * which is also where the residual, beta and the ReLU are applied.
+ *
+ * The work is cut into bands of R output rows of one image (R = OH: whole
+ * images, when they fit), and a thread copies a band in, multiplies it and
+ * copies it out before the next, so its planes and wide result stay in L2.
+ * Three passes over the whole batch (copy, products, copy out, each split
+ * over the pool) are left for an image too small to split while its weight
+ * is bigger than L2.  Bands against the three passes, same library,
+ * alternating, two threads: the bench CNN's 32 -> 64 stride-2 layer at
+ * batch 8 0.76-0.97x (its time moved 480-930 us with the machine's
+ * spells), at batch 4 / 64 0.74x; ResNet-50's 7x7 stem 0.94-0.96x, its
+ * 128-channel stride-2 3x3 0.74-0.98x, the 3 -> 32 layer at batch 8
+ * 0.95-1.06x. */
 
 #define DCONV_MAX_STRIDE 64
 /* Below this many FMAs the im2col path is faster: the copy in and out and
@@ -407,50 +419,78 @@ typedef struct {
   int64_t sbuf;         /* floats of one image's planes */
   const int64_t *off;   /* K offsets into an image's planes */
   int accumulate, relu;
+  int64_t bands, band_rows; /* banded path: bands per image, output rows per band (R) */
+  int64_t part_floats, wide_at; /* banded path: floats of a part's buffers; its wide result's offset */
+  int64_t next_part;    /* banded path: parts started (each takes its own buffers) */
   uint64_t phases[DCONV_MAX_STRIDE]; /* bit e of phases[a]: plane (a, e) is read */
   int64_t jlo[DCONV_MAX_STRIDE], jhi[DCONV_MAX_STRIDE]; /* see dconv_prepare */
 } dconv_args;
 
-/* Tasks [lo, hi) of the copy: task t is (image, channel); only the phase
- * planes some kernel tap reads are written (one of four for a 1x1 stride 2).
- * Row j of plane column phase e reads input column j * sw + e - pl, inside
- * the input for j in [jlo[e], jhi[e]) (bounds computed once per call: the
- * divisions cost more than a row of 17 floats). */
+/* One input channel x into its phase planes at dst; only the planes some
+ * kernel tap reads are written (one of four for a 1x1 stride 2).  Row j of
+ * plane column phase e reads input column j * sw + e - pl, inside the input
+ * for j in [jlo[e], jhi[e]) (bounds computed once per call: the divisions
+ * cost more than a row of 17 floats). */
+static void dconv_copy_in(const dconv_args *d, const float *x, int64_t i0, float *dst) {
+  int64_t sw = d->sw, Wq = d->Wq;
+  for (int64_t a = 0; a < d->sh; a++)
+    for (int64_t e = 0; e < sw; e++) {
+      if (!(d->phases[a] >> e & 1)) continue;
+      int64_t jlo = d->jlo[e], jhi = d->jhi[e];
+      for (int64_t i = 0; i < d->Hq; i++) {
+        float *row = dst + ((a * sw + e) * d->Hq + i) * Wq;
+        int64_t ih = (i0 + i) * d->sh + a - d->pt;
+        if ((uint64_t)ih >= (uint64_t)d->H) {
+          memset(row, 0, Wq * sizeof(float));
+          continue;
+        }
+        const float *xr = x + ih * d->W + e - d->pl; /* column j reads xr[j * sw] */
+        for (int64_t j = 0; j < jlo; j++) row[j] = 0.0f;
+        if (sw == 1)
+          memcpy(row + jlo, xr + jlo, (jhi - jlo) * sizeof(float));
+        else if (sw == 2) /* a constant stride the compiler can shuffle */
+          for (int64_t j = jlo; j < jhi; j++) row[j] = xr[2 * j];
+        else
+          for (int64_t j = jlo; j < jhi; j++) row[j] = xr[j * sw];
+        for (int64_t j = jhi; j < Wq; j++) row[j] = 0.0f;
+      }
+    }
+}
+
+/* Tasks [lo, hi) of the copy: task t is (image, channel). */
 static void dconv_prepare(void *ctx, int64_t lo, int64_t hi) {
   const dconv_args *d = ctx;
-  int64_t sw = d->sw, Wq = d->Wq;
   for (int64_t t = lo; t < hi; t++) {
     int64_t b = t / d->C, c = t % d->C;
-    const float *x = d->X + (b * d->C + c) * d->H * d->W;
-    float *dst = d->buf + b * d->sbuf + c * d->sh * sw * d->Hq * Wq;
-    for (int64_t a = 0; a < d->sh; a++)
-      for (int64_t e = 0; e < sw; e++) {
-        if (!(d->phases[a] >> e & 1)) continue;
-        int64_t jlo = d->jlo[e], jhi = d->jhi[e];
-        for (int64_t i = 0; i < d->Hq; i++) {
-          float *row = dst + ((a * sw + e) * d->Hq + i) * Wq;
-          int64_t ih = i * d->sh + a - d->pt;
-          if ((uint64_t)ih >= (uint64_t)d->H) {
-            memset(row, 0, Wq * sizeof(float));
-            continue;
-          }
-          const float *xr = x + ih * d->W + e - d->pl; /* column j reads xr[j * sw] */
-          for (int64_t j = 0; j < jlo; j++) row[j] = 0.0f;
-          if (sw == 1)
-            memcpy(row + jlo, xr + jlo, (jhi - jlo) * sizeof(float));
-          else if (sw == 2) /* a constant stride the compiler can shuffle */
-            for (int64_t j = jlo; j < jhi; j++) row[j] = xr[2 * j];
-          else
-            for (int64_t j = jlo; j < jhi; j++) row[j] = xr[j * sw];
-          for (int64_t j = jhi; j < Wq; j++) row[j] = 0.0f;
-        }
+    dconv_copy_in(d, d->X + t * d->H * d->W, 0, d->buf + b * d->sbuf + c * d->sh * d->sw * d->Hq * d->Wq);
+  }
+}
+
+/* The products of row blocks [mb0, mb1) and panels [q0, q1) of one image:
+ * planes src into its wide result cb.  Each block of A is used for every
+ * panel of the range while in L1. */
+static void dconv_block(const dconv_args *d, const float *src, float *cb, int64_t mb0, int64_t mb1, int64_t q0,
+                        int64_t q1) {
+  for (int64_t k0 = 0; k0 < d->K; k0 += d->kstep) {
+    int64_t kc = d->K - k0 < d->kstep ? d->K - k0 : d->kstep;
+    for (int64_t mb = mb0; mb < mb1; mb++) {
+      int64_t m0 = mb * WMR, mr = d->F - m0 < WMR ? d->F - m0 : WMR;
+      const float *a = d->Ap + (mb * d->K + k0) * WMR;
+      const float *bias = d->bias && k0 == 0 ? d->bias + m0 : NULL;
+      for (int64_t q = q0; q < q1; q++) {
+        int64_t n0 = q * WNR, nr = d->N - n0 < WNR ? d->N - n0 : WNR;
+        float *c = cb + m0 * d->N + n0;
+        if (mr == WMR)
+          micro_w(WMR, a, src + n0, d->off + k0, kc, c, d->N, nr, k0 > 0, bias, NULL, 0);
+        else
+          micro_w((int)mr, a, src + n0, d->off + k0, kc, c, d->N, nr, k0 > 0, bias, NULL, 0);
       }
+    }
   }
 }
 
 /* Tasks [lo, hi) of the product: task t is (image, span of qspan panels,
- * chunk of row blocks); within a task each block of A is used for every
- * panel of the span while in L1. */
+ * chunk of row blocks). */
 static void dconv_tasks(void *ctx, int64_t lo, int64_t hi) {
   const dconv_args *d = ctx;
   int64_t spans = (d->panels + d->qspan - 1) / d->qspan;
@@ -458,67 +498,122 @@ static void dconv_tasks(void *ctx, int64_t lo, int64_t hi) {
     int64_t chunk = t % d->mchunks, span = (t / d->mchunks) % spans, b = t / (d->mchunks * spans);
     int64_t mb0 = d->mblocks * chunk / d->mchunks, mb1 = d->mblocks * (chunk + 1) / d->mchunks;
     int64_t q0 = span * d->qspan, q1 = q0 + d->qspan < d->panels ? q0 + d->qspan : d->panels;
-    const float *src = d->buf + b * d->sbuf;
-    float *cb = d->wide + b * d->F * d->N;
-    for (int64_t k0 = 0; k0 < d->K; k0 += d->kstep) {
-      int64_t kc = d->K - k0 < d->kstep ? d->K - k0 : d->kstep;
-      for (int64_t mb = mb0; mb < mb1; mb++) {
-        int64_t m0 = mb * WMR, mr = d->F - m0 < WMR ? d->F - m0 : WMR;
-        const float *a = d->Ap + (mb * d->K + k0) * WMR;
-        const float *bias = d->bias && k0 == 0 ? d->bias + m0 : NULL;
-        for (int64_t q = q0; q < q1; q++) {
-          int64_t n0 = q * WNR, nr = d->N - n0 < WNR ? d->N - n0 : WNR;
-          float *c = cb + m0 * d->N + n0;
-          if (mr == WMR)
-            micro_w(WMR, a, src + n0, d->off + k0, kc, c, d->N, nr, k0 > 0, bias, NULL, 0);
-          else
-            micro_w((int)mr, a, src + n0, d->off + k0, kc, c, d->N, nr, k0 > 0, bias, NULL, 0);
-        }
-      }
-    }
+    dconv_block(d, d->buf + b * d->sbuf, d->wide + b * d->F * d->N, mb0, mb1, q0, q1);
   }
+}
+
+/* Rows [r0, r0 + rows) of output channel t = (image, channel) from its wide
+ * result w into Y. */
+static void dconv_copy_out(const dconv_args *d, const float *w, int64_t t, int64_t r0, int64_t rows) {
+  float *y = d->Y + t * d->OH * d->OW + r0 * d->OW;
+  const float *r = d->res ? d->res + t * d->OH * d->OW + r0 * d->OW : NULL;
+  for (int64_t oh = 0; oh < rows; oh++)
+    for (int64_t ow = 0; ow < d->OW; ow++) {
+      int64_t o = oh * d->OW + ow;
+      float v = w[oh * d->Wq + ow];
+      if (d->accumulate) v += y[o];
+      if (r) v += r[o];
+      y[o] = d->relu && v < 0.0f ? 0.0f : v;
+    }
 }
 
 /* Tasks [lo, hi) of the copy out: task t is (image, output channel). */
 static void dconv_finish(void *ctx, int64_t lo, int64_t hi) {
   const dconv_args *d = ctx;
+  for (int64_t t = lo; t < hi; t++) dconv_copy_out(d, d->wide + t * d->N, t, 0, d->OH);
+}
+
+/* Tasks [lo, hi) of the banded path: task t is (image, band of R output
+ * rows), copied in, multiplied and copied out by this part alone, in
+ * buffers of its own (the part_floats at d->buf + part * part_floats:
+ * planes of the band's Hq = R + halo rows, slack, wide result) that stay in
+ * L2 from one step to the next; the three passes over the whole batch go
+ * through L3. */
+static void dconv_bands(void *ctx, int64_t lo, int64_t hi) {
+  dconv_args *d = ctx;
+  int64_t part = __atomic_fetch_add(&d->next_part, 1, __ATOMIC_RELAXED);
+  float *buf = d->buf + part * d->part_floats, *wide = buf + d->wide_at;
+  memset(buf + d->sbuf, 0, (size_t)(d->wide_at - d->sbuf) * sizeof(float)); /* the slack */
+  int64_t plane = d->sh * d->sw * d->Hq * d->Wq, R = d->band_rows;
   for (int64_t t = lo; t < hi; t++) {
-    const float *w = d->wide + t * d->N;
-    float *y = d->Y + t * d->OH * d->OW;
-    const float *r = d->res ? d->res + t * d->OH * d->OW : NULL;
-    for (int64_t oh = 0; oh < d->OH; oh++)
-      for (int64_t ow = 0; ow < d->OW; ow++) {
-        int64_t o = oh * d->OW + ow;
-        float v = w[oh * d->Wq + ow];
-        if (d->accumulate) v += y[o];
-        if (r) v += r[o];
-        y[o] = d->relu && v < 0.0f ? 0.0f : v;
-      }
+    int64_t b = t / d->bands, r0 = t % d->bands * R, rows = d->OH - r0 < R ? d->OH - r0 : R;
+    for (int64_t c = 0; c < d->C; c++) dconv_copy_in(d, d->X + (b * d->C + c) * d->H * d->W, r0, buf + c * plane);
+    for (int64_t q0 = 0; q0 < d->panels; q0 += d->qspan)
+      dconv_block(d, buf, wide, 0, d->mblocks, q0, q0 + d->qspan < d->panels ? q0 + d->qspan : d->panels);
+    for (int64_t f = 0; f < d->F; f++) dconv_copy_out(d, wide + f * d->N, b * d->F + f, r0, rows);
   }
 }
 
 /* kiln_conv2d's contract, computed directly (above); 0 when memory for the
  * copies ran out (nothing written: the caller takes the im2col path). */
+static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+
+/* A band part's buffers (planes, wide result) are kept to half of L2 (1 MiB here). */
+#define DCONV_BAND_BYTES (512 << 10)
+
+/* Bytes of a band part's buffers with R output rows per band. */
+static int64_t band_bytes(const dconv_args *d, int64_t R) {
+  int64_t halo = (d->KH - 1) * d->dh / d->sh;
+  return 4 * d->Wq * (d->C * d->sh * d->sw * (R + halo) + d->F * R);
+}
+
+/* Bands per image for the banded path, or 0 to take the three passes: as
+ * few as keep a part's buffers within DCONV_BAND_BYTES, then as many more
+ * as make the tasks a multiple of the threads (each takes whole parts). */
+static int64_t choose_bands(const dconv_args *d, int64_t threads) {
+  int64_t nb = 1;
+  while (nb < d->OH && band_bytes(d, (d->OH + nb - 1) / nb) > DCONV_BAND_BYTES) nb++;
+  while (nb < d->OH && (d->batch * nb) % threads != 0) nb++;
+  if (d->batch * nb < threads) return 0;
+  /* Each band reads the whole weight: where one image is split across the
+   * threads, a weight over L2 goes the three-pass way (whose tasks split
+   * its rows). */
+  if (d->batch < threads && d->F * d->K * 4 > (1 << 20)) return 0;
+  return nb;
+}
+
 static int dconv_run(dconv_args *d, int64_t Wt, int32_t threads, int64_t slot) {
   if (d->sh > DCONV_MAX_STRIDE || d->sw > DCONV_MAX_STRIDE) return 0;
-  d->Hq = d->OH + (d->KH - 1) * d->dh / d->sh;
+  int64_t halo = (d->KH - 1) * d->dh / d->sh;
   d->Wq = d->OW + (d->KW - 1) * d->dw / d->sw;
-  d->N = d->OH * d->Wq;
   d->K = d->C * d->KH * d->KW;
-  d->sbuf = d->C * d->sh * d->sw * d->Hq * d->Wq;
-  d->panels = (d->N + WNR - 1) / WNR;
   d->mblocks = (d->F + WMR - 1) / WMR;
   int64_t kblocks = (d->K + KC - 1) / KC;
   d->kstep = (d->K + kblocks - 1) / kblocks;
   d->Ap = packed_a_for(slot, (const float *)Wt, d->F, d->K, d->K);
-  /* The last wide row reads up to Wq - OW + WNR floats past an image's planes. */
-  size_t slack = (size_t)(d->Wq + WNR);
-  size_t nbuf = ((size_t)(d->batch * d->sbuf) + slack + 15) / 16 * 16, nwide = (size_t)(d->batch * d->F * d->N);
-  float *buf = d->Ap ? kiln_thread_scratch((nbuf + nwide) * sizeof(float) + (size_t)d->K * sizeof(int64_t)) : NULL;
+  if (d->Ap == NULL) return 0;
+  /* Bands of R output rows, each copied in, multiplied and copied out by
+   * one part while its buffers stay in L2 (dconv_bands); or, when that
+   * leaves a thread idle, the batch's copy, products and copy out as three
+   * passes, each split over the pool. */
+  d->bands = choose_bands(d, threads);
+  d->band_rows = d->bands ? (d->OH + d->bands - 1) / d->bands : d->OH;
+  d->bands = d->bands ? (d->OH + d->band_rows - 1) / d->band_rows : 0;
+  d->Hq = d->band_rows + halo;
+  d->N = d->band_rows * d->Wq;
+  d->sbuf = d->C * d->sh * d->sw * d->Hq * d->Wq;
+  d->panels = (d->N + WNR - 1) / WNR;
+  /* Each task one panel: the whole weight is read once per panel (from L2
+   * when it fits there), a panel's rows of B stay in L1.  Each task every
+   * panel: a block of A stays in L1, an image's planes are read once per
+   * block.  A weight in L2 takes the first.  A bigger one the second: on
+   * two threads ResNet-50's 512 x 4608 3x3 weights at 7 x 7 took 3.2 ->
+   * 2.3 ms, at stride 2 4.5 -> 2.2 ms, the 1x1 stride 2 2048 x 1024 one
+   * 3.2 -> 2.0 ms (choosing by bytes read had kept it per panel). */
+  d->qspan = d->F * d->K * 4 <= (512 << 10) ? 1 : d->panels;
+  /* The last wide row reads up to Wq - OW + WNR floats past the planes: a zeroed slack. */
+  int64_t slack = d->Wq + WNR, tasks = d->batch * d->bands, parts = threads < tasks ? threads : tasks;
+  size_t floats;
+  if (d->bands) {
+    d->wide_at = round16(d->sbuf + slack);
+    d->part_floats = d->wide_at + round16(d->F * d->N);
+    floats = (size_t)(parts * d->part_floats);
+  } else {
+    floats = (size_t)(round16(d->batch * d->sbuf + slack) + d->batch * d->F * d->N);
+  }
+  float *buf = kiln_thread_scratch(floats * sizeof(float) + (size_t)d->K * sizeof(int64_t));
   if (buf == NULL) return 0;
-  float *wide = buf + nbuf;
-  int64_t *off = (int64_t *)(wide + nwide);
-  memset(buf + d->batch * d->sbuf, 0, slack * sizeof(float));
+  int64_t *off = (int64_t *)(buf + floats);
   for (int64_t k = 0; k < d->K; k++) {
     int64_t c = k / (d->KH * d->KW), kh = k / d->KW % d->KH, kw = k % d->KW;
     int64_t y = kh * d->dh, x = kw * d->dw;
@@ -532,22 +627,20 @@ static int dconv_run(dconv_args *d, int64_t Wt, int32_t threads, int64_t slot) {
     d->jhi[e] = hi < d->Wq ? hi : d->Wq;
     d->jlo[e] = lo < d->jhi[e] ? lo : d->jhi[e];
   }
-  d->buf = buf, d->wide = wide, d->off = off;
+  d->buf = buf, d->off = off;
+  if (d->bands) {
+    kiln_parallel_for(dconv_bands, d, tasks, parts);
+    return 1;
+  }
+  d->wide = buf + round16(d->batch * d->sbuf + slack);
+  memset(buf + d->batch * d->sbuf, 0, (size_t)slack * sizeof(float));
   int64_t n = d->batch * d->C;
   kiln_parallel_for(dconv_prepare, d, n, n < threads ? n : threads);
-  /* Each task one panel: the whole weight is read once per panel (from L2
-   * when it fits there), a panel's rows of B stay in L1.  Each task every
-   * panel: a block of A stays in L1, an image's planes are read once per
-   * block.  A weight in L2 takes the first.  A bigger one the second: on
-   * two threads ResNet-50's 512 x 4608 3x3 weights at 7 x 7 took 3.2 ->
-   * 2.3 ms, at stride 2 4.5 -> 2.2 ms, the 1x1 stride 2 2048 x 1024 one
-   * 3.2 -> 2.0 ms (choosing by bytes read had kept it per panel). */
   int64_t want = 8 * (int64_t)threads;
-  d->qspan = d->F * d->K * 4 <= (512 << 10) ? 1 : d->panels;
   int64_t spans = (d->panels + d->qspan - 1) / d->qspan, have = d->batch * spans;
   d->mchunks = have >= want ? 1 : (want + have - 1) / have;
   if (d->mchunks > d->mblocks) d->mchunks = d->mblocks;
-  int64_t tasks = have * d->mchunks;
+  tasks = have * d->mchunks;
   kiln_parallel_for(dconv_tasks, d, tasks, tasks < threads ? tasks : threads);
   n = d->batch * d->F;
   kiln_parallel_for(dconv_finish, d, n, n < threads ? n : threads);

@@ -58,12 +58,17 @@ GEOMETRIES = [
     (2, 256, 28, 28, 128, 1, 1, 2, 1, 0),
     (1, 64, 50, 50, 16, 5, 5, 3, 1, 2),
     (1, 256, 9, 9, 160, 3, 3, 1, 1, 1),
+    # Bands: three images in bands of 9 rows and 8 (two bands per image on
+    # two threads), and eight whole images (four per thread).
+    (3, 32, 33, 33, 40, 3, 3, 2, 1, 1),
+    (8, 16, 24, 24, 24, 3, 3, 1, 1, 1),
 ]
 
 
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=[str(g) for g in GEOMETRIES])
-@pytest.mark.parametrize("packed", [True, False], ids=["slot", "no-slot"])
-def test_conv2d_kernel_matches_torch(geometry, packed):
+@pytest.mark.parametrize("packed, threads", [(True, 2), (True, 1), (True, 3), (False, 2)],
+                         ids=["slot", "slot-1-thread", "slot-3-threads", "no-slot"])
+def test_conv2d_kernel_matches_torch(geometry, packed, threads):
     n, c, h, w, f, kh, kw, s, d, p = geometry
     rng = np.random.default_rng(sum(geometry))
     x = rng.standard_normal((n, c, h, w), dtype=np.float32)
@@ -85,7 +90,7 @@ def test_conv2d_kernel_matches_torch(geometry, packed):
                 y = y0.copy() if residual != "y" else res.copy()
                 r = {"none": 0, "other": res.ctypes.data, "y": y.ctypes.data}[residual]
                 conv(n, f, c, h, w, kh, kw, oh, ow, s, s, d, d, p, p, x.ctypes.data, wt.ctypes.data,
-                     bias.ctypes.data if with_bias else 0, r, beta, relu, y.ctypes.data, 2,
+                     bias.ctypes.data if with_bias else 0, r, beta, relu, y.ctypes.data, threads,
                      ctypes.addressof(slot) if packed else 0)
                 want = ref + (bias[None, :, None, None] if with_bias else 0) + beta * y0
                 want = want + (res if residual != "none" else 0)
