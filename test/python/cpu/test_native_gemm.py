@@ -67,24 +67,28 @@ def test_activation_products_stay_with_openblas():
 
 
 @pytest.mark.parametrize("m, k, n", [(1, 1, 1), (2, 64, 33), (16, 9, 128), (5, 200, 31), (40, 7, 65), (7, 33, 70),
-                                     (14, 20, 40), (23, 64, 97), (12, 5, 9), (3, 8, 40)])  # every remainder mod 6 and 8
+                                     (14, 20, 40), (23, 64, 97), (12, 5, 9), (3, 8, 40),  # every remainder mod 6 and 8
+                                     (20, 1000, 900)])  # over PACK_A_FMAS: A packed first
 @pytest.mark.parametrize("packed", [True, False], ids=["packed", "strided"])
 def test_kernel_directly(m, k, n, packed):
     """The C entry point on both paths (the strided one serves a slot whose
-    packing failed), partial panels and row blocks included, with beta 0 and 1."""
+    packing failed), partial panels and row blocks included, with beta 0 and 1;
+    A is read through a leading dim wider than its rows (it is packed when
+    it has several row blocks)."""
     import ctypes
 
     f = native.load().kiln_sgemm_small
     f.argtypes = [ctypes.c_int64] * 7 + [ctypes.c_float, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32,
                                          ctypes.c_int64]
     rng = np.random.default_rng(m * 100 + n)
-    a = rng.standard_normal((m, k), dtype=np.float32)
+    wide = rng.standard_normal((m, k + 3), dtype=np.float32)
+    a = wide[:, :k]
     b = rng.standard_normal((k, n), dtype=np.float32)
     c0 = rng.standard_normal((m, n), dtype=np.float32)
     slot = (ctypes.c_int64 * 1)(0)
     for beta in (0.0, 1.0):
         c = c0.copy()
-        f(m, n, k, a.ctypes.data, k, b.ctypes.data, n, beta, c.ctypes.data, n, 2,
+        f(m, n, k, wide.ctypes.data, k + 3, b.ctypes.data, n, beta, c.ctypes.data, n, 2,
           ctypes.addressof(slot) if packed else 0)
         np.testing.assert_allclose(c, a @ b + beta * c0, rtol=1e-4, atol=1e-4)
     assert (slot[0] != 0) == packed
