@@ -72,10 +72,22 @@ static inline av aexp(av x) {
   return aselect(dead, asplat(0.0f), y);
 }
 
+static inline av amax(av a, av b) { return aselect(a > b, a, b); }
+
+/* The largest lane, in log2(AW) shuffle steps (a loop over the lanes cost
+ * as much as 5% of the kernel). */
 static inline float hmax(av v) {
-  float m = v[0];
-  for (int i = 1; i < AW; i++) m = v[i] > m ? v[i] : m;
-  return m;
+#if AW == 16
+  v = amax(v, __builtin_shuffle(v, (ai){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7}));
+  v = amax(v, __builtin_shuffle(v, (ai){4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3}));
+  v = amax(v, __builtin_shuffle(v, (ai){2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1}));
+  v = amax(v, __builtin_shuffle(v, (ai){1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0}));
+#else
+  v = amax(v, __builtin_shuffle(v, (ai){4, 5, 6, 7, 0, 1, 2, 3}));
+  v = amax(v, __builtin_shuffle(v, (ai){2, 3, 0, 1, 2, 3, 0, 1}));
+  v = amax(v, __builtin_shuffle(v, (ai){1, 0, 1, 0, 1, 0, 1, 0}));
+#endif
+  return v[0];
 }
 
 static inline float hsum(av v) {
@@ -130,14 +142,16 @@ static inline __attribute__((always_inline)) void scores_block(const float *q, i
 }
 
 /* acc[r][e0 .. e0 + NV * AW) += sum_j p[r][j] * vb[j][e0 ..] over j < kb, RB rows
- * (row j of vb at vb + j * vstride). */
+ * (row j of vb at vb + j * vstride).  NV is at most 2: RB x 4 vectors of
+ * accumulators and 4 of V are more registers than AVX-512 has (2-4% slower
+ * at D = 64). */
 static inline __attribute__((always_inline)) void pv_block(int nv, const float *p, const float *vb, int64_t vstride,
                                                             int64_t kb, int64_t e0, float *acc) {
-  av c[RB][4];
+  av c[RB][2];
   for (int r = 0; r < RB; r++)
     for (int u = 0; u < nv; u++) c[r][u] = aload(acc + r * DVP + e0 + u * AW);
   for (int64_t j = 0; j < kb; j++) {
-    av b[4];
+    av b[2];
     for (int u = 0; u < nv; u++) b[u] = aload(vb + j * vstride + e0 + u * AW);
     for (int r = 0; r < RB; r++) {
       float a = p[r * KB + j];
@@ -156,7 +170,8 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
   float vb[KB * DVP] __attribute__((aligned(64)));           /* the value block, rows padded */
   float acc[QB * DVP] __attribute__((aligned(64)));          /* unnormalized outputs */
   float s[QB * KB] __attribute__((aligned(64)));             /* scores, then probabilities */
-  float mx[QB], sum[QB];
+  float mx[QB];
+  av sum[QB]; /* row sums by lane (summed across lanes once, at the end) */
   for (int64_t t = lo; t < hi; t++) {
     int64_t h = t / g->qblocks, l0 = t % g->qblocks * QB;
     int64_t ql = g->L - l0 < QB ? g->L - l0 : QB;
@@ -165,7 +180,7 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
     memset(qp + ql * D, 0, (QB - ql) * D * sizeof(float));
     for (int r = 0; r < QB; r++) {
       mx[r] = -INFINITY;
-      sum[r] = 0.0f;
+      sum[r] = (av){0};
       memset(acc + r * DVP, 0, dvp * sizeof(float));
     }
     /* A causal query i sees keys j <= i: the block needs keys up to l0 + ql - 1. */
@@ -212,8 +227,8 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
         av p0 = aexp(a0 - mnew), p1 = aexp(a1 - mnew);
         astore(sr, p0);
         astore(sr + AW, p1);
-        float alpha = aexp(asplat(mx[r] - mnew))[0];
-        sum[r] = sum[r] * alpha + hsum(p0 + p1);
+        float alpha = mnew == mx[r] ? 1.0f : aexp(asplat(mx[r] - mnew))[0]; /* the max mostly holds */
+        sum[r] = sum[r] * alpha + (p0 + p1);
         mx[r] = mnew;
         if (alpha != 1.0f) {
           float *ar = acc + r * DVP;
@@ -221,21 +236,18 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
         }
       }
       for (int64_t r0 = 0; r0 < rows; r0 += RB)
-        for (int64_t e0 = 0; e0 < dvp; e0 += 4 * AW) {
-          int64_t nv = (dvp - e0) / AW;
+        for (int64_t e0 = 0; e0 < dvp; e0 += 2 * AW) {
           float *ar = acc + r0 * DVP;
           const float *pr = s + r0 * KB;
-          switch (nv >= 4 ? 4 : nv) {
-            case 4: pv_block(4, pr, vbk, vstride, kb, e0, ar); break;
-            case 3: pv_block(3, pr, vbk, vstride, kb, e0, ar); break;
-            case 2: pv_block(2, pr, vbk, vstride, kb, e0, ar); break;
-            default: pv_block(1, pr, vbk, vstride, kb, e0, ar); break;
-          }
+          if (dvp - e0 >= 2 * AW)
+            pv_block(2, pr, vbk, vstride, kb, e0, ar);
+          else
+            pv_block(1, pr, vbk, vstride, kb, e0, ar);
         }
     }
     float *o = g->o + (h * g->L + l0) * Dv;
     for (int64_t r = 0; r < ql; r++) {
-      float inv = 1.0f / sum[r];
+      float inv = 1.0f / hsum(sum[r]);
       for (int64_t e = 0; e < Dv; e++) o[r * Dv + e] = acc[r * DVP + e] * inv;
     }
   }
