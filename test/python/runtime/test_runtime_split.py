@@ -118,6 +118,24 @@ def test_split_kernels_match_torch_at_every_batch(spy):
 
 
 @pytest.mark.skipif(native.load() is None, reason="no C compiler: the native library is not built")
+def test_profiling_times_kernels_as_they_run(spy):
+    """With profiling on, split kernels still run split, and their time is reported."""
+    torch.manual_seed(0)
+    net = _Block().eval()
+    model = kiln.compile(net, (torch.randn(2, 600, 64),), dynamic_shapes=({0: Dim("B", min=1, max=64)},),
+                         profiling=True)
+    split = [k["name"] for k in model.report()["kernels"] if k["split"]]
+    assert split
+    x = torch.randn(8, 600, 64)
+    with torch.no_grad():
+        for _ in range(2):  # the first call is not timed
+            np.testing.assert_allclose(model(x).numpy(), net(x).numpy(), rtol=1e-4, atol=1e-4)
+    assert len(spy) >= 2 * len(split)
+    times = model.report()["kernel_time_s"]
+    assert all(times[name]["mean_s"] > 0 for name in split)
+
+
+@pytest.mark.skipif(native.load() is None, reason="no C compiler: the native library is not built")
 def test_static_kernels_never_split(spy):
     """A kernel compiled with B bound reads no size from its arguments: halving them would be wrong."""
     torch.manual_seed(0)
