@@ -66,12 +66,15 @@ MT_MNK = 1 << 22
 #: Products with at most this many rows (M) and a constant, untransposed B
 #: run in ``kiln_sgemm_small`` (kiln/runtime/native): OpenBLAS packs all of
 #: B on every call, which for a 8x1024x4096 product cost 1.7 ms against
-#: 0.6 ms streaming a copy of B packed once, on two threads.  Since the
-#: kernel prefetches the streamed panel, the bench MLP at B = 32 / 64 runs
-#: 5.6-9.2 / 11.0-12.5 ms native against 8.9-11.6 / 11.3-18.2 with OpenBLAS
-#: (three pairs); at 128x256x768 OpenBLAS won (0.4 vs 1.0 ms).
+#: 0.6 ms streaming a copy of B packed once, on two threads.  Once the
+#: kernel prefetched its panels and packed A, it also beat OpenBLAS (as
+#: kiln_sgemm_par slabs, or on one thread in a split kernel's half) from
+#: 64 up to 512 rows: 96..512 x 256 x 768 0.84-0.95x, 128 x 1024 x 4096
+#: 0.73x, 256 x 256 x 1024 on one thread 0.87x; the transformer block at
+#: (2, 128) / (4, 128) / (1, 256) ran 0.86 / 0.92 / 0.89x (worker pairs,
+#: SMALL_M 64 -> 512).  At 2048 rows the two were even (0.93-1.02x).
 #: ``KILN_SMALL_M`` overrides it.
-SMALL_M = int(os.environ.get("KILN_SMALL_M", "64"))
+SMALL_M = int(os.environ.get("KILN_SMALL_M", "512"))
 #: The native small-M GEMM's symbol, and the one freeing a packed B.
 SMALL_GEMM = "kiln_sgemm_small"
 FREE_PACKED = "kiln_free_packed"
