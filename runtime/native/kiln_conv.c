@@ -423,7 +423,7 @@ typedef struct {
   int64_t part_floats, wide_at; /* banded path: floats of a part's buffers; its wide result's offset */
   int64_t next_part;    /* banded path: parts started (each takes its own buffers) */
   uint64_t phases[DCONV_MAX_STRIDE]; /* bit e of phases[a]: plane (a, e) is read */
-  int64_t jlo[DCONV_MAX_STRIDE], jhi[DCONV_MAX_STRIDE]; /* see dconv_prepare */
+  int64_t jlo[DCONV_MAX_STRIDE], jhi[DCONV_MAX_STRIDE]; /* see dconv_copy_in */
 } dconv_args;
 
 /* One input channel x into its phase planes at dst; only the planes some
@@ -544,8 +544,6 @@ static void dconv_bands(void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
-/* kiln_conv2d's contract, computed directly (above); 0 when memory for the
- * copies ran out (nothing written: the caller takes the im2col path). */
 static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
 /* A band part's buffers (planes, wide result) are kept to half of L2 (1 MiB here). */
@@ -572,6 +570,8 @@ static int64_t choose_bands(const dconv_args *d, int64_t threads) {
   return nb;
 }
 
+/* kiln_conv2d's contract, computed directly (above); 0 when memory for the
+ * copies ran out (nothing written: the caller takes the im2col path). */
 static int dconv_run(dconv_args *d, int64_t Wt, int32_t threads, int64_t slot) {
   if (d->sh > DCONV_MAX_STRIDE || d->sw > DCONV_MAX_STRIDE) return 0;
   int64_t halo = (d->KH - 1) * d->dh / d->sh;

@@ -370,7 +370,7 @@ static inline __attribute__((always_inline)) void panel_rows(const gemm_args *g,
                                                               int64_t bstride, int64_t nr, const float *next,
                                                               int64_t per, int packed_a) {
   int64_t m0 = 0;
-#define MICRO(mr) micro(g, mr, m0, b, bstride, g->C + m0 * g->ldc + n0, nr, next ? next + m0 / MR * per * 16 : NULL, \
+#define MICRO(mr) micro(g, mr, m0, b, bstride, g->C + m0 * g->ldc + n0, nr, next ? next + m0 / MR * per * (64 / 4) : NULL, \
                         per, packed_a)
   for (; m0 + MR <= g->M; m0 += MR) MICRO(MR);
   switch (g->M - m0) {
@@ -395,6 +395,7 @@ static inline __attribute__((always_inline)) void panel_rows(const gemm_args *g,
  * Same library, alternating, two threads, the bench MLP's two products:
  * M = 9 0.76-0.84x, 16 0.90x, 32 0.89-0.97x, 64 no change. */
 static void panel(const gemm_args *g, int64_t q, const float *b, int64_t bstride, int64_t nr, const float *next) {
+  /* Lines of 64 bytes (16 floats): the panel's, and each row block's share. */
   int64_t blocks = (g->M + MR - 1) / MR, lines = (g->K * NR * 4 + 63) / 64, per = (lines + blocks - 1) / blocks;
   if (blocks < 2) next = NULL;
   if (g->Ap != NULL)
@@ -449,8 +450,9 @@ void kiln_sgemm_small(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, i
   g.P = packed_for(slot, g.B, K, N, ldb);
   /* With several row blocks, A is packed first (a pass over A on the pool):
    * its MR rows are read as one stream instead of MR streams a row apart
-   * (rows 4 KiB apart share L1 sets).  Same library, alternating, two
-   * threads, the bench MLP's two products: M = 9 / 32 / 64 0.87-0.97x.
+   * (likely the cause: rows 4 or 16 KiB apart map to the same L1 sets).
+   * Same library, alternating, two threads, the bench MLP's two products:
+   * M = 9 / 32 / 64 0.87-0.97x.
    * Not below PACK_A_FMAS: the extra handoff to the pool cost the
    * transformer block at (1, 32) (M = 32, K = 256) 3%. */
   if (M > MR && (double)M * N * K >= PACK_A_FMAS) {
