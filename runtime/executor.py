@@ -63,11 +63,11 @@ def constant_tensor(op) -> torch.Tensor:
     made it from, or its blob printed alone).
     """
     from .._mlir import ir
-    from ..transforms._graph import resource_array
+    from ..transforms._graph import NUMPY_DTYPES, resource_array
 
     attr = op.operation.attributes["value"]
     t = ir.RankedTensorType(attr.type)
-    shape, dtype = tuple(t.shape), _np_dtype(str(t.element_type))
+    shape, dtype = tuple(t.shape), NUMPY_DTYPES[str(t.element_type)]
     if isinstance(attr, ir.DenseElementsAttr):
         if attr.is_splat:
             splat = attr.get_splat_value()
@@ -77,11 +77,6 @@ def constant_tensor(op) -> torch.Tensor:
     if data is None:
         raise KilnError(f"cannot read the data of constant {str(attr)[:60]}")
     return torch.from_numpy(data.copy())  # the runtime's own, writable memory
-
-
-def _np_dtype(name: str):
-    return {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_, "i8": np.int8,
-            "i16": np.int16, "i32": np.int32, "i64": np.int64}[name]
 
 
 class Executor:

@@ -25,12 +25,11 @@ import numpy as np
 
 from ..backends.kernel import as_numpy
 from ..dialects.dims import evaluate
+from ..transforms._graph import NUMPY_DTYPES
 from .contract import InputSpec, ShapeContract
 
 __all__ = ["CompiledModel", "Step", "ValueInfo"]
 
-_NUMPY = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_, "i8": np.int8,
-          "i16": np.int16, "i32": np.int32, "i64": np.int64}
 
 
 @dataclass(frozen=True)
@@ -110,7 +109,7 @@ class CompiledModel:
             outs = []
             for vid in step.outputs:
                 info = self.values[vid]
-                env[vid] = np.empty(info.shape(binding), dtype=_NUMPY[info.dtype])
+                env[vid] = np.empty(info.shape(binding), dtype=NUMPY_DTYPES[info.dtype])
                 outs.append(env[vid])
             step.kernel([env[i] for i in step.inputs], outs, binding)
         return [env[i] for i in self.output_ids]

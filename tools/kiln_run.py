@@ -22,11 +22,10 @@ import time
 import numpy as np
 
 from ..errors import KilnError
+from ..transforms._graph import NUMPY_DTYPES
 
 __all__ = ["entry", "main"]
 
-_NP = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_, "i8": np.int8, "i16": np.int16,
-       "i32": np.int32, "i64": np.int64}
 
 
 def _value(text: str, dtype: str, rng) -> np.ndarray:
@@ -39,7 +38,7 @@ def _value(text: str, dtype: str, rng) -> np.ndarray:
         shape = tuple(int(s) for s in text.replace(",", "x").split("x") if s != "")
     except ValueError:
         raise KilnError(f"--input value must be a .npy file or a shape like 7x33x16, got '{text}'") from None
-    t = _NP.get(dtype, np.float32)
+    t = NUMPY_DTYPES.get(dtype, np.float32)
     if dtype == "i1":
         return rng.integers(0, 2, shape).astype(np.bool_)
     if np.issubdtype(t, np.integer):

@@ -15,6 +15,7 @@ from ...dialects.dims import Dim, dim
 from ...dialects.kiln import tensor_info, tensor_type
 from ...dialects.kiln.data import SLICE_END
 from ...dialects.kiln.shapes import product
+from ...transforms._graph import NUMPY_DTYPES
 from .driver import Decline, Known
 
 ATEN_PATTERNS: dict = {}
@@ -718,7 +719,7 @@ def lower_arange(cx):
         return _symbolic_arange(cx, args)
     vals = [a.value if isinstance(a, Dim) else a for a in args]
     dtype = cx.result_dtype()
-    return Known(np.arange(*vals).astype({"i64": np.int64, "i32": np.int32, "f32": np.float32}.get(dtype, np.float64)),
+    return Known(np.arange(*vals).astype(NUMPY_DTYPES.get(dtype, np.float64)),
                  dtype)
 
 

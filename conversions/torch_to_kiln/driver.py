@@ -40,6 +40,7 @@ from ..._mlir import ir
 from ...dialects.dims import UNKNOWN, Dim, dim
 from ...dialects.kiln import MAX_VARIADIC, FallbackOp, create_op, tensor_info, tensor_type
 from ...errors import ConversionError, KilnError, UnsupportedError, VerifyError
+from ...transforms._graph import NUMPY_DTYPES
 
 __all__ = ["ConversionStats", "Decline", "Known", "KilnTypeConverter", "TorchToKiln", "convert_torch_to_kiln"]
 
@@ -421,8 +422,7 @@ class TorchToKiln:
         if k.dtype == "i1":
             arr = arr.astype(np.bool_)
         else:
-            arr = arr.astype({"i64": np.int64, "i32": np.int32, "f32": np.float32, "f64": np.float64,
-                              "f16": np.float16, "i8": np.int8, "i16": np.int16}.get(k.dtype, arr.dtype))
+            arr = arr.astype(NUMPY_DTYPES.get(k.dtype, arr.dtype))
         t = ir.Type.parse(k.dtype)
         attr = ir.DenseElementsAttr.get(np.ascontiguousarray(arr), type=t, shape=list(arr.shape))
         return create_op("constant", attrs={"value": attr}, loc=loc).operation.results[0]

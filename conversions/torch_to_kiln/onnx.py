@@ -17,6 +17,7 @@ import numpy as np
 from ..._mlir import ir
 from ...dialects.dims import Dim, dim
 from ...dialects.kiln.shapes import product
+from ...transforms._graph import NUMPY_DTYPES
 from .aten import dims_of, dtype_of, rank_of
 from .driver import Decline, Known
 
@@ -39,8 +40,8 @@ def pattern(*names):
 
 
 def _np_dtype(dtype: str):
-    return {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": np.int64, "i32": np.int32,
-            "i16": np.int16, "i8": np.int8, "i1": np.bool_, "bf16": np.float32}[dtype]
+    """The numpy dtype folded values of ``dtype`` are held in (bf16 as f32)."""
+    return np.float32 if dtype == "bf16" else NUMPY_DTYPES[dtype]
 
 
 def _attr_array(cx, a) -> np.ndarray | None:
