@@ -46,7 +46,12 @@ def test_auto_choice_is_measured_per_kernel():
     for name, t in v["measured_us"].items():
         assert t["static"] > 0 and t["dynamic"] > 0
         chosen = "static" if name in v["static_kernels"] else "dynamic"
-        assert (t["static"] < 0.95 * t["dynamic"]) == (chosen == "static")
+        # The report rounds to 0.01 us; the choice was made on the raw times
+        # (kernels timed as they launch take 1-2 us here, so a tie at the 5%
+        # line happens: static 1.52 vs 0.95 x 1.60 chose static).
+        margin = t["static"] - 0.95 * t["dynamic"]
+        if abs(margin) > 0.01:
+            assert (margin < 0) == (chosen == "static")
     x, mask = inputs(4, 64)
     torch.testing.assert_close(m(x, mask), reference(x, mask), rtol=1e-4, atol=1e-5)
     assert m.report()["static_compilations"] == 1
