@@ -22,12 +22,7 @@
 
 #include "kiln_native.h"
 
-#if defined(__AVX512F__)
-#define AW 16
-#else
-#define AW 8
-#endif
-typedef float av __attribute__((vector_size(AW * 4)));
+#define AW KILN_VW
 typedef int32_t ai __attribute__((vector_size(AW * 4)));
 
 #define QB 32            /* queries per task */
@@ -36,31 +31,25 @@ typedef int32_t ai __attribute__((vector_size(AW * 4)));
 #define MAX_HEAD_DIM 256 /* kiln-cpu-library only sends heads up to this (D and Dv) */
 #define DVP (MAX_HEAD_DIM + 4 * AW)
 
-static inline av aload(const float *p) {
-  av v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
+static inline void astore(float *p, kiln_vec v) { __builtin_memcpy(p, &v, sizeof v); }
 
-static inline void astore(float *p, av v) { __builtin_memcpy(p, &v, sizeof v); }
-
-static inline av asplat(float x) { return (av){0} + x; }
+static inline kiln_vec asplat(float x) { return (kiln_vec){0} + x; }
 
 /* mask ? a : b, lane by lane (mask lanes all ones or zero). */
-static inline av aselect(ai mask, av a, av b) { return (av)(((ai)a & mask) | ((ai)b & ~mask)); }
+static inline kiln_vec aselect(ai mask, kiln_vec a, kiln_vec b) { return (kiln_vec)(((ai)a & mask) | ((ai)b & ~mask)); }
 
 /* exp(x); below -87 (masked scores are -inf) gives 0, above 88 saturates. */
-static inline av aexp(av x) {
-  const av lo = asplat(-87.0f), hi = asplat(88.0f);
+static inline kiln_vec aexp(kiln_vec x) {
+  const kiln_vec lo = asplat(-87.0f), hi = asplat(88.0f);
   ai dead = x < lo;
   x = aselect(x < lo, lo, x);
   x = aselect(x > hi, hi, x);
   /* x = n ln2 + r, |r| <= ln2 / 2; n rounded with the 1.5 * 2^23 trick. */
-  const av magic = asplat(12582912.0f);
-  av n = (x * asplat(1.44269504088896341f) + magic) - magic;
-  av r = x - n * asplat(0.693359375f);
+  const kiln_vec magic = asplat(12582912.0f);
+  kiln_vec n = (x * asplat(1.44269504088896341f) + magic) - magic;
+  kiln_vec r = x - n * asplat(0.693359375f);
   r = r - n * asplat(-2.12194440e-4f);
-  av p = asplat(1.9875691500e-4f);
+  kiln_vec p = asplat(1.9875691500e-4f);
   p = p * r + asplat(1.3981999507e-3f);
   p = p * r + asplat(8.3334519073e-3f);
   p = p * r + asplat(4.1665795894e-2f);
@@ -68,15 +57,15 @@ static inline av aexp(av x) {
   p = p * r + asplat(5.0000001201e-1f);
   p = p * r * r + r + asplat(1.0f);
   ai bits = (__builtin_convertvector(n, ai) + 127) << 23;
-  av y = p * (av)bits;
+  kiln_vec y = p * (kiln_vec)bits;
   return aselect(dead, asplat(0.0f), y);
 }
 
-static inline av amax(av a, av b) { return aselect(a > b, a, b); }
+static inline kiln_vec amax(kiln_vec a, kiln_vec b) { return aselect(a > b, a, b); }
 
 /* The largest lane, in log2(AW) shuffle steps (a loop over the lanes cost
  * as much as 5% of the kernel). */
-static inline float hmax(av v) {
+static inline float hmax(kiln_vec v) {
 #if AW == 16
   v = amax(v, __builtin_shuffle(v, (ai){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7}));
   v = amax(v, __builtin_shuffle(v, (ai){4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3}));
@@ -90,7 +79,7 @@ static inline float hmax(av v) {
   return v[0];
 }
 
-static inline float hsum(av v) {
+static inline float hsum(kiln_vec v) {
   float s = 0.0f;
   for (int i = 0; i < AW; i++) s += v[i];
   return s;
@@ -125,10 +114,10 @@ static void transpose_k(void *ctx, int64_t lo, int64_t hi) {
  * row d of kt at kt + d * kstride). */
 static inline __attribute__((always_inline)) void scores_block(const float *q, int64_t D, const float *kt,
                                                                 int64_t kstride, float scale, float *s) {
-  av acc[RB][2];
-  for (int r = 0; r < RB; r++) acc[r][0] = acc[r][1] = (av){0};
+  kiln_vec acc[RB][2];
+  for (int r = 0; r < RB; r++) acc[r][0] = acc[r][1] = (kiln_vec){0};
   for (int64_t d = 0; d < D; d++) {
-    av b0 = aload(kt + d * kstride), b1 = aload(kt + d * kstride + AW);
+    kiln_vec b0 = kiln_loadu(kt + d * kstride), b1 = kiln_loadu(kt + d * kstride + AW);
     for (int r = 0; r < RB; r++) {
       float a = q[r * D + d];
       acc[r][0] += a * b0;
@@ -147,12 +136,12 @@ static inline __attribute__((always_inline)) void scores_block(const float *q, i
  * at D = 64). */
 static inline __attribute__((always_inline)) void pv_block(int nv, const float *p, const float *vb, int64_t vstride,
                                                             int64_t kb, int64_t e0, float *acc) {
-  av c[RB][2];
+  kiln_vec c[RB][2];
   for (int r = 0; r < RB; r++)
-    for (int u = 0; u < nv; u++) c[r][u] = aload(acc + r * DVP + e0 + u * AW);
+    for (int u = 0; u < nv; u++) c[r][u] = kiln_loadu(acc + r * DVP + e0 + u * AW);
   for (int64_t j = 0; j < kb; j++) {
-    av b[2];
-    for (int u = 0; u < nv; u++) b[u] = aload(vb + j * vstride + e0 + u * AW);
+    kiln_vec b[2];
+    for (int u = 0; u < nv; u++) b[u] = kiln_loadu(vb + j * vstride + e0 + u * AW);
     for (int r = 0; r < RB; r++) {
       float a = p[r * KB + j];
       for (int u = 0; u < nv; u++) c[r][u] += a * b[u];
@@ -171,7 +160,7 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
   float acc[QB * DVP] __attribute__((aligned(64)));          /* unnormalized outputs */
   float s[QB * KB] __attribute__((aligned(64)));             /* scores, then probabilities */
   float mx[QB];
-  av sum[QB]; /* row sums by lane (summed across lanes once, at the end) */
+  kiln_vec sum[QB]; /* row sums by lane (summed across lanes once, at the end) */
   for (int64_t t = lo; t < hi; t++) {
     int64_t h = t / g->qblocks, l0 = t % g->qblocks * QB;
     int64_t ql = g->L - l0 < QB ? g->L - l0 : QB;
@@ -180,7 +169,7 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
     memset(qp + ql * D, 0, (QB - ql) * D * sizeof(float));
     for (int r = 0; r < QB; r++) {
       mx[r] = -INFINITY;
-      sum[r] = (av){0};
+      sum[r] = (kiln_vec){0};
       memset(acc + r * DVP, 0, dvp * sizeof(float));
     }
     /* A causal query i sees keys j <= i: the block needs keys up to l0 + ql - 1. */
@@ -216,7 +205,7 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
         if (allowed > kb) allowed = kb;
         if (allowed < 0) allowed = 0;
         for (int64_t j = allowed; j < KB; j++) sr[j] = -INFINITY;
-        av a0 = aload(sr), a1 = aload(sr + AW);
+        kiln_vec a0 = kiln_loadu(sr), a1 = kiln_loadu(sr + AW);
         float m = hmax(aselect(a0 > a1, a0, a1));
         float mnew = m > mx[r] ? m : mx[r];
         if (mnew == -INFINITY) { /* nothing visible yet (a padding row): probabilities 0 */
@@ -224,7 +213,7 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
           astore(sr + AW, asplat(0.0f));
           continue;
         }
-        av p0 = aexp(a0 - mnew), p1 = aexp(a1 - mnew);
+        kiln_vec p0 = aexp(a0 - mnew), p1 = aexp(a1 - mnew);
         astore(sr, p0);
         astore(sr + AW, p1);
         float alpha = mnew == mx[r] ? 1.0f : aexp(asplat(mx[r] - mnew))[0]; /* the max mostly holds */
@@ -232,7 +221,7 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
         mx[r] = mnew;
         if (alpha != 1.0f) {
           float *ar = acc + r * DVP;
-          for (int64_t e = 0; e < dvp; e += AW) astore(ar + e, aload(ar + e) * alpha);
+          for (int64_t e = 0; e < dvp; e += AW) astore(ar + e, kiln_loadu(ar + e) * alpha);
         }
       }
       for (int64_t r0 = 0; r0 < rows; r0 += RB)

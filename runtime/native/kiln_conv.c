@@ -23,23 +23,10 @@
 
 #include "kiln_native.h"
 
-#if defined(__AVX512F__)
-#define VW 16
-#define WMR 8
-#else
-#define VW 8
-#define WMR 6
-#endif
+#define VW KILN_VW
+#define WMR KILN_MR /* the small GEMM's register block (kiln_native.h) */
 #define WNR (2 * VW)
 #define KC 384 /* at most; K is split into equal blocks */
-
-typedef float vw __attribute__((vector_size(VW * 4)));
-
-static inline vw loadw(const float *p) {
-  vw v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
 
 /* A (M x K) as blocks of WMR rows, each [K][WMR] (zero rows pad the last). */
 static void pack_a_blocks(float *dst, const float *A, int64_t M, int64_t K, int64_t lda) {
@@ -47,10 +34,10 @@ static void pack_a_blocks(float *dst, const float *A, int64_t M, int64_t K, int6
 }
 
 /* max(x, 0) lane by lane, NaN kept (as torch.relu and the generated select do). */
-static inline vw relu_w(vw x) {
+static inline kiln_vec relu_w(kiln_vec x) {
   typedef int32_t vwi __attribute__((vector_size(VW * 4)));
-  vwi neg = x < (vw){0};
-  return (vw)((vwi)x & ~neg);
+  vwi neg = x < (kiln_vec){0};
+  return (kiln_vec)((vwi)x & ~neg);
 }
 
 /* c[0 .. mr, 0 .. nr] (leading dim ldc) = or += a[kc][WMR] . b[kc][WNR]
@@ -61,14 +48,14 @@ static inline vw relu_w(vw x) {
 static inline __attribute__((always_inline)) void micro_w(int mr, const float *a, const float *b, const int64_t *off,
                                                            int64_t kc, float *c, int64_t ldc, int64_t nr, int add,
                                                            const float *bias, const float *res, int relu) {
-  vw acc[WMR][2];
+  kiln_vec acc[WMR][2];
   for (int m = 0; m < WMR; m++) {
     float b0 = bias && m < mr ? bias[m] : 0.0f;
-    acc[m][0] = acc[m][1] = (vw){0} + b0;
+    acc[m][0] = acc[m][1] = (kiln_vec){0} + b0;
   }
   for (int64_t k = 0; k < kc; k++) {
     const float *bk = off ? b + off[k] : b + k * WNR; /* off: NULL (a constant) at the packed call sites */
-    vw b0 = loadw(bk), b1 = loadw(bk + VW);
+    kiln_vec b0 = kiln_loadu(bk), b1 = kiln_loadu(bk + VW);
     const float *ak = a + k * WMR;
     for (int m = 0; m < WMR; m++) {
       acc[m][0] += ak[m] * b0;
@@ -78,14 +65,14 @@ static inline __attribute__((always_inline)) void micro_w(int mr, const float *a
   for (int m = 0; m < mr; m++) {
     float *cm = c + m * ldc;
     if (nr == WNR) {
-      vw c0 = acc[m][0], c1 = acc[m][1];
+      kiln_vec c0 = acc[m][0], c1 = acc[m][1];
       if (add) {
-        c0 += loadw(cm);
-        c1 += loadw(cm + VW);
+        c0 += kiln_loadu(cm);
+        c1 += kiln_loadu(cm + VW);
       }
       if (res) {
-        c0 += loadw(res + m * ldc);
-        c1 += loadw(res + m * ldc + VW);
+        c0 += kiln_loadu(res + m * ldc);
+        c1 += kiln_loadu(res + m * ldc + VW);
       }
       if (relu) {
         c0 = relu_w(c0);

@@ -154,31 +154,14 @@ void kiln_parallel_for(kiln_task_fn fn, void *ctx, int64_t n, int64_t parts) {
 #include <stdlib.h>
 #include <sys/mman.h>
 
-/* Register block: MR rows of A times NR = two vectors of B's columns, 8 x 32
- * with AVX-512 (16 accumulators of 32 registers), 6 x 16 with AVX2 (12 of
- * 16).  Against the 6 x 16 block on AVX-512 (same library, interleaved, two
- * threads, 1024 x 4096 and 4096 x 1024 weights): M = 8 0.89 -> 0.64 ms
- * and M = 64 4.7 -> 3.4 ms, M = 1 no slower. */
-#if defined(__AVX512F__)
-#define SV 16
-#define MR 8
-#else
-#define SV 8
-#define MR 6
-#endif
+/* Register block: MR rows of A times NR = two vectors of B's columns (see
+ * kiln_native.h). */
+#define SV KILN_VW
+#define MR KILN_MR
 #define NR (2 * SV) /* columns of B per panel */
 /* The packed panel is streamed PF_ROWS rows ahead, both cache lines of a
  * 32-float row (the hardware prefetcher fell behind several rows of FMAs). */
 #define PF_ROWS 64
-
-/* SV floats: one vector register; the accumulators are 2 * MR of them. */
-typedef float vs __attribute__((vector_size(SV * 4)));
-
-static inline vs loadv(const float *p) {
-  vs v;
-  __builtin_memcpy(&v, p, sizeof v); /* unaligned: strided panels of B */
-  return v;
-}
 
 /* A product whose B is a constant of the JIT module (a weight) gets a slot:
  * a mutable i64 global of that module, 0 until the first call packs B into
@@ -324,8 +307,8 @@ static inline __attribute__((always_inline)) void micro(const gemm_args *g, int 
                                                          int64_t pf_lines, int packed_a) {
   const char *pf = (const char *)pfn;
   int64_t pf_acc = 0;
-  vs acc[MR][2];
-  for (int m = 0; m < mr; m++) acc[m][0] = acc[m][1] = (vs){0};
+  kiln_vec acc[MR][2];
+  for (int m = 0; m < mr; m++) acc[m][0] = acc[m][1] = (kiln_vec){0};
   /* packed_a (a constant at each call site): A from g->Ap, else in place. */
   const float *A = packed_a ? g->Ap + m0 * g->K : g->A + m0 * g->lda;
   int64_t sm = packed_a ? 1 : g->lda, sk = packed_a ? MR : 1;
@@ -346,7 +329,7 @@ static inline __attribute__((always_inline)) void micro(const gemm_args *g, int 
         pf_acc -= g->K;
       }
     }
-    vs b0 = loadv(bk), b1 = loadv(bk + SV);
+    kiln_vec b0 = kiln_loadu(bk), b1 = kiln_loadu(bk + SV);
     for (int m = 0; m < mr; m++) {
       float a = A[m * sm + k * sk];
       acc[m][0] += a * b0;
