@@ -31,7 +31,6 @@ from .contract import InputSpec, ShapeContract
 __all__ = ["CompiledModel", "Step", "ValueInfo"]
 
 
-
 @dataclass(frozen=True)
 class ValueInfo:
     """A value of the schedule: symbolic dims and a dtype name (``"f32"``)."""

@@ -27,7 +27,6 @@ from ..transforms._graph import NUMPY_DTYPES
 __all__ = ["entry", "main"]
 
 
-
 def _value(text: str, dtype: str, rng) -> np.ndarray:
     if text.endswith(".npy"):
         try:
