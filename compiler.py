@@ -227,16 +227,25 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
             bool(options.get("profiles")) or options.get("policy") == "specialize")
         kernel_text = module.operation.get_asm() if prepared.generated and wants_static else None
         if prepared.generated:
-            # Verified once at the end, as the graph passes are (per stage it
-            # was 0.18 of resnet50's 1.2 s warm compile; KILN_VERIFY_EACH=1).
-            lower(module, vectorize=int(options.get("vectorize", 1)), verify_each=None)
-            if options.get("keep_ir"):
-                kept["llvm"] = str(module)
-            try:
-                # Materializes the code now: missing symbols fail here.
-                engine = jit(module, names=list(prepared.generated.values()))
-            except Exception as e:  # the engine reports unresolved symbols as a RuntimeError
-                raise KilnError(f"the CPU JIT failed: {e}") from None
+            from .backends.cpu import objcache
+
+            names = list(prepared.generated.values())
+            vectorize = int(options.get("vectorize", 1))
+            # Keyed before lowering, so a cached library skips the lowering
+            # too (keep_ir wants the LLVM text, so it always lowers).
+            key = None if options.get("keep_ir") else objcache.kernel_key(module, vectorize)
+            engine = objcache.load(key, names) if key else None
+            if engine is None:
+                # Verified once at the end, as the graph passes are (per stage it
+                # was 0.18 of resnet50's 1.2 s warm compile; KILN_VERIFY_EACH=1).
+                lower(module, vectorize=vectorize, verify_each=None)
+                if options.get("keep_ir"):
+                    kept["llvm"] = str(module)
+                try:
+                    # Materializes the code now: missing symbols fail here.
+                    engine = jit(module, names=names, key=key)
+                except Exception as e:  # the engine reports unresolved symbols as a RuntimeError
+                    raise KilnError(f"the CPU JIT failed: {e}") from None
             with _count_lock:
                 _compilations += 1
     kernels = prepared.kernels(lambda name, ins, outs: CpuKernel(name, ins, outs, engine, module))

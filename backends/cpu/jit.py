@@ -18,15 +18,17 @@ from ..kernel import Kernel
 __all__ = ["CpuKernel", "jit"]
 
 
-def jit(module, opt_level: int = 3, names=()):
+def jit(module, opt_level: int = 3, names=(), key: str | None = None):
     """An engine for an LLVM-dialect module (opt level 3) with the functions
     ``names`` materialized: from the object-code cache when the same module
     was compiled before (:mod:`kiln.backends.cpu.objcache`), else a fresh
     ``ExecutionEngine``.  The BLAS and native libraries resolve the calls of
-    kiln-cpu-library."""
+    kiln-cpu-library.  ``key``: the cache key to store the code under
+    (:func:`~kiln.backends.cpu.objcache.kernel_key`; default: the lowered
+    module's own)."""
     from .objcache import jit_cached
 
-    return jit_cached(module, names, opt_level)
+    return jit_cached(module, names, opt_level, key)
 
 
 class CpuKernel(Kernel):

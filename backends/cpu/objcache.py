@@ -28,7 +28,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-__all__ = ["SharedObjectEngine", "cache_key", "enabled", "host_cpu", "jit_cached"]
+__all__ = ["SharedObjectEngine", "cache_key", "enabled", "host_cpu", "jit_cached", "kernel_key", "load", "source_digest"]
 
 
 def enabled() -> bool:
@@ -65,8 +65,8 @@ def host_cpu() -> str:
 _ELIDE = 64
 
 
-def cache_key(module, opt_level: int, shared_libs) -> str:
-    """The cache key of a lowered module (sha256 hex)."""
+def cache_key(module, opt_level: int, shared_libs, extra=()) -> str:
+    """The cache key of a lowered module (sha256 hex); ``extra`` strings are hashed after it."""
     from ..cache import versions
 
     # The printed form: bytecode would be faster to hash but is not
@@ -74,9 +74,51 @@ def cache_key(module, opt_level: int, shared_libs) -> str:
     # weights print as hex (0.25 s for the bench MLP's 32 MiB); they are
     # elided from the text and hashed from their buffers instead (0.02 s).
     h = hashlib.sha256(_weights_elided_key(module) or module.operation.get_asm(binary=True))
-    for part in (repr(sorted(versions().items())), host_cpu(), str(opt_level), *shared_libs):
+    for part in (repr(sorted(versions().items())), host_cpu(), str(opt_level), *shared_libs, *extra):
         h.update(b"\0" + part.encode())
     return h.hexdigest()
+
+
+def kernel_key(module, vectorize: int, opt_level: int = 3) -> str | None:
+    """The cache key of a kernel module *before* lowering (what
+    :func:`kiln.compile` lowers), or None when the cache is off.
+
+    A hit on it skips the lowering as well as LLVM (0.7 of ResNet-50's
+    1.5 s warm compile).  The lowered code also depends on what the module
+    text does not show, so the key adds it: the vectorize level, every
+    ``KILN_*`` setting (library thresholds, native switches) and a digest of
+    kiln's own source (an edited lowering must not load stale code).
+    """
+    if not enabled():
+        return None
+    from .library import shared_libs
+
+    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("KILN_") and k != "KILN_CACHE_DIR")
+    return cache_key(module, opt_level, shared_libs(),
+                     ("kiln-dialect", f"vectorize={vectorize}", repr(env), source_digest()))
+
+
+_SOURCE: str | None = None
+
+
+def source_digest() -> str:
+    """sha256 of kiln's Python and C sources (tests, benchmarks and docs
+    excepted), computed once per process (~7 ms)."""
+    global _SOURCE
+    if _SOURCE is None:
+        root = Path(__file__).resolve().parents[2]
+        skip = {"test", "bench", "examples", "docs", "scripts", ".venv", "__pycache__"}
+        h = hashlib.sha256()
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith("."))
+            for name in sorted(filenames):
+                if name.endswith((".py", ".c", ".h")):
+                    path = os.path.join(dirpath, name)
+                    h.update(os.path.relpath(path, root).encode() + b"\0")
+                    with open(path, "rb") as f:
+                        h.update(f.read())
+        _SOURCE = h.hexdigest()
+    return _SOURCE
 
 
 def _weights_elided_key(module) -> bytes | None:
@@ -145,10 +187,29 @@ def _load_copy(entry: Path) -> SharedObjectEngine:
         os.unlink(tmp)  # the mapping stays valid; nothing is left on disk
 
 
-def jit_cached(module, names, opt_level: int = 3):
+def load(key: str, names) -> SharedObjectEngine | None:
+    """The cached library of ``key`` with ``names`` found in it, or None (a
+    damaged entry is deleted, so the caller rebuilds it)."""
+    from ..cache import default_cache_dir
+
+    entry = default_cache_dir() / "cpu" / key[:2] / f"{key}.so"
+    if not entry.exists():
+        return None
+    try:
+        engine = _load_copy(entry)
+        for name in names:
+            engine.lookup(name)
+        return engine
+    except (OSError, RuntimeError):  # truncated, foreign, or missing a kernel: rebuild it
+        entry.unlink(missing_ok=True)
+        return None
+
+
+def jit_cached(module, names, opt_level: int = 3, key: str | None = None):
     """An engine for the LLVM-dialect ``module`` with ``names`` materialized:
     a :class:`SharedObjectEngine` from the cache, or a fresh ExecutionEngine
-    (whose code is then added to the cache).  ``engine.cache`` says which
+    (whose code is then added to the cache, under ``key`` when given: a
+    :func:`kernel_key` taken before lowering).  ``engine.cache`` says which
     (``"hit"``, ``"miss"`` or ``"off"``)."""
     from ..._mlir import execution_engine
     from ..cache import default_cache_dir
@@ -160,20 +221,14 @@ def jit_cached(module, names, opt_level: int = 3):
         for name in names:
             engine.lookup(name)
         return _Tagged(engine, "off")
-    key = cache_key(module, opt_level, libs)
-    entry = default_cache_dir() / "cpu" / key[:2] / f"{key}.so"
-    if entry.exists():
-        try:
-            engine = _load_copy(entry)
-            for name in names:
-                engine.lookup(name)
-            return engine
-        except OSError:  # truncated or foreign: rebuild it
-            entry.unlink(missing_ok=True)
+    key = key or cache_key(module, opt_level, libs)
+    engine = load(key, names)
+    if engine is not None:
+        return engine
     engine = execution_engine.ExecutionEngine(module, opt_level=opt_level, shared_libs=libs, enable_pic=True)
     for name in names:
         engine.lookup(name)
-    _store(engine, entry, libs)
+    _store(engine, default_cache_dir() / "cpu" / key[:2] / f"{key}.so", libs)
     return _Tagged(engine, "miss")
 
 
