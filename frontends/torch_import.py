@@ -22,7 +22,7 @@ __all__ = ["import_torch", "export_program"]
 # Ops kept whole by the decomposition because kiln has a pattern for them.
 KEEP_OPS = (
     "aten.linear.", "aten.layer_norm.", "aten.gelu.", "aten.silu.", "aten.scaled_dot_product_attention.",
-    "aten.hardtanh.", "aten.adaptive_avg_pool2d.", "aten.flatten.",
+    "aten.hardtanh.", "aten.adaptive_avg_pool2d.", "aten.flatten.", "aten.transpose.", "aten.unbind.",
 )
 
 
@@ -38,6 +38,14 @@ def _decomposition_table():
         for overload in packet.overloads():
             table.pop(getattr(packet, overload), None)
     return table
+
+
+def _converts(name: str) -> bool:
+    """Whether convert-torch-to-kiln has a pattern (or a structural rule) for torch-mlir op ``name``."""
+    from ..conversions.torch_to_kiln.aten import ATEN_PATTERNS
+    from ..conversions.torch_to_kiln.driver import STRUCTURAL
+
+    return name in ATEN_PATTERNS or name in STRUCTURAL
 
 
 def _check_dynamic_shapes(dynamic_shapes) -> None:
@@ -75,7 +83,7 @@ def export_program(module, example_args, dynamic_shapes=None):
             # reshape, non-persistent buffers), around kiln's decompositions.
             from .export_fixes import prepare_exported_program
 
-            return prepare_exported_program(ep, table=_decomposition_table())
+            return prepare_exported_program(ep, table=_decomposition_table(), converts=_converts)
     except KilnError:
         raise
     except Exception as e:  # torch raises many types; the user wants one

@@ -696,6 +696,19 @@ def lower_split(cx):
     return out
 
 
+@pattern("torch.aten.unbind.int")
+def lower_unbind(cx):
+    """A list of the slices along the axis, reshaped without it (``prim.ListUnpack`` takes it apart)."""
+    x = cx.tensor(0)
+    axis = cx.int(1, 0) % rank_of(x)
+    dims = dims_of(x)
+    if not dims[axis].is_static:
+        raise Decline("unbind of a symbolic axis")
+    rest = dims[:axis] + dims[axis + 1:]
+    return [cx.build("reshape", cx.build("slice", x, starts=[i], ends=[i + 1], axes=[axis], steps=[1]), shape=rest)
+            for i in range(dims[axis].value)]
+
+
 @pattern("torch.prim.ListUnpack")
 def lower_list_unpack(cx):
     items = cx.value(0)

@@ -50,7 +50,9 @@ def test_transformer_block_ops_and_report(imported):
     assert [str(d) for d in tensor_info(attn.results[0].type).dims] == ["B", "4", "L", "64"]
     assert report.ops["aten.linear"] == {"converted": 0, "decomposed": 4, "fallback": 0}
     assert report.ops["aten.scaled_dot_product_attention"]["converted"] == 1
-    assert report.total() == 20 and report.flops["converted"] > 0
+    # Exported without re-tracing (nothing to decompose): q, k, v come out of one unbind.
+    assert report.ops["aten.unbind.int"] == {"converted": 0, "decomposed": 1, "fallback": 0}
+    assert report.total() == 15 and report.flops["converted"] > 0
 
 
 def test_report_counts_tiny_mlp(imported):
@@ -180,6 +182,59 @@ def test_decomposition_table_drops_exactly_the_kept_ops():
     table = _decomposition_table()
     assert set(table.keys()) == expected
     assert torch.ops.aten.linear.default not in expected
+
+
+def test_decomposition_runs_only_when_it_changes_something():
+    """A program whose every op kiln converts skips run_decompositions (a
+    second trace); an op in torch's table, or a buffer mutation, keeps it."""
+    from kiln.frontends.export_fixes import needs_decomposition
+    from kiln.frontends.torch_import import _converts, _decomposition_table
+
+    table = _decomposition_table()
+
+    def exported(module, x):
+        return torch.export.export(module, (x,), dynamic_shapes=({0: Dim("B", min=1, max=8)},))
+
+    block, args, dynamic = models.FACTORIES["transformer_block"]()
+    assert not needs_decomposition(torch.export.export(block, args, dynamic_shapes=dynamic), table, _converts)
+
+    class Swish(torch.nn.Module):  # hardswish is in torch's table: decomposed
+        def forward(self, x):
+            return torch.nn.functional.hardswish(x) + 1
+
+    assert needs_decomposition(exported(Swish(), torch.randn(2, 3)), table, _converts)
+
+    class Count(torch.nn.Module):  # mutates a buffer
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("n", torch.zeros(1))
+
+        def forward(self, x):
+            self.n.add_(1)
+            return x * 2
+
+    assert needs_decomposition(exported(Count(), torch.randn(2, 3)), table, _converts)
+    model = kiln.compile(Swish(), (torch.randn(2, 3),), dynamic_shapes=({0: Dim("B", min=1, max=8)},))
+    x = torch.randn(5, 3) * 4
+    torch.testing.assert_close(model(x), Swish()(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("batch", [1, 7, 64])
+def test_unbind_numerics(batch):
+    """``unbind`` converted whole (it is not decomposed): one slice per item."""
+
+    class Mix(torch.nn.Module):
+        def forward(self, x):
+            a, b, c = x.unbind(-1)
+            p, q = x.unbind(1)
+            return a * 2 + b - c, (p - q).sum(-1)
+
+    spec = ({0: Dim("B", min=1, max=64)},)
+    model = kiln.compile(Mix(), (torch.randn(3, 2, 3),), dynamic_shapes=spec)
+    assert model.report()["fallback"]["ops"] == 0
+    x = torch.randn(batch, 2, 3)
+    for got, want in zip(model(x), Mix()(x)):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
 
 
 def test_aliased_example_inputs_stay_distinct_inputs():
