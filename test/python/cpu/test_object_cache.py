@@ -106,3 +106,27 @@ def test_cache_off(cache_dir, monkeypatch):
     model = kiln.compile(weight_text(8, 8)[0])
     assert model.report()["kernel_cache"] == "off"
     assert _entries(cache_dir) == []
+
+
+def test_hit_skips_the_lowering(cache_dir, monkeypatch):
+    """The key is taken before lowering: a hit runs no lowering stage, a
+    changed ``KILN_*`` setting or kiln source is another entry, and
+    ``keep_ir`` lowers."""
+    import kiln.compiler
+
+    text, w = weight_text(32, 16, seed=7)
+    kiln.compile(text)
+    lowered = []
+    real_lower = kiln.compiler.lower
+    monkeypatch.setattr(kiln.compiler, "lower", lambda *a, **k: lowered.append(1) or real_lower(*a, **k))
+    model = kiln.compile(text)
+    assert model.report()["kernel_cache"] == "hit" and lowered == []
+    x = np.random.default_rng(1).standard_normal((4, 32), dtype=np.float32)
+    np.testing.assert_allclose(model(x), x @ w, rtol=1e-4, atol=1e-4)
+    monkeypatch.setenv("KILN_SMALL_M", "8")
+    assert kiln.compile(text).report()["kernel_cache"] == "miss" and lowered == [1]
+    monkeypatch.delenv("KILN_SMALL_M")
+    monkeypatch.setattr(objcache, "_SOURCE", "an edited kiln")  # the lowering code changed
+    assert kiln.compile(text).report()["kernel_cache"] == "miss" and lowered == [1, 1]
+    kept = kiln.compile(text, keep_ir=True)
+    assert "llvm" in kept.ir and lowered == [1, 1, 1]
