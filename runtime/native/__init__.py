@@ -1,8 +1,10 @@
 """kiln's native runtime library: built on first use, loaded into the CPU JIT.
 
 ``kiln_native.c`` holds what JIT-compiled kernels call beyond the
-ExecutionEngine: a parallel-for thread pool, the GEMMs and the convolution
-(see the file); ``kiln_attention.c`` a flash-attention-style kernel;
+ExecutionEngine: a parallel-for thread pool and the GEMMs (see the file);
+``kiln_conv.c`` the weight-first GEMM and the convolution, with
+``kiln_vconv.c`` its stride-2 path vectorized over output channels;
+``kiln_attention.c`` a flash-attention-style kernel;
 ``kiln_dispatch.c`` OpenBLAS slabs and split kernel launches on the pool.
 :func:`library` compiles them into one library with the system C
 compiler (``cc -O3 -march=native``: it only ever runs on the machine that
@@ -30,7 +32,7 @@ __all__ = ["SOURCES", "library", "load", "packed_bytes", "release_on_collect", "
 
 #: The C files of the library, compiled together (the others use kiln_native.c's pool).
 SOURCES = tuple(Path(__file__).with_name(name)
-                for name in ("kiln_native.c", "kiln_conv.c", "kiln_attention.c", "kiln_dispatch.c"))
+                for name in ("kiln_native.c", "kiln_conv.c", "kiln_vconv.c", "kiln_attention.c", "kiln_dispatch.c"))
 #: What they include (part of the library's cache key, not compiled alone).
 HEADERS = (Path(__file__).with_name("kiln_native.h"),)
 FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-pthread")

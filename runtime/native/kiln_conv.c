@@ -642,9 +642,11 @@ static int dconv_run(dconv_args *d, int64_t Wt, int32_t threads, int64_t slot) {
  * [batch, C, H, W] (padded by pt rows on top, pl columns on the left, and as
  * far as OH, OW reach) by the weight Wt [F, C*KH*KW] into contiguous
  * Y [batch, F, OH, OW], the im2col gathered per panel; slot as for
- * kiln_sgemm_wa.  Computed directly (above) when the weight has a slot and
- * memory for the copies is there, as a GEMM on X itself for a pointwise
- * convolution, else with the im2col gathered per panel. */
+ * kiln_sgemm_wa.  A stride-2 convolution is vectorized over output
+ * channels (kiln_vconv.c) when that takes it; otherwise computed directly
+ * (above) when the weight has a slot and memory for the copies is there,
+ * as a GEMM on X itself for a pointwise convolution, else with the im2col
+ * gathered per panel. */
 void kiln_conv2d(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW,
                  int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl,
                  int64_t X, int64_t Wt, int64_t bias, int64_t res, float beta, int32_t relu, int64_t Y,
@@ -660,6 +662,9 @@ void kiln_conv2d(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int6
     d.sh = sh, d.sw = sw, d.dh = dh, d.dw = dw, d.pt = pt, d.pl = pl;
     d.X = (const float *)X, d.bias = (const float *)bias, d.res = (const float *)res, d.Y = (float *)Y;
     d.accumulate = beta != 0.0f, d.relu = relu != 0;
+    if (kiln_vconv(batch, F, C, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, d.X, (const float *)Wt, d.bias, d.res,
+                   d.accumulate, d.relu, d.Y, threads, slot))
+      return;
     if ((double)batch * F * g.K * OH * OW >= KILN_DCONV_MIN_FMAS && dconv_run(&d, Wt, threads, slot)) return;
   }
   g.H = H, g.W = W, g.KH = KH, g.KW = KW, g.sh = sh, g.sw = sw, g.dh = dh, g.dw = dw, g.OW = OW;

@@ -125,6 +125,9 @@ int kiln_pool_init(int threads) {
 
 int kiln_pool_threads(void) { return pool_threads + 1; }
 
+/* Floats per vector this build computes in (16: AVX-512, 8: AVX2). */
+int kiln_vector_width(void) { return KILN_VW; }
+
 /* fn(ctx, lo, hi) over [0, n) in `parts` ranges, on the pool and the caller.
  * A caller that finds the pool busy (another thread's kernel) runs it all. */
 void kiln_parallel_for(kiln_task_fn fn, void *ctx, int64_t n, int64_t parts) {

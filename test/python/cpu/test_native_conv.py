@@ -62,6 +62,16 @@ GEOMETRIES = [
     # two threads), and eight whole images (four per thread).
     (3, 32, 33, 33, 40, 3, 3, 2, 1, 1),
     (8, 16, 24, 24, 24, 3, 3, 1, 1, 1),
+    # Stride 2 with K >= 256 (kiln_vconv.c on AVX-512): 16-pixel tiles over
+    # 15 outputs (three images: split by rows on two threads, by image on
+    # one or three), 14 x 2 tiles, a 1x1 with a part-filled group of 64
+    # channels, dilation 2 with 7 x 4 tiles, groups outer (the weight bigger
+    # than the padded image) on one image and on four.
+    (3, 32, 20, 30, 64, 3, 3, 2, 1, 1),
+    (2, 29, 28, 28, 32, 3, 3, 2, 1, 1),
+    (1, 300, 13, 13, 120, 1, 1, 2, 1, 0),
+    (1, 64, 13, 13, 128, 3, 3, 2, 2, 2),
+    (4, 64, 13, 13, 128, 3, 3, 2, 1, 1),
 ]
 
 
@@ -97,6 +107,28 @@ def test_conv2d_kernel_matches_torch(geometry, packed, threads):
                 np.testing.assert_allclose(y, np.maximum(want, 0) if relu else want, rtol=1e-4, atol=1e-4)
     assert (slot[0] != 0) == packed
     native.load().kiln_free_packed(I64(slot[0]))
+
+
+@pytest.mark.parametrize("f, q", [(120, 4), (64, 1)])
+def test_strided_convolutions_run_vectorized_over_channels(f, q):
+    """A stride-2 convolution with K >= 256 packs its weight as groups of 16Q
+    channels (kiln_vconv.c), not as the direct path's row blocks of 8; one
+    with K < 256 keeps the direct path."""
+    if native.load().kiln_vector_width() != 16:
+        pytest.skip("kiln_vconv.c is built for AVX-512 only")
+    ow = {4: 7, 1: 16}[q]
+    for c, expect_groups in ((300, True), (20, False)):
+        x = np.ones((1, c, 2 * ow, 2 * ow), np.float32)
+        wt = np.ones((f, c, 1, 1), np.float32)
+        y = np.zeros((1, f, ow, ow), np.float32)
+        slot = (I64 * 1)(0)
+        before = native.packed_bytes()
+        _conv2d()(1, f, c, 2 * ow, 2 * ow, 1, 1, ow, ow, 2, 2, 1, 1, 0, 0, x.ctypes.data, wt.ctypes.data, 0, 0, 0.0,
+                  0, y.ctypes.data, 2, ctypes.addressof(slot))
+        width = 16 * q if expect_groups else 8
+        assert native.packed_bytes() - before == -(-f // width) * width * c * 4
+        np.testing.assert_array_equal(y, np.full_like(y, c))
+        native.load().kiln_free_packed(I64(slot[0]))
 
 
 @pytest.mark.parametrize("batch, m, k, n", [(1, 1, 1, 1), (3, 9, 20, 33), (2, 17, 1000, 70), (1, 64, 288, 256)])

@@ -1,0 +1,249 @@
+/*
+ * kiln's native runtime: strided convolutions vectorized over output
+ * channels (built with kiln_native.c into one library; see
+ * kiln/runtime/native).
+ *
+ * kiln_conv2d's other paths put pixels in the vector lanes, so a stride-2
+ * convolution must first deinterleave its input: an im2col gathered panel
+ * by panel, or the direct path's phase planes plus a "wide" result with
+ * dropped columns.  Here the lanes hold output channels instead: a tile is
+ * P pixels of one output row times Q vectors of channels, each step of the
+ * reduction (c, kh, kw) loads Q vectors of the packed weight and broadcasts
+ * P input values straight from a zero-padded copy of the image, whatever
+ * the stride (the same idea as ONNX Runtime's NCHWc kernels, without
+ * changing the layout between layers).  The price is a transposing store:
+ * each tile's P x 16Q results go to Q * 16 output rows of P pixels.
+ *
+ * Register tiles (P x Q, 28 or 16 accumulators of AVX-512's 32): 7 x 4,
+ * 14 x 2 and 16 x 1, picked by the output width (ResNet-50's 112, 28, 14
+ * and 7 are multiples of 7; the bench CNN's 16).  AVX-512 builds only: with
+ * AVX2's 16 registers the tiles would be a third as big.
+ *
+ * Against kiln_conv2d's other paths (same library, alternating, two
+ * threads): the bench CNN's 32 -> 64 layer at batch 1 / 3 / 4 / 8 0.94 /
+ * 0.82 / 0.77 / 0.78x; ResNet-50's stride-2 3x3 layers 0.99 / 0.79 /
+ * 0.57x, its stride-2 1x1 ones 0.87 / 0.95 / 0.32x; whole models (worker
+ * pairs) small_cnn B=1 0.93x, B=8 0.81x, ResNet-50 0.89x. */
+
+#include <stdint.h>
+#include <string.h>
+
+#include "kiln_native.h"
+
+#if KILN_VW == 16
+
+#define VC_MAXK 8192 /* reduction steps (C * KH * KW) the offset table holds */
+#define VC_MINK 256
+
+typedef struct {
+  int64_t batch, F, C, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl;
+  int64_t P, Q, tiles, groups; /* tile shape; tiles per output row; channel groups of 16Q */
+  int64_t K, Hp, Wp, simg;     /* reduction steps; the padded image's rows, pitch and floats */
+  int64_t rows_per_task;       /* two-pass path: output rows per product task */
+  int rows_outer;              /* 1: each output row for every channel group before the next row */
+  const float *X, *Wv, *bias, *res;
+  float *Y, *pad;
+  const int32_t *koff; /* offset of step k = (c, kh, kw) in a padded image */
+  int accumulate, relu;
+  int64_t next_part; /* per-image path: parts started (each pads into its own buffer) */
+} vconv_args;
+
+/* Image x (C x H x W) into its zero-padded copy dst (C x Hp x Wp): input
+ * row i at row i + pt, column j at j + pl; rows and columns no tap reaches
+ * are left out. */
+static void vc_pad_channel(const vconv_args *v, const float *x, float *dst) {
+  /* Loops, not memset / memcpy: rows are a few dozen floats and the calls
+   * cost more than the copies (15% of a 32 -> 64 channel layer at 32 x 32). */
+  int64_t len = v->W < v->Wp - v->pl ? v->W : v->Wp - v->pl;
+  for (int64_t r = 0; r < v->Hp; r++) {
+    float *row = dst + r * v->Wp;
+    int64_t i = r - v->pt, j = 0;
+    if (i >= 0 && i < v->H && len > 0) {
+      const float *xr = x + i * v->W - v->pl;
+      for (; j < v->pl; j++) row[j] = 0.0f;
+      for (; j < v->pl + len; j++) row[j] = xr[j];
+    }
+    for (; j < v->Wp; j++) row[j] = 0.0f;
+  }
+}
+
+/* One tile: out[p][16Q] = sum over k of xp[koff[k] + p * SW] * w[k][16Q]
+ * for P pixels (P, Q, SW constants, so every loop unrolls into registers). */
+static inline __attribute__((always_inline)) void vc_tile(const float *xp, const float *w, const int32_t *koff,
+                                                          int64_t K, float *out, const int P, const int Q,
+                                                          const int SW) {
+  kiln_vec acc[16][4];
+  for (int p = 0; p < P; p++)
+    for (int q = 0; q < Q; q++) acc[p][q] = (kiln_vec){0};
+  for (int64_t k = 0; k < K; k++) {
+    const float *xk = xp + koff[k], *wk = w + k * 16 * Q;
+    kiln_vec wq[4];
+    for (int q = 0; q < Q; q++) wq[q] = kiln_loadu(wk + 16 * q);
+    for (int p = 0; p < P; p++) {
+      float xb = xk[p * SW]; /* scalar x vector: one broadcast load ((vec){0} + x adds a 0.0 first) */
+      for (int q = 0; q < Q; q++) acc[p][q] += xb * wq[q];
+    }
+  }
+  for (int p = 0; p < P; p++)
+    for (int q = 0; q < Q; q++) __builtin_memcpy(out + (p * Q + q) * 16, &acc[p][q], sizeof acc[p][q]);
+}
+
+/* The tile of image n, channel group g, output row oh, pixels from ow0:
+ * computed, then stored with bias, accumulation, residual and ReLU. */
+static void vc_tile_store(const vconv_args *v, const float *img, int64_t n, int64_t g, int64_t oh, int64_t ow0) {
+  float out[16 * 64] __attribute__((aligned(64)));
+  const float *xp = img + oh * v->sh * v->Wp + ow0 * v->sw;
+  const float *w = v->Wv + g * v->K * 16 * v->Q;
+  if (v->sw == 2) {
+    if (v->P == 7) vc_tile(xp, w, v->koff, v->K, out, 7, 4, 2);
+    else if (v->P == 14) vc_tile(xp, w, v->koff, v->K, out, 14, 2, 2);
+    else vc_tile(xp, w, v->koff, v->K, out, 16, 1, 2);
+  } else {
+    if (v->P == 7) vc_tile(xp, w, v->koff, v->K, out, 7, 4, 1);
+    else if (v->P == 14) vc_tile(xp, w, v->koff, v->K, out, 14, 2, 1);
+    else vc_tile(xp, w, v->koff, v->K, out, 16, 1, 1);
+  }
+  int64_t np = v->OW - ow0 < v->P ? v->OW - ow0 : v->P, width = 16 * v->Q;
+  for (int64_t j = 0; j < width; j++) {
+    int64_t f = g * width + j;
+    if (f >= v->F) break;
+    int64_t o = ((n * v->F + f) * v->OH + oh) * v->OW + ow0;
+    float *y = v->Y + o;
+    const float *r = v->res ? v->res + o : NULL;
+    float b = v->bias ? v->bias[f] : 0.0f;
+    for (int64_t p = 0; p < np; p++) {
+      float s = out[p * width + j] + b;
+      if (v->accumulate) s += y[p];
+      if (r) s += r[p];
+      y[p] = v->relu && s < 0.0f ? 0.0f : s;
+    }
+  }
+}
+
+/* The tiles of image n (padded copy img), channel groups [g0, g1), output
+ * rows [r0, r1).  Rows outer when the image is the bigger operand (it is
+ * then read once, the weight once per row), groups outer otherwise. */
+static void vc_tiles(const vconv_args *v, const float *img, int64_t n, int64_t g0, int64_t g1, int64_t r0,
+                     int64_t r1) {
+  if (v->rows_outer) {
+    for (int64_t oh = r0; oh < r1; oh++)
+      for (int64_t g = g0; g < g1; g++)
+        for (int64_t t = 0; t < v->tiles; t++) vc_tile_store(v, img, n, g, oh, t * v->P);
+  } else {
+    for (int64_t g = g0; g < g1; g++)
+      for (int64_t oh = r0; oh < r1; oh++)
+        for (int64_t t = 0; t < v->tiles; t++) vc_tile_store(v, img, n, g, oh, t * v->P);
+  }
+}
+
+/* Per-image path, tasks [lo, hi): image t padded into this part's buffer
+ * (which stays in L2), then all of its tiles. */
+static void vc_images(void *ctx, int64_t lo, int64_t hi) {
+  vconv_args *v = ctx;
+  int64_t part = __atomic_fetch_add(&v->next_part, 1, __ATOMIC_RELAXED);
+  float *img = v->pad + part * v->simg;
+  for (int64_t n = lo; n < hi; n++) {
+    for (int64_t c = 0; c < v->C; c++)
+      vc_pad_channel(v, v->X + (n * v->C + c) * v->H * v->W, img + c * v->Hp * v->Wp);
+    vc_tiles(v, img, n, 0, v->groups, 0, v->OH);
+  }
+}
+
+/* Two-pass path, first pass, tasks [lo, hi): task t is (image, channel). */
+static void vc_pad_tasks(void *ctx, int64_t lo, int64_t hi) {
+  const vconv_args *v = ctx;
+  for (int64_t t = lo; t < hi; t++) vc_pad_channel(v, v->X + t * v->H * v->W, v->pad + t * v->Hp * v->Wp);
+}
+
+/* Two-pass path, second pass, tasks [lo, hi): task t is (image, channel
+ * group or, rows outer, all of them, chunk of rows_per_task output rows). */
+static void vc_row_tasks(void *ctx, int64_t lo, int64_t hi) {
+  const vconv_args *v = ctx;
+  int64_t chunks = (v->OH + v->rows_per_task - 1) / v->rows_per_task, gtasks = v->rows_outer ? 1 : v->groups;
+  for (int64_t t = lo; t < hi; t++) {
+    int64_t chunk = t % chunks, g = t / chunks % gtasks, n = t / (chunks * gtasks);
+    int64_t r0 = chunk * v->rows_per_task, r1 = r0 + v->rows_per_task < v->OH ? r0 + v->rows_per_task : v->OH;
+    vc_tiles(v, v->pad + n * v->simg, n, v->rows_outer ? 0 : g, v->rows_outer ? v->groups : g + 1, r0, r1);
+  }
+}
+
+/* The weight (F x K) as groups of 16Q channels, each [K][16Q]. */
+static void vc_pack1(float *dst, const float *w, int64_t K, int64_t F, int64_t ld) { pack_panels(dst, w, K, F, 16, 1, ld); }
+static void vc_pack2(float *dst, const float *w, int64_t K, int64_t F, int64_t ld) { pack_panels(dst, w, K, F, 32, 1, ld); }
+static void vc_pack4(float *dst, const float *w, int64_t K, int64_t F, int64_t ld) { pack_panels(dst, w, K, F, 64, 1, ld); }
+
+/* The tile shape for an output of width OW and F channels: the one whose
+ * tiles waste the least (pixels past OW, channels past F), 7 x 4 first;
+ * 0 when even that wastes a quarter.  From the geometry alone, so one
+ * weight always takes one path (its packing slot holds one layout). */
+static int vc_shape(int64_t OW, int64_t F, int64_t *P, int64_t *Q) {
+  static const int shapes[3][2] = {{7, 4}, {14, 2}, {16, 1}};
+  double best = 0.0;
+  for (int i = 0; i < 3; i++) {
+    int64_t p = shapes[i][0], q = shapes[i][1];
+    double used = (double)OW / ((OW + p - 1) / p * p) * F / ((F + 16 * q - 1) / (16 * q) * 16 * q);
+    if (used > best + 1e-9) best = used, *P = p, *Q = q;
+  }
+  return best >= 0.75;
+}
+
+int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW, int64_t OH,
+               int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl, const float *X,
+               const float *Wt, const float *bias, const float *res, int accumulate, int relu, float *Y,
+               int32_t threads, int64_t slot) {
+  vconv_args v = {0};
+  v.K = C * KH * KW;
+  /* Stride 2 only (stride 1 takes the direct path's shifted rows, as fast);
+   * and K of at least VC_MINK, below which the transposing store weighs too
+   * much (ResNet-50's 7x7 stem, K = 147: 1.19x the direct path). */
+  if (sh != 2 || sw != 2 || v.K < VC_MINK || v.K > VC_MAXK || !vc_shape(OW, F, &v.P, &v.Q)) return 0;
+  kiln_pack_fn pack = v.Q == 4 ? vc_pack4 : v.Q == 2 ? vc_pack2 : vc_pack1;
+  int64_t width = 16 * v.Q;
+  v.groups = (F + width - 1) / width;
+  v.Wv = kiln_slot_packed(slot, KILN_PACK_V + v.Q, Wt, v.K, F, v.K, v.groups * width * v.K, pack);
+  if (v.Wv == NULL) return 0;
+  v.batch = batch, v.F = F, v.C = C, v.H = H, v.W = W, v.KH = KH, v.KW = KW, v.OH = OH, v.OW = OW;
+  v.sh = sh, v.sw = sw, v.dh = dh, v.dw = dw, v.pt = pt, v.pl = pl;
+  v.X = X, v.bias = bias, v.res = res, v.Y = Y, v.accumulate = accumulate, v.relu = relu;
+  v.tiles = (OW + v.P - 1) / v.P;
+  /* The last tile of a row reads up to P - 1 pixels past OW: the pitch covers them. */
+  v.Hp = (OH - 1) * sh + (KH - 1) * dh + 1;
+  v.Wp = (v.tiles * v.P - 1) * sw + (KW - 1) * dw + 1;
+  v.simg = C * v.Hp * v.Wp;
+  v.rows_outer = v.simg > F * v.K;
+  int32_t koff[VC_MAXK];
+  for (int64_t c = 0, k = 0; c < C; c++)
+    for (int64_t kh = 0; kh < KH; kh++)
+      for (int64_t kw = 0; kw < KW; kw++, k++) koff[k] = (int32_t)((c * v.Hp + kh * dh) * v.Wp + kw * dw);
+  if (v.simg > INT32_MAX) return 0; /* the offsets are 32-bit */
+  v.koff = koff;
+  /* Whole images per thread when they share the pool evenly; else every
+   * image padded first and the tiles split over (image, group, rows). */
+  if (batch >= 2 * threads || batch % threads == 0) {
+    int64_t parts = threads < batch ? threads : batch;
+    if ((v.pad = kiln_thread_scratch((size_t)(parts * v.simg) * sizeof(float))) == NULL) return 0;
+    kiln_parallel_for(vc_images, &v, batch, parts);
+    return 1;
+  }
+  if ((v.pad = kiln_thread_scratch((size_t)(batch * v.simg) * sizeof(float))) == NULL) return 0;
+  kiln_parallel_for(vc_pad_tasks, &v, batch * C, batch * C < threads ? batch * C : threads);
+  int64_t want = 4 * (int64_t)threads, have = batch * (v.rows_outer ? 1 : v.groups);
+  v.rows_per_task = have >= want ? OH : OH * have / want > 0 ? OH * have / want : 1;
+  int64_t tasks = have * ((OH + v.rows_per_task - 1) / v.rows_per_task);
+  kiln_parallel_for(vc_row_tasks, &v, tasks, tasks < threads ? tasks : threads);
+  return 1;
+}
+
+#else
+
+int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW, int64_t OH,
+               int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl, const float *X,
+               const float *Wt, const float *bias, const float *res, int accumulate, int relu, float *Y,
+               int32_t threads, int64_t slot) {
+  (void)batch, (void)F, (void)C, (void)H, (void)W, (void)KH, (void)KW, (void)OH, (void)OW, (void)sh, (void)sw;
+  (void)dh, (void)dw, (void)pt, (void)pl, (void)X, (void)Wt, (void)bias, (void)res, (void)accumulate, (void)relu;
+  (void)Y, (void)threads, (void)slot;
+  return 0;
+}
+
+#endif
