@@ -31,6 +31,7 @@
 #include "kiln_native.h"
 
 #if KILN_VW == 16
+#include <immintrin.h>
 
 #define VC_MAXK 8192 /* reduction steps (C * KH * KW) the offset table holds */
 #define VC_MINK 256
@@ -64,6 +65,34 @@ static void vc_pad_channel(const vconv_args *v, const float *x, float *dst) {
       for (; j < v->pl + len; j++) row[j] = xr[j];
     }
     for (; j < v->Wp; j++) row[j] = 0.0f;
+  }
+}
+
+/* r[i][j] <- r[j][i] (16 x 16 floats): pairs of rows interleaved by floats,
+ * then by pairs, then 128-bit lanes exchanged in two rounds. */
+static inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
+    __m512d c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
+    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int i = 0; i < 4; i++) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 8; i++) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
   }
 }
 
@@ -103,19 +132,27 @@ static void vc_tile_store(const vconv_args *v, const float *img, int64_t n, int6
     else if (v->P == 14) vc_tile(xp, w, v->koff, v->K, out, 14, 2, 1);
     else vc_tile(xp, w, v->koff, v->K, out, 16, 1, 1);
   }
+  /* Per vector of channels: the P x 16 block transposed in registers (rows
+   * past P zero), so channel j's pixels are vector j: one masked store per
+   * channel instead of P scalar ones: 0.94-0.99x on the layers in the
+   * header, same library, alternating). */
   int64_t np = v->OW - ow0 < v->P ? v->OW - ow0 : v->P, width = 16 * v->Q;
-  for (int64_t j = 0; j < width; j++) {
-    int64_t f = g * width + j;
-    if (f >= v->F) break;
-    int64_t o = ((n * v->F + f) * v->OH + oh) * v->OW + ow0;
-    float *y = v->Y + o;
-    const float *r = v->res ? v->res + o : NULL;
-    float b = v->bias ? v->bias[f] : 0.0f;
-    for (int64_t p = 0; p < np; p++) {
-      float s = out[p * width + j] + b;
-      if (v->accumulate) s += y[p];
-      if (r) s += r[p];
-      y[p] = v->relu && s < 0.0f ? 0.0f : s;
+  __mmask16 keep = (__mmask16)((1u << np) - 1);
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t q = 0; q < v->Q; q++) {
+    __m512 r[16];
+    for (int64_t p = 0; p < 16; p++) r[p] = p < v->P ? _mm512_load_ps(out + (p * v->Q + q) * 16) : zero;
+    transpose16(r);
+    for (int64_t j = 0; j < 16; j++) {
+      int64_t f = g * width + q * 16 + j;
+      if (f >= v->F) break;
+      int64_t o = ((n * v->F + f) * v->OH + oh) * v->OW + ow0;
+      __m512 s = r[j];
+      if (v->bias) s = _mm512_add_ps(s, _mm512_set1_ps(v->bias[f]));
+      if (v->accumulate) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(keep, v->Y + o));
+      if (v->res) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(keep, v->res + o));
+      if (v->relu) s = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(s, zero, _CMP_LT_OQ), s, zero); /* NaN kept */
+      _mm512_mask_storeu_ps(v->Y + o, keep, s);
     }
   }
 }
