@@ -302,9 +302,11 @@ def conv_batch_norm(root):
     b = constant_array(conv.operands[fields["bias"]]) if "bias" in fields else 0.0
     if any(a is None for a in (gamma, beta, mean, var, w, b)) or w.dtype.kind != "f":
         return None
-    # In float64, rounded once to the weights' dtype at the end.
+    # The per-channel scale and the bias in float64; the weight scaled in its
+    # own dtype (one more rounding, of the scale: <= 1 ulp; in float64 the
+    # 25 M weights of ResNet-50 took 0.1 s of its 0.7 s warm compile).
     scale = gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + root.opview.attr("epsilon"))
-    weight = w.astype(np.float64) * scale.reshape((-1,) + (1,) * (w.ndim - 1))
+    weight = w * scale.astype(w.dtype).reshape((-1,) + (1,) * (w.ndim - 1))
     bias = (np.asarray(b, np.float64) - mean) * scale + beta
     dtype = tensor_info(conv.operands[fields["weight"]].type).dtype
     ip = ir.InsertionPoint(root)
