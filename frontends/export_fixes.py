@@ -7,7 +7,7 @@ failure seen here; the case that needed it is named in its docstring.
 The order matters, and :func:`prepare_exported_program` applies it:
 
 1. :func:`views_to_reshapes` before decomposition;
-2. ``run_decompositions`` (torch-mlir's table, minus what kiln keeps whole),
+2. ``run_decompositions`` (the decomposition table, minus what kiln keeps whole),
    skipped when it would change nothing kiln cares about
    (:func:`needs_decomposition`);
 3. :func:`restore_non_persistent_buffers` after it (doing it before trips
@@ -90,7 +90,7 @@ def mlir_op_name(target) -> str | None:
     return name if target._overloadname == "default" else f"{name}.{target._overloadname}"
 
 
-def needs_decomposition(ep: torch.ExportedProgram, table, converts) -> bool:
+def needs_decomposition(ep: torch.export.ExportedProgram, table, converts) -> bool:
     """Whether ``ep`` must go through ``run_decompositions`` before import.
 
     It need not when no op of its graph is in ``table`` and ``converts(name)``

@@ -9,6 +9,9 @@ dumps the engine's object file and links it into a shared library in the
 cache (``<root>/cpu/<key[:2]>/<key>.so``, written under a temporary name
 and moved into place).  On a hit it loads that library instead of running
 LLVM, behind the same ``lookup`` / ``raw_lookup`` interface the kernels use.
+:func:`kiln.compile` keys the kernel module *before* lowering instead
+(:func:`kernel_key`) and looks it up first (:func:`load`), so a hit skips
+the lowering stages too.
 
 Each load dlopens a private copy of the cached file: the loader shares one
 mapping per file, and two models loaded from one entry must not share the
