@@ -191,13 +191,13 @@ class Executor:
         Cached on the arena tensor (by executor and shape): an arena is used
         by one call at a time, so its descriptors are too.
         """
-        from ..backends.cpu.dispatch import descriptors, layout_of
-
         cache = buf.__dict__.setdefault("_kiln_bound", {})
         ckey = (id(self), key)
         hit = cache.get(ckey)
         if hit is not None:
             return hit
+        from ..backends.cpu.dispatch import descriptors, layout_of  # after the hit: per call, the import cost 1.6 µs
+
         env = self._env.copy()
         fixed = set(self.constants)
         fresh_by_step, views_by_step = [], []
