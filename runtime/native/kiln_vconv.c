@@ -23,7 +23,10 @@
  * threads): the bench CNN's 32 -> 64 layer at batch 1 / 3 / 4 / 8 0.94 /
  * 0.82 / 0.77 / 0.78x; ResNet-50's stride-2 3x3 layers 0.99 / 0.79 /
  * 0.57x, its stride-2 1x1 ones 0.87 / 0.95 / 0.32x; whole models (worker
- * pairs) small_cnn B=1 0.93x, B=8 0.81x, ResNet-50 0.89x. */
+ * pairs, with the vector store and padding copy below) small_cnn B=1
+ * 0.89x, B=8 0.76x, ResNet-50 0.93x.  At stride 1 (ResNet-50's 3x3 layers
+ * at 28, 14, 7 wide: 0.86, 0.85, 0.68x here) it gained nothing in the
+ * model, where the weights stream from L3 once per output row. */
 
 #include <stdint.h>
 #include <string.h>
@@ -51,10 +54,10 @@ typedef struct {
 
 /* Image x (C x H x W) into its zero-padded copy dst (C x Hp x Wp): input
  * row i at row i + pt, column j at j + pl; rows and columns no tap reaches
- * are left out. */
-/* Loops, not memset / memcpy: rows are a few dozen floats and the calls
- * cost more than the copies (15% of a 32 -> 64 channel layer at 32 x 32);
- * without the attribute gcc turns the zeroing loops back into memset calls. */
+ * are left out.  Loops, not memset / memcpy: rows are a few dozen floats
+ * and the calls cost more than the copies; without the attribute gcc turns
+ * the zeroing loops back into memset calls (the copy took 0.78 of the
+ * tiles' time at batch 1, 0.30 without the calls). */
 __attribute__((optimize("no-tree-loop-distribute-patterns")))
 static void vc_pad_channel(const vconv_args *v, const float *x, float *dst) {
   int64_t len = v->W < v->Wp - v->pl ? v->W : v->Wp - v->pl;
@@ -125,15 +128,12 @@ static void vc_tile_store(const vconv_args *v, const float *img, int64_t n, int6
   float out[16 * 64] __attribute__((aligned(64)));
   const float *xp = img + oh * v->sh * v->Wp + ow0 * v->sw;
   const float *w = v->Wv + g * v->K * 16 * v->Q;
-  if (v->sw == 2) {
-    if (v->P == 7) vc_tile(xp, w, v->koff, v->K, out, 7, 4, 2);
-    else if (v->P == 14) vc_tile(xp, w, v->koff, v->K, out, 14, 2, 2);
-    else vc_tile(xp, w, v->koff, v->K, out, 16, 1, 2);
-  } else {
-    if (v->P == 7) vc_tile(xp, w, v->koff, v->K, out, 7, 4, 1);
-    else if (v->P == 14) vc_tile(xp, w, v->koff, v->K, out, 14, 2, 1);
-    else vc_tile(xp, w, v->koff, v->K, out, 16, 1, 1);
-  }
+  if (v->P == 7) /* stride 2: the one kiln_vconv takes */
+    vc_tile(xp, w, v->koff, v->K, out, 7, 4, 2);
+  else if (v->P == 14)
+    vc_tile(xp, w, v->koff, v->K, out, 14, 2, 2);
+  else
+    vc_tile(xp, w, v->koff, v->K, out, 16, 1, 2);
   /* Per vector of channels: the P x 16 block transposed in registers (rows
    * past P zero), so channel j's pixels are vector j: one masked store per
    * channel instead of P scalar ones: 0.94-0.99x on the layers in the
