@@ -607,14 +607,17 @@ def lower_gather_elements(cx):
     return cx.build("gather_elements", x, idx, axis=cx.int(1) % rank_of(x))
 
 
-@pattern("torch.aten.select.int")
-def lower_select(cx):
-    x = cx.tensor(0)
-    axis = cx.int(1) % rank_of(x)
-    i = cx.int(2)
+def select(cx, x, axis: int, i: int):
+    """Item ``i`` of ``x`` along ``axis`` (negative from the end), without that axis."""
     y = cx.build("slice", x, starts=[i], ends=[i + 1 if i != -1 else SLICE_END], axes=[axis], steps=[1])
     dims = dims_of(x)
     return cx.build("reshape", y, shape=dims[:axis] + dims[axis + 1:])
+
+
+@pattern("torch.aten.select.int")
+def lower_select(cx):
+    x = cx.tensor(0)
+    return select(cx, x, cx.int(1) % rank_of(x), cx.int(2))
 
 
 def concat(cx, values, axis):
@@ -701,12 +704,10 @@ def lower_unbind(cx):
     """A list of the slices along the axis, reshaped without it (``prim.ListUnpack`` takes it apart)."""
     x = cx.tensor(0)
     axis = cx.int(1, 0) % rank_of(x)
-    dims = dims_of(x)
-    if not dims[axis].is_static:
+    size = dims_of(x)[axis]
+    if not size.is_static:
         raise Decline("unbind of a symbolic axis")
-    rest = dims[:axis] + dims[axis + 1:]
-    return [cx.build("reshape", cx.build("slice", x, starts=[i], ends=[i + 1], axes=[axis], steps=[1]), shape=rest)
-            for i in range(dims[axis].value)]
+    return [select(cx, x, axis, i) for i in range(size.value)]
 
 
 @pattern("torch.prim.ListUnpack")
