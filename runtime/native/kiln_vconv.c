@@ -136,7 +136,7 @@ static void vc_tile_store(const vconv_args *v, const float *img, int64_t n, int6
     vc_tile(xp, w, v->koff, v->K, out, 16, 1, 2);
   /* Per vector of channels: the P x 16 block transposed in registers (rows
    * past P zero), so channel j's pixels are vector j: one masked store per
-   * channel instead of P scalar ones: 0.94-0.99x on the layers in the
+   * channel instead of P scalar ones (0.94-0.99x on the layers in the
    * header, same library, alternating). */
   int64_t np = v->OW - ow0 < v->P ? v->OW - ow0 : v->P, width = 16 * v->Q;
   __mmask16 keep = (__mmask16)((1u << np) - 1);
@@ -236,6 +236,14 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
    * and K of at least VC_MINK, below which the transposing store weighs too
    * much (ResNet-50's 7x7 stem, K = 147: 1.19x the direct path). */
   if (sh != 2 || sw != 2 || v.K < VC_MINK || v.K > VC_MAXK || !vc_shape(OW, F, &v.P, &v.Q)) return 0;
+  v.tiles = (OW + v.P - 1) / v.P;
+  /* The last tile of a row reads up to P - 1 pixels past OW: the pitch covers them. */
+  v.Hp = (OH - 1) * sh + (KH - 1) * dh + 1;
+  v.Wp = (v.tiles * v.P - 1) * sw + (KW - 1) * dw + 1;
+  v.simg = C * v.Hp * v.Wp;
+  /* The offsets are 32-bit; refused before the weight is packed, since a
+   * slot packed in this layout leaves the other paths unpacked. */
+  if (v.simg > INT32_MAX) return 0;
   kiln_pack_fn pack = v.Q == 4 ? vc_pack4 : v.Q == 2 ? vc_pack2 : vc_pack1;
   int64_t width = 16 * v.Q;
   v.groups = (F + width - 1) / width;
@@ -244,17 +252,11 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
   v.batch = batch, v.F = F, v.C = C, v.H = H, v.W = W, v.KH = KH, v.KW = KW, v.OH = OH, v.OW = OW;
   v.sh = sh, v.sw = sw, v.dh = dh, v.dw = dw, v.pt = pt, v.pl = pl;
   v.X = X, v.bias = bias, v.res = res, v.Y = Y, v.accumulate = accumulate, v.relu = relu;
-  v.tiles = (OW + v.P - 1) / v.P;
-  /* The last tile of a row reads up to P - 1 pixels past OW: the pitch covers them. */
-  v.Hp = (OH - 1) * sh + (KH - 1) * dh + 1;
-  v.Wp = (v.tiles * v.P - 1) * sw + (KW - 1) * dw + 1;
-  v.simg = C * v.Hp * v.Wp;
   v.rows_outer = v.simg > F * v.K;
   int32_t koff[VC_MAXK];
   for (int64_t c = 0, k = 0; c < C; c++)
     for (int64_t kh = 0; kh < KH; kh++)
       for (int64_t kw = 0; kw < KW; kw++, k++) koff[k] = (int32_t)((c * v.Hp + kh * dh) * v.Wp + kw * dw);
-  if (v.simg > INT32_MAX) return 0; /* the offsets are 32-bit */
   v.koff = koff;
   /* Whole images per thread when they share the pool evenly; else every
    * image padded first and the tiles split over (image, group, rows). */
