@@ -23,9 +23,10 @@ def jit(module, opt_level: int = 3, names=(), key: str | None = None):
     ``names`` materialized: from the object-code cache when the same module
     was compiled before (:mod:`kiln.backends.cpu.objcache`), else a fresh
     ``ExecutionEngine``.  The BLAS and native libraries resolve the calls of
-    kiln-cpu-library.  ``key``: the cache key to store the code under
+    kiln-cpu-library.  ``key``: the cache key to store the code under, one
+    the caller has looked up already
     (:func:`~kiln.backends.cpu.objcache.kernel_key`; default: the lowered
-    module's own)."""
+    module's own, looked up here)."""
     from .objcache import jit_cached
 
     return jit_cached(module, names, opt_level, key)

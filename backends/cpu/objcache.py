@@ -211,9 +211,10 @@ def load(key: str, names) -> SharedObjectEngine | None:
 def jit_cached(module, names, opt_level: int = 3, key: str | None = None):
     """An engine for the LLVM-dialect ``module`` with ``names`` materialized:
     a :class:`SharedObjectEngine` from the cache, or a fresh ExecutionEngine
-    (whose code is then added to the cache, under ``key`` when given: a
-    :func:`kernel_key` taken before lowering).  ``engine.cache`` says which
-    (``"hit"``, ``"miss"`` or ``"off"``)."""
+    (whose code is then added to the cache).  ``key``: a :func:`kernel_key`
+    taken before lowering, which the caller has looked up already (with
+    :func:`load`): the code is compiled and stored under it.
+    ``engine.cache`` says which (``"hit"``, ``"miss"`` or ``"off"``)."""
     from ..._mlir import execution_engine
     from ..cache import default_cache_dir
     from .library import shared_libs
@@ -224,10 +225,11 @@ def jit_cached(module, names, opt_level: int = 3, key: str | None = None):
         for name in names:
             engine.lookup(name)
         return _Tagged(engine, "off")
-    key = key or cache_key(module, opt_level, libs)
-    engine = load(key, names)
-    if engine is not None:
-        return engine
+    if key is None:
+        key = cache_key(module, opt_level, libs)
+        engine = load(key, names)
+        if engine is not None:
+            return engine
     engine = execution_engine.ExecutionEngine(module, opt_level=opt_level, shared_libs=libs, enable_pic=True)
     for name in names:
         engine.lookup(name)
