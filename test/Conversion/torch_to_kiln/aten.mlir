@@ -172,3 +172,22 @@ func.func @index$tensor_list_falls_back(%x: !torch.vtensor<[4,5],f32>, %i: !torc
   %0 = torch.aten.index.Tensor %x, %l : !torch.vtensor<[4,5],f32>, !torch.list<optional<vtensor>> -> !torch.vtensor<[4,5],f32>
   return %0 : !torch.vtensor<[4,5],f32>
 }
+
+// unbind of a static axis: one slice + reshape per item, taken apart by prim.ListUnpack.
+// CHECK-LABEL: func.func @unbind$static_axis
+// CHECK-SAME: (%[[X:.*]]: !kiln.tensor<["B", 2, 3], f32>)
+// CHECK: %[[S0:.*]] = "kiln.slice"(%[[X]]) {axes = array<i64: 1>, ends = array<i64: 1>, starts = array<i64: 0>, steps = array<i64: 1>}
+// CHECK: %[[A:.*]] = "kiln.reshape"(%[[S0]]) {shape = ["B", 3]}
+// CHECK: %[[S1:.*]] = "kiln.slice"(%[[X]]) {axes = array<i64: 1>, ends = array<i64: 2>, starts = array<i64: 1>, steps = array<i64: 1>}
+// CHECK: %[[B:.*]] = "kiln.reshape"(%[[S1]]) {shape = ["B", 3]}
+// CHECK: return %[[A]], %[[B]] : !kiln.tensor<["B", 3], f32>, !kiln.tensor<["B", 3], f32>
+func.func @unbind$static_axis(%arg0: !torch.vtensor<[?,2,3],f32>) -> (!torch.vtensor<[?,3],f32>, !torch.vtensor<[?,3],f32>) {
+  %0 = torch.symbolic_int "B" {min_val = 1, max_val = 64} : !torch.int
+  torch.bind_symbolic_shape %arg0, [%0], affine_map<()[s0] -> (s0, 2, 3)> : !torch.vtensor<[?,2,3],f32>
+  %int1 = torch.constant.int 1
+  %1 = torch.aten.unbind.int %arg0, %int1 : !torch.vtensor<[?,2,3],f32>, !torch.int -> !torch.list<vtensor>
+  %2:2 = torch.prim.ListUnpack %1 : !torch.list<vtensor> -> !torch.vtensor<[?,3],f32>, !torch.vtensor<[?,3],f32>
+  torch.bind_symbolic_shape %2#0, [%0], affine_map<()[s0] -> (s0, 3)> : !torch.vtensor<[?,3],f32>
+  torch.bind_symbolic_shape %2#1, [%0], affine_map<()[s0] -> (s0, 3)> : !torch.vtensor<[?,3],f32>
+  return %2#0, %2#1 : !torch.vtensor<[?,3],f32>, !torch.vtensor<[?,3],f32>
+}

@@ -29,3 +29,15 @@ func.func @unsupported$onnx_op(%arg0: !torch.vtensor<[2,3],f32>) -> !torch.vtens
   %0 = torch.operator "onnx.Round"(%arg0) : (!torch.vtensor<[2,3],f32>) -> !torch.vtensor<[2,3],f32>
   return %0 : !torch.vtensor<[2,3],f32>
 }
+
+// -----
+
+func.func @unsupported$unbind_symbolic_axis(%arg0: !torch.vtensor<[?,3],f32>) -> !torch.vtensor<[3],f32> {
+  %0 = torch.symbolic_int "B" {min_val = 1, max_val = 64} : !torch.int
+  torch.bind_symbolic_shape %arg0, [%0], affine_map<()[s0] -> (s0, 3)> : !torch.vtensor<[?,3],f32>
+  %int0 = torch.constant.int 0
+  // expected-error @+1 {{unsupported op 'aten.unbind.int': unbind of a symbolic axis}}
+  %1 = torch.aten.unbind.int %arg0, %int0 : !torch.vtensor<[?,3],f32>, !torch.int -> !torch.list<vtensor>
+  %2 = torch.prim.ListUnpack %1 : !torch.list<vtensor> -> !torch.vtensor<[3],f32>
+  return %2 : !torch.vtensor<[3],f32>
+}
