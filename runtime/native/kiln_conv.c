@@ -371,7 +371,10 @@ void kiln_sgemm_wa(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t A, in
  * the copy and nothing is gathered per panel (the gather cost as much as
  * a third of the FMAs when F is 64).  The Wq - OW extra columns of each
  * row are computed and dropped when the wide result is copied into Y,
- * which is also where the residual, beta and the ReLU are applied.
+ * which is also where the residual, beta and the ReLU are applied.  When
+ * whole panels tile an output row within Wq columns (OW = 32 of 34: the
+ * bench CNN's 3 -> 32 layer), panels are rows instead and go straight into
+ * Y (dconv_rows): that layer at batch 8 128 -> 114 us, batch 4 83 -> 62.
  *
  * The work is cut into bands of R output rows of one image (R = OH: whole
  * images, when they fit), and a thread copies a band in, multiplies it and
@@ -386,12 +389,15 @@ void kiln_sgemm_wa(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t A, in
  * 0.95-1.06x. */
 
 #define DCONV_MAX_STRIDE 64
-/* Below this many FMAs the im2col path is faster: the copy in and out and
- * the three handoffs to the pool cost more than the gathers they save (two
- * threads: 24 -> 28 us for a 3 -> 32 channel 3x3 on 32 x 32, 0.9 M FMAs;
- * 80 -> 100 us for 32 -> 64 stride 2, 4.7 M; at batch 8, 7.1 M, direct is
- * 5% faster, and 8-24% on ResNet-50's 3x3 and 7x7 layers).  -D it huge to
- * build an im2col-only library for A/B runs. */
+/* Below this many FMAs the im2col path is faster than the wide result: the
+ * copy in and out and the three handoffs to the pool cost more than the
+ * gathers they save (two threads: 24 -> 28 us for a 3 -> 32 channel 3x3 on
+ * 32 x 32, 0.9 M FMAs; 80 -> 100 us for 32 -> 64 stride 2, 4.7 M; at batch
+ * 8, 7.1 M, direct is 5% faster, and 8-24% on ResNet-50's 3x3 and 7x7
+ * layers).  The rows path (dconv_rows: no wide result, no copy out) has no
+ * such bound: that 3 -> 32 layer 23-27 -> 22 us, a 16 -> 16 one on 32 x 32
+ * 48 -> 35 us.  -D it huge to build a library without the wide path for
+ * A/B runs. */
 #ifndef KILN_DCONV_MIN_FMAS
 #define KILN_DCONV_MIN_FMAS 6e6
 #endif
@@ -407,6 +413,7 @@ typedef struct {
   const int64_t *off;   /* K offsets into an image's planes */
   int accumulate, relu;
   int64_t bands, band_rows; /* banded path: bands per image, output rows per band (R) */
+  int64_t cpr;          /* rows path: panels per output row (0: the wide result and its copy out) */
   int64_t part_floats, wide_at; /* banded path: floats of a part's buffers; its wide result's offset */
   int64_t next_part;    /* banded path: parts started (each takes its own buffers) */
   uint64_t phases[DCONV_MAX_STRIDE]; /* bit e of phases[a]: plane (a, e) is read */
@@ -476,6 +483,34 @@ static void dconv_block(const dconv_args *d, const float *src, float *cb, int64_
   }
 }
 
+/* The rows path of dconv_block: panel q of the band of `rows` output rows
+ * from r0 of image b is (row q / cpr, WNR columns from (q % cpr) * WNR),
+ * computed from planes src straight into Y with the bias, beta, residual
+ * and ReLU applied as it is stored (no wide result, no copy out). */
+static void dconv_rows(const dconv_args *d, const float *src, int64_t b, int64_t r0, int64_t rows, int64_t mb0,
+                       int64_t mb1, int64_t q0, int64_t q1) {
+  int64_t cpr = d->cpr, ldc = d->OH * d->OW;
+  if (q1 > rows * cpr) q1 = rows * cpr;
+  for (int64_t k0 = 0; k0 < d->K; k0 += d->kstep) {
+    int64_t kc = d->K - k0 < d->kstep ? d->K - k0 : d->kstep;
+    int add = d->accumulate || k0 > 0, relu = d->relu && k0 + kc == d->K;
+    for (int64_t mb = mb0; mb < mb1; mb++) {
+      int64_t m0 = mb * WMR, mr = d->F - m0 < WMR ? d->F - m0 : WMR;
+      const float *a = d->Ap + (mb * d->K + k0) * WMR;
+      const float *bias = d->bias && k0 == 0 ? d->bias + m0 : NULL;
+      for (int64_t q = q0; q < q1; q++) {
+        int64_t r = q / cpr, j = q % cpr * WNR, nr = d->OW - j < WNR ? d->OW - j : WNR;
+        int64_t at = ((b * d->F + m0) * d->OH + r0 + r) * d->OW + j;
+        const float *res = d->res && k0 == 0 ? d->res + at : NULL;
+        if (mr == WMR)
+          micro_w(WMR, a, src + r * d->Wq + j, d->off + k0, kc, d->Y + at, ldc, nr, add, bias, res, relu);
+        else
+          micro_w((int)mr, a, src + r * d->Wq + j, d->off + k0, kc, d->Y + at, ldc, nr, add, bias, res, relu);
+      }
+    }
+  }
+}
+
 /* Tasks [lo, hi) of the product: task t is (image, span of qspan panels,
  * chunk of row blocks). */
 static void dconv_tasks(void *ctx, int64_t lo, int64_t hi) {
@@ -485,7 +520,10 @@ static void dconv_tasks(void *ctx, int64_t lo, int64_t hi) {
     int64_t chunk = t % d->mchunks, span = (t / d->mchunks) % spans, b = t / (d->mchunks * spans);
     int64_t mb0 = d->mblocks * chunk / d->mchunks, mb1 = d->mblocks * (chunk + 1) / d->mchunks;
     int64_t q0 = span * d->qspan, q1 = q0 + d->qspan < d->panels ? q0 + d->qspan : d->panels;
-    dconv_block(d, d->buf + b * d->sbuf, d->wide + b * d->F * d->N, mb0, mb1, q0, q1);
+    if (d->cpr)
+      dconv_rows(d, d->buf + b * d->sbuf, b, 0, d->OH, mb0, mb1, q0, q1);
+    else
+      dconv_block(d, d->buf + b * d->sbuf, d->wide + b * d->F * d->N, mb0, mb1, q0, q1);
   }
 }
 
@@ -525,9 +563,15 @@ static void dconv_bands(void *ctx, int64_t lo, int64_t hi) {
   for (int64_t t = lo; t < hi; t++) {
     int64_t b = t / d->bands, r0 = t % d->bands * R, rows = d->OH - r0 < R ? d->OH - r0 : R;
     for (int64_t c = 0; c < d->C; c++) dconv_copy_in(d, d->X + (b * d->C + c) * d->H * d->W, r0, buf + c * plane);
-    for (int64_t q0 = 0; q0 < d->panels; q0 += d->qspan)
-      dconv_block(d, buf, wide, 0, d->mblocks, q0, q0 + d->qspan < d->panels ? q0 + d->qspan : d->panels);
-    for (int64_t f = 0; f < d->F; f++) dconv_copy_out(d, wide + f * d->N, b * d->F + f, r0, rows);
+    for (int64_t q0 = 0; q0 < d->panels; q0 += d->qspan) {
+      int64_t q1 = q0 + d->qspan < d->panels ? q0 + d->qspan : d->panels;
+      if (d->cpr)
+        dconv_rows(d, buf, b, r0, rows, 0, d->mblocks, q0, q1);
+      else
+        dconv_block(d, buf, wide, 0, d->mblocks, q0, q1);
+    }
+    if (!d->cpr)
+      for (int64_t f = 0; f < d->F; f++) dconv_copy_out(d, wide + f * d->N, b * d->F + f, r0, rows);
   }
 }
 
@@ -539,7 +583,7 @@ static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 /* Bytes of a band part's buffers with R output rows per band. */
 static int64_t band_bytes(const dconv_args *d, int64_t R) {
   int64_t halo = (d->KH - 1) * d->dh / d->sh;
-  return 4 * d->Wq * (d->C * d->sh * d->sw * (R + halo) + d->F * R);
+  return 4 * d->Wq * (d->C * d->sh * d->sw * (R + halo) + (d->cpr ? 0 : d->F * R));
 }
 
 /* Bands per image for the banded path, or 0 to take the three passes: as
@@ -567,6 +611,11 @@ static int dconv_run(dconv_args *d, int64_t Wt, int32_t threads, int64_t slot) {
   d->mblocks = (d->F + WMR - 1) / WMR;
   int64_t kblocks = (d->K + KC - 1) / KC;
   d->kstep = (d->K + kblocks - 1) / kblocks;
+  /* Output rows whose panels tile them with no more columns than the wide
+   * grid's (OW = 32 of Wq = 34 with AVX-512) go straight into Y: see dconv_rows. */
+  int64_t cpr = (d->OW + WNR - 1) / WNR;
+  d->cpr = cpr * WNR <= d->Wq ? cpr : 0;
+  if (!d->cpr && (double)d->batch * d->F * d->K * d->OH * d->OW < KILN_DCONV_MIN_FMAS) return 0;
   d->Ap = packed_a_for(slot, (const float *)Wt, d->F, d->K, d->K);
   if (d->Ap == NULL) return 0;
   /* Bands of R output rows, each copied in, multiplied and copied out by
@@ -579,7 +628,7 @@ static int dconv_run(dconv_args *d, int64_t Wt, int32_t threads, int64_t slot) {
   d->Hq = d->band_rows + halo;
   d->N = d->band_rows * d->Wq;
   d->sbuf = d->C * d->sh * d->sw * d->Hq * d->Wq;
-  d->panels = (d->N + WNR - 1) / WNR;
+  d->panels = d->cpr ? d->band_rows * d->cpr : (d->N + WNR - 1) / WNR;
   /* Each task one panel: the whole weight is read once per panel (from L2
    * when it fits there), a panel's rows of B stay in L1.  Each task every
    * panel: a block of A stays in L1, an image's planes are read once per
@@ -593,10 +642,10 @@ static int dconv_run(dconv_args *d, int64_t Wt, int32_t threads, int64_t slot) {
   size_t floats;
   if (d->bands) {
     d->wide_at = round16(d->sbuf + slack);
-    d->part_floats = d->wide_at + round16(d->F * d->N);
+    d->part_floats = d->wide_at + (d->cpr ? 0 : round16(d->F * d->N));
     floats = (size_t)(parts * d->part_floats);
   } else {
-    floats = (size_t)(round16(d->batch * d->sbuf + slack) + d->batch * d->F * d->N);
+    floats = (size_t)(round16(d->batch * d->sbuf + slack) + (d->cpr ? 0 : d->batch * d->F * d->N));
   }
   float *buf = kiln_thread_scratch(floats * sizeof(float) + (size_t)d->K * sizeof(int64_t));
   if (buf == NULL) return 0;
@@ -629,6 +678,7 @@ static int dconv_run(dconv_args *d, int64_t Wt, int32_t threads, int64_t slot) {
   if (d->mchunks > d->mblocks) d->mchunks = d->mblocks;
   tasks = have * d->mchunks;
   kiln_parallel_for(dconv_tasks, d, tasks, tasks < threads ? tasks : threads);
+  if (d->cpr) return 1;
   n = d->batch * d->F;
   kiln_parallel_for(dconv_finish, d, n, n < threads ? n : threads);
   return 1;
@@ -665,7 +715,7 @@ void kiln_conv2d(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int6
     if (kiln_vconv(batch, F, C, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, d.X, (const float *)Wt, d.bias, d.res,
                    d.accumulate, d.relu, d.Y, threads, slot))
       return;
-    if ((double)batch * F * g.K * OH * OW >= KILN_DCONV_MIN_FMAS && dconv_run(&d, Wt, threads, slot)) return;
+    if (dconv_run(&d, Wt, threads, slot)) return;
   }
   g.H = H, g.W = W, g.KH = KH, g.KW = KW, g.sh = sh, g.sw = sw, g.dh = dh, g.dw = dw, g.OW = OW;
   g.pt = pt, g.pl = pl;

@@ -62,6 +62,14 @@ GEOMETRIES = [
     # two threads), and eight whole images (four per thread).
     (3, 32, 33, 33, 40, 3, 3, 2, 1, 1),
     (8, 16, 24, 24, 24, 3, 3, 1, 1, 1),
+    # Output rows a whole number of 32-column panels (AVX-512; 16 with AVX2)
+    # within the wide grid, stored straight into Y (dconv_rows): two K
+    # blocks and a partial row block over two images; a 3 -> 16 layer on
+    # 64 x 64 (two panels a row, bands of rows on one image); a weight over
+    # 1 MiB on one image (three passes); a 30-wide row (a partial panel).
+    (2, 48, 32, 32, 20, 3, 3, 1, 1, 1),
+    (1, 3, 64, 64, 16, 3, 3, 1, 1, 1),
+    (1, 128, 32, 32, 264, 3, 3, 1, 1, 1),
     # Stride 2 with K >= 256 (kiln_vconv.c on AVX-512): 16-pixel tiles over
     # 15 outputs (three images: split by rows on two threads, by image on
     # one or three), 14 x 2 tiles, a 1x1 with a part-filled group of 64
