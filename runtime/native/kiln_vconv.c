@@ -241,9 +241,15 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
   v.Hp = (OH - 1) * sh + (KH - 1) * dh + 1;
   v.Wp = (v.tiles * v.P - 1) * sw + (KW - 1) * dw + 1;
   v.simg = C * v.Hp * v.Wp;
-  /* The offsets are 32-bit; refused before the weight is packed, since a
-   * slot packed in this layout leaves the other paths unpacked. */
+  /* The offsets are 32-bit, and the padded copies need memory: both are
+   * checked before the weight is packed, since a slot packed in this layout
+   * leaves the other paths unpacked.  Whole images per thread when they
+   * share the pool evenly; else every image padded first and the tiles
+   * split over (image, group, rows). */
   if (v.simg > INT32_MAX) return 0;
+  int per_image = batch >= 2 * threads || batch % threads == 0;
+  int64_t parts = threads < batch ? threads : batch;
+  if ((v.pad = kiln_thread_scratch((size_t)((per_image ? parts : batch) * v.simg) * sizeof(float))) == NULL) return 0;
   kiln_pack_fn pack = v.Q == 4 ? vc_pack4 : v.Q == 2 ? vc_pack2 : vc_pack1;
   int64_t width = 16 * v.Q;
   v.groups = (F + width - 1) / width;
@@ -258,15 +264,10 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
     for (int64_t kh = 0; kh < KH; kh++)
       for (int64_t kw = 0; kw < KW; kw++, k++) koff[k] = (int32_t)((c * v.Hp + kh * dh) * v.Wp + kw * dw);
   v.koff = koff;
-  /* Whole images per thread when they share the pool evenly; else every
-   * image padded first and the tiles split over (image, group, rows). */
-  if (batch >= 2 * threads || batch % threads == 0) {
-    int64_t parts = threads < batch ? threads : batch;
-    if ((v.pad = kiln_thread_scratch((size_t)(parts * v.simg) * sizeof(float))) == NULL) return 0;
+  if (per_image) {
     kiln_parallel_for(vc_images, &v, batch, parts);
     return 1;
   }
-  if ((v.pad = kiln_thread_scratch((size_t)(batch * v.simg) * sizeof(float))) == NULL) return 0;
   kiln_parallel_for(vc_pad_tasks, &v, batch * C, batch * C < threads ? batch * C : threads);
   int64_t want = 4 * (int64_t)threads, have = batch * (v.rows_outer ? 1 : v.groups);
   v.rows_per_task = have >= want ? OH : OH * have / want > 0 ? OH * have / want : 1;
