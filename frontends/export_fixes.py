@@ -25,9 +25,11 @@ __all__ = [
     "views_to_reshapes",
 ]
 
-# Ops kiln maps to one kiln op and that torch-mlir's table would decompose.
+#: Ops kept whole by the decomposition because kiln has a pattern for them
+#: (every overload of each, by name).
 KEEP_WHOLE = (
-    torch.ops.aten.scaled_dot_product_attention.default,
+    "aten.linear.", "aten.layer_norm.", "aten.gelu.", "aten.silu.", "aten.scaled_dot_product_attention.",
+    "aten.hardtanh.", "aten.adaptive_avg_pool2d.", "aten.flatten.", "aten.transpose.", "aten.unbind.",
 )
 
 
@@ -67,13 +69,18 @@ def restore_non_persistent_buffers(ep: torch.export.ExportedProgram) -> list[str
     return restored
 
 
-def decomposition_table(keep=KEEP_WHOLE) -> dict:
-    """torch-mlir's decomposition table without the ops kiln keeps whole."""
-    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+def decomposition_table(keep=KEEP_WHOLE):
+    """torch.export's default decomposition table without the ops kiln keeps
+    whole (``keep``: name prefixes, as :data:`KEEP_WHOLE`).
 
-    table = dict(get_decomposition_table())
-    for op in keep:
-        table.pop(op, None)
+    Every overload of a kept op is popped by name: listing the table's keys
+    would materialize each custom op's decomposition, which
+    ``run_decompositions`` does again anyway (0.05 s per compile)."""
+    table = torch.export.default_decompositions()
+    for prefix in keep:
+        packet = getattr(torch.ops.aten, prefix.split(".")[1])
+        for overload in packet.overloads():
+            table.pop(getattr(packet, overload), None)
     return table
 
 
@@ -117,11 +124,12 @@ def needs_decomposition(ep: torch.export.ExportedProgram, table, converts) -> bo
     return False
 
 
-def prepare_exported_program(ep: torch.export.ExportedProgram, table: dict | None = None, converts=None):
+def prepare_exported_program(ep: torch.export.ExportedProgram, table=None, converts=None):
     """Apply every fix and the decompositions; returns the program to import.
 
     Import the result with torch-mlir's importer *without* decomposing again
-    (``decomposition_table={}``).  ``converts``: a predicate on torch-mlir op
+    (``decomposition_table={}``).  ``table``: the decompositions (default
+    :func:`decomposition_table`).  ``converts``: a predicate on torch-mlir op
     names (the ops the converter handles); with it, a program that needs no
     decomposition (:func:`needs_decomposition`) skips it.
     """

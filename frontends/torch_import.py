@@ -19,27 +19,6 @@ from .report import ImportReport, finish
 
 __all__ = ["import_torch", "export_program"]
 
-# Ops kept whole by the decomposition because kiln has a pattern for them.
-KEEP_OPS = (
-    "aten.linear.", "aten.layer_norm.", "aten.gelu.", "aten.silu.", "aten.scaled_dot_product_attention.",
-    "aten.hardtanh.", "aten.adaptive_avg_pool2d.", "aten.flatten.", "aten.transpose.", "aten.unbind.",
-)
-
-
-def _decomposition_table():
-    import torch
-
-    table = torch.export.default_decompositions()
-    # Pop every overload of the kept ops by name: listing the table's keys
-    # would materialize each custom op's decomposition, which
-    # run_decompositions does again anyway (0.05 s per compile).
-    for prefix in KEEP_OPS:
-        packet = getattr(torch.ops.aten, prefix.split(".")[1])
-        for overload in packet.overloads():
-            table.pop(getattr(packet, overload), None)
-    return table
-
-
 def _converts(name: str) -> bool:
     """Whether convert-torch-to-kiln has a pattern (or a structural rule) for torch-mlir op ``name``."""
     from ..conversions.torch_to_kiln.aten import ATEN_PATTERNS
@@ -83,7 +62,7 @@ def export_program(module, example_args, dynamic_shapes=None):
             # reshape, non-persistent buffers), around kiln's decompositions.
             from .export_fixes import prepare_exported_program
 
-            return prepare_exported_program(ep, table=_decomposition_table(), converts=_converts)
+            return prepare_exported_program(ep, converts=_converts)
     except KilnError:
         raise
     except Exception as e:  # torch raises many types; the user wants one

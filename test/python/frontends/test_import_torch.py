@@ -175,11 +175,11 @@ def test_shape_errors_name_the_forward_parameter():
 
 
 def test_decomposition_table_drops_exactly_the_kept_ops():
-    from kiln.frontends.torch_import import KEEP_OPS, _decomposition_table
+    from kiln.frontends.export_fixes import KEEP_WHOLE, decomposition_table
 
     # Popped by overload name (the table stays lazy), the same ops go as by key prefix.
-    expected = {op for op in torch.export.default_decompositions().keys() if not str(op).startswith(KEEP_OPS)}
-    table = _decomposition_table()
+    expected = {op for op in torch.export.default_decompositions().keys() if not str(op).startswith(KEEP_WHOLE)}
+    table = decomposition_table()
     assert set(table.keys()) == expected
     assert torch.ops.aten.linear.default not in expected
 
@@ -187,10 +187,10 @@ def test_decomposition_table_drops_exactly_the_kept_ops():
 def test_decomposition_runs_only_when_it_changes_something():
     """A program whose every op kiln converts skips run_decompositions (a
     second trace); an op in torch's table, or a buffer mutation, keeps it."""
-    from kiln.frontends.export_fixes import needs_decomposition
-    from kiln.frontends.torch_import import _converts, _decomposition_table
+    from kiln.frontends.export_fixes import decomposition_table, needs_decomposition
+    from kiln.frontends.torch_import import _converts
 
-    table = _decomposition_table()
+    table = decomposition_table()
 
     def exported(module, x):
         return torch.export.export(module, (x,), dynamic_shapes=({0: Dim("B", min=1, max=8)},))
