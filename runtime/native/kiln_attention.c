@@ -33,32 +33,31 @@ typedef int32_t ai __attribute__((vector_size(AW * 4)));
 
 static inline void astore(float *p, kiln_vec v) { __builtin_memcpy(p, &v, sizeof v); }
 
-static inline kiln_vec asplat(float x) { return (kiln_vec){0} + x; }
 
 /* mask ? a : b, lane by lane (mask lanes all ones or zero). */
 static inline kiln_vec aselect(ai mask, kiln_vec a, kiln_vec b) { return (kiln_vec)(((ai)a & mask) | ((ai)b & ~mask)); }
 
 /* exp(x); below -87 (masked scores are -inf) gives 0, above 88 saturates. */
 static inline kiln_vec aexp(kiln_vec x) {
-  const kiln_vec lo = asplat(-87.0f), hi = asplat(88.0f);
+  const kiln_vec lo = kiln_splat(-87.0f), hi = kiln_splat(88.0f);
   ai dead = x < lo;
   x = aselect(x < lo, lo, x);
   x = aselect(x > hi, hi, x);
   /* x = n ln2 + r, |r| <= ln2 / 2; n rounded with the 1.5 * 2^23 trick. */
-  const kiln_vec magic = asplat(12582912.0f);
-  kiln_vec n = (x * asplat(1.44269504088896341f) + magic) - magic;
-  kiln_vec r = x - n * asplat(0.693359375f);
-  r = r - n * asplat(-2.12194440e-4f);
-  kiln_vec p = asplat(1.9875691500e-4f);
-  p = p * r + asplat(1.3981999507e-3f);
-  p = p * r + asplat(8.3334519073e-3f);
-  p = p * r + asplat(4.1665795894e-2f);
-  p = p * r + asplat(1.6666665459e-1f);
-  p = p * r + asplat(5.0000001201e-1f);
-  p = p * r * r + r + asplat(1.0f);
+  const kiln_vec magic = kiln_splat(12582912.0f);
+  kiln_vec n = (x * kiln_splat(1.44269504088896341f) + magic) - magic;
+  kiln_vec r = x - n * kiln_splat(0.693359375f);
+  r = r - n * kiln_splat(-2.12194440e-4f);
+  kiln_vec p = kiln_splat(1.9875691500e-4f);
+  p = p * r + kiln_splat(1.3981999507e-3f);
+  p = p * r + kiln_splat(8.3334519073e-3f);
+  p = p * r + kiln_splat(4.1665795894e-2f);
+  p = p * r + kiln_splat(1.6666665459e-1f);
+  p = p * r + kiln_splat(5.0000001201e-1f);
+  p = p * r * r + r + kiln_splat(1.0f);
   ai bits = (__builtin_convertvector(n, ai) + 127) << 23;
   kiln_vec y = p * (kiln_vec)bits;
-  return aselect(dead, asplat(0.0f), y);
+  return aselect(dead, kiln_splat(0.0f), y);
 }
 
 static inline kiln_vec amax(kiln_vec a, kiln_vec b) { return aselect(a > b, a, b); }
@@ -209,14 +208,14 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
         float m = hmax(aselect(a0 > a1, a0, a1));
         float mnew = m > mx[r] ? m : mx[r];
         if (mnew == -INFINITY) { /* nothing visible yet (a padding row): probabilities 0 */
-          astore(sr, asplat(0.0f));
-          astore(sr + AW, asplat(0.0f));
+          astore(sr, kiln_splat(0.0f));
+          astore(sr + AW, kiln_splat(0.0f));
           continue;
         }
         kiln_vec p0 = aexp(a0 - mnew), p1 = aexp(a1 - mnew);
         astore(sr, p0);
         astore(sr + AW, p1);
-        float alpha = mnew == mx[r] ? 1.0f : aexp(asplat(mx[r] - mnew))[0]; /* the max mostly holds */
+        float alpha = mnew == mx[r] ? 1.0f : aexp(kiln_splat(mx[r] - mnew))[0]; /* the max mostly holds */
         sum[r] = sum[r] * alpha + (p0 + p1);
         mx[r] = mnew;
         if (alpha != 1.0f) {

@@ -51,7 +51,7 @@ static inline __attribute__((always_inline)) void micro_w(int mr, const float *a
   kiln_vec acc[WMR][2];
   for (int m = 0; m < WMR; m++) {
     float b0 = bias && m < mr ? bias[m] : 0.0f;
-    acc[m][0] = acc[m][1] = (kiln_vec){0} + b0;
+    acc[m][0] = acc[m][1] = kiln_splat(b0);
   }
   for (int64_t k = 0; k < kc; k++) {
     const float *bk = off ? b + off[k] : b + k * WNR; /* off: NULL (a constant) at the packed call sites */

@@ -60,6 +60,16 @@ static inline kiln_vec kiln_loadu(const float *p) {
   return v;
 }
 
+/* x in every lane: one broadcast.  (kiln_vec){0} + x is not the same code:
+ * 0.0 + x is not x for x = -0.0, so the compiler adds before it broadcasts. */
+static inline kiln_vec kiln_splat(float x) {
+#if KILN_VW == 16
+  return (kiln_vec){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
+#else
+  return (kiln_vec){x, x, x, x, x, x, x, x};
+#endif
+}
+
 /* src (element (k, n) at src[k * sk + n * sn], k < K, n < N) as panels of
  * `width` n's, each [K][width] with zeros past N: the layout both packed
  * GEMM operands use (B's column panels, A's row blocks). */
