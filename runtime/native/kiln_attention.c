@@ -33,7 +33,6 @@ typedef int32_t ai __attribute__((vector_size(AW * 4)));
 
 static inline void astore(float *p, kiln_vec v) { __builtin_memcpy(p, &v, sizeof v); }
 
-
 /* mask ? a : b, lane by lane (mask lanes all ones or zero). */
 static inline kiln_vec aselect(ai mask, kiln_vec a, kiln_vec b) { return (kiln_vec)(((ai)a & mask) | ((ai)b & ~mask)); }
 
