@@ -66,15 +66,17 @@ GEOMETRIES = [
     # within the wide grid, stored straight into Y (dconv_rows): two K
     # blocks and a partial row block over two images; a 3 -> 16 layer on
     # 64 x 64 (two panels a row, bands of rows on one image); a weight over
-    # 1 MiB on one image (three passes); a 30-wide row (a partial panel).
+    # 1 MiB on one image (three passes).  The 30-wide rows above (dilation 2,
+    # a 1 x 17 window) take this path too, with a partial panel.
     (2, 48, 32, 32, 20, 3, 3, 1, 1, 1),
     (1, 3, 64, 64, 16, 3, 3, 1, 1, 1),
     (1, 128, 32, 32, 264, 3, 3, 1, 1, 1),
     # Stride 2 with K >= 256 (kiln_vconv.c on AVX-512): 16-pixel tiles over
-    # 15 outputs (three images: split by rows on two threads, by image on
-    # one or three), 14 x 2 tiles, a 1x1 with a part-filled group of 64
-    # channels, dilation 2 with 7 x 4 tiles, groups outer (the weight bigger
-    # than the padded image) on one image and on four.
+    # 15 outputs (three images: bands of rows padded per task on two threads,
+    # by image on one or three), 14 x 2 tiles (bands on three threads), a
+    # 1x1 with a part-filled group of 64 channels, dilation 2 with 7 x 4
+    # tiles, groups outer (the weight bigger than the padded image) on one
+    # image and on four.
     (3, 32, 20, 30, 64, 3, 3, 2, 1, 1),
     (2, 29, 28, 28, 32, 3, 3, 2, 1, 1),
     (1, 300, 13, 13, 120, 1, 1, 2, 1, 0),
