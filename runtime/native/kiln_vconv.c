@@ -26,7 +26,12 @@
  * pairs, with the vector store and padding copy below) small_cnn B=1
  * 0.89x, B=8 0.76x, ResNet-50 0.93x.  At stride 1 (ResNet-50's 3x3 layers
  * at 28, 14, 7 wide: 0.86, 0.85, 0.68x here) it gained nothing in the
- * model, where the weights stream from L3 once per output row. */
+ * model, where the weights stream from L3 once per output row.  A
+ * pointwise convolution over few pixels comes here as one row of H * W
+ * (kiln_conv2d: when 32-column panels would waste a fifth): ResNet-50's
+ * 7 x 7 layers 0.70-0.72x against the GEMM's panels (49 of 64 columns
+ * used), the whole model 0.97-0.98x (worker pairs); at 14 x 14 0.94-0.98x,
+ * at 28 and 56 1.0-1.15x, which the panel rule leaves out. */
 
 #include <stdint.h>
 #include <string.h>
@@ -133,12 +138,20 @@ static void vc_tile_store(const vconv_args *v, const float *img, int64_t n, int6
   float out[16 * 64] __attribute__((aligned(64)));
   const float *xp = img + oh * v->sh * v->Wp + ow0 * v->sw;
   const float *w = v->Wv + g * v->K * 16 * v->Q;
-  if (v->P == 7) /* stride 2: the one kiln_vconv takes */
+  if (v->sw == 1) { /* a flattened pointwise convolution */
+    if (v->P == 7)
+      vc_tile(xp, w, v->koff, v->K, out, 7, 4, 1);
+    else if (v->P == 14)
+      vc_tile(xp, w, v->koff, v->K, out, 14, 2, 1);
+    else
+      vc_tile(xp, w, v->koff, v->K, out, 16, 1, 1);
+  } else if (v->P == 7) {
     vc_tile(xp, w, v->koff, v->K, out, 7, 4, 2);
-  else if (v->P == 14)
+  } else if (v->P == 14) {
     vc_tile(xp, w, v->koff, v->K, out, 14, 2, 2);
-  else
+  } else {
     vc_tile(xp, w, v->koff, v->K, out, 16, 1, 2);
+  }
   /* Per vector of channels: the P x 16 block transposed in registers (rows
    * past P zero), so channel j's pixels are vector j: one masked store per
    * channel instead of P scalar ones (0.94-0.99x on the layers in the
@@ -258,7 +271,8 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
   /* Stride 2 only (stride 1 takes the direct path's shifted rows, as fast);
    * and K of at least VC_MINK, below which the transposing store weighs too
    * much (ResNet-50's 7x7 stem, K = 147: 1.19x the direct path). */
-  if (sh != 2 || sw != 2 || v.K < VC_MINK || v.K > VC_MAXK || !vc_shape(OW, F, &v.P, &v.Q)) return 0;
+  int flat = KH == 1 && KW == 1 && sh == 1 && sw == 1 && H == 1 && OH == 1 && pt == 0 && pl == 0;
+  if ((!flat && (sh != 2 || sw != 2)) || v.K < VC_MINK || v.K > VC_MAXK || !vc_shape(OW, F, &v.P, &v.Q)) return 0;
   v.tiles = (OW + v.P - 1) / v.P;
   /* The last tile of a row reads up to P - 1 pixels past OW: the pitch covers them. */
   v.Hp = (OH - 1) * sh + (KH - 1) * dh + 1;
@@ -275,6 +289,9 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
    * 1.6 MiB images were 1.01-1.07x, so they keep the next way).  Else every
    * image padded first and the tiles split over (image, group, rows). */
   if (v.simg > INT32_MAX) return 0;
+  /* A flattened pointwise convolution (one row) splits over channel groups
+   * only: it is taken when its weight is the bigger operand (groups outer). */
+  if (flat && v.simg > F * v.K) return 0;
   int per_image = batch >= 2 * threads || batch % threads == 0;
   int64_t parts = threads < batch ? threads : batch;
   v.rows_outer = v.simg > F * v.K;

@@ -82,6 +82,12 @@ GEOMETRIES = [
     (1, 300, 13, 13, 120, 1, 1, 2, 1, 0),
     (1, 64, 13, 13, 128, 3, 3, 2, 2, 2),
     (4, 64, 13, 13, 128, 3, 3, 2, 1, 1),
+    # Pointwise convolutions over few pixels (7 x 7, 5 x 5, 3 x 5), flattened
+    # into one row of channel-vector tiles (7 x 4, 7 x 4 on three images,
+    # 16 x 1).
+    (1, 300, 7, 7, 128, 1, 1, 1, 1, 0),
+    (3, 256, 5, 5, 64, 1, 1, 1, 1, 0),
+    (1, 256, 3, 5, 16, 1, 1, 1, 1, 0),
 ]
 
 
@@ -136,6 +142,26 @@ def test_strided_convolutions_run_vectorized_over_channels(f, q):
         _conv2d()(1, f, c, 2 * ow, 2 * ow, 1, 1, ow, ow, 2, 2, 1, 1, 0, 0, x.ctypes.data, wt.ctypes.data, 0, 0, 0.0,
                   0, y.ctypes.data, 2, ctypes.addressof(slot))
         width = 16 * q if expect_groups else 8
+        assert native.packed_bytes() - before == -(-f // width) * width * c * 4
+        np.testing.assert_array_equal(y, np.full_like(y, c))
+        native.load().kiln_free_packed(I64(slot[0]))
+
+
+def test_small_pointwise_convolutions_run_vectorized_over_channels():
+    """A pointwise convolution over 49 pixels (32-column panels would waste
+    15 of 64) packs its weight as groups of 64 channels (kiln_vconv.c); over
+    64 pixels it keeps the GEMM's row blocks of 8."""
+    if native.load().kiln_vector_width() != 16:
+        pytest.skip("kiln_vconv.c is built for AVX-512 only")
+    f, c = 120, 300
+    for side, width in ((7, 64), (8, 8)):
+        x = np.ones((1, c, side, side), np.float32)
+        wt = np.ones((f, c, 1, 1), np.float32)
+        y = np.zeros((1, f, side, side), np.float32)
+        slot = (I64 * 1)(0)
+        before = native.packed_bytes()
+        _conv2d()(1, f, c, side, side, 1, 1, side, side, 1, 1, 1, 1, 0, 0, x.ctypes.data, wt.ctypes.data, 0, 0, 0.0,
+                  0, y.ctypes.data, 2, ctypes.addressof(slot))
         assert native.packed_bytes() - before == -(-f // width) * width * c * 4
         np.testing.assert_array_equal(y, np.full_like(y, c))
         native.load().kiln_free_packed(I64(slot[0]))
