@@ -25,8 +25,12 @@
  * 0.57x, its stride-2 1x1 ones 0.87 / 0.95 / 0.32x; whole models (worker
  * pairs, with the vector store and padding copy below) small_cnn B=1
  * 0.89x, B=8 0.76x, ResNet-50 0.93x.  At stride 1 (ResNet-50's 3x3 layers
- * at 28, 14, 7 wide: 0.86, 0.85, 0.68x here) it gained nothing in the
- * model, where the weights stream from L3 once per output row.  A
+ * at 28, 14, 7 wide: 0.87, 0.82, 0.66x here) it first gained nothing in
+ * the model, where a group's weight (1.2 MiB at 512 channels) streamed
+ * from L3 once per output row; with the weight in blocks of 256 KiB, each
+ * used for every tile of the group's rows while in L2 (vc_group_kblocked),
+ * ResNet-50 0.94-0.96x (worker pairs, 16 rounds; the blocks alone, on the
+ * stride-2 layers, 0.97x).  A
  * pointwise convolution over few pixels comes here as one row of H * W
  * (kiln_conv2d: when 32-column panels would waste a fifth): ResNet-50's
  * 7 x 7 layers 0.70-0.72x against the GEMM's panels (49 of 64 columns
@@ -46,12 +50,18 @@
 /* Padded images up to this size take the banded path when whole images do
  * not share the pool (see kiln_vconv). */
 #define VC_BAND_BYTES (256 << 10)
+/* A channel group's weight is used in blocks of at most this many bytes
+ * (groups outer), and the tiles' sums between blocks take at most VC_SUMS
+ * floats (else the steps run in one block). */
+#define VC_KBLOCK_BYTES (256 << 10)
+#define VC_SUMS 16384
 
 typedef struct {
   int64_t batch, F, C, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl;
   int64_t P, Q, tiles, groups; /* tile shape; tiles per output row; channel groups of 16Q */
   int64_t K, Hp, Wp, simg;     /* reduction steps; the padded image's rows, pitch and floats */
   int64_t rows_per_task;       /* two-pass path: output rows per product task */
+  int64_t kstep;               /* steps per block of a group's weight (groups outer; K: one block) */
   int rows_outer;              /* 1: each output row for every channel group before the next row */
   const float *X, *Wv, *bias, *res;
   float *Y, *pad;
@@ -111,14 +121,19 @@ static inline void transpose16(__m512 r[16]) {
   }
 }
 
-/* One tile: out[p][16Q] = sum over k of xp[koff[k] + p * SW] * w[k][16Q]
- * for P pixels (P, Q, SW constants, so every loop unrolls into registers). */
+/* One tile: out[p][16Q] = (out[p][16Q] if add, else 0) + sum over k < K of
+ * xp[koff[k] + p * SW] * w[k][16Q] for P pixels (P, Q, SW constants, so
+ * every loop unrolls into registers). */
 static inline __attribute__((always_inline)) void vc_tile(const float *xp, const float *w, const int32_t *koff,
-                                                          int64_t K, float *out, const int P, const int Q,
+                                                          int64_t K, float *out, int add, const int P, const int Q,
                                                           const int SW) {
   kiln_vec acc[16][4];
   for (int p = 0; p < P; p++)
-    for (int q = 0; q < Q; q++) acc[p][q] = (kiln_vec){0};
+    for (int q = 0; q < Q; q++)
+      if (add)
+        __builtin_memcpy(&acc[p][q], out + (p * Q + q) * 16, sizeof acc[p][q]);
+      else
+        acc[p][q] = (kiln_vec){0};
   for (int64_t k = 0; k < K; k++) {
     const float *xk = xp + koff[k], *wk = w + k * 16 * Q;
     kiln_vec wq[4];
@@ -132,30 +147,36 @@ static inline __attribute__((always_inline)) void vc_tile(const float *xp, const
     for (int q = 0; q < Q; q++) __builtin_memcpy(out + (p * Q + q) * 16, &acc[p][q], sizeof acc[p][q]);
 }
 
-/* The tile of image n, channel group g, output row oh, pixels from ow0:
- * computed, then stored with bias, accumulation, residual and ReLU. */
-static void vc_tile_store(const vconv_args *v, const float *img, int64_t n, int64_t g, int64_t oh, int64_t ow0) {
-  float out[16 * 64] __attribute__((aligned(64)));
+/* Steps [k0, k0 + kc) of the tile of channel group g, output row oh,
+ * pixels from ow0, into (add: onto) out[P][16Q]. */
+static void vc_tile_steps(const vconv_args *v, const float *img, int64_t g, int64_t oh, int64_t ow0, int64_t k0,
+                          int64_t kc, float *out, int add) {
   const float *xp = img + oh * v->sh * v->Wp + ow0 * v->sw;
-  const float *w = v->Wv + g * v->K * 16 * v->Q;
-  if (v->sw == 1) { /* a flattened pointwise convolution */
+  const float *w = v->Wv + (g * v->K + k0) * 16 * v->Q;
+  const int32_t *koff = v->koff + k0;
+  if (v->sw == 1) {
     if (v->P == 7)
-      vc_tile(xp, w, v->koff, v->K, out, 7, 4, 1);
+      vc_tile(xp, w, koff, kc, out, add, 7, 4, 1);
     else if (v->P == 14)
-      vc_tile(xp, w, v->koff, v->K, out, 14, 2, 1);
+      vc_tile(xp, w, koff, kc, out, add, 14, 2, 1);
     else
-      vc_tile(xp, w, v->koff, v->K, out, 16, 1, 1);
+      vc_tile(xp, w, koff, kc, out, add, 16, 1, 1);
   } else if (v->P == 7) {
-    vc_tile(xp, w, v->koff, v->K, out, 7, 4, 2);
+    vc_tile(xp, w, koff, kc, out, add, 7, 4, 2);
   } else if (v->P == 14) {
-    vc_tile(xp, w, v->koff, v->K, out, 14, 2, 2);
+    vc_tile(xp, w, koff, kc, out, add, 14, 2, 2);
   } else {
-    vc_tile(xp, w, v->koff, v->K, out, 16, 1, 2);
+    vc_tile(xp, w, koff, kc, out, add, 16, 1, 2);
   }
-  /* Per vector of channels: the P x 16 block transposed in registers (rows
-   * past P zero), so channel j's pixels are vector j: one masked store per
-   * channel instead of P scalar ones (0.94-0.99x on the layers in the
-   * header, same library, alternating). */
+}
+
+/* The finished tile out[P][16Q] of image n, channel group g, output row oh,
+ * pixels from ow0, stored with bias, accumulation, residual and ReLU.  Per
+ * vector of channels: the P x 16 block transposed in registers (rows past
+ * P zero), so channel j's pixels are vector j: one masked store per channel
+ * instead of P scalar ones (0.94-0.99x on the layers in the header, same
+ * library, alternating). */
+static void vc_tile_emit(const vconv_args *v, const float *out, int64_t n, int64_t g, int64_t oh, int64_t ow0) {
   int64_t np = v->OW - ow0 < v->P ? v->OW - ow0 : v->P, width = 16 * v->Q;
   __mmask16 keep = (__mmask16)((1u << np) - 1);
   const __m512 zero = _mm512_setzero_ps();
@@ -177,6 +198,30 @@ static void vc_tile_store(const vconv_args *v, const float *img, int64_t n, int6
   }
 }
 
+/* The whole tile (every step), stored. */
+static void vc_tile_store(const vconv_args *v, const float *img, int64_t n, int64_t g, int64_t oh, int64_t ow0) {
+  float out[16 * 64] __attribute__((aligned(64)));
+  vc_tile_steps(v, img, g, oh, ow0, 0, v->K, out, 0);
+  vc_tile_emit(v, out, n, g, oh, ow0);
+}
+
+/* Channel group g's tiles of rows [r0, r1) with the steps in blocks of
+ * v->kstep: each block of the group's weight is used for every tile while
+ * in L2 (whole, a 3x3 512-channel group's 1.2 MiB came from L3 once per
+ * output row), the tiles' sums kept in sums between blocks. */
+static void vc_group_kblocked(const vconv_args *v, const float *img, int64_t n, int64_t g, int64_t r0, int64_t r1,
+                              float *sums) {
+  int64_t tile = v->P * 16 * v->Q;
+  for (int64_t k0 = 0; k0 < v->K; k0 += v->kstep) {
+    int64_t kc = v->K - k0 < v->kstep ? v->K - k0 : v->kstep;
+    for (int64_t oh = r0; oh < r1; oh++)
+      for (int64_t t = 0; t < v->tiles; t++)
+        vc_tile_steps(v, img, g, oh, t * v->P, k0, kc, sums + ((oh - r0) * v->tiles + t) * tile, k0 > 0);
+  }
+  for (int64_t oh = r0; oh < r1; oh++)
+    for (int64_t t = 0; t < v->tiles; t++) vc_tile_emit(v, sums + ((oh - r0) * v->tiles + t) * tile, n, g, oh, t * v->P);
+}
+
 /* The tiles of image n (padded copy img), channel groups [g0, g1), output
  * rows [r0, r1).  Rows outer when the image is the bigger operand (it is
  * then read once, the weight once per row), groups outer otherwise. */
@@ -186,6 +231,9 @@ static void vc_tiles(const vconv_args *v, const float *img, int64_t n, int64_t g
     for (int64_t oh = r0; oh < r1; oh++)
       for (int64_t g = g0; g < g1; g++)
         for (int64_t t = 0; t < v->tiles; t++) vc_tile_store(v, img, n, g, oh, t * v->P);
+  } else if (v->kstep < v->K && (r1 - r0) * v->tiles * v->P * 16 * v->Q <= VC_SUMS) {
+    float sums[VC_SUMS] __attribute__((aligned(64)));
+    for (int64_t g = g0; g < g1; g++) vc_group_kblocked(v, img, n, g, r0, r1, sums);
   } else {
     for (int64_t g = g0; g < g1; g++)
       for (int64_t oh = r0; oh < r1; oh++)
@@ -271,8 +319,15 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
   /* Stride 2 only (stride 1 takes the direct path's shifted rows, as fast);
    * and K of at least VC_MINK, below which the transposing store weighs too
    * much (ResNet-50's 7x7 stem, K = 147: 1.19x the direct path). */
+  /* Stride 1 when the direct path's wide grid, in whole 32-column panels,
+   * computes a tenth more than the outputs (ResNet-50's 3x3 layers at 28,
+   * 14 and 7 wide: 1.10, 1.14, 1.31; at 56 1.04), and the weight is the
+   * bigger operand (groups outer, so its blocks stay in L2: below). */
   int flat = KH == 1 && KW == 1 && sh == 1 && sw == 1 && H == 1 && OH == 1 && pt == 0 && pl == 0;
-  if ((!flat && (sh != 2 || sw != 2)) || v.K < VC_MINK || v.K > VC_MAXK || !vc_shape(OW, F, &v.P, &v.Q)) return 0;
+  int64_t wide = (OH * (OW + (KW - 1) * dw) + 31) / 32 * 32;
+  int s1 = !flat && sh == 1 && sw == 1 && (double)wide > 1.1 * (double)(OH * OW);
+  if ((!flat && !s1 && (sh != 2 || sw != 2)) || v.K < VC_MINK || v.K > VC_MAXK || !vc_shape(OW, F, &v.P, &v.Q))
+    return 0;
   v.tiles = (OW + v.P - 1) / v.P;
   /* The last tile of a row reads up to P - 1 pixels past OW: the pitch covers them. */
   v.Hp = (OH - 1) * sh + (KH - 1) * dh + 1;
@@ -290,8 +345,11 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
    * image padded first and the tiles split over (image, group, rows). */
   if (v.simg > INT32_MAX) return 0;
   /* A flattened pointwise convolution (one row) splits over channel groups
-   * only: it is taken when its weight is the bigger operand (groups outer). */
-  if (flat && v.simg > F * v.K) return 0;
+   * only, and stride 1 gains only with the weight in blocks: both are taken
+   * when the weight is the bigger operand (groups outer). */
+  if ((flat || s1) && v.simg > F * v.K) return 0;
+  int64_t kblocks = (v.K * 16 * v.Q * (int64_t)sizeof(float) + VC_KBLOCK_BYTES - 1) / VC_KBLOCK_BYTES;
+  v.kstep = (v.K + kblocks - 1) / kblocks;
   int per_image = batch >= 2 * threads || batch % threads == 0;
   int64_t parts = threads < batch ? threads : batch;
   v.rows_outer = v.simg > F * v.K;
