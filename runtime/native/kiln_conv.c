@@ -706,11 +706,12 @@ void kiln_conv2d(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int6
   g.B = (const float *)X, g.sb = C * H * W, g.im2col = 1;
   if (KH == 1 && KW == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && OH == H && OW == W) {
     g.im2col = 0, g.ldb = H * W; /* a pointwise convolution: X[n] is B itself (C x HW) */
-    /* Few pixels, whose 32-column panels would waste a fifth (ResNet-50's
-     * 7 x 7 layers: 49 of 64), go to the channel-vector tiles as one row of
-     * H * W pixels (kiln_vconv.c). */
+    /* Few pixels, whose 32-column panels would waste a tenth (ResNet-50's
+     * 7 x 7 and 14 x 14 layers: 49 of 64, 196 of 224), go to the
+     * channel-vector tiles as one row of H * W pixels (kiln_vconv.c; the
+     * 14 x 14 ones added 0.985x to ResNet-50, worker pairs, 2 x 16 rounds). */
     int64_t n = H * W, cols = (n + WNR - 1) / WNR * WNR;
-    if (n < 0.8 * cols &&
+    if (n < 0.9 * cols &&
         kiln_vconv(batch, F, C, 1, n, 1, 1, 1, n, 1, 1, 1, 1, 0, 0, (const float *)X, (const float *)Wt,
                    (const float *)bias, (const float *)res, beta != 0.0f, relu != 0, (float *)Y, threads, slot))
       return;

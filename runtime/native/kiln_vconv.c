@@ -32,9 +32,9 @@
  * ResNet-50 0.94-0.96x (worker pairs, 16 rounds; the blocks alone, on the
  * stride-2 layers, 0.97x).  A
  * pointwise convolution over few pixels comes here as one row of H * W
- * (kiln_conv2d: when 32-column panels would waste a fifth): ResNet-50's
+ * (kiln_conv2d: when 32-column panels would waste a tenth): ResNet-50's
  * 7 x 7 layers 0.70-0.72x against the GEMM's panels (49 of 64 columns
- * used), the whole model 0.97-0.98x (worker pairs); at 14 x 14 0.94-0.98x,
+ * used), the whole model 0.97-0.98x (worker pairs); at 14 x 14 0.94-0.98x;
  * at 28 and 56 1.0-1.15x, which the panel rule leaves out. */
 
 #include <stdint.h>

@@ -90,10 +90,11 @@ GEOMETRIES = [
     (4, 128, 7, 7, 64, 3, 3, 1, 1, 1),
     (1, 128, 14, 14, 64, 3, 3, 1, 2, 2),
     (1, 160, 13, 13, 64, 3, 3, 2, 1, 1),
-    # Pointwise convolutions over few pixels (7 x 7, 5 x 5, 3 x 5), flattened
-    # into one row of channel-vector tiles (7 x 4, 7 x 4 on three images,
-    # 16 x 1).
+    # Pointwise convolutions over few pixels (7 x 7, 14 x 14, 5 x 5, 3 x 5),
+    # flattened into one row of channel-vector tiles (7 x 4, 7 x 4, 7 x 4 on
+    # three images, 16 x 1).
     (1, 300, 7, 7, 128, 1, 1, 1, 1, 0),
+    (1, 256, 14, 14, 256, 1, 1, 1, 1, 0),
     (3, 256, 5, 5, 64, 1, 1, 1, 1, 0),
     (1, 256, 3, 5, 16, 1, 1, 1, 1, 0),
 ]
