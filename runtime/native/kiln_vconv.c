@@ -241,7 +241,8 @@ static void vc_group_kblocked(const vconv_args *v, const float *img, int64_t n, 
         vc_tile_steps(v, img, g, oh, t * v->P, k0, kc, sums + ((oh - r0) * v->tiles + t) * tile, k0 > 0);
   }
   for (int64_t oh = r0; oh < r1; oh++)
-    for (int64_t t = 0; t < v->tiles; t++) vc_tile_emit(v, sums + ((oh - r0) * v->tiles + t) * tile, n, g, oh, t * v->P);
+    for (int64_t t = 0; t < v->tiles; t++)
+      vc_tile_emit(v, sums + ((oh - r0) * v->tiles + t) * tile, n, g, oh, t * v->P);
 }
 
 /* The tiles of image n (padded copy img), channel groups [g0, g1), output
