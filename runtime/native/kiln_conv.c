@@ -342,8 +342,10 @@ static void wgemm_run(wgemm_args *g, int64_t A, int64_t lda, int32_t threads, in
   g->kstep = (g->K + kblocks - 1) / kblocks;
   /* With several row chunks per panel, each chunk would gather (or copy) the
    * same panel of B again: for a late ResNet layer (2 panels, 4 chunks) the
-   * gathers cost as much as the products.  Then B is packed once, every
-   * (image, panel, K block) a task, into a buffer at most `want` panels big. */
+   * gathers cost as much as the products.  Then, and by rows_first, B is
+   * packed once, every (image, panel, K block) a task, into the caller's
+   * scratch (at most `want` panels, or 8 MiB by rows_first; kept for the
+   * next call rather than allocated and faulted in per call). */
   float *packed = NULL;
   if (g->mchunks > 1 || rows_first(g)) packed = kiln_thread_scratch((size_t)have * g->K * WNR * sizeof(float));
   if (packed != NULL) {

@@ -30,12 +30,14 @@
  * from L3 once per output row; with the weight in blocks of 256 KiB, each
  * used for every tile of the group's rows while in L2 (vc_group_kblocked),
  * ResNet-50 0.94-0.96x (worker pairs, 16 rounds; the blocks alone, on the
- * stride-2 layers, 0.97x).  A
- * pointwise convolution over few pixels comes here as one row of H * W
+ * stride-2 layers, 0.97x).
+ *
+ * A pointwise convolution over few pixels comes here as one row of H * W
  * (kiln_conv2d: when 32-column panels would waste a tenth): ResNet-50's
  * 7 x 7 layers 0.70-0.72x against the GEMM's panels (49 of 64 columns
  * used), the whole model 0.97-0.98x (worker pairs); at 14 x 14 0.94-0.98x;
- * at 28 and 56 1.0-1.15x, which the panel rule leaves out. */
+ * at 28 and 56 1.0-1.15x, which the panel rule leaves out.  A strided 1x1
+ * runs at stride 1 on a subsampled copy of its input. */
 
 #include <stdint.h>
 #include <string.h>
