@@ -343,7 +343,8 @@ class Executor:
                         env[vid] = _view(env[src], shape, at)
                     continue
                 for vid, shape, np_dtype, dtype in fresh:
-                    env[vid] = torch.from_numpy(np.empty(shape, np_dtype)) if np_dtype else torch.empty(shape, dtype=dtype)
+                    env[vid] = (torch.from_numpy(np.empty(shape, np_dtype)) if np_dtype is not None
+                                else torch.empty(shape, dtype=dtype))
                 if launch is not None:
                     t0 = time.perf_counter() if profiling else 0.0
                     if len(launch) == 4:
