@@ -231,6 +231,54 @@ def test_convolutions_compile_to_one_native_call_each():
     assert native.packed_bytes() == before  # ... and freed with the model
 
 
+class _Bottleneck(torch.nn.Module):
+    """A ResNet-style stage from 14 x 14 to 7 x 7 that takes each of the
+    channel-vector paths: a strided 1x1 projection (subsampled copy), a
+    stride-2 and a stride-1 3x3 whose weights go in two blocks (K = 1152), a
+    residual with ReLU, and a 1x1 over 49 pixels (one flattened row)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Conv2d(256, 256, 1, stride=2)
+        self.reduce = torch.nn.Conv2d(256, 128, 1)
+        self.down = torch.nn.Conv2d(128, 128, 3, stride=2, padding=1)
+        self.mid = torch.nn.Conv2d(128, 128, 3, padding=1)
+        self.expand = torch.nn.Conv2d(128, 256, 1)
+        self.tail = torch.nn.Conv2d(256, 256, 1)
+
+    def forward(self, x):
+        h = torch.relu(self.reduce(x))
+        h = torch.relu(self.down(h))
+        h = torch.relu(self.mid(h))
+        h = torch.relu(self.expand(h) + self.proj(x))
+        return self.tail(h)
+
+
+class _Widen(torch.nn.Module):
+    """A 1x1 widening 256 -> 512 channels at 16 x 16 (output 512 KiB an
+    image): B packed once, row blocks over every panel."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(256, 512, 1)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
+@pytest.mark.parametrize("net, side", [(_Bottleneck, 14), (_Widen, 16)], ids=["bottleneck", "widen"])
+def test_conv_stages_match_torch_at_several_batches(net, side):
+    torch.manual_seed(0)
+    net = net().eval()
+    model = kiln.compile(net, (torch.randn(2, 256, side, side),),
+                         dynamic_shapes=({0: torch.export.Dim("B", min=1, max=16)},))
+    for b in (1, 3, 16):
+        x = torch.randn(b, 256, side, side)
+        with torch.no_grad():
+            ref = net(x)
+        np.testing.assert_allclose(model(x).numpy(), ref.numpy(), rtol=1e-4, atol=2e-4)
+
+
 def test_bench_cnn_keeps_no_pad_or_im2col_buffer(tmp_path, capsys):
     """Through the real lowering (kiln-compile --stop-after kiln-cpu-library):
     the zero pads and im2col copies of the bench CNN are folded into the calls."""
