@@ -55,16 +55,6 @@ def _split_runner():
     return _runner[0]
 
 
-#: numpy dtypes of the torch dtypes numpy has: a call's fresh outputs are
-#: allocated by numpy and shared with torch (1.55 -> 0.69 us an output, timeit;
-#: torch.empty goes through the dispatcher).
-_NUMPY_OF = {t: np.dtype(n) for t, n in (
-    (torch.float16, "float16"), (torch.float32, "float32"), (torch.float64, "float64"), (torch.bool, "bool"),
-    (torch.int8, "int8"), (torch.int16, "int16"), (torch.int32, "int32"), (torch.int64, "int64"),
-    (torch.uint8, "uint8"),
-)}
-
-
 def constant_tensor(op) -> torch.Tensor:
     """The data of a ``kiln.constant`` op as a torch tensor (a splat is expanded).
 
@@ -207,6 +197,7 @@ class Executor:
         if hit is not None:
             return hit
         from ..backends.cpu.dispatch import descriptors, layout_of  # after the hit: per call, the import cost 1.6 µs
+        from ..transforms._graph import NUMPY_DTYPES
 
         env = self._env.copy()
         fixed = set(self.constants)
@@ -223,7 +214,9 @@ class Executor:
                     else:  # of a model input or a fresh output: per call
                         views.append((vid, src, shape, at))
                 elif off is None:
-                    fresh.append((vid, shape, _NUMPY_OF.get(dtype), dtype))
+                    # numpy allocates a call's fresh outputs where it has the dtype, shared
+                    # with torch (1.55 -> 0.69 us an output: torch.empty goes through the dispatcher).
+                    fresh.append((vid, shape, NUMPY_DTYPES.get(self._dtype[vid]), dtype))
                 else:
                     env[vid] = buf[off : off + dtype.itemsize * math.prod(shape)].view(dtype).view(shape)
                     fixed.add(vid)

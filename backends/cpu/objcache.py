@@ -190,12 +190,17 @@ def _load_copy(entry: Path) -> SharedObjectEngine:
         os.unlink(tmp)  # the mapping stays valid; nothing is left on disk
 
 
+def _entry(key: str) -> Path:
+    """Where the library of ``key`` is cached."""
+    from ..cache import default_cache_dir
+
+    return default_cache_dir() / "cpu" / key[:2] / f"{key}.so"
+
+
 def load(key: str, names) -> SharedObjectEngine | None:
     """The cached library of ``key`` with ``names`` found in it, or None (a
     damaged entry is deleted, so the caller rebuilds it)."""
-    from ..cache import default_cache_dir
-
-    entry = default_cache_dir() / "cpu" / key[:2] / f"{key}.so"
+    entry = _entry(key)
     if not entry.exists():
         return None
     try:
@@ -216,7 +221,6 @@ def jit_cached(module, names, opt_level: int = 3, key: str | None = None):
     :func:`load`): the code is compiled and stored under it.
     ``engine.cache`` says which (``"hit"``, ``"miss"`` or ``"off"``)."""
     from ..._mlir import execution_engine
-    from ..cache import default_cache_dir
     from .library import shared_libs
 
     libs = shared_libs()
@@ -233,7 +237,7 @@ def jit_cached(module, names, opt_level: int = 3, key: str | None = None):
     engine = execution_engine.ExecutionEngine(module, opt_level=opt_level, shared_libs=libs, enable_pic=True)
     for name in names:
         engine.lookup(name)
-    _store(engine, default_cache_dir() / "cpu" / key[:2] / f"{key}.so", libs)
+    _store(engine, _entry(key), libs)
     return _Tagged(engine, "miss")
 
 
