@@ -3,7 +3,7 @@
 ``kiln_native.c`` holds what JIT-compiled kernels call beyond the
 ExecutionEngine: a parallel-for thread pool and the GEMMs (see the file);
 ``kiln_conv.c`` the weight-first GEMM and the convolution, with
-``kiln_vconv.c`` its stride-2 path vectorized over output channels;
+``kiln_vconv.c`` its paths vectorized over output channels;
 ``kiln_attention.c`` a flash-attention-style kernel;
 ``kiln_dispatch.c`` OpenBLAS slabs and split kernel launches on the pool.
 :func:`library` compiles them into one library with the system C

@@ -30,8 +30,9 @@ typedef void (*kiln_pack_fn)(float *dst, const float *src, int64_t rows, int64_t
 const float *kiln_slot_packed(int64_t slot, int64_t kind, const float *src, int64_t rows, int64_t cols, int64_t ld,
                               int64_t floats, kiln_pack_fn pack);
 
-/* kiln_conv2d's contract (kiln_conv.c) for a stride-2 convolution, vectorized
- * over output channels (kiln_vconv.c); 0 when it does not take the
+/* kiln_conv2d's contract (kiln_conv.c), vectorized over output channels
+ * (kiln_vconv.c: stride 2, stride 1 on small outputs, a pointwise
+ * convolution passed as one row of pixels); 0 when it does not take the
  * geometry or memory ran out (nothing written). */
 int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW, int64_t OH,
                int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl, const float *X,

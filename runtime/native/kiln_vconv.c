@@ -1,7 +1,7 @@
 /*
- * kiln's native runtime: strided convolutions vectorized over output
- * channels (built with kiln_native.c into one library; see
- * kiln/runtime/native).
+ * kiln's native runtime: convolutions vectorized over output channels
+ * (stride 2; stride 1 on small outputs; pointwise ones over few pixels;
+ * built with kiln_native.c into one library; see kiln/runtime/native).
  *
  * kiln_conv2d's other paths put pixels in the vector lanes, so a stride-2
  * convolution must first deinterleave its input: an im2col gathered panel
