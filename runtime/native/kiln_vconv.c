@@ -378,12 +378,12 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
   /* A flattened pointwise convolution (one row) splits over channel groups
    * only, and stride 1 gains only with the weight in blocks: both are taken
    * when the weight is the bigger operand (groups outer). */
-  if ((flat || s1) && v.simg > F * v.K) return 0;
+  v.rows_outer = v.simg > F * v.K;
+  if ((flat || s1) && v.rows_outer) return 0;
   int64_t kblocks = (v.K * 16 * v.Q * (int64_t)sizeof(float) + VC_KBLOCK_BYTES - 1) / VC_KBLOCK_BYTES;
   v.kstep = (v.K + kblocks - 1) / kblocks;
   int per_image = batch >= 2 * threads || batch % threads == 0;
   int64_t parts = threads < batch ? threads : batch;
-  v.rows_outer = v.simg > F * v.K;
   int banded = !per_image && v.rows_outer && v.simg * (int64_t)sizeof(float) <= VC_BAND_BYTES;
   if (banded) parts = threads;
   if ((v.pad = kiln_thread_scratch((size_t)((per_image || banded ? parts : batch) * v.simg) * sizeof(float))) == NULL)
