@@ -145,9 +145,24 @@ static inline void transpose16(__m512 r[16]) {
   }
 }
 
-/* One tile: out[p][16Q] = (out[p][16Q] if add, else 0) + sum over k < K of
- * xp[koff[k] + p * SW] * w[k][16Q] for P pixels (P, Q, SW constants, so
- * every loop unrolls into registers). */
+/* acc[p][q] += sum over k < K of xp[koff[k] + p * SW] * w[k][16q..16q+16)
+ * for P pixels (P, Q, SW constants, so every loop unrolls into registers). */
+static inline __attribute__((always_inline)) void vc_steps(kiln_vec acc[16][4], const float *xp, const float *w,
+                                                           const int32_t *koff, int64_t K, const int P, const int Q,
+                                                           const int SW) {
+  for (int64_t k = 0; k < K; k++) {
+    const float *xk = xp + koff[k], *wk = w + k * 16 * Q;
+    kiln_vec wq[4];
+    for (int q = 0; q < Q; q++) wq[q] = kiln_loadu(wk + 16 * q);
+    for (int p = 0; p < P; p++) {
+      float xb = xk[p * SW]; /* scalar x vector: one broadcast load ((vec){0} + x adds a 0.0 first) */
+      for (int q = 0; q < Q; q++) acc[p][q] += xb * wq[q];
+    }
+  }
+}
+
+/* One tile's partial sums: out[p][16Q] = (out[p][16Q] if add, else 0) +
+ * the steps [0, K) (vc_steps). */
 static inline __attribute__((always_inline)) void vc_tile(const float *xp, const float *w, const int32_t *koff,
                                                           int64_t K, float *out, int add, const int P, const int Q,
                                                           const int SW) {
@@ -158,15 +173,7 @@ static inline __attribute__((always_inline)) void vc_tile(const float *xp, const
         __builtin_memcpy(&acc[p][q], out + (p * Q + q) * 16, sizeof acc[p][q]);
       else
         acc[p][q] = (kiln_vec){0};
-  for (int64_t k = 0; k < K; k++) {
-    const float *xk = xp + koff[k], *wk = w + k * 16 * Q;
-    kiln_vec wq[4];
-    for (int q = 0; q < Q; q++) wq[q] = kiln_loadu(wk + 16 * q);
-    for (int p = 0; p < P; p++) {
-      float xb = xk[p * SW]; /* scalar x vector: one broadcast load ((vec){0} + x adds a 0.0 first) */
-      for (int q = 0; q < Q; q++) acc[p][q] += xb * wq[q];
-    }
-  }
+  vc_steps(acc, xp, w, koff, K, P, Q, SW);
   for (int p = 0; p < P; p++)
     for (int q = 0; q < Q; q++) __builtin_memcpy(out + (p * Q + q) * 16, &acc[p][q], sizeof acc[p][q]);
 }
@@ -194,39 +201,82 @@ static void vc_tile_steps(const vconv_args *v, const float *img, int64_t g, int6
   }
 }
 
-/* The finished tile out[P][16Q] of image n, channel group g, output row oh,
- * pixels from ow0, stored with bias, accumulation, residual and ReLU.  Per
- * vector of channels: the P x 16 block transposed in registers (rows past
- * P zero), so channel j's pixels are vector j: one masked store per channel
- * instead of P scalar ones (0.94-0.99x on the layers in the header, same
- * library, alternating). */
-static void vc_tile_emit(const vconv_args *v, const float *out, int64_t n, int64_t g, int64_t oh, int64_t ow0) {
-  int64_t np = v->OW - ow0 < v->P ? v->OW - ow0 : v->P, width = 16 * v->Q;
+/* Vector q of a finished tile of image n, channel group g, output row oh,
+ * pixels from ow0: r[p] the sums of pixel p (rows past P zero), stored with
+ * the bias (unless it is in the sums already), accumulation, residual and
+ * ReLU.  The P x 16 block transposed in registers, so channel j's pixels
+ * are vector j: one masked store per channel instead of P scalar ones
+ * (0.94-0.99x on the layers in the header, same library, alternating). */
+static inline __attribute__((always_inline)) void vc_emit_vector(const vconv_args *v, __m512 r[16], int64_t n,
+                                                                 int64_t g, int64_t q, int64_t oh, int64_t ow0,
+                                                                 int with_bias) {
+  int64_t np = v->OW - ow0 < v->P ? v->OW - ow0 : v->P;
   __mmask16 keep = (__mmask16)((1u << np) - 1);
   const __m512 zero = _mm512_setzero_ps();
-  for (int64_t q = 0; q < v->Q; q++) {
-    __m512 r[16];
-    for (int64_t p = 0; p < 16; p++) r[p] = p < v->P ? _mm512_load_ps(out + (p * v->Q + q) * 16) : zero;
-    transpose16(r);
-    for (int64_t j = 0; j < 16; j++) {
-      int64_t f = g * width + q * 16 + j;
-      if (f >= v->F) break;
-      int64_t o = ((n * v->F + f) * v->OH + oh) * v->OW + ow0;
-      __m512 s = r[j];
-      if (v->bias) s = _mm512_add_ps(s, _mm512_set1_ps(v->bias[f]));
-      if (v->accumulate) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(keep, v->Y + o));
-      if (v->res) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(keep, v->res + o));
-      if (v->relu) s = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(s, zero, _CMP_LT_OQ), s, zero); /* NaN kept */
-      _mm512_mask_storeu_ps(v->Y + o, keep, s);
-    }
+  transpose16(r);
+  for (int64_t j = 0; j < 16; j++) {
+    int64_t f = g * 16 * v->Q + q * 16 + j;
+    if (f >= v->F) break;
+    int64_t o = ((n * v->F + f) * v->OH + oh) * v->OW + ow0;
+    __m512 s = r[j];
+    if (with_bias && v->bias) s = _mm512_add_ps(s, _mm512_set1_ps(v->bias[f]));
+    if (v->accumulate) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(keep, v->Y + o));
+    if (v->res) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(keep, v->res + o));
+    if (v->relu) s = _mm512_max_ps(zero, s); /* max(0, NaN) is the NaN */
+    _mm512_mask_storeu_ps(v->Y + o, keep, s);
   }
 }
 
-/* The whole tile (every step), stored. */
+/* The finished tile out[P][16Q] (sums without the bias) stored (vc_emit_vector). */
+static void vc_tile_emit(const vconv_args *v, const float *out, int64_t n, int64_t g, int64_t oh, int64_t ow0) {
+  for (int64_t q = 0; q < v->Q; q++) {
+    __m512 r[16];
+    for (int64_t p = 0; p < 16; p++) r[p] = p < v->P ? _mm512_load_ps(out + (p * v->Q + q) * 16) : _mm512_setzero_ps();
+    vc_emit_vector(v, r, n, g, q, oh, ow0, 1);
+  }
+}
+
+/* The whole tile (every step) in registers, from the bias, and stored from
+ * them (no round trip through memory between the sums and the transpose). */
+static inline __attribute__((always_inline)) void vc_tile_whole(const vconv_args *v, const float *img, int64_t n,
+                                                                int64_t g, int64_t oh, int64_t ow0, const int P,
+                                                                const int Q, const int SW) {
+  kiln_vec acc[16][4];
+  for (int q = 0; q < Q; q++) {
+    int64_t f0 = g * 16 * Q + 16 * q;
+    __m512 b = v->bias ? _mm512_maskz_loadu_ps(v->F - f0 >= 16 ? 0xffff : (__mmask16)((1u << (v->F - f0)) - 1),
+                                               v->bias + f0)
+                       : _mm512_setzero_ps();
+    for (int p = 0; p < P; p++) acc[p][q] = (kiln_vec)b;
+  }
+  const float *xp = img + oh * v->sh * v->Wp + ow0 * v->sw;
+  /* Opaque to the optimizer: else gcc folds the pixel offsets p * SW into
+   * the row's index arithmetic, one register per pixel (1.17x the time). */
+  __asm__("" : "+r"(xp));
+  vc_steps(acc, xp, v->Wv + g * v->K * 16 * Q, v->koff, v->K, P, Q, SW);
+  for (int q = 0; q < Q; q++) {
+    __m512 r[16];
+    for (int p = 0; p < 16; p++) r[p] = p < P ? (__m512)acc[p][q] : _mm512_setzero_ps();
+    vc_emit_vector(v, r, n, g, q, oh, ow0, 0);
+  }
+}
+
+/* The whole tile, stored (vc_tile_whole for this tile shape and stride). */
 static void vc_tile_store(const vconv_args *v, const float *img, int64_t n, int64_t g, int64_t oh, int64_t ow0) {
-  float out[16 * 64] __attribute__((aligned(64)));
-  vc_tile_steps(v, img, g, oh, ow0, 0, v->K, out, 0);
-  vc_tile_emit(v, out, n, g, oh, ow0);
+  if (v->sw == 1) {
+    if (v->P == 7)
+      vc_tile_whole(v, img, n, g, oh, ow0, 7, 4, 1);
+    else if (v->P == 14)
+      vc_tile_whole(v, img, n, g, oh, ow0, 14, 2, 1);
+    else
+      vc_tile_whole(v, img, n, g, oh, ow0, 16, 1, 1);
+  } else if (v->P == 7) {
+    vc_tile_whole(v, img, n, g, oh, ow0, 7, 4, 2);
+  } else if (v->P == 14) {
+    vc_tile_whole(v, img, n, g, oh, ow0, 14, 2, 2);
+  } else {
+    vc_tile_whole(v, img, n, g, oh, ow0, 16, 1, 2);
+  }
 }
 
 /* Channel group g's tiles of rows [r0, r1) with the steps in blocks of

@@ -137,6 +137,31 @@ def test_conv2d_kernel_matches_torch(geometry, packed, threads):
     native.load().kiln_free_packed(I64(slot[0]))
 
 
+@pytest.mark.parametrize("geometry", [(1, 32, 32, 32, 64, 3, 3, 2, 1, 1), (1, 64, 7, 7, 128, 3, 3, 1, 1, 1),
+                                      (1, 300, 7, 7, 128, 1, 1, 1, 1, 0), (2, 48, 32, 32, 20, 3, 3, 1, 1, 1)],
+                         ids=["stride-2", "stride-1-vectors", "pointwise-vectors", "direct-rows"])
+def test_relu_keeps_nan(geometry):
+    """A NaN in the input stays NaN through the fused ReLU (as torch.relu
+    keeps it), on the channel-vector paths and the direct one."""
+    n, c, h, w, f, kh, kw, s, d, p = geometry
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+    x[0, 0, h // 2, w // 2] = np.nan
+    wt = rng.standard_normal((f, c, kh, kw), dtype=np.float32)
+    bias = rng.standard_normal(f, dtype=np.float32)
+    ref = torch.relu(torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(wt), torch.from_numpy(bias),
+                                                stride=s, padding=p, dilation=d)).numpy()
+    y = np.zeros_like(ref)
+    slot = (I64 * 1)(0)
+    oh, ow = ref.shape[2:]
+    _conv2d()(n, f, c, h, w, kh, kw, oh, ow, s, s, d, d, p, p, x.ctypes.data, wt.ctypes.data, bias.ctypes.data, 0,
+              0.0, 1, y.ctypes.data, 2, ctypes.addressof(slot))
+    assert np.isnan(ref).any()
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
+    np.testing.assert_allclose(np.nan_to_num(y), np.nan_to_num(ref), rtol=1e-4, atol=1e-4)
+    native.load().kiln_free_packed(I64(slot[0]))
+
+
 @pytest.mark.parametrize("f, q", [(120, 4), (64, 1)])
 def test_strided_convolutions_run_vectorized_over_channels(f, q):
     """A stride-2 convolution with K >= 256 packs its weight as groups of 16Q
