@@ -305,8 +305,11 @@ class Executor:
     def _itemsize(self, vid: int) -> int:
         return torch_dtype(self._dtype[vid]).itemsize
 
-    def run(self, inputs: Sequence, binding: Mapping[str, int], selection: str | None = None) -> list[torch.Tensor]:
-        """Run one call on torch tensors or numpy arrays; returns torch tensors.
+    def run(self, inputs: Sequence, binding: Mapping[str, int], selection: str | None = None,
+            numpy_out: bool = False) -> list:
+        """Run one call on torch tensors or numpy arrays; returns torch tensors
+        (numpy arrays with ``numpy_out``: a fresh output is returned as the
+        array it was allocated as, 0.7 µs less than ``Tensor.numpy()``).
 
         The per-call work is a walk over tuples made once per shape and
         arena (:meth:`_bound`): copy the environment, put the inputs in,
@@ -324,6 +327,7 @@ class Executor:
         try:
             env, steps = self._bound(buf, tuple(binding.items()), binding, step_outs)
             env = env.copy()
+            arrays = {}  # value id -> the numpy array a fresh output was allocated as
             for vid, x in zip(self._input_ids, inputs):
                 if isinstance(x, np.ndarray):
                     x = torch.from_numpy(np.ascontiguousarray(x))
@@ -336,8 +340,11 @@ class Executor:
                         env[vid] = _view(env[src], shape, at)
                     continue
                 for vid, shape, np_dtype, dtype in fresh:
-                    env[vid] = (torch.from_numpy(np.empty(shape, np_dtype)) if np_dtype is not None
-                                else torch.empty(shape, dtype=dtype))
+                    if np_dtype is not None:
+                        arrays[vid] = a = np.empty(shape, np_dtype)
+                        env[vid] = torch.from_numpy(a)
+                    else:
+                        env[vid] = torch.empty(shape, dtype=dtype)
                 if launch is not None:
                     t0 = time.perf_counter() if profiling else 0.0
                     if len(launch) == 4:
@@ -367,6 +374,9 @@ class Executor:
             # An output that is an input, a constant or (never, by the plan)
             # an arena view must not alias memory the caller or the next call owns.
             results = [env[v] if owned else env[v].clone() for v, owned in self._results]
+            if numpy_out:
+                results = [arrays[v] if owned and v in arrays else r.numpy()
+                           for (v, owned), r in zip(self._results, results)]
         finally:
             self.pool.release(buf, layout.arena_bytes)
         total = time.perf_counter() - start
@@ -612,8 +622,9 @@ class ModelRuntime:
 
         self.selector = ProfileSelector(self.profiles, self.symbols, build, self.policy, budget)
 
-    def run(self, args: Sequence, binding: Mapping[str, int]) -> list[torch.Tensor]:
-        """Run one checked, bound call on numpy arrays or torch tensors; torch outputs."""
+    def run(self, args: Sequence, binding: Mapping[str, int], numpy_out: bool = False) -> list:
+        """Run one checked, bound call on numpy arrays or torch tensors; torch
+        outputs (numpy ones with ``numpy_out``)."""
         sel = self.selector.select(binding)
         ins = []
         for a in args:
@@ -621,7 +632,7 @@ class ModelRuntime:
                 ins.append(torch.from_numpy(a if a.flags.c_contiguous else np.ascontiguousarray(a)))
             else:
                 ins.append(a.detach().contiguous())
-        return sel.variant.run(ins, binding, selection=sel.label)
+        return sel.variant.run(ins, binding, selection=sel.label, numpy_out=numpy_out)
 
     def report(self) -> dict:
         """See :func:`kiln.runtime.report.build_report`."""

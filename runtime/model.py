@@ -100,7 +100,7 @@ class CompiledModel:
     def run(self, args: Sequence, binding: dict[str, int]) -> list[np.ndarray]:
         """Run the schedule on checked inputs; the output arrays."""
         if self.runtime is not None:
-            return [r.numpy() for r in self.runtime.run(args, binding)]
+            return self.runtime.run(args, binding, numpy_out=True)
         env: list = [None] * len(self.values)
         for i, a in enumerate(args):
             env[i] = np.ascontiguousarray(as_numpy(a))
@@ -123,9 +123,7 @@ class CompiledModel:
 
                 results = [torch.from_numpy(r) for r in results]
         else:  # torch tensors out of the runtime; numpy ones unless every input was torch
-            results = self.runtime.run(args, binding)
-            if not (args and all(_is_torch(a) for a in args)):
-                results = [r.numpy() for r in results]
+            results = self.runtime.run(args, binding, numpy_out=not (args and all(_is_torch(a) for a in args)))
         return results[0] if len(results) == 1 else tuple(results)
 
     def report(self) -> dict:

@@ -43,15 +43,16 @@ class ProfileVariant:
         """True when ``binding`` is the opt shape (the static kernels' shape)."""
         return all(binding.get(n, v) == v for n, v in self.at.items())
 
-    def run(self, inputs: Sequence, binding: Mapping[str, int], selection: str | None = None):
+    def run(self, inputs: Sequence, binding: Mapping[str, int], selection: str | None = None,
+            numpy_out: bool = False):
         """Run one call (see :meth:`kiln.runtime.executor.Executor.run`)."""
         if self.static is not None and self.matches(binding):
             with self._lock:
                 self.static_calls += 1
-            return self.static.run(inputs, binding, selection=selection)
+            return self.static.run(inputs, binding, selection=selection, numpy_out=numpy_out)
         with self._lock:
             self.dynamic_calls += 1
-        return self.dynamic.run(inputs, binding, selection=selection)
+        return self.dynamic.run(inputs, binding, selection=selection, numpy_out=numpy_out)
 
     @property
     def arena_plan(self):
