@@ -128,3 +128,30 @@ def test_threads_with_different_shapes(build_executor):
         t.join()
     assert errors == []
     assert ex.metrics.calls == 400
+
+
+
+@pytest.mark.parametrize("batched", [True, False], ids=["kiln_run_seq", "one-call-each"])
+def test_generated_kernels_between_fallbacks_run_as_one_native_call(monkeypatch, batched):
+    """The CPU backend's kernels before and after a fallback kernel are two
+    runs: one ``kiln_run_seq`` call each (both kernels of each), or one
+    ctypes call per kernel without it; the results are the same."""
+    import kiln
+    from kiln.runtime import executor, native
+
+    if native.load() is None:
+        pytest.skip("no C compiler: the native library is not built")
+    calls = []
+    real = executor._seq_runner()
+
+    def runner():
+        return (lambda n, pairs: (calls.append(n), real(n, pairs))) if batched else None
+
+    monkeypatch.setattr(executor, "_seq_runner", runner)
+    model = kiln.compile("module {\n" + mlp_text(fallback_relu=True) + "\n}")
+    assert model.report()["kernels_in_schedule"] == 5  # k0 k1 | fallback | k2 k3
+    for b in (1, 9, 64):
+        x = torch.randn(b, 16)
+        before = len(calls)
+        torch.testing.assert_close(model(x), mlp_reference(x, fallback_relu=True), rtol=1e-5, atol=1e-5)
+        assert calls[before:] == ([2, 2] if batched else [])
