@@ -339,11 +339,27 @@ static inline __attribute__((always_inline)) void micro(const gemm_args *g, int 
       acc[m][1] += a * b1;
     }
   }
+  /* A whole panel is stored from the registers, in a loop of its own (through
+   * a buffer and a loop over its columns: the transformer block's products
+   * at (1, 32) 1.01-1.04x as long, same library, alternating). */
+  if (nr == NR) {
+    for (int m = 0; m < mr; m++) {
+      float *cm = c + m * g->ldc;
+      kiln_vec c0 = acc[m][0], c1 = acc[m][1];
+      if (g->accumulate) {
+        c0 += kiln_loadu(cm);
+        c1 += kiln_loadu(cm + SV);
+      }
+      __builtin_memcpy(cm, &c0, sizeof c0);
+      __builtin_memcpy(cm + SV, &c1, sizeof c1);
+    }
+    return;
+  }
   for (int m = 0; m < mr; m++) {
+    float *cm = c + m * g->ldc;
     float out[NR];
     __builtin_memcpy(out, &acc[m][0], sizeof acc[m][0]);
     __builtin_memcpy(out + SV, &acc[m][1], sizeof acc[m][1]);
-    float *cm = c + m * g->ldc;
     if (g->accumulate)
       for (int64_t j = 0; j < nr; j++) cm[j] += out[j];
     else
