@@ -244,11 +244,11 @@ class Executor:
         pointers of arena views and constants written once; per call only
         the model inputs' and freshly allocated outputs' pointers are
         patched in.  With the native library, runs of such launches are
-        batched into one ``kiln_run_seq`` call each (:func:`_batch_launches`).  A step whose outputs are views (:attr:`aliases`) has
-        no record when it views arena values (the views are in the
-        environment already), else ``(name, None, (), (), views, False,
-        None)`` with ``(vid, source vid, shape, element offset)`` per view to
-        make per call.
+        batched into one ``kiln_run_seq`` call each (:func:`_batch_launches`).
+        A step whose outputs are views (:attr:`aliases`) has no record when
+        it views arena values (the views are in the environment already),
+        else ``(name, None, (), (), views, False, None)`` with ``(vid, source
+        vid, shape, element offset)`` per view to make per call.
         Cached on the arena tensor (by executor and shape): an arena is used
         by one call at a time, so its descriptors are too.
         """
