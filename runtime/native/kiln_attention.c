@@ -11,10 +11,18 @@
  * in L1, and updates a running max, sum and output (the online softmax), so
  * scores never reach memory and a causal head does about half the work.
  *
- * Both products run on register blocks held in vector types: S = Q K^T as
- * RB rows x KB columns (K transposed once per call), O += P V as RB rows x
- * up to 4 vectors of V's columns.  exp is a degree-6 polynomial after a
- * range reduction by ln 2 (relative error about 2e-7 against expf).
+ * Both products run on register blocks held in vector types.  The scores
+ * are kept transposed, keys as rows and the block's queries along the
+ * lanes (S^T = K Q^T: RB keys x up to 2 vectors of queries, Q transposed
+ * once per task, K's rows broadcast in place), so a query's softmax runs
+ * down a column: its max, exp, sum and rescale are lane-wise for AW
+ * queries at once.  With queries as rows (K transposed once per call) it
+ * took a horizontal max per query and per key block, a vector exp for
+ * each rescale factor and a branch per row: (B, H, L) = (8, 4, 512), (4, 4,
+ * 128), (1, 4, 32) at D = 64 took 1.12 / 1.23 / 1.42x as long (same
+ * library, alternating).  O += P V runs as RB rows x up to 2 vectors of V's
+ * columns.  exp is a degree-6 polynomial after a range reduction by ln 2
+ * (relative error about 2e-7 against expf).
  */
 #include <math.h> /* INFINITY */
 #include <stdint.h>
@@ -61,27 +69,7 @@ static inline kiln_vec aexp(kiln_vec x) {
 
 static inline kiln_vec amax(kiln_vec a, kiln_vec b) { return aselect(a > b, a, b); }
 
-/* The largest lane, in log2(AW) shuffle steps (a loop over the lanes cost
- * as much as 5% of the kernel). */
-static inline float hmax(kiln_vec v) {
-#if AW == 16
-  v = amax(v, __builtin_shuffle(v, (ai){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7}));
-  v = amax(v, __builtin_shuffle(v, (ai){4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3}));
-  v = amax(v, __builtin_shuffle(v, (ai){2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1}));
-  v = amax(v, __builtin_shuffle(v, (ai){1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0}));
-#else
-  v = amax(v, __builtin_shuffle(v, (ai){4, 5, 6, 7, 0, 1, 2, 3}));
-  v = amax(v, __builtin_shuffle(v, (ai){2, 3, 0, 1, 2, 3, 0, 1}));
-  v = amax(v, __builtin_shuffle(v, (ai){1, 0, 1, 0, 1, 0, 1, 0}));
-#endif
-  return v[0];
-}
-
-static inline float hsum(kiln_vec v) {
-  float s = 0.0f;
-  for (int i = 0; i < AW; i++) s += v[i];
-  return s;
-}
+#define QV (QB / AW) /* vectors of queries in a block (even: 2 with AVX-512, 4 with AVX2) */
 
 typedef struct {
   int64_t heads, L, S, D, Dv;
@@ -90,49 +78,33 @@ typedef struct {
   float scale;
   int causal;
   int64_t qblocks;
-  float *kt;   /* every head's K transposed, [heads][D][sp] with zero keys past S; NULL: per block */
-  int64_t sp;  /* S rounded up to KB */
 } attn_args;
 
-/* Tasks [lo, hi) of the K transpose: task t is a head. */
-static void transpose_k(void *ctx, int64_t lo, int64_t hi) {
-  const attn_args *g = ctx;
-  for (int64_t h = lo; h < hi; h++) {
-    const float *k = g->k + h * g->S * g->D;
-    float *kt = g->kt + h * g->D * g->sp;
-    for (int64_t d = 0; d < g->D; d++) {
-      float *row = kt + d * g->sp;
-      for (int64_t j = 0; j < g->S; j++) row[j] = k[j * g->D + d];
-      for (int64_t j = g->S; j < g->sp; j++) row[j] = 0.0f;
-    }
-  }
-}
-
-/* s[r][0 .. KB) = scale * q[r] . kt[., 0 .. KB) for RB rows of q (row stride D;
- * row d of kt at kt + d * kstride). */
-static inline __attribute__((always_inline)) void scores_block(const float *q, int64_t D, const float *kt,
-                                                                int64_t kstride, float scale, float *s) {
+/* st[j][v * AW ..) = scale * k[j] . qt[., v * AW ..) for RB keys (row j of
+ * k at kr + j * D) and query vectors [v0, v0 + nv) (nv 1 or 2; qt is the
+ * query block transposed, [D][QB]): scores with the keys as rows, so a
+ * query's softmax runs down a column, lane by lane. */
+static inline __attribute__((always_inline)) void scores_block(int nv, const float *kr, int64_t D, const float *qt,
+                                                                int64_t v0, float scale, float *st) {
   kiln_vec acc[RB][2];
   for (int r = 0; r < RB; r++) acc[r][0] = acc[r][1] = (kiln_vec){0};
   for (int64_t d = 0; d < D; d++) {
-    kiln_vec b0 = kiln_loadu(kt + d * kstride), b1 = kiln_loadu(kt + d * kstride + AW);
+    kiln_vec b[2];
+    for (int u = 0; u < nv; u++) b[u] = kiln_loadu(qt + d * QB + (v0 + u) * AW);
     for (int r = 0; r < RB; r++) {
-      float a = q[r * D + d];
-      acc[r][0] += a * b0;
-      acc[r][1] += a * b1;
+      float a = kr[r * D + d];
+      for (int u = 0; u < nv; u++) acc[r][u] += a * b[u];
     }
   }
-  for (int r = 0; r < RB; r++) {
-    astore(s + r * KB, acc[r][0] * scale);
-    astore(s + r * KB + AW, acc[r][1] * scale);
-  }
+  for (int r = 0; r < RB; r++)
+    for (int u = 0; u < nv; u++) astore(st + r * QB + (v0 + u) * AW, acc[r][u] * scale);
 }
 
-/* acc[r][e0 .. e0 + NV * AW) += sum_j p[r][j] * vb[j][e0 ..] over j < kb, RB rows
- * (row j of vb at vb + j * vstride).  NV is at most 2: RB x 4 vectors of
- * accumulators and 4 of V are more registers than AVX-512 has (2-4% slower
- * at D = 64). */
-static inline __attribute__((always_inline)) void pv_block(int nv, const float *p, const float *vb, int64_t vstride,
+/* acc[r][e0 .. e0 + NV * AW) += sum_j pt[j][r] * vb[j][e0 ..] over j < kb, RB rows
+ * (pt the probabilities with the keys as rows, row stride QB; row j of vb at
+ * vb + j * vstride).  NV is at most 2: RB x 4 vectors of accumulators and 4
+ * of V are more registers than AVX-512 has (2-4% slower at D = 64). */
+static inline __attribute__((always_inline)) void pv_block(int nv, const float *pt, const float *vb, int64_t vstride,
                                                             int64_t kb, int64_t e0, float *acc) {
   kiln_vec c[RB][2];
   for (int r = 0; r < RB; r++)
@@ -141,7 +113,7 @@ static inline __attribute__((always_inline)) void pv_block(int nv, const float *
     kiln_vec b[2];
     for (int u = 0; u < nv; u++) b[u] = kiln_loadu(vb + j * vstride + e0 + u * AW);
     for (int r = 0; r < RB; r++) {
-      float a = p[r * KB + j];
+      float a = pt[j * QB + r];
       for (int u = 0; u < nv; u++) c[r][u] += a * b[u];
     }
   }
@@ -149,40 +121,77 @@ static inline __attribute__((always_inline)) void pv_block(int nv, const float *
     for (int u = 0; u < nv; u++) astore(acc + r * DVP + e0 + u * AW, c[r][u]);
 }
 
+/* The online softmax of one key block for the queries of vector v: column
+ * v of the scores st (kb key rows; masked where a causal query may not see
+ * the key) into probabilities, the running max mx and sum updated, and the
+ * rows of acc whose max moved rescaled (rows < `rows`).  All lane-wise:
+ * with the queries as rows it took a horizontal max per query and per
+ * block, a scalar exp for the rescale and a branch per row. */
+static void softmax_column(float *st, int64_t kb, int64_t v, int64_t s0, int64_t l0, int masked,
+                           kiln_vec *mx, kiln_vec *sum, float *acc, int64_t rows, int64_t dvp) {
+  const kiln_vec ninf = kiln_splat(-INFINITY);
+  ai query = {0};
+  for (int i = 0; i < AW; i++) query[i] = (int32_t)(l0 + v * AW + i);
+  kiln_vec m = ninf;
+  for (int64_t j = 0; j < kb; j++) {
+    float *sj = st + j * QB + v * AW;
+    kiln_vec x = kiln_loadu(sj);
+    if (masked) { /* a causal query i sees keys j <= i */
+      x = aselect((ai){0} + (int32_t)(s0 + j) <= query, x, ninf);
+      astore(sj, x);
+    }
+    m = amax(m, x);
+  }
+  kiln_vec mnew = amax(*mx, m);
+  ai none = mnew == ninf; /* a query that sees no key yet (padding rows past L): probabilities 0 */
+  kiln_vec base = aselect(none, kiln_splat(0.0f), mnew);
+  kiln_vec alpha = aselect(*mx == mnew, kiln_splat(1.0f), aexp(*mx - base));
+  kiln_vec ps = (kiln_vec){0};
+  for (int64_t j = 0; j < kb; j++) {
+    float *sj = st + j * QB + v * AW;
+    kiln_vec p = aexp(kiln_loadu(sj) - base);
+    astore(sj, p);
+    ps += p;
+  }
+  *sum = *sum * alpha + ps;
+  *mx = mnew;
+  for (int i = 0; i < AW; i++) {
+    int64_t r = v * AW + i;
+    if (alpha[i] != 1.0f && r < rows) {
+      float *ar = acc + r * DVP;
+      for (int64_t e = 0; e < dvp; e += AW) astore(ar + e, kiln_loadu(ar + e) * alpha[i]);
+    }
+  }
+}
+
 static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
   const attn_args *g = ctx;
   const int64_t D = g->D, Dv = g->Dv, dvp = (Dv + AW - 1) / AW * AW;
-  float qp[QB * MAX_HEAD_DIM] __attribute__((aligned(64)));  /* the query block, zero rows past L */
-  float kt[MAX_HEAD_DIM * KB] __attribute__((aligned(64)));  /* the key block, transposed */
+  float qt[MAX_HEAD_DIM * QB] __attribute__((aligned(64)));  /* the query block transposed, zero past L */
+  float kp[KB * MAX_HEAD_DIM] __attribute__((aligned(64)));  /* the last key block, zero rows past S */
   float vb[KB * DVP] __attribute__((aligned(64)));           /* the value block, rows padded */
   float acc[QB * DVP] __attribute__((aligned(64)));          /* unnormalized outputs */
-  float s[QB * KB] __attribute__((aligned(64)));             /* scores, then probabilities */
-  float mx[QB];
-  kiln_vec sum[QB]; /* row sums by lane (summed across lanes once, at the end) */
+  float st[KB * QB] __attribute__((aligned(64)));            /* scores, then probabilities: [key][query] */
+  kiln_vec mx[QV], sum[QV];                                  /* per query, lane by lane */
   for (int64_t t = lo; t < hi; t++) {
     int64_t h = t / g->qblocks, l0 = t % g->qblocks * QB;
     int64_t ql = g->L - l0 < QB ? g->L - l0 : QB;
+    int64_t rows = (ql + RB - 1) / RB * RB, qvs = (ql + AW - 1) / AW; /* rows of acc, query vectors in use */
     const float *q = g->q + (h * g->L + l0) * D, *k = g->k + h * g->S * D, *v = g->v + h * g->S * Dv;
-    memcpy(qp, q, ql * D * sizeof(float));
-    memset(qp + ql * D, 0, (QB - ql) * D * sizeof(float));
-    for (int r = 0; r < QB; r++) {
-      mx[r] = -INFINITY;
-      sum[r] = (kiln_vec){0};
-      memset(acc + r * DVP, 0, dvp * sizeof(float));
-    }
+    for (int64_t d = 0; d < D; d++)
+      for (int64_t r = 0; r < QB; r++) qt[d * QB + r] = r < ql ? q[r * D + d] : 0.0f;
+    for (int64_t i = 0; i < QV; i++) mx[i] = kiln_splat(-INFINITY), sum[i] = (kiln_vec){0};
+    for (int64_t r = 0; r < rows; r++) memset(acc + r * DVP, 0, dvp * sizeof(float));
     /* A causal query i sees keys j <= i: the block needs keys up to l0 + ql - 1. */
     int64_t send = g->causal && l0 + ql < g->S ? l0 + ql : g->S;
     for (int64_t s0 = 0; s0 < send; s0 += KB) {
-      int64_t kb = send - s0 < KB ? send - s0 : KB;
-      /* K^T of this block: from the transpose made once per call (each query
-       * block had transposed every key block it sees again), else here. */
-      const float *ktb = kt;
-      int64_t kstride = KB;
-      if (g->kt != NULL) {
-        ktb = g->kt + h * D * g->sp + s0, kstride = g->sp;
-      } else {
-        for (int64_t d = 0; d < D; d++)
-          for (int64_t j = 0; j < KB; j++) kt[d * KB + j] = j < kb ? k[(s0 + j) * D + d] : 0.0f;
+      int64_t kb = send - s0 < KB ? send - s0 : KB, krows = (kb + RB - 1) / RB * RB;
+      /* K's rows are read in place, but for a last block whose register blocks reach past S. */
+      const float *kr = k + s0 * D;
+      if (s0 + krows > g->S) {
+        memcpy(kp, kr, kb * D * sizeof(float));
+        memset(kp + kb * D, 0, (krows - kb) * D * sizeof(float));
+        kr = kp;
       }
       /* V's rows are read in place when whole vectors (Dv a multiple of AW). */
       const float *vbk = v + s0 * Dv;
@@ -194,47 +203,28 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
         }
         vbk = vb, vstride = DVP;
       }
-      int64_t rows = (ql + RB - 1) / RB * RB;
-      for (int64_t r0 = 0; r0 < rows; r0 += RB) scores_block(qp + r0 * D, D, ktb, kstride, g->scale, s + r0 * KB);
-      /* Mask (keys past the block, and after the query when causal), then the online softmax. */
-      for (int64_t r = 0; r < rows; r++) {
-        float *sr = s + r * KB;
-        int64_t allowed = g->causal ? l0 + r - s0 + 1 : kb; /* keys of this block row r may see */
-        if (allowed > kb) allowed = kb;
-        if (allowed < 0) allowed = 0;
-        for (int64_t j = allowed; j < KB; j++) sr[j] = -INFINITY;
-        kiln_vec a0 = kiln_loadu(sr), a1 = kiln_loadu(sr + AW);
-        float m = hmax(aselect(a0 > a1, a0, a1));
-        float mnew = m > mx[r] ? m : mx[r];
-        if (mnew == -INFINITY) { /* nothing visible yet (a padding row): probabilities 0 */
-          astore(sr, kiln_splat(0.0f));
-          astore(sr + AW, kiln_splat(0.0f));
-          continue;
+      for (int64_t j0 = 0; j0 < krows; j0 += RB)
+        for (int64_t v0 = 0; v0 < qvs; v0 += 2) {
+          if (qvs - v0 >= 2)
+            scores_block(2, kr + j0 * D, D, qt, v0, g->scale, st + j0 * QB);
+          else
+            scores_block(1, kr + j0 * D, D, qt, v0, g->scale, st + j0 * QB);
         }
-        kiln_vec p0 = aexp(a0 - mnew), p1 = aexp(a1 - mnew);
-        astore(sr, p0);
-        astore(sr + AW, p1);
-        float alpha = mnew == mx[r] ? 1.0f : aexp(kiln_splat(mx[r] - mnew))[0]; /* the max mostly holds */
-        sum[r] = sum[r] * alpha + (p0 + p1);
-        mx[r] = mnew;
-        if (alpha != 1.0f) {
-          float *ar = acc + r * DVP;
-          for (int64_t e = 0; e < dvp; e += AW) astore(ar + e, kiln_loadu(ar + e) * alpha);
-        }
-      }
+      int masked = g->causal && s0 + kb - 1 > l0; /* some key of the block after some query of it */
+      for (int64_t i = 0; i < qvs; i++) softmax_column(st, kb, i, s0, l0, masked, &mx[i], &sum[i], acc, rows, dvp);
       for (int64_t r0 = 0; r0 < rows; r0 += RB)
         for (int64_t e0 = 0; e0 < dvp; e0 += 2 * AW) {
-          float *ar = acc + r0 * DVP;
-          const float *pr = s + r0 * KB;
           if (dvp - e0 >= 2 * AW)
-            pv_block(2, pr, vbk, vstride, kb, e0, ar);
+            pv_block(2, st + r0, vbk, vstride, kb, e0, acc + r0 * DVP);
           else
-            pv_block(1, pr, vbk, vstride, kb, e0, ar);
+            pv_block(1, st + r0, vbk, vstride, kb, e0, acc + r0 * DVP);
         }
     }
+    float sums[QB];
+    for (int64_t i = 0; i < QV; i++) astore(sums + i * AW, sum[i]);
     float *o = g->o + (h * g->L + l0) * Dv;
     for (int64_t r = 0; r < ql; r++) {
-      float inv = 1.0f / hsum(sum[r]);
+      float inv = 1.0f / sums[r];
       for (int64_t e = 0; e < Dv; e++) o[r * Dv + e] = acc[r * DVP + e] * inv;
     }
   }
@@ -249,10 +239,7 @@ int32_t kiln_attention(int64_t heads, int64_t L, int64_t S, int64_t D, int64_t D
                        int64_t v, int64_t out, float scale, int32_t causal, int32_t threads) {
   if (D < 1 || Dv < 1 || D > MAX_HEAD_DIM || Dv > MAX_HEAD_DIM) return -1;
   attn_args g = {heads, L, S, D, Dv, (const float *)q, (const float *)k, (const float *)v, (float *)out,
-                 scale, causal != 0, (L + QB - 1) / QB, NULL, (S + KB - 1) / KB * KB};
-  /* K transposed once per call when there is scratch for it (else per block). */
-  g.kt = kiln_thread_scratch((size_t)(heads * D * g.sp) * sizeof(float));
-  if (g.kt != NULL) kiln_parallel_for(transpose_k, &g, heads, heads < threads ? heads : threads);
+                 scale, causal != 0, (L + QB - 1) / QB};
   int64_t tasks = heads * g.qblocks;
   kiln_parallel_for(attn_tasks, &g, tasks, tasks < threads ? tasks : threads);
   return 0;
