@@ -72,9 +72,14 @@ MT_MNK = 1 << 22
 #: 64 up to 512 rows: 96..512 x 256 x 768 0.84-0.95x, 128 x 1024 x 4096
 #: 0.73x, 256 x 256 x 1024 on one thread 0.87x; the transformer block at
 #: (2, 128) / (4, 128) / (1, 256) ran 0.86 / 0.92 / 0.89x (worker pairs,
-#: SMALL_M 64 -> 512).  At 2048 rows the two were even (0.93-1.02x).
+#: SMALL_M 64 -> 512).  At 2048 rows the two were even (0.93-1.02x), and
+#: at 4096 OpenBLAS was ahead (1.07-1.12x) until the kernel stored its
+#: panels from registers: then the transformer block at (8, 512) and (2,
+#: 512), M = 4096 and 1024, ran 0.966-0.979 / 0.976x with SMALL_M 512 ->
+#: 8192 (worker pairs).  4096: above it the packed A (M x K floats of
+#: scratch, 16 MiB at K = 1024) grows past what the gain is worth measuring.
 #: ``KILN_SMALL_M`` overrides it.
-SMALL_M = int(os.environ.get("KILN_SMALL_M", "512"))
+SMALL_M = int(os.environ.get("KILN_SMALL_M", "4096"))
 #: The native small-M GEMM's symbol, and the one freeing a packed B.
 SMALL_GEMM = "kiln_sgemm_small"
 FREE_PACKED = "kiln_free_packed"
