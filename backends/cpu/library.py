@@ -29,7 +29,9 @@ B packed once into a slot), a constant A times activations
 native pool), and convolutions (``kiln_conv2d``, see :mod:`.conv`: the
 im2col copy, the zero padding, the bias init and a residual/ReLU epilogue
 are folded into the call); an unmasked attention becomes one
-``kiln_attention`` call first (:mod:`.attention`).  The products left to
+``kiln_attention`` call first (:mod:`.attention`), and a transpose that
+keeps its innermost dim one ``kiln_permute`` call (:mod:`.permute`: a
+permuting copy on the native pool).  The products left to
 OpenBLAS run as single-threaded slabs on the native pool
 (``kiln_sgemm_par``), not on OpenBLAS's own threads.
 
@@ -657,6 +659,8 @@ class CpuLibrary(Pass):
     def run(self, module) -> None:
         if self.option("enabled") and enabled():
             from .attention import rewrite_attention
+            from .permute import rewrite_permutes
 
             rewrite_attention(module)  # first: its contractions are not sgemm's
             rewrite_contractions(module)
+            rewrite_permutes(module)
