@@ -79,8 +79,8 @@ static inline __attribute__((always_inline)) void micro_w_row(const kiln_vec acc
  * (the last block of K only) applies max(., 0) to what is stored.  With
  * `unrolled` (a constant) the stores are unrolled, so acc stays in
  * registers: a loop indexes it in memory, 16 stores and loads a tile (the
- * bench CNN's 3 -> 32 layer 0.88-0.91x, ResNet-50's 1x1 layers at 56 and
- * 28 0.92-0.97x, same library, alternating); the wide result's tiles
+ * bench CNN's 3 -> 32 layer 0.81-0.91x, ResNet-50's 1x1 layers at 56 and
+ * 28 0.92-0.98x, same library, alternating); the wide result's tiles
  * (dconv_block) keep the loop, unrolled 1.04-1.06x on ResNet-50's 3x3 at 56. */
 static inline __attribute__((always_inline)) void micro_w(int mr, const float *a, const float *b, const int64_t *off,
                                                            int64_t kc, float *c, int64_t ldc, int64_t nr, int add,
