@@ -22,7 +22,16 @@ from __future__ import annotations
 from ..._mlir import ir
 from ...conversions.kiln_to_linalg.nn import ATTENTION_ATTR
 from .buffers import erase_dead_buffers
-from .library import _dims, _is_contiguous, _zero_fill_before, native_enabled, native_threads
+from .library import (
+    _dims,
+    _is_contiguous,
+    _zero_fill_before,
+    function_names,
+    insert_helpers,
+    native_enabled,
+    native_threads,
+    unique_name,
+)
 
 __all__ = ["MAX_HEAD_DIM", "NATIVE_ATTENTION", "rewrite_attention"]
 
@@ -132,22 +141,14 @@ def rewrite_attention(module) -> int:
     found = [a for a in (_match(pv, qk_by_id) for pv in pvs) if a is not None]
     if not found:
         return 0
-    body = module.regions[0].blocks[0]
-    names = {ir.StringAttr(op.operation.attributes["sym_name"]).value
-             for op in body.operations if op.operation.name == "func.func"}
+    names = function_names(module)
     texts = [] if NATIVE_ATTENTION in names else [_DECL]
     calls = []
     for i, a in enumerate(found):
-        name = f"kiln_attention_{i}"
-        while name in names:
-            name += "_"
-        names.add(name)
+        name = unique_name(f"kiln_attention_{i}", names)
         texts.append(_helper_text(name, a))
         calls.append((name, a))
-    helpers = ir.Module.parse("\n".join(texts), module.context)
-    first = body.operations[0]
-    for op in list(helpers.body.operations):
-        op.operation.move_before(first)
+    insert_helpers(module, texts)
     functions = []
     for name, a in calls:
         fill = _zero_fill_before(a.pv, a.out)  # the call writes every element of out

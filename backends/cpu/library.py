@@ -500,6 +500,30 @@ def _weight_a_text(name: str, g: _Gemm, beta: float, slot: str) -> str:
     return "\n".join(lines)
 
 
+def function_names(module) -> set[str]:
+    """The symbol names of the functions of ``module`` (an operation)."""
+    return {ir.StringAttr(op.operation.attributes["sym_name"]).value
+            for op in module.regions[0].blocks[0].operations if op.operation.name == "func.func"}
+
+
+def unique_name(base: str, names: set[str]) -> str:
+    """``base``, with underscores appended until it is not in ``names``; added to them."""
+    name = base
+    while name in names:
+        name += "_"
+    names.add(name)
+    return name
+
+
+def insert_helpers(module, texts: list[str]) -> None:
+    """Parse ``texts`` (function definitions and declarations) and put them
+    first in ``module`` (an operation)."""
+    helpers = ir.Module.parse("\n".join(texts), module.context)
+    first = module.regions[0].blocks[0].operations[0]
+    for op in list(helpers.body.operations):
+        op.operation.move_before(first)
+
+
 def _index_value(v):
     """``v`` (an int or an index value) as an index value at the current insertion point."""
     from ..._mlir import arith
@@ -515,8 +539,7 @@ def rewrite_contractions(module) -> int:
 
     module = module.operation  # an ir.Module or its operation
     body = module.regions[0].blocks[0]
-    names = {ir.StringAttr(op.operation.attributes["sym_name"]).value
-             for op in body.operations if op.operation.name == "func.func"}
+    names = function_names(module)
     found = []
 
     def visit(op):
@@ -545,10 +568,7 @@ def rewrite_contractions(module) -> int:
     }
     for i, g in enumerate(found):
         conv = not isinstance(g, _Gemm)
-        name = f"kiln_{'conv' if conv else 'gemm'}_{i}"
-        while name in names:
-            name += "_"
-        names.add(name)
+        name = unique_name(f"kiln_{'conv' if conv else 'gemm'}_{i}", names)
         fill = _zero_fill_before(g.op, g.c)
         beta = 0.0 if fill is not None else 1.0
         slot = f"kiln_pack_{i}"
@@ -604,10 +624,7 @@ def rewrite_contractions(module) -> int:
         calls.append((name, g, fill, args, dead))
     if slots and RELEASE not in names:
         texts.append(_release_text(slots))
-    helpers = ir.Module.parse("\n".join(texts), module.context)
-    first = body.operations[0]
-    for op in list(helpers.body.operations):
-        op.operation.move_before(first)
+    insert_helpers(module, texts)
     for name, g, fill, args, dead in calls:
         with ir.InsertionPoint(g.op), g.op.location:
             func.CallOp([], ir.FlatSymbolRefAttr.get(name), [_index_value(a) for a in args])

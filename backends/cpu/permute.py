@@ -19,7 +19,7 @@ the rank is at most :data:`MAX_RANK`; anything else keeps the generic.
 from __future__ import annotations
 
 from ..._mlir import ir
-from .library import _dims, _is_contiguous, native_enabled, native_threads
+from .library import _dims, _is_contiguous, function_names, insert_helpers, native_enabled, native_threads, unique_name
 
 __all__ = ["MAX_RANK", "NATIVE_PERMUTE", "rewrite_permutes"]
 
@@ -117,23 +117,15 @@ def rewrite_permutes(module) -> int:
     module.walk(visit)
     if not found:
         return 0
-    body = module.regions[0].blocks[0]
-    names = {ir.StringAttr(op.operation.attributes["sym_name"]).value
-             for op in body.operations if op.operation.name == "func.func"}
+    names = function_names(module)
     texts = [] if NATIVE_PERMUTE in names else [_DECL]
     calls = []
     for i, (op, perm) in enumerate(found):
-        name = f"kiln_permute_{i}"
-        while name in names:
-            name += "_"
-        names.add(name)
+        name = unique_name(f"kiln_permute_{i}", names)
         tin, tout = (ir.MemRefType(v.type) for v in op.operands)
         texts.append(_helper_text(name, tin, tout, perm))
         calls.append((name, op))
-    helpers = ir.Module.parse("\n".join(texts), module.context)
-    first = body.operations[0]
-    for op in list(helpers.body.operations):
-        op.operation.move_before(first)
+    insert_helpers(module, texts)
     for name, op in calls:
         with ir.InsertionPoint(op), op.location:
             func.CallOp([], ir.FlatSymbolRefAttr.get(name), list(op.operands))

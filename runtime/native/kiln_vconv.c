@@ -178,6 +178,18 @@ static inline __attribute__((always_inline)) void vc_tile(const float *xp, const
     for (int q = 0; q < Q; q++) __builtin_memcpy(out + (p * Q + q) * 16, &acc[p][q], sizeof acc[p][q]);
 }
 
+/* f(args..., P, Q, SW) for v's tile shape and stride: one instance of f
+ * per shape and stride, so its loops unroll into registers. */
+#define VC_BY_SHAPE(v, f, ...)                                                     \
+  do {                                                                             \
+    if ((v)->P == 7)                                                               \
+      (v)->sw == 1 ? f(__VA_ARGS__, 7, 4, 1) : f(__VA_ARGS__, 7, 4, 2);           \
+    else if ((v)->P == 14)                                                         \
+      (v)->sw == 1 ? f(__VA_ARGS__, 14, 2, 1) : f(__VA_ARGS__, 14, 2, 2);         \
+    else                                                                           \
+      (v)->sw == 1 ? f(__VA_ARGS__, 16, 1, 1) : f(__VA_ARGS__, 16, 1, 2);         \
+  } while (0)
+
 /* Steps [k0, k0 + kc) of the tile of channel group g, output row oh,
  * pixels from ow0, into (add: onto) out[P][16Q]. */
 static void vc_tile_steps(const vconv_args *v, const float *img, int64_t g, int64_t oh, int64_t ow0, int64_t k0,
@@ -185,20 +197,7 @@ static void vc_tile_steps(const vconv_args *v, const float *img, int64_t g, int6
   const float *xp = img + oh * v->sh * v->Wp + ow0 * v->sw;
   const float *w = v->Wv + (g * v->K + k0) * 16 * v->Q;
   const int32_t *koff = v->koff + k0;
-  if (v->sw == 1) {
-    if (v->P == 7)
-      vc_tile(xp, w, koff, kc, out, add, 7, 4, 1);
-    else if (v->P == 14)
-      vc_tile(xp, w, koff, kc, out, add, 14, 2, 1);
-    else
-      vc_tile(xp, w, koff, kc, out, add, 16, 1, 1);
-  } else if (v->P == 7) {
-    vc_tile(xp, w, koff, kc, out, add, 7, 4, 2);
-  } else if (v->P == 14) {
-    vc_tile(xp, w, koff, kc, out, add, 14, 2, 2);
-  } else {
-    vc_tile(xp, w, koff, kc, out, add, 16, 1, 2);
-  }
+  VC_BY_SHAPE(v, vc_tile, xp, w, koff, kc, out, add);
 }
 
 /* Vector q of a finished tile of image n, channel group g, output row oh,
@@ -263,20 +262,7 @@ static inline __attribute__((always_inline)) void vc_tile_whole(const vconv_args
 
 /* The whole tile, stored (vc_tile_whole for this tile shape and stride). */
 static void vc_tile_store(const vconv_args *v, const float *img, int64_t n, int64_t g, int64_t oh, int64_t ow0) {
-  if (v->sw == 1) {
-    if (v->P == 7)
-      vc_tile_whole(v, img, n, g, oh, ow0, 7, 4, 1);
-    else if (v->P == 14)
-      vc_tile_whole(v, img, n, g, oh, ow0, 14, 2, 1);
-    else
-      vc_tile_whole(v, img, n, g, oh, ow0, 16, 1, 1);
-  } else if (v->P == 7) {
-    vc_tile_whole(v, img, n, g, oh, ow0, 7, 4, 2);
-  } else if (v->P == 14) {
-    vc_tile_whole(v, img, n, g, oh, ow0, 14, 2, 2);
-  } else {
-    vc_tile_whole(v, img, n, g, oh, ow0, 16, 1, 2);
-  }
+  VC_BY_SHAPE(v, vc_tile_whole, v, img, n, g, oh, ow0);
 }
 
 /* Channel group g's tiles of rows [r0, r1) with the steps in blocks of
