@@ -33,48 +33,37 @@ __all__ = ["Executor", "ModelRuntime", "Prepared", "constant_tensor", "prepare",
 #: hold at least this many bytes (a half-launch on the pool costs ~5 µs).
 SPLIT_MIN_BYTES = 1 << 17
 
-_runner = []
+_native_fns: dict = {}
+
+
+def _native_fn(name: str, nargs: int, switch: str):
+    """The native library's ``name`` (``nargs`` int64 arguments, no result) as
+    a ctypes function, or None (no native library, or ``switch=0`` in the
+    environment); looked up once."""
+    if name not in _native_fns:
+        import ctypes
+        import os
+
+        from . import native
+
+        lib = native.load() if os.environ.get(switch, "1") != "0" else None
+        fn = None
+        if lib is not None:
+            fn = getattr(lib, name)
+            fn.argtypes = [ctypes.c_int64] * nargs
+            fn.restype = None
+        _native_fns[name] = fn
+    return _native_fns[name]
 
 
 def _split_runner():
-    """The native ``kiln_run_split(fn, args, args)`` as a ctypes function, or None
-    (no native library, or ``KILN_SPLIT=0``)."""
-    if not _runner:
-        import ctypes
-        import os
-
-        from . import native
-
-        lib = native.load() if os.environ.get("KILN_SPLIT", "1") != "0" else None
-        fn = None
-        if lib is not None:
-            fn = lib.kiln_run_split
-            fn.argtypes = [ctypes.c_int64] * 3
-            fn.restype = None
-        _runner.append(fn)
-    return _runner[0]
-
-
-_seq = []
+    """``kiln_run_split(fn, args, args)``, or None (``KILN_SPLIT=0``)."""
+    return _native_fn("kiln_run_split", 3, "KILN_SPLIT")
 
 
 def _seq_runner():
-    """The native ``kiln_run_seq(n, pairs)`` as a ctypes function, or None
-    (no native library, or ``KILN_SEQ=0``: one ctypes call per kernel)."""
-    if not _seq:
-        import ctypes
-        import os
-
-        from . import native
-
-        lib = native.load() if os.environ.get("KILN_SEQ", "1") != "0" else None
-        fn = None
-        if lib is not None:
-            fn = lib.kiln_run_seq
-            fn.argtypes = [ctypes.c_int64] * 2
-            fn.restype = None
-        _seq.append(fn)
-    return _seq[0]
+    """``kiln_run_seq(n, pairs)``, or None (``KILN_SEQ=0``: one ctypes call per kernel)."""
+    return _native_fn("kiln_run_seq", 2, "KILN_SEQ")
 
 
 def _batch_launches(steps: list) -> list:
