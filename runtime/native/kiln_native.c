@@ -453,7 +453,7 @@ static void panel_range(const gemm_args *g, int64_t lo, int64_t hi) {
  * 2048, a split kernel's half), same library, alternating. */
 static void panels(void *ctx, int64_t lo, int64_t hi) {
   const gemm_args *g = ctx;
-  int64_t mc = GEMM_A_BLOCK_BYTES / (g->K * (int64_t)sizeof(float)) / MR * MR;
+  int64_t mc = GEMM_A_BLOCK_BYTES / (g->K * (int64_t)sizeof(float)) / MR * MR; /* K > 0 here */
   if (mc < MR) mc = MR;
   if (mc >= g->M) {
     panel_range(g, lo, hi);
@@ -476,6 +476,11 @@ static void panels(void *ctx, int64_t lo, int64_t hi) {
 void kiln_sgemm_small(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int64_t B, int64_t ldb,
                       float beta, int64_t C, int64_t ldc, int32_t threads, int64_t slot) {
   gemm_args g = {M, N, K, lda, ldb, ldc, (const float *)A, (const float *)B, NULL, (float *)C, beta != 0.0f, NULL};
+  if (K == 0) { /* an empty reduction: C = 0, or C unchanged (a partial panel's K loop would store nothing) */
+    if (!g.accumulate)
+      for (int64_t i = 0; i < M; i++) memset(g.C + i * ldc, 0, (size_t)N * sizeof(float));
+    return;
+  }
   g.P = packed_for(slot, g.B, K, N, ldb);
   /* With several row blocks, A is packed first (a pass over A on the pool):
    * its MR rows are read as one stream instead of MR streams a row apart

@@ -69,7 +69,8 @@ def test_activation_products_stay_with_openblas():
 @pytest.mark.parametrize("m, k, n", [(1, 1, 1), (2, 64, 33), (16, 9, 128), (5, 200, 31), (40, 7, 65), (7, 33, 70),
                                      (14, 20, 40), (23, 64, 97), (12, 5, 9), (3, 8, 40),  # every remainder mod 6 and 8
                                      (20, 1000, 900),  # over PACK_A_FMAS: A packed first
-                                     (300, 1024, 70), (1000, 300, 40)])  # blocks of rows, A packed and in place
+                                     (300, 1024, 70), (1000, 300, 40),  # blocks of rows, A packed and in place
+                                     (5, 0, 40)])  # an empty reduction: C = 0 (beta 0) or C unchanged
 @pytest.mark.parametrize("packed", [True, False], ids=["packed", "strided"])
 def test_kernel_directly(m, k, n, packed):
     """The C entry point on both paths (the strided one serves a slot whose
@@ -92,7 +93,7 @@ def test_kernel_directly(m, k, n, packed):
         f(m, n, k, wide.ctypes.data, k + 3, b.ctypes.data, n, beta, c.ctypes.data, n, 2,
           ctypes.addressof(slot) if packed else 0)
         np.testing.assert_allclose(c, a @ b + beta * c0, rtol=1e-4, atol=1e-4)
-    assert (slot[0] != 0) == packed
+    assert (slot[0] != 0) == (packed and k > 0)  # an empty reduction packs nothing
     native.load().kiln_free_packed(ctypes.c_int64(slot[0]))
 
 
