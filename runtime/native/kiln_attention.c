@@ -143,7 +143,7 @@ static void softmax_column(float *st, int64_t kb, int64_t v, int64_t s0, int64_t
     m = amax(m, x);
   }
   kiln_vec mnew = amax(*mx, m);
-  ai none = mnew == ninf; /* a query that sees no key yet (padding rows past L): probabilities 0 */
+  ai none = mnew == ninf; /* no finite score yet (every one -inf): probabilities 0, not NaN */
   kiln_vec base = aselect(none, kiln_splat(0.0f), mnew);
   kiln_vec alpha = aselect(*mx == mnew, kiln_splat(1.0f), aexp(*mx - base));
   kiln_vec ps = (kiln_vec){0};
