@@ -31,7 +31,8 @@ im2col copy, the zero padding, the bias init and a residual/ReLU epilogue
 are folded into the call); an unmasked attention becomes one
 ``kiln_attention`` call first (:mod:`.attention`), and a transpose that
 keeps its innermost dim one ``kiln_permute`` call (:mod:`.permute`: a
-permuting copy on the native pool).  The products left to
+permuting copy on the native pool), a strided max pool one
+``kiln_maxpool2d`` call (:mod:`.pool`).  The products left to
 OpenBLAS run as single-threaded slabs on the native pool
 (``kiln_sgemm_par``), not on OpenBLAS's own threads.
 
@@ -677,7 +678,9 @@ class CpuLibrary(Pass):
         if self.option("enabled") and enabled():
             from .attention import rewrite_attention
             from .permute import rewrite_permutes
+            from .pool import rewrite_max_pools
 
             rewrite_attention(module)  # first: its contractions are not sgemm's
             rewrite_contractions(module)
             rewrite_permutes(module)
+            rewrite_max_pools(module)

@@ -43,6 +43,11 @@ PAD_ATTR = "kiln.conv_pad"
 #: native call.
 ATTENTION_ATTR = "kiln.attention"
 _attention_ids = itertools.count()
+#: The attribute of a max pool's window generic (``[KH, KW, sh, sw, dh,
+#: dw]``) and of its padding generic (its pads ``[top, left, bottom,
+#: right]``), so kiln-cpu-library can replace both with one native call.
+MAX_POOL_ATTR = "kiln.max_pool"
+POOL_PAD_ATTR = "kiln.pool_pad"
 
 
 def _batch_exprs(shape, out_batch, n_batch_loops):
@@ -474,6 +479,11 @@ def lower_max_pool2d(lw: Lowering):
     out = lw.results[0]
     t = out.dtype
     x, kernel, strides, dil = _pool_input(lw, lw.operands[0], lowest(t))
+    pads = _pairs(lw.attrs["pads"], [0, 0, 0, 0])
+    # Tagged for kiln-cpu-library (the native max pool) when one pad or none made x.
+    tag = any(pads) == (x != lw.operands[0]) and not lw.attrs["ceil_mode"]
+    if tag and any(pads):
+        x.owner.attributes[POOL_PAD_ATTR] = ir.DenseI64ArrayAttr.get(list(pads))
     init = lw.empty(out.dims, t)
     taps = [(i, j) for i in range(kernel[0]) for j in range(kernel[1])]
     if len(taps) > MAX_UNROLLED_WINDOW or min(strides) < 2:
@@ -488,7 +498,10 @@ def lower_max_pool2d(lw: Lowering):
             m = arith.maximumf(m, v) if is_float(t) else arith.maxsi(m, v)
         return m
 
-    return generic([x] * len(taps), [init], maps + [identity_map(4)], ["parallel"] * 4, body)
+    res = generic([x] * len(taps), [init], maps + [identity_map(4)], ["parallel"] * 4, body)
+    if tag:
+        res[0].owner.attributes[MAX_POOL_ATTR] = ir.DenseI64ArrayAttr.get([*kernel, *strides, *dil])
+    return res
 
 
 def lower_avg_pool2d(lw: Lowering):

@@ -1,8 +1,11 @@
 /*
  * kiln's native runtime, dispatch side: OpenBLAS's sgemm in slabs on the
- * native pool, and split launches of generated kernels (built with
- * kiln_native.c into one library; see kiln/runtime/native).
+ * native pool, split and batched launches of generated kernels, and the
+ * memory-bound ops kiln-cpu-library hands over whole (permuting copies,
+ * max pooling); built with kiln_native.c into one library (see
+ * kiln/runtime/native).
  */
+#include <math.h> /* INFINITY */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -176,4 +179,59 @@ void kiln_permute(int64_t rank, int64_t meta, int64_t in, int64_t out, int64_t e
   permute_args p = {rank, elem, m, m + rank, (const char *)in, (char *)out};
   int64_t parts = rows * m[rank - 1] * elem >= PERMUTE_PAR_BYTES ? threads : 1;
   kiln_parallel_for(permute_rows, &p, rows, parts < rows ? parts : rows);
+}
+
+/* ------------------------------------------------------------ max pooling */
+
+typedef struct {
+  int64_t H, W, OH, OW, KH, KW, sh, sw, dh, dw, pt, pl;
+  const float *x;
+  float *y;
+} maxpool_args;
+
+/* max(m, v) that keeps a NaN of either (as torch's max pooling does). */
+static inline float nan_max(float m, float v) { return v > m || v != v ? v : m; }
+
+/* Planes [lo, hi): per output row, each tap row inside the input folded
+ * into the row, tap column by tap column over the outputs that column
+ * reaches inside the input (no padded copy: a tap outside is skipped, as
+ * a -inf padding would be). */
+static void maxpool_planes(void *ctx, int64_t lo, int64_t hi) {
+  const maxpool_args *p = ctx;
+  for (int64_t plane = lo; plane < hi; plane++) {
+    const float *x = p->x + plane * p->H * p->W;
+    float *y = p->y + plane * p->OH * p->OW;
+    for (int64_t oh = 0; oh < p->OH; oh++) {
+      float *yr = y + oh * p->OW;
+      for (int64_t ow = 0; ow < p->OW; ow++) yr[ow] = -INFINITY;
+      for (int64_t kh = 0; kh < p->KH; kh++) {
+        int64_t ih = oh * p->sh - p->pt + kh * p->dh;
+        if (ih < 0 || ih >= p->H) continue;
+        for (int64_t kw = 0; kw < p->KW; kw++) {
+          int64_t c = kw * p->dw - p->pl; /* input column of output 0's tap */
+          int64_t o0 = c >= 0 ? 0 : (-c + p->sw - 1) / p->sw;
+          int64_t o1 = p->W - c > 0 ? (p->W - c + p->sw - 1) / p->sw : 0;
+          if (o1 > p->OW) o1 = p->OW;
+          const float *xr = x + ih * p->W + c; /* output ow reads xr[ow * sw] */
+          if (p->sw == 2) /* a constant stride the compiler can vectorize */
+            for (int64_t ow = o0; ow < o1; ow++) yr[ow] = nan_max(yr[ow], xr[2 * ow]);
+          else
+            for (int64_t ow = o0; ow < o1; ow++) yr[ow] = nan_max(yr[ow], xr[ow * p->sw]);
+        }
+      }
+    }
+  }
+}
+
+/* y[plane, oh, ow] = max over the taps (kh, kw) inside x of x[plane, oh *
+ * sh - pt + kh * dh, ow * sw - pl + kw * dw], -inf where none is (a max
+ * pool with -inf padding): x [planes, H, W] and y [planes, OH, OW]
+ * contiguous f32, planes split over up to `threads` threads of the pool
+ * (kiln-cpu-library's rewrite of max pools, backends/cpu/pool.py). */
+void kiln_maxpool2d(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t KH, int64_t KW, int64_t sh,
+                    int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl, int64_t x, int64_t y,
+                    int32_t threads) {
+  maxpool_args p = {H, W, OH, OW, KH, KW, sh, sw, dh, dw, pt, pl, (const float *)x, (float *)y};
+  int64_t parts = planes * OH * OW * (int64_t)sizeof(float) >= PERMUTE_PAR_BYTES ? threads : 1;
+  kiln_parallel_for(maxpool_planes, &p, planes, parts < planes ? parts : planes);
 }
