@@ -50,6 +50,20 @@ def view_closure(buffer) -> tuple[list, list]:
     return views, users
 
 
+def loaded_memref(op):
+    """The memref the one ``memref.load`` in ``op``'s body reads (a padding
+    generic's source), or None when its body loads none or several."""
+    loads = []
+
+    def visit(inner):
+        if inner.name == "memref.load":
+            loads.append(inner)
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit)
+    return loads[0].operands[0] if len(loads) == 1 else None
+
+
 def erase_dead_buffers(fn) -> int:
     """Erase the ``linalg`` ops of ``fn`` that write only ``memref.alloc``
     buffers nobody else reads, and those buffers (with their views and

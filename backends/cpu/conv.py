@@ -19,7 +19,7 @@ import re
 
 from ..._mlir import ir
 from ...conversions.kiln_to_linalg.nn import PAD_ATTR
-from .buffers import op_of, view_closure, view_root
+from .buffers import loaded_memref, op_of, view_closure, view_root
 from .library import (
     _NO_TRANS,
     _ROW_MAJOR,
@@ -463,17 +463,9 @@ def _zero_pad_source(x):
             readers += 1
     if pad is None or readers != 1:
         return None
-    loads = []
-
-    def visit(op):
-        if op.name == "memref.load":
-            loads.append(op)
-        return ir.WalkResult.ADVANCE
-
-    pad.walk(visit)
-    if len(loads) != 1:
+    source = loaded_memref(pad)
+    if source is None:
         return None
-    source = loads[0].operands[0]
     try:
         st = ir.MemRefType(source.type)
     except (ValueError, TypeError):

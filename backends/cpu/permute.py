@@ -19,7 +19,7 @@ the rank is at most :data:`MAX_RANK`; anything else keeps the generic.
 from __future__ import annotations
 
 from ..._mlir import ir
-from .library import _dims, _is_contiguous, function_names, insert_helpers, native_enabled, native_threads, unique_name
+from .library import _dims, _is_contiguous, native_enabled, native_threads, replace_generics
 
 __all__ = ["MAX_RANK", "NATIVE_PERMUTE", "rewrite_permutes"]
 
@@ -32,7 +32,7 @@ _ELEMENTS = ("f32", "i32")
 def _match(op) -> list[int] | None:
     """The permutation ``p`` (input dim i read at loop dim ``p[i]``) when
     ``op`` is a pure permuting copy that :func:`rewrite_permutes` takes."""
-    if op.name != "linalg.generic" or len(op.operands) != 2 or len(op.results) != 0:
+    if len(op.operands) != 2 or len(op.results) != 0:
         return None
     iters = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
     if any("parallel" not in a for a in iters):
@@ -101,33 +101,13 @@ def rewrite_permutes(module) -> int:
     """Replace every permuting copy in ``module`` (bufferized) that
     :func:`_match` takes with a ``kiln_permute`` call; the count.  Nothing
     changes without the native runtime."""
-    from ..._mlir import func
-
-    module = module.operation
     if not native_enabled():
         return 0
-    found = []
 
-    def visit(op):
-        perm = _match(op) if op.name == "linalg.generic" else None
-        if perm is not None:
-            found.append((op, perm))
-        return ir.WalkResult.ADVANCE
-
-    module.walk(visit)
-    if not found:
-        return 0
-    names = function_names(module)
-    texts = [] if NATIVE_PERMUTE in names else [_DECL]
-    calls = []
-    for i, (op, perm) in enumerate(found):
-        name = unique_name(f"kiln_permute_{i}", names)
+    def helper(name, op, perm):
         tin, tout = (ir.MemRefType(v.type) for v in op.operands)
-        texts.append(_helper_text(name, tin, tout, perm))
-        calls.append((name, op))
-    insert_helpers(module, texts)
-    for name, op in calls:
-        with ir.InsertionPoint(op), op.location:
-            func.CallOp([], ir.FlatSymbolRefAttr.get(name), list(op.operands))
-        op.erase()
-    return len(calls)
+        return _helper_text(name, tin, tout, perm)
+
+    count, _ = replace_generics(module.operation, _match, NATIVE_PERMUTE, _DECL, "kiln_permute", helper,
+                                lambda op, perm: op.operands)
+    return count

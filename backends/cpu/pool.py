@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from ..._mlir import ir
 from ...conversions.kiln_to_linalg.nn import MAX_POOL_ATTR, POOL_PAD_ATTR
-from .buffers import erase_dead_buffers, op_of
-from .library import _is_contiguous, function_names, insert_helpers, native_enabled, native_threads, unique_name
+from .buffers import erase_dead_buffers, loaded_memref, op_of
+from .library import _is_contiguous, native_enabled, native_threads, replace_generics
 
 __all__ = ["NATIVE_MAXPOOL", "rewrite_max_pools"]
 
@@ -49,20 +49,11 @@ def _source(padded):
         return (padded, (0, 0)) if _f32_nchw(padded) else None
     pads = [op_of(u.owner) for u in padded.uses]
     pads = [op for op in pads if op.name == "linalg.generic" and POOL_PAD_ATTR in op.attributes]
-    if len(pads) != 1:
-        return None
-    loads = []
-
-    def visit(op):
-        if op.name == "memref.load":
-            loads.append(op)
-        return ir.WalkResult.ADVANCE
-
-    pads[0].walk(visit)
-    if len(loads) != 1 or not _f32_nchw(loads[0].operands[0]):
+    source = loaded_memref(pads[0]) if len(pads) == 1 else None
+    if source is None or not _f32_nchw(source):
         return None
     top, left = list(ir.DenseI64ArrayAttr(pads[0].attributes[POOL_PAD_ATTR]))[:2]
-    return loads[0].operands[0], (top, left)
+    return source, (top, left)
 
 
 def _helper_text(name: str, tx, ty, window: list[int], pads: tuple[int, int]) -> str:
@@ -89,43 +80,26 @@ def _helper_text(name: str, tx, ty, window: list[int], pads: tuple[int, int]) ->
     return "\n".join(lines)
 
 
+def _match(op):
+    """``(source, (top, left))`` for a tagged window generic whose input and
+    output qualify, else None."""
+    if MAX_POOL_ATTR not in op.attributes or not _f32_nchw(op.operands[-1]):
+        return None
+    return _source(op.operands[0])
+
+
 def rewrite_max_pools(module) -> int:
     """Replace every tagged max pool in ``module`` (bufferized) with a
     ``kiln_maxpool2d`` call; the count.  Nothing changes without the native runtime."""
-    from ..._mlir import func
-
-    module = module.operation
     if not native_enabled():
         return 0
-    found = []
 
-    def visit(op):
-        if op.name == "linalg.generic" and MAX_POOL_ATTR in op.attributes:
-            src = _source(op.operands[0])
-            if src is not None and _f32_nchw(op.operands[-1]):
-                found.append((op, src))
-        return ir.WalkResult.ADVANCE
+    def helper(name, op, found):
+        (x, pads), window = found, list(ir.DenseI64ArrayAttr(op.attributes[MAX_POOL_ATTR]))
+        return _helper_text(name, x.type, op.operands[-1].type, window, pads)
 
-    module.walk(visit)
-    if not found:
-        return 0
-    names = function_names(module)
-    texts = [] if NATIVE_MAXPOOL in names else [_DECL]
-    calls = []
-    for i, (op, (x, pads)) in enumerate(found):
-        name = unique_name(f"kiln_maxpool_{i}", names)
-        window = list(ir.DenseI64ArrayAttr(op.attributes[MAX_POOL_ATTR]))
-        texts.append(_helper_text(name, x.type, op.operands[-1].type, window, pads))
-        calls.append((name, op, x))
-    insert_helpers(module, texts)
-    functions = []
-    for name, op, x in calls:
-        with ir.InsertionPoint(op), op.location:
-            func.CallOp([], ir.FlatSymbolRefAttr.get(name), [x, op.operands[-1]])
-        fn = op.parent
-        op.erase()
-        if fn not in functions:
-            functions.append(fn)
+    count, functions = replace_generics(module.operation, _match, NATIVE_MAXPOOL, _DECL, "kiln_maxpool", helper,
+                                        lambda op, found: [found[0], op.operands[-1]])
     for fn in functions:
         erase_dead_buffers(fn)  # the padding generic and its buffer
-    return len(calls)
+    return count
