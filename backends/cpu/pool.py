@@ -3,8 +3,8 @@
 ``convert-kiln-to-linalg`` lowers a strided ``kiln.max_pool2d`` to a
 padding generic (``-inf`` around the input, tagged ``kiln.pool_pad`` with
 its pads) and a window generic reading the padded buffer once per tap
-(tagged ``kiln.max_pool`` with ``[KH, KW, sh, sw, dh, dw]``); without
-padding the window reads the input itself.  Both run on one thread, and the
+(tagged ``kiln.max_pool`` with ``[KH, KW, sh, sw, dh, dw]`` and the
+pads); without padding the window reads the input itself.  Both run on one thread, and the
 padding generic computes every element's clamped index (ResNet-50's 3x3
 stride-2 pool over 64 x 112 x 112: 0.62 ms).  With the native runtime,
 :func:`rewrite_max_pools` replaces them with one ``kiln_maxpool2d`` call
@@ -40,13 +40,16 @@ def _f32_nchw(v) -> bool:
     return t.rank == 4 and str(t.element_type) == "f32" and _is_contiguous(t)
 
 
-def _source(padded):
-    """``(source, (top, left))``: the input a tagged padding generic copied
-    into ``padded`` (the one memref its body loads from), or the window's
-    own input when nothing padded it; None when neither holds."""
+def _source(padded, pads: list[int]):
+    """``(source, (top, left))``: the window's own input when the pool has
+    no padding (``pads`` all 0), else the input the tagged padding generic
+    copied into ``padded`` (the one memref its body loads from); None when
+    that does not hold."""
+    if not any(pads):
+        return (padded, (0, 0)) if _f32_nchw(padded) else None
     alloc = getattr(padded.owner, "operation", None)
     if alloc is None or alloc.name != "memref.alloc":
-        return (padded, (0, 0)) if _f32_nchw(padded) else None
+        return None
     pads = [op_of(u.owner) for u in padded.uses]
     pads = [op for op in pads if op.name == "linalg.generic" and POOL_PAD_ATTR in op.attributes]
     source = loaded_memref(pads[0]) if len(pads) == 1 else None
@@ -85,7 +88,7 @@ def _match(op):
     output qualify, else None."""
     if MAX_POOL_ATTR not in op.attributes or not _f32_nchw(op.operands[-1]):
         return None
-    return _source(op.operands[0])
+    return _source(op.operands[0], list(ir.DenseI64ArrayAttr(op.attributes[MAX_POOL_ATTR]))[6:])
 
 
 def rewrite_max_pools(module) -> int:
@@ -95,7 +98,7 @@ def rewrite_max_pools(module) -> int:
         return 0
 
     def helper(name, op, found):
-        (x, pads), window = found, list(ir.DenseI64ArrayAttr(op.attributes[MAX_POOL_ATTR]))
+        (x, pads), window = found, list(ir.DenseI64ArrayAttr(op.attributes[MAX_POOL_ATTR]))[:6]
         return _helper_text(name, x.type, op.operands[-1].type, window, pads)
 
     count, functions = replace_generics(module.operation, _match, NATIVE_MAXPOOL, _DECL, "kiln_maxpool", helper,

@@ -43,9 +43,10 @@ PAD_ATTR = "kiln.conv_pad"
 #: native call.
 ATTENTION_ATTR = "kiln.attention"
 _attention_ids = itertools.count()
-#: The attribute of a max pool's window generic (``[KH, KW, sh, sw, dh,
-#: dw]``) and of its padding generic (its pads ``[top, left, bottom,
-#: right]``), so kiln-cpu-library can replace both with one native call.
+#: The attribute of a max pool's window generic (``[KH, KW, sh, sw, dh, dw,
+#: top, left, bottom, right]``) and of its padding generic (its pads ``[top,
+#: left, bottom, right]``; none without padding), so kiln-cpu-library can
+#: replace both with one native call.
 MAX_POOL_ATTR = "kiln.max_pool"
 POOL_PAD_ATTR = "kiln.pool_pad"
 
@@ -500,7 +501,7 @@ def lower_max_pool2d(lw: Lowering):
 
     res = generic([x] * len(taps), [init], maps + [identity_map(4)], ["parallel"] * 4, body)
     if tag:
-        res[0].owner.attributes[MAX_POOL_ATTR] = ir.DenseI64ArrayAttr.get([*kernel, *strides, *dil])
+        res[0].owner.attributes[MAX_POOL_ATTR] = ir.DenseI64ArrayAttr.get([*kernel, *strides, *dil, *pads])
     return res
 
 

@@ -26,7 +26,7 @@
 // GEN-NOT: kiln_maxpool
 // GEN-LABEL: func.func @main(
 // GEN: linalg.generic {{.*}}kiln.pool_pad = array<i64: 1, 1, 1, 1>
-// GEN: linalg.generic {{.*}}kiln.max_pool = array<i64: 3, 3, 2, 2, 1, 1>
+// GEN: linalg.generic {{.*}}kiln.max_pool = array<i64: 3, 3, 2, 2, 1, 1, 1, 1, 1, 1>
 func.func @main(%x: !kiln.tensor<["B", 64, 112, 112], f32>) -> !kiln.tensor<["B", 64, 56, 56], f32> {
   %r = "kiln.max_pool2d"(%x) {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, ceil_mode = false} : (!kiln.tensor<["B", 64, 112, 112], f32>) -> !kiln.tensor<["B", 64, 56, 56], f32>
   return %r : !kiln.tensor<["B", 64, 56, 56], f32>

@@ -60,3 +60,4 @@ def test_nan_and_inf_propagate_like_torch():
     got = model(x).numpy()
     assert np.isnan(want).any() and np.isneginf(want).any()
     np.testing.assert_array_equal(got, want)
+
