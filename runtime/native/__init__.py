@@ -5,7 +5,8 @@ ExecutionEngine: a parallel-for thread pool and the GEMMs (see the file);
 ``kiln_conv.c`` the weight-first GEMM and the convolution, with
 ``kiln_vconv.c`` its paths vectorized over output channels;
 ``kiln_attention.c`` a flash-attention-style kernel;
-``kiln_dispatch.c`` OpenBLAS slabs and split kernel launches on the pool.
+``kiln_dispatch.c`` OpenBLAS slabs, split and batched kernel launches, the
+permuting copy and the max pool on the pool.
 :func:`library` compiles them into one library with the system C
 compiler (``cc -O3 -march=native``: it only ever runs on the machine that
 built it) into the kernel cache's ``native/`` folder, named by the hash of

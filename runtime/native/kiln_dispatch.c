@@ -124,11 +124,17 @@ void kiln_run_seq(int64_t n, int64_t pairs) {
   for (int64_t i = 0; i < n; i++) ((packed_fn)p[2 * i])((void *)p[2 * i + 1]);
 }
 
+/* Parts for a memory-bound pass over `items` (planes, rows) writing `bytes`:
+ * below 128 KiB the caller alone (a handoff to the pool costs more), else
+ * up to `threads`. */
+static int64_t memory_parts(int64_t bytes, int64_t items, int32_t threads) {
+  int64_t parts = bytes >= (128 << 10) ? threads : 1;
+  return parts < items ? parts : items;
+}
+
 /* ------------------------------------------------------- permuting copies */
 
 #define PERMUTE_MAX_RANK 8
-/* Below this many bytes a copy runs on the caller alone (a handoff costs more). */
-#define PERMUTE_PAR_BYTES (128 << 10)
 
 typedef struct {
   int64_t rank, elem;
@@ -177,8 +183,7 @@ void kiln_permute(int64_t rank, int64_t meta, int64_t in, int64_t out, int64_t e
   for (int64_t i = 0; i < rank - 1; i++) rows *= m[i];
   if (rows == 0 || m[rank - 1] == 0) return;
   permute_args p = {rank, elem, m, m + rank, (const char *)in, (char *)out};
-  int64_t parts = rows * m[rank - 1] * elem >= PERMUTE_PAR_BYTES ? threads : 1;
-  kiln_parallel_for(permute_rows, &p, rows, parts < rows ? parts : rows);
+  kiln_parallel_for(permute_rows, &p, rows, memory_parts(rows * m[rank - 1] * elem, rows, threads));
 }
 
 /* ------------------------------------------------------------ max pooling */
@@ -232,6 +237,6 @@ void kiln_maxpool2d(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW
                     int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl, int64_t x, int64_t y,
                     int32_t threads) {
   maxpool_args p = {H, W, OH, OW, KH, KW, sh, sw, dh, dw, pt, pl, (const float *)x, (float *)y};
-  int64_t parts = planes * OH * OW * (int64_t)sizeof(float) >= PERMUTE_PAR_BYTES ? threads : 1;
-  kiln_parallel_for(maxpool_planes, &p, planes, parts < planes ? parts : planes);
+  int64_t bytes = planes * OH * OW * (int64_t)sizeof(float);
+  kiln_parallel_for(maxpool_planes, &p, planes, memory_parts(bytes, planes, threads));
 }
