@@ -70,12 +70,13 @@ def _batch_launches(steps: list) -> list:
     """``steps`` with each run of consecutive plain launches (one generated
     kernel, whole) batched: every launch of a run but the last gets
     ``seq = None`` (its descriptors are patched, nothing is called), the last
-    ``seq = (n, address, pairs)``, one ``kiln_run_seq`` call for the run's
-    ``n`` kernels (``pairs`` keeps the array alive); a run of one is left
+    ``seq = (kiln_run_seq, n, address, pairs)``, one call for the run's ``n``
+    kernels (``pairs`` keeps the array alive); a run of one is left
     as it is.  Views do not end a run (they move no data); fallback kernels
     and split launches do."""
     import ctypes
 
+    run_seq = _seq_runner()
     out, run = [], []
 
     def close():
@@ -88,7 +89,7 @@ def _batch_launches(steps: list) -> list:
                 pairs[2 * k] = ctypes.cast(fn, ctypes.c_void_p).value
                 pairs[2 * k + 1] = packed
             last = out[run[-1]]
-            out[run[-1]] = last[:6] + (last[6][:4] + ((len(run), ctypes.addressof(pairs), pairs),),)
+            out[run[-1]] = last[:6] + (last[6][:4] + ((run_seq, len(run), ctypes.addressof(pairs), pairs),),)
         run.clear()
 
     for step in steps:
@@ -406,7 +407,8 @@ class Executor:
                         if profiling or len(launch) == 4:  # one at a time, to time each
                             fn(packed)
                         elif launch[4] is not None:  # the last of a batched run: run them all
-                            _seq_runner()(launch[4][0], launch[4][1])
+                            run_seq, n, pairs, _ = launch[4]
+                            run_seq(n, pairs)
                     else:
                         _, address, (buf_a, buf_b), dynamic, (packed_a, packed_b) = launch
                         for oa, ob, skip, vid in dynamic:
