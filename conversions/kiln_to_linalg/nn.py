@@ -480,11 +480,6 @@ def lower_max_pool2d(lw: Lowering):
     out = lw.results[0]
     t = out.dtype
     x, kernel, strides, dil = _pool_input(lw, lw.operands[0], lowest(t))
-    pads = _pairs(lw.attrs["pads"], [0, 0, 0, 0])
-    # Tagged for kiln-cpu-library (the native max pool) when one pad or none made x.
-    tag = any(pads) == (x != lw.operands[0]) and not lw.attrs["ceil_mode"]
-    if tag and any(pads):
-        x.owner.attributes[POOL_PAD_ATTR] = ir.DenseI64ArrayAttr.get(list(pads))
     init = lw.empty(out.dims, t)
     taps = [(i, j) for i in range(kernel[0]) for j in range(kernel[1])]
     if len(taps) > MAX_UNROLLED_WINDOW or min(strides) < 2:
@@ -500,7 +495,10 @@ def lower_max_pool2d(lw: Lowering):
         return m
 
     res = generic([x] * len(taps), [init], maps + [identity_map(4)], ["parallel"] * 4, body)
-    if tag:
+    if not lw.attrs["ceil_mode"]:  # x is the input or its one padding: tagged for the native max pool
+        pads = _pairs(lw.attrs["pads"], [0, 0, 0, 0])
+        if any(pads):
+            x.owner.attributes[POOL_PAD_ATTR] = ir.DenseI64ArrayAttr.get(list(pads))
         res[0].owner.attributes[MAX_POOL_ATTR] = ir.DenseI64ArrayAttr.get([*kernel, *strides, *dil, *pads])
     return res
 
