@@ -66,8 +66,8 @@ SET_THREADS = "openblas_set_num_threads_local"
 #: (64x1024x4096: 9.4 ms on one thread, 4.3 ms on two).  ``KILN_BLAS_MT_MNK``
 #: overrides it.
 MT_MNK = 1 << 22
-#: Products with at most this many rows (M) and a constant, untransposed B
-#: run in ``kiln_sgemm_small`` (kiln/runtime/native): OpenBLAS packs all of
+#: Products with at most :func:`small_m` rows (M) and a constant, untransposed
+#: B run in ``kiln_sgemm_small`` (kiln/runtime/native): OpenBLAS packs all of
 #: B on every call, which for a 8x1024x4096 product cost 1.7 ms against
 #: 0.6 ms streaming a copy of B packed once, on two threads.  Once the
 #: kernel prefetched its panels and packed A, it also beat OpenBLAS (as
@@ -81,8 +81,31 @@ MT_MNK = 1 << 22
 #: 512), M = 4096 and 1024, ran 0.966-0.979 / 0.976x with SMALL_M 512 ->
 #: 8192 (worker pairs).  4096: above it the packed A (M x K floats of
 #: scratch, 16 MiB at K = 1024) grows past what the gain is worth measuring.
-#: ``KILN_SMALL_M`` overrides it.
-SMALL_M = int(os.environ.get("KILN_SMALL_M", "4096"))
+#: All of that was on AVX-512 (AMD Zen 4); see :func:`small_m` for AVX2.
+SMALL_M_AVX512 = 4096
+#: On AVX2 (8-float vectors: an AMD Zen 3, 2026-12-03) OpenBLAS's kernel
+#: wins from about 64 rows, even as it packs B on every call: OpenBLAS
+#: slabs (kiln_sgemm_par) against the native GEMM, alternating, two
+#: threads, 128 / 512 / 4096 x 256 x 768..1024 0.83 / 0.83-0.85 / 0.74x,
+#: 128 x 1024 x 4096 0.87x, 64 x 256 x 768 0.91x; the native one is ahead at
+#: 96 x 1024 x 4096 (1.10x with OpenBLAS), 64 x 1024 x 4096 (1.14x) and 32
+#: rows (0.96-1.19x), and far ahead at 1 and 8 (2.5x, 1.75x).
+SMALL_M_AVX2 = 96
+
+
+def small_m() -> int:
+    """Products with at most this many rows (M) and a constant, untransposed
+    B run in ``kiln_sgemm_small``: :data:`SMALL_M_AVX512` or
+    :data:`SMALL_M_AVX2` by the native library's vector width;
+    ``KILN_SMALL_M`` overrides it."""
+    env = os.environ.get("KILN_SMALL_M")
+    if env:
+        return int(env)
+    from ...runtime import native
+
+    lib = native.load()
+    return SMALL_M_AVX512 if lib is not None and lib.kiln_vector_width() == 16 else SMALL_M_AVX2
+
 #: The native small-M GEMM's symbol, and the one freeing a packed B.
 SMALL_GEMM = "kiln_sgemm_small"
 FREE_PACKED = "kiln_free_packed"
@@ -134,7 +157,7 @@ def enabled() -> bool:
 
 
 def native_enabled() -> bool:
-    """Whether products of at most :data:`SMALL_M` rows go to kiln's native GEMM
+    """Whether products of at most :func:`small_m` rows go to kiln's native GEMM
     (``KILN_NATIVE`` not ``0`` and the native library built)."""
     from ...runtime import native
 
@@ -410,7 +433,7 @@ def _helper_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool
     # K is read a page per row (16x1024x4096: 6.6 ms vs OpenBLAS's 2.0 ms).
     small = slot is not None and not trans_a and not trans_b and not any(d in mb for d in loops)
     if small:
-        add(f"{indent}%smax = arith.constant {SMALL_M} : i64")
+        add(f"{indent}%smax = arith.constant {small_m()} : i64")
         add(f"{indent}%small = arith.cmpi sle, {m_expr}, %smax : i64")
         add(f"{indent}%nthr = arith.constant {native_threads()} : i32")
         add(f"{indent}%slotm = memref.get_global @{slot} : memref<1xi64>")

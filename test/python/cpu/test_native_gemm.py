@@ -30,16 +30,29 @@ def weight_text(k: int, n: int, seed: int = 0, max_b: int = 64) -> tuple[str, np
     return text, w
 
 
+def test_small_m_follows_the_vector_width_and_the_override(monkeypatch):
+    """The native GEMM's row limit is the measured one for this build's
+    vectors (AVX-512 and AVX2 differ), and KILN_SMALL_M replaces it; the
+    generated code carries the limit in force at compile time."""
+    monkeypatch.delenv("KILN_SMALL_M", raising=False)
+    wide = native.load().kiln_vector_width() == 16
+    assert library.small_m() == (library.SMALL_M_AVX512 if wide else library.SMALL_M_AVX2)
+    monkeypatch.setenv("KILN_SMALL_M", "40")
+    assert library.small_m() == 40
+    text, _ = weight_text(16, 16)
+    assert "llvm.mlir.constant(40 : i64)" in kiln.compile(text, keep_ir=True).ir["llvm"]
+
+
 @pytest.mark.parametrize("k, n", [(64, 100), (33, 32), (7, 5)])  # partial panels; N below one panel
 def test_constant_weight_is_packed_and_matches_numpy(k, n):
-    text, w = weight_text(k, n, max_b=library.SMALL_M + 8)
+    text, w = weight_text(k, n, max_b=library.small_m() + 8)
     model = kiln.compile(text, keep_ir=True)
     llvm = model.ir["llvm"]
     assert library.SMALL_GEMM in llvm and library.RELEASE in llvm
     before = native.packed_bytes()
     rng = np.random.default_rng(1)
     # Both sides of SMALL_M: the native kernel at and below it, OpenBLAS above.
-    for b in (1, 3, 4, 5, 8, 9, library.SMALL_M, library.SMALL_M + 1, library.SMALL_M + 8):
+    for b in (1, 3, 4, 5, 8, 9, library.small_m(), library.small_m() + 1, library.small_m() + 8):
         x = rng.standard_normal((b, k), dtype=np.float32)
         np.testing.assert_allclose(model(x), x @ w, rtol=1e-4, atol=1e-4)
     assert native.packed_bytes() > before  # the weight was packed on the first small call
