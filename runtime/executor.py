@@ -683,12 +683,9 @@ class ModelRuntime:
         """Run one checked, bound call on numpy arrays or torch tensors; torch
         outputs (numpy ones with ``numpy_out``)."""
         sel = self.selector.select(binding)
-        ins = []
-        for a in args:
-            if isinstance(a, np.ndarray):
-                ins.append(torch.from_numpy(a if a.flags.c_contiguous else np.ascontiguousarray(a)))
-            else:
-                ins.append(a.detach().contiguous())
+        # Numpy arrays as they are (Executor.run wraps them, contiguous);
+        # tensors detached, so no autograd graph records the call.
+        ins = [a if isinstance(a, np.ndarray) else a.detach() for a in args]
         return sel.variant.run(ins, binding, selection=sel.label, numpy_out=numpy_out)
 
     def report(self) -> dict:
