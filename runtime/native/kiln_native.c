@@ -307,7 +307,7 @@ typedef struct {
  * every call site, so the loops over it unroll and acc stays in registers. */
 static inline __attribute__((always_inline)) void micro(const gemm_args *g, int mr, int64_t m0, const float *b,
                                                          int64_t bstride, float *c, int64_t nr, const float *pfn,
-                                                         int64_t pf_lines, int packed_a) {
+                                                         int64_t pf_lines, int packed_a, int prefetch) {
   const char *pf = (const char *)pfn;
   int64_t pf_acc = 0;
   kiln_vec acc[MR][2];
@@ -320,11 +320,11 @@ static inline __attribute__((always_inline)) void micro(const gemm_args *g, int 
     /* With several rows of A the FMAs fall behind the hardware prefetcher
      * (M = 8 at 32 rows ahead, one line: 0.89 ms, both lines 0.64, 64 rows
      * ahead 0.60); one row only streams, and the extra requests slowed it. */
-    if (mr > 1) {
+    if (prefetch && mr > 1) {
       __builtin_prefetch(bk + PF_ROWS * bstride);
       if (NR * sizeof(float) > 64) __builtin_prefetch(bk + PF_ROWS * bstride + 64 / sizeof(float));
     }
-    if (mr > 1 && pf) {
+    if (prefetch && mr > 1 && pf) {
       pf_acc += pf_lines;
       if (pf_acc >= g->K) {
         __builtin_prefetch(pf, 0, 2);
@@ -367,24 +367,48 @@ static inline __attribute__((always_inline)) void micro(const gemm_args *g, int 
   }
 }
 
+/* From this many rows of A only a panel's first row block prefetches (its
+ * panel, and all of the next panel's lines) while the others find the
+ * panel in L1 or L2.  With AVX2 a step of the loop is 12 FMAs of 8 lanes,
+ * and the prefetches' bookkeeping beside them cost a third of the kernel
+ * where B stays in cache: every block prefetching against none (one
+ * thread, alternating, same library otherwise) 2048 x 256 x 1024 / 512 x
+ * 1024 x 256 / 64 x 1024 x 4096 1 : 0.78 / 0.84 / 0.95; first block only,
+ * two threads, weights from memory: 32 rows 0.88-0.91x, 64 0.90-0.96x.
+ * Products that stream their weight with few row blocks need every
+ * block's share (8 and 9 rows, first block only: 1.05-1.15x).  AVX-512's
+ * step is 16 FMAs of 16 lanes: every block keeps them (the shares in panel()
+ * were measured there). */
+#if KILN_VW == 8
+#define PF_FIRST_ROWS (4 * MR)
+#else
+#define PF_FIRST_ROWS INT64_MAX
+#endif
+
 /* panel's row blocks, with packed_a a constant at each of its two call sites. */
 static inline __attribute__((always_inline)) void panel_rows(const gemm_args *g, int64_t n0, const float *b,
                                                               int64_t bstride, int64_t nr, const float *next,
-                                                              int64_t per, int packed_a) {
+                                                              int64_t per, int packed_a, int first_only) {
   int64_t m0 = 0;
-#define MICRO(mr) micro(g, mr, m0, b, bstride, g->C + m0 * g->ldc + n0, nr, next ? next + m0 / MR * per * (64 / 4) : NULL, \
-                        per, packed_a)
-  for (; m0 + MR <= g->M; m0 += MR) MICRO(MR);
+#define MICRO(mr, pf) micro(g, mr, m0, b, bstride, g->C + m0 * g->ldc + n0, nr, \
+                            next ? next + m0 / MR * per * (64 / 4) : NULL, per, packed_a, pf)
+  if (first_only) { /* M >= PF_FIRST_ROWS: a whole first block */
+    MICRO(MR, 1);
+    m0 += MR;
+    for (; m0 + MR <= g->M; m0 += MR) MICRO(MR, 0);
+  }
+  for (; m0 + MR <= g->M; m0 += MR) MICRO(MR, 1);
+  int pf = !first_only;
   switch (g->M - m0) {
 #if MR > 7
-    case 7: MICRO(7); break;
-    case 6: MICRO(6); break;
+    case 7: MICRO(7, pf); break;
+    case 6: MICRO(6, pf); break;
 #endif
-    case 5: MICRO(5); break;
-    case 4: MICRO(4); break;
-    case 3: MICRO(3); break;
-    case 2: MICRO(2); break;
-    case 1: MICRO(1); break;
+    case 5: MICRO(5, pf); break;
+    case 4: MICRO(4, pf); break;
+    case 3: MICRO(3, pf); break;
+    case 2: MICRO(2, pf); break;
+    case 1: MICRO(1, pf); break;
     default: break;
   }
 #undef MICRO
@@ -398,12 +422,14 @@ static inline __attribute__((always_inline)) void panel_rows(const gemm_args *g,
  * M = 9 0.76-0.84x, 16 0.90x, 32 0.89-0.97x, 64 no change. */
 static void panel(const gemm_args *g, int64_t q, const float *b, int64_t bstride, int64_t nr, const float *next) {
   /* Lines of 64 bytes (16 floats): the panel's, and each row block's share. */
-  int64_t blocks = (g->M + MR - 1) / MR, lines = (g->K * NR * 4 + 63) / 64, per = (lines + blocks - 1) / blocks;
+  int64_t blocks = (g->M + MR - 1) / MR, lines = (g->K * NR * 4 + 63) / 64;
+  int first_only = g->M >= PF_FIRST_ROWS;
+  int64_t per = first_only ? lines : (lines + blocks - 1) / blocks;
   if (blocks < 2) next = NULL;
   if (g->Ap != NULL)
-    panel_rows(g, q * NR, b, bstride, nr, next, per, 1);
+    panel_rows(g, q * NR, b, bstride, nr, next, per, 1, first_only);
   else
-    panel_rows(g, q * NR, b, bstride, nr, next, per, 0);
+    panel_rows(g, q * NR, b, bstride, nr, next, per, 0, first_only);
 }
 
 #define PACK_A_FMAS (1 << 24)
