@@ -89,7 +89,11 @@ SMALL_M_AVX512 = 4096
 #: threads, 128 / 512 / 4096 x 256 x 768..1024 0.83 / 0.83-0.85 / 0.74x,
 #: 128 x 1024 x 4096 0.87x, 64 x 256 x 768 0.91x; the native one is ahead at
 #: 96 x 1024 x 4096 (1.10x with OpenBLAS), 64 x 1024 x 4096 (1.14x) and 32
-#: rows (0.96-1.19x), and far ahead at 1 and 8 (2.5x, 1.75x).
+#: rows (0.96-1.19x), and far ahead at 1 and 8 (2.5x, 1.75x).  Once the
+#: native GEMM stopped prefetching in every row block on AVX2, the two were
+#: within 8% of each other from 128 to 4096 rows (OpenBLAS / native 0.92-1.07)
+#: and the transformer block at (4, 128) / (8, 512) ran 1.04 / 1.02x with
+#: the native one (worker pairs, KILN_SMALL_M 96 vs 4096): a tie, kept.
 SMALL_M_AVX2 = 96
 
 
