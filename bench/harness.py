@@ -60,8 +60,23 @@ def _as_numpy(y):
     return np.asarray(y)
 
 
+def _cpu() -> str:
+    """The CPU's model name and its widest vector extension (the native
+    kernels' tiles differ between AVX2 and AVX-512), from /proc/cpuinfo."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+    except OSError:  # pragma: no cover - not Linux
+        return platform.processor() or "unknown"
+    model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "?")
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    return f"{model}, {isa}"
+
+
 def _machine() -> dict:
-    info = {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine()}
+    info = {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine(),
+            "cpu": _cpu()}
     try:
         info["load_avg_at_start"] = os.getloadavg()
     except OSError:  # pragma: no cover

@@ -54,6 +54,7 @@ def markdown(result: dict) -> str:
     peers = result["peers"]
     lines = [f"kiln-bench run {result['started']} – {result['finished']}"
              f" ({'quick' if result['quick'] else 'full'}, {result['threads']} threads,"
+             f" {result['machine'].get('cpu', 'cpu not recorded')},"
              f" load average at start {tuple(round(x, 2) for x in result['machine'].get('load_avg_at_start', ()))},"
              f" at end {tuple(round(x, 2) for x in result['machine'].get('load_avg_at_end', ()))})", ""]
     head = ["workload", "row"]

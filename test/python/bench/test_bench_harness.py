@@ -1,5 +1,7 @@
 """kiln-bench pieces: statistics, the markdown report and target checks, the micro-benchmark models."""
 
+import platform
+
 import numpy as np
 
 import kiln
@@ -49,6 +51,15 @@ def test_markdown_has_every_row_and_marks_errors():
     assert "error" in mlp and "0.50" in mlp and "| 1.0 |" in mlp  # eager failed; ratio; arena MiB
     assert any(line.startswith("| transformer_block | B=1,L=32 |") for line in lines)
     assert "| mlp | kiln | 3.00 | 1.00 |" in md
+
+
+def test_the_run_names_its_cpu_and_vector_extension():
+    """The native kernels differ between AVX2 and AVX-512 builds, so a run says which it had."""
+    cpu = harness._machine()["cpu"]
+    assert cpu.endswith(("AVX-512", "AVX2", "no AVX2")) or platform.system() != "Linux"
+    result = _result()
+    result["machine"]["cpu"] = "Some CPU, AVX2"
+    assert "2 threads, Some CPU, AVX2," in report.markdown(result).splitlines()[0]
 
 
 def test_workloads_are_the_issue_rows():
