@@ -304,7 +304,10 @@ typedef struct {
 
 /* C[m0 .. m0 + mr, panel] (nr <= NR columns of it) over all K, from a panel
  * whose row k starts at b + k * bstride; mr is a compile-time constant at
- * every call site, so the loops over it unroll and acc stays in registers. */
+ * every call site, so the loops over it unroll and acc stays in registers.
+ * With `prefetch` (0 where the panel is already in cache: PF_FIRST_ROWS)
+ * the panel is prefetched ahead and pf_lines of the next one (pfn) spread
+ * over the K steps. */
 static inline __attribute__((always_inline)) void micro(const gemm_args *g, int mr, int64_t m0, const float *b,
                                                          int64_t bstride, float *c, int64_t nr, const float *pfn,
                                                          int64_t pf_lines, int packed_a, int prefetch) {
