@@ -88,6 +88,21 @@ def top_level_ops(module_op) -> list:
     return list(region.blocks[0].operations)
 
 
+def ops_where(root, keep) -> list:
+    """The ops nested in ``root`` (an operation, op view or module; itself
+    included) for which ``keep(op)`` holds, in the bindings' walk order.
+    Collected first, so callers may change or erase them afterwards."""
+    found = []
+
+    def visit(op):
+        if keep(op):
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    getattr(root, "operation", root).walk(visit)
+    return found
+
+
 _VERIFIER_MESSAGE = re.compile(r"^'[\w.$]+' op |^function argument #")
 
 

@@ -10,6 +10,7 @@ fed what it replaced (:func:`erase_dead_buffers`).
 from __future__ import annotations
 
 from ..._mlir import ir
+from ...module import ops_where
 
 __all__ = ["erase_dead_buffers", "op_of", "view_closure", "view_root"]
 
@@ -53,14 +54,7 @@ def view_closure(buffer) -> tuple[list, list]:
 def loaded_memref(op):
     """The memref the one ``memref.load`` in ``op``'s body reads (a padding
     generic's source), or None when its body loads none or several."""
-    loads = []
-
-    def visit(inner):
-        if inner.name == "memref.load":
-            loads.append(inner)
-        return ir.WalkResult.ADVANCE
-
-    op.walk(visit)
+    loads = ops_where(op, lambda inner: inner.name == "memref.load")
     return loads[0].operands[0] if len(loads) == 1 else None
 
 

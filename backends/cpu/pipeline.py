@@ -28,6 +28,7 @@ from __future__ import annotations
 from ..._mlir import ir, passmanager
 from ...context import DiagnosticCollector
 from ...errors import PipelineError, UnsupportedError, diagnostic_from_mlir
+from ...module import ops_where
 from ...pipelines.registry import Option, Pass, register_pass
 
 __all__ = ["BUFFERIZE", "TO_LLVM", "CpuLower", "prepare_module", "run_upstream"]
@@ -95,14 +96,7 @@ def prepare_module(module) -> None:
         name = op.operation.name
         if name == "kiln.symbol":
             op.operation.erase()
-    bad = []
-
-    def visit(op):
-        if op.name.startswith("kiln."):
-            bad.append(op.name)
-        return ir.WalkResult.ADVANCE
-
-    module.walk(visit)
+    bad = [op.name for op in ops_where(module, lambda op: op.name.startswith("kiln."))]
     if bad:
         raise UnsupportedError(
             f"the CPU backend cannot run '{bad[0]}' (lower kiln ops with convert-kiln-to-linalg first; "

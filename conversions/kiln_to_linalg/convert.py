@@ -31,6 +31,7 @@ from ...context import DiagnosticCollector
 from ...dialects.dims import UNKNOWN, dim
 from ...dialects.kiln import OPS, FallbackOp, SymbolOp, TensorInfo, TensorType, tensor_info
 from ...errors import ConversionError, Diagnostic, KilnError, diagnostic_from_mlir, location_fields
+from ...module import ops_where
 from ...pipelines.registry import Pass, register_pass
 from .. import framework
 from . import data, elementwise, nn
@@ -186,15 +187,7 @@ def _inline_fused(module) -> None:
         from ...dialects.kiln.fused import inline_fused
     except ImportError:
         return
-    fused = []
-
-    def visit(op):
-        if op.name == "kiln.fused":
-            fused.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.walk(visit)
-    for op in fused:
+    for op in ops_where(module, lambda op: op.name == "kiln.fused"):
         inline_fused(op)
 
 
@@ -240,15 +233,7 @@ def _tensor_dim(v: ir.Value, axis: int) -> ir.Value:
 
 def _fallbacks(module) -> list:
     """The ``kiln.fallback`` ops of ``module``."""
-    found = []
-
-    def visit(op):
-        if op.name == "kiln.fallback":
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.walk(visit)
-    return found
+    return ops_where(module, lambda op: op.name == "kiln.fallback")
 
 
 def _fallback_feeds_lowered(module) -> list[tuple[str, str]]:

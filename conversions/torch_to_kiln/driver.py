@@ -40,6 +40,7 @@ from ..._mlir import ir
 from ...dialects.dims import UNKNOWN, Dim, dim
 from ...dialects.kiln import MAX_VARIADIC, FallbackOp, create_op, tensor_info, tensor_type
 from ...errors import ConversionError, KilnError, UnsupportedError, VerifyError
+from ...module import ops_where
 from ...transforms._graph import NUMPY_DTYPES
 
 __all__ = ["ConversionStats", "Decline", "Known", "KilnTypeConverter", "TorchToKiln", "convert_torch_to_kiln"]
@@ -676,14 +677,7 @@ def _flops(name, op, out) -> float:
 
 def check_legal(module_op) -> None:
     """The conversion target: no ``torch.*`` op may remain."""
-    left = []
-
-    def visit(op):
-        if op.name.startswith("torch."):
-            left.append(f"{op.name} at {op.location}")
-        return ir.WalkResult.ADVANCE
-
-    module_op.walk(visit)
+    left = [f"{op.name} at {op.location}" for op in ops_where(module_op, lambda op: op.name.startswith("torch."))]
     if left:
         raise ConversionError("torch ops left after conversion to kiln:\n  " + "\n  ".join(left[:20]))
 

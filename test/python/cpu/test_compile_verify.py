@@ -6,6 +6,7 @@ import pytest
 import kiln
 from kiln._mlir import ir
 from kiln.errors import PipelineError
+from kiln.module import ops_where
 from kiln.pipelines.registry import Pass, register_pass
 
 TEXT = '''
@@ -26,14 +27,7 @@ class BreakRelu(Pass):
     summary = "give kiln.relu a wrong result type (tests)"
 
     def run(self, module) -> None:
-        found = []
-
-        def visit(op):
-            if op.name == "kiln.relu":
-                found.append(op)
-            return ir.WalkResult.ADVANCE
-
-        module.walk(visit)
+        found = ops_where(module, lambda op: op.name == "kiln.relu")
         found[0].results[0].set_type(ir.Type.parse('!kiln.tensor<["B", 5], f32>'))
 
 

@@ -2,6 +2,7 @@
 
 from kiln._mlir import ir
 from kiln.dialects.kiln import tensor_info
+from kiln.module import ops_where
 
 
 def entry_func(module):
@@ -22,12 +23,4 @@ def arg_dims(module):
 
 def kiln_ops(module):
     """Every kiln op of the module but the symbol declarations, in walk order."""
-    ops = []
-
-    def visit(op):
-        if op.name.startswith("kiln.") and op.name != "kiln.symbol":
-            ops.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    return ops
+    return ops_where(module, lambda op: op.name.startswith("kiln.") and op.name != "kiln.symbol")
