@@ -31,6 +31,7 @@ from .library import (
     _is_contiguous,
     _is_mul_add,
     blas_threads,
+    contiguous_f32,
     native_threads,
 )
 
@@ -80,11 +81,7 @@ def match_conv(op) -> Conv | None:
     if None in window:
         return None
     strides, dilations = [w[0] for w in window], [w[1] for w in window]
-    try:
-        types = [ir.MemRefType(op.operands[i].type) for i in range(3)]
-    except (ValueError, TypeError):
-        return None
-    if not all(str(t.element_type) == "f32" and _is_contiguous(t) for t in types):
+    if not all(contiguous_f32(op.operands[i]) for i in range(3)):
         return None
     block = op.regions[0].blocks[0]
     if not _is_mul_add(block, list(block.arguments)):
@@ -244,12 +241,8 @@ def match_im2col(g) -> Im2col | None:
             return None
     if copy is None or copy.block != g.op.block:
         return None
-    ct, xt = ir.MemRefType(col.type), None
-    try:
-        xt = ir.MemRefType(copy.operands[0].type)
-    except (ValueError, TypeError):
-        return None
-    if ct.rank != 6 or xt.rank != 4 or str(xt.element_type) != "f32" or not _is_contiguous(xt):
+    ct = ir.MemRefType(col.type)
+    if ct.rank != 6 or not contiguous_f32(copy.operands[0], 4):
         return None
     if any(ir.ShapedType.is_dynamic_size(d) for d in ct.shape[2:4]):
         return None
@@ -301,11 +294,7 @@ def output_init(g):
     src = init.operands[0]
     if isinstance(src.type, ir.F32Type):  # a scalar fill: 0.0 only
         return (init, None) if _is_zero(src) else None
-    try:
-        bt = ir.MemRefType(src.type)
-    except (ValueError, TypeError):
-        return None
-    if bt.rank != 1 or str(bt.element_type) != "f32" or not _is_contiguous(bt) or _dims(maps[0]) != [1]:
+    if not contiguous_f32(src, 1) or _dims(maps[0]) != [1]:
         return None
     return init, src
 
@@ -387,11 +376,7 @@ def _same_pair(a, b) -> bool:
 
 def _plain_4d(value, g, block_ops) -> bool:
     """A contiguous 4-D f32 buffer: a function argument or an allocation before ``g``."""
-    try:
-        t = ir.MemRefType(value.type)
-    except (ValueError, TypeError):
-        return False
-    if t.rank != 4 or str(t.element_type) != "f32" or not _is_contiguous(t):
+    if not contiguous_f32(value, 4):
         return False
     owner = getattr(value.owner, "operation", None)
     return owner is None or (owner.name == "memref.alloc" and owner.block == g.op.block
@@ -464,13 +449,7 @@ def _zero_pad_source(x):
     if pad is None or readers != 1:
         return None
     source = loaded_memref(pad)
-    if source is None:
-        return None
-    try:
-        st = ir.MemRefType(source.type)
-    except (ValueError, TypeError):
-        return None
-    if st.rank != 4 or not _is_contiguous(st) or str(st.element_type) != "f32":
+    if source is None or not contiguous_f32(source, 4):
         return None
     top, left = list(ir.DenseI64ArrayAttr(pad.attributes[PAD_ATTR]))[:2]
     return source, (top, left), [pad, *dead, alloc]

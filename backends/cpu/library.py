@@ -244,6 +244,16 @@ def _is_contiguous(t: ir.MemRefType) -> bool:
         return False
 
 
+def contiguous_f32(value, rank: int | None = None) -> bool:
+    """Whether ``value`` is an f32 memref with the identity layout (of
+    ``rank`` dims, when given): what the native calls take."""
+    try:
+        t = ir.MemRefType(value.type)
+    except (ValueError, TypeError):  # a tensor, a scalar
+        return False
+    return (rank is None or t.rank == rank) and str(t.element_type) == "f32" and _is_contiguous(t)
+
+
 def _is_mul_add(block, args) -> bool:
     ops = list(block.operations)
     if len(ops) != 3 or [o.operation.name for o in ops] != ["arith.mulf", "arith.addf", "linalg.yield"]:

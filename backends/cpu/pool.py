@@ -21,7 +21,7 @@ from __future__ import annotations
 from ..._mlir import ir
 from ...conversions.kiln_to_linalg.nn import MAX_POOL_ATTR, POOL_PAD_ATTR
 from .buffers import erase_dead_buffers, loaded_memref, op_of
-from .library import _is_contiguous, native_enabled, native_threads, replace_generics
+from .library import contiguous_f32, native_enabled, native_threads, replace_generics
 
 __all__ = ["NATIVE_MAXPOOL", "rewrite_max_pools"]
 
@@ -32,30 +32,22 @@ _DECL = (f"func.func private @{NATIVE_MAXPOOL}(i64, i64, i64, i64, i64, i64, i64
          "i64, i64, i32)")
 
 
-def _f32_nchw(v) -> bool:
-    try:
-        t = ir.MemRefType(v.type)
-    except (ValueError, TypeError):
-        return False
-    return t.rank == 4 and str(t.element_type) == "f32" and _is_contiguous(t)
-
-
 def _source(padded, pads: list[int]):
     """``(source, (top, left))``: the window's own input when the pool has
     no padding (``pads`` all 0), else the input the tagged padding generic
     copied into ``padded`` (the one memref its body loads from); None when
     that does not hold."""
     if not any(pads):
-        return (padded, (0, 0)) if _f32_nchw(padded) else None
+        return (padded, (0, 0)) if contiguous_f32(padded, 4) else None
     alloc = getattr(padded.owner, "operation", None)
     if alloc is None or alloc.name != "memref.alloc":
         return None
-    pads = [op_of(u.owner) for u in padded.uses]
-    pads = [op for op in pads if op.name == "linalg.generic" and POOL_PAD_ATTR in op.attributes]
-    source = loaded_memref(pads[0]) if len(pads) == 1 else None
-    if source is None or not _f32_nchw(source):
+    writers = [op_of(u.owner) for u in padded.uses]
+    writers = [op for op in writers if op.name == "linalg.generic" and POOL_PAD_ATTR in op.attributes]
+    source = loaded_memref(writers[0]) if len(writers) == 1 else None
+    if source is None or not contiguous_f32(source, 4):
         return None
-    top, left = list(ir.DenseI64ArrayAttr(pads[0].attributes[POOL_PAD_ATTR]))[:2]
+    top, left = list(ir.DenseI64ArrayAttr(writers[0].attributes[POOL_PAD_ATTR]))[:2]
     return source, (top, left)
 
 
@@ -86,7 +78,7 @@ def _helper_text(name: str, tx, ty, window: list[int], pads: tuple[int, int]) ->
 def _match(op):
     """``(source, (top, left))`` for a tagged window generic whose input and
     output qualify, else None."""
-    if MAX_POOL_ATTR not in op.attributes or not _f32_nchw(op.operands[-1]):
+    if MAX_POOL_ATTR not in op.attributes or not contiguous_f32(op.operands[-1], 4):
         return None
     return _source(op.operands[0], list(ir.DenseI64ArrayAttr(op.attributes[MAX_POOL_ATTR]))[6:])
 
