@@ -513,12 +513,19 @@ static void panel_range(const gemm_args *g, int64_t lo, int64_t hi) {
  * stays in L2 while the part's panels pass over it (the packed panels come
  * again once per block, from L2 or L3).  The transformer block's products
  * at (8, 512): 0.90-0.97x on two threads (M = 4096), 0.94-1.0x on one (M =
- * 2048, a split kernel's half), same library, alternating. */
+ * 2048, a split kernel's half), same library, alternating.
+ * Only where A outweighs B (M > N): blocks of a few rows against a bigger
+ * weight had streamed all of the weight once per block, from memory (the
+ * bench MLP's 64 x 4096 x 1024 product in six blocks, 64 x 1024 x 4096 in
+ * a block of 60 rows and one of 4).  Without them, AVX2, two threads, the
+ * weights from memory, same library, alternating: 64 x 4096 x 1024 0.925-
+ * 0.967x, 32 x 4096 x 1024 0.955-0.969x, 96 x 1024 x 4096 0.953x, 64 x
+ * 1024 x 4096 0.972-0.987x. */
 static void panels(void *ctx, int64_t lo, int64_t hi) {
   const gemm_args *g = ctx;
   int64_t mc = GEMM_A_BLOCK_BYTES / (g->K * (int64_t)sizeof(float)) / MR * MR; /* K > 0 here */
   if (mc < MR) mc = MR;
-  if (mc >= g->M) {
+  if (mc >= g->M || g->M <= g->N) {
     panel_range(g, lo, hi);
     return;
   }

@@ -83,6 +83,7 @@ def test_activation_products_stay_with_openblas():
                                      (14, 20, 40), (23, 64, 97), (12, 5, 9), (3, 8, 40),  # every remainder mod 6 and 8
                                      (20, 1000, 900),  # over PACK_A_FMAS: A packed first
                                      (300, 1024, 70), (1000, 300, 40),  # blocks of rows, A packed and in place
+                                     (70, 1024, 80),  # A over a block but not over B: no row blocks
                                      (1, 300, 261),  # one row: groups of whole panels, then single and partial ones
                                      (5, 0, 40)])  # an empty reduction: C = 0 (beta 0) or C unchanged
 @pytest.mark.parametrize("packed", [True, False], ids=["packed", "strided"])
