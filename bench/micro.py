@@ -3,8 +3,9 @@
 * :func:`gemm` — GFLOPS of a kiln-compiled ``kiln.matmul`` (dynamic
   ``[M, K] x [K, N]``) against numpy's ``@`` (OpenBLAS) at the same sizes.
 * :func:`overhead` — per-call runtime cost on tiny models whose kernels do
-  almost no work: chains of 1, 4 and 16 kernels on ``[1, 4]``; a line fitted
-  through the p50s gives the fixed cost per call and the cost per launch.
+  almost no work: chains of 1, 4 and 16 kernels on ``[1, 4]``, timed in
+  interleaved rounds; a line fitted through the p50s gives the fixed cost
+  per call and the cost per launch.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 
 import numpy as np
 
-from .harness import measure
+from .harness import measure, summarize
 
 __all__ = ["chain_text", "gemm", "gemm_text", "overhead"]
 
@@ -68,23 +69,33 @@ def gemm(sizes=(256, 512, 1024), budget_s: float = 1.0) -> list[dict]:
     return rows
 
 
-def overhead(chains=(1, 4, 16), budget_s: float = 1.0) -> dict:
-    """Per-call p50 of ``chain_text(n)`` models at B=1, and the fitted fixed + per-launch cost (µs)."""
+def overhead(chains=(1, 4, 16), budget_s: float = 1.0, rounds: int = 5) -> dict:
+    """Per-call p50 of ``chain_text(n)`` models at B=1, and the fitted fixed + per-launch cost (µs).
+
+    The models take turns: ``rounds`` bursts each, the order rotating, so
+    that every point of the fit sees the same spells of a shared machine (one
+    model per second in turn had put a 4-kernel chain above a 16-kernel one)."""
     import kiln
 
-    points = []
     x = np.ones((1, 4), dtype=np.float32)
     w = np.eye(4, dtype=np.float32)
+    models = {n: kiln.compile(chain_text(n)) for n in chains}
+    times = {n: [] for n in chains}
+    for r in range(rounds):
+        order = list(chains[r % len(chains):]) + list(chains[: r % len(chains)])
+        for n in order:
+            times[n] += measure(lambda m=models[n]: m(x, w), warmup=20, max_iters=2000,
+                                budget_s=budget_s / rounds, raw=True)
+    points = []
     for n in chains:
-        model = kiln.compile(chain_text(n))
-        stats = measure(lambda model=model: model(x, w), warmup=20, max_iters=2000, budget_s=budget_s)
-        launches = model.report().get("kernels_launched_per_call")  # counted from the calls
+        stats = summarize(times[n])
+        launches = models[n].report().get("kernels_launched_per_call")  # counted from the calls
         points.append({"ops": n, "launches": launches, "p50_us": stats["p50_ms"] * 1000.0,
-                       "p99_us": stats["p99_ms"] * 1000.0})
+                       "p99_us": stats["p99_ms"] * 1000.0, "iters": stats["iters"]})
     xs = np.array([p["launches"] for p in points], dtype=np.float64)
     ys = np.array([p["p50_us"] for p in points], dtype=np.float64)
     if len(set(xs.tolist())) > 1:
         per_launch, fixed = np.polyfit(xs, ys, 1)
     else:
         per_launch, fixed = float("nan"), float(ys[0])
-    return {"points": points, "fixed_us": float(fixed), "per_launch_us": float(per_launch)}
+    return {"points": points, "fixed_us": float(fixed), "per_launch_us": float(per_launch), "rounds": rounds}

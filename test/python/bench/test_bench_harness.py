@@ -131,3 +131,25 @@ def test_rows_interleave_peers_and_ratio_is_the_median_of_round_ratios(monkeypat
     assert entry["ratio_p50"] == {"onnxruntime": 0.5, "eager": 0.25}
     assert entry["peers"]["kiln"]["p50_ms"] / entry["peers"]["onnxruntime"]["p50_ms"] == 1 / 6
     assert entry["peers"]["kiln"]["rounds"] == harness.ROUNDS and entry["peers"]["kiln"]["iters"] == 15
+
+
+def test_overhead_interleaves_the_chain_models_and_fits_their_p50s(monkeypatch):
+    """The chain models take turns in rotating order; each point's p50 is over
+    its own bursts, and the line through them gives the fixed and per-launch cost."""
+    chains, rounds = (1, 4, 16), 3
+    expected = [n for r in range(rounds) for n in chains[r:] + chains[:r]]
+    seen = []
+
+    def fake_measure(fn, **kwargs):
+        assert kwargs["raw"]
+        fn()  # a real call, so the report counts its launches
+        n = expected[len(seen)]
+        seen.append(n)
+        return [(10.0 + 2.0 * n) / 1000.0] * 3  # ms: 10 us per call + 2 us per kernel
+
+    monkeypatch.setattr(micro, "measure", fake_measure)
+    out = micro.overhead(chains, rounds=rounds)
+    assert len(seen) == len(expected)
+    assert [p["launches"] for p in out["points"]] == list(chains)
+    assert [p["iters"] for p in out["points"]] == [3 * rounds] * 3
+    assert abs(out["fixed_us"] - 10.0) < 1e-6 and abs(out["per_launch_us"] - 2.0) < 1e-6
