@@ -241,6 +241,6 @@ int32_t kiln_attention(int64_t heads, int64_t L, int64_t S, int64_t D, int64_t D
   attn_args g = {heads, L, S, D, Dv, (const float *)q, (const float *)k, (const float *)v, (float *)out,
                  scale, causal != 0, (L + QB - 1) / QB};
   int64_t tasks = heads * g.qblocks;
-  kiln_parallel_for(attn_tasks, &g, tasks, tasks < threads ? tasks : threads);
+  kiln_parallel_for(attn_tasks, &g, tasks, kiln_parts(tasks, threads));
   return 0;
 }

@@ -374,15 +374,15 @@ static void wgemm_run(wgemm_args *g, int64_t A, int64_t lda, int32_t threads, in
   if (g->mchunks > 1 || rows_first(g)) packed = kiln_thread_scratch((size_t)have * g->K * WNR * sizeof(float));
   if (packed != NULL) {
     g->packed_b = packed;
-    kiln_parallel_for(pack_b_tasks, g, have * kblocks, have * kblocks < threads ? have * kblocks : threads);
+    kiln_parallel_for(pack_b_tasks, g, have * kblocks, kiln_parts(have * kblocks, threads));
     /* Then the row chunks span every panel: as many per image as balance the pool. */
     g->mchunks = (want + g->batch - 1) / g->batch;
     if (g->mchunks > g->mblocks) g->mchunks = g->mblocks;
     int64_t tasks = g->batch * g->mchunks;
-    kiln_parallel_for(wgemm_rows_tasks, g, tasks, tasks < threads ? tasks : threads);
+    kiln_parallel_for(wgemm_rows_tasks, g, tasks, kiln_parts(tasks, threads));
   } else {
     int64_t tasks = have * g->mchunks;
-    kiln_parallel_for(wgemm_tasks, g, tasks, tasks < threads ? tasks : threads);
+    kiln_parallel_for(wgemm_tasks, g, tasks, kiln_parts(tasks, threads));
   }
   g->packed_b = NULL;
 }
@@ -712,16 +712,16 @@ static int dconv_run(dconv_args *d, int64_t Wt, int32_t threads, int64_t slot) {
   d->wide = buf + round16(d->batch * d->sbuf + slack);
   memset(buf + d->batch * d->sbuf, 0, (size_t)slack * sizeof(float));
   int64_t n = d->batch * d->C;
-  kiln_parallel_for(dconv_prepare, d, n, n < threads ? n : threads);
+  kiln_parallel_for(dconv_prepare, d, n, kiln_parts(n, threads));
   int64_t want = 8 * (int64_t)threads;
   int64_t spans = (d->panels + d->qspan - 1) / d->qspan, have = d->batch * spans;
   d->mchunks = have >= want ? 1 : (want + have - 1) / have;
   if (d->mchunks > d->mblocks) d->mchunks = d->mblocks;
   tasks = have * d->mchunks;
-  kiln_parallel_for(dconv_tasks, d, tasks, tasks < threads ? tasks : threads);
+  kiln_parallel_for(dconv_tasks, d, tasks, kiln_parts(tasks, threads));
   if (d->cpr) return 1;
   n = d->batch * d->F;
-  kiln_parallel_for(dconv_finish, d, n, n < threads ? n : threads);
+  kiln_parallel_for(dconv_finish, d, n, kiln_parts(n, threads));
   return 1;
 }
 

@@ -128,11 +128,25 @@ int kiln_pool_threads(void) { return pool_threads + 1; }
 /* Floats per vector this build computes in (16: AVX-512, 8: AVX2). */
 int kiln_vector_width(void) { return KILN_VW; }
 
-/* fn(ctx, lo, hi) over [0, n) in `parts` ranges, on the pool and the caller.
- * A caller that finds the pool busy (another thread's kernel) runs it all. */
+/* Ranges per thread that kiln_parts hands out: each thread claims ranges
+ * until none is left, so a thread slowed down (another tenant on its core,
+ * a spell of cache misses) leaves the rest to the others instead of
+ * holding up the call with its fixed half. */
+#define KILN_PARTS_PER_THREAD 4
+
+int64_t kiln_parts(int64_t tasks, int64_t threads) {
+  int64_t want = threads * KILN_PARTS_PER_THREAD;
+  return tasks < want ? tasks : want;
+}
+
+/* fn(ctx, lo, hi) over [0, n) in `parts` ranges, on the pool and the caller;
+ * each thread runs ranges until none is left (parts > threads balances the
+ * load, see kiln_parts; a task that takes a buffer per range needs parts of
+ * them).  A caller that finds the pool busy (another thread's kernel) runs
+ * it all. */
 void kiln_parallel_for(kiln_task_fn fn, void *ctx, int64_t n, int64_t parts) {
-  if (parts > pool_threads + 1) parts = pool_threads + 1;
-  if (parts <= 1 || n <= 1 || pthread_mutex_trylock(&pool_lock) != 0) {
+  if (parts > 0xffff) parts = 0xffff; /* job_word's field */
+  if (parts <= 1 || n <= 1 || pool_threads == 0 || pthread_mutex_trylock(&pool_lock) != 0) {
     fn(ctx, 0, n);
     return;
   }
@@ -564,9 +578,16 @@ void kiln_sgemm_small(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, i
     if (ap != NULL) {
       g.Ap = ap;
       int64_t blocks = (M + MR - 1) / MR;
-      kiln_parallel_for(pack_a_tasks, &g, blocks, threads);
+      kiln_parallel_for(pack_a_tasks, &g, blocks, kiln_parts(blocks, threads));
     }
   }
+  /* Panels in balanced ranges (kiln_parts) from PF_FIRST_ROWS rows of A on:
+   * two threads, AVX2, the weights from memory, same library, alternating:
+   * 64 x 4096 x 1024 0.86-0.94x, 64 x 1024 x 4096 0.95x, 96 x 256 x 1024
+   * 0.94x.  With fewer rows a thread's range is a stream from memory, and
+   * cut in four it lost its continuity: 1 x 1024 x 4096 1.12x, 8 x 4096 x
+   * 1024 1.0-1.04x, the bench MLP at B=8 1.04x.  AVX-512 builds keep one
+   * range per thread (PF_FIRST_ROWS is unbounded there; not measured). */
   int64_t np = (N + NR - 1) / NR;
-  kiln_parallel_for(panels, &g, np, threads);
+  kiln_parallel_for(panels, &g, np, M < PF_FIRST_ROWS ? threads : kiln_parts(np, threads));
 }

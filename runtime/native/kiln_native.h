@@ -20,6 +20,8 @@ void *kiln_alloc(size_t bytes);
 /* The calling thread's scratch buffer, at least `bytes` (kept and grown
  * across calls, freed when the thread exits); NULL when memory ran out. */
 float *kiln_thread_scratch(size_t bytes);
+/* Ranges for kiln_parallel_for over `tasks` on `threads`: a few per thread. */
+int64_t kiln_parts(int64_t tasks, int64_t threads);
 
 /* Packing slots of constant GEMM operands: the slot's packed copy of src
  * (rows x cols, leading dim ld; `floats` long, laid out by `pack`), packed
