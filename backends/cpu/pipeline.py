@@ -14,9 +14,10 @@ Each stage is a registered kiln pass, so ``kiln-opt --pass-pipeline`` and
    LLVM at ``-O3`` -- which is why f32 ``exp``/``erf``/``tanh``
    are arith polynomials, not libm calls.  No MLIR-level tiling yet
    (``level=0`` turns the stage off).
-3. ``kiln-cpu-bufferize``: one-shot bufferization with identity layouts at
-   function boundaries, then the buffer deallocation pipeline (internal
-   buffers are freed before returning).
+3. ``kiln-cpu-bufferize``: elementwise epilogues write into the product
+   they read (:func:`epilogues_in_place`), then one-shot bufferization
+   with identity layouts at function boundaries and the buffer
+   deallocation pipeline (internal buffers are freed before returning).
 4. ``kiln-cpu-to-llvm``: loops → cf → LLVM dialect (math through libm where
    LLVM has no intrinsic).
 
@@ -188,8 +189,56 @@ def unshare_output_inits(module) -> None:
             producer.operands[slot] = value
 
 
+def _all_parallel(op) -> bool:
+    return all("parallel" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"]))
+
+
+def epilogues_in_place(module) -> int:
+    """Let an elementwise ``linalg.generic`` that does not read its init
+    write into the tensor of an input it reads element for element -- the
+    result of a matrix product or another generic, used only there -- instead
+    of a fresh ``tensor.empty``; the number of generics rewritten.
+
+    Bufferization then computes both in one buffer (an elementwise access
+    may overwrite what it reads), and eliminate-empty-tensors traces that
+    buffer back to the function's output argument: a kernel's matmul +
+    bias (+ GELU) used to multiply into a ``malloc``'d temporary each call
+    and copy it out through the bias add.
+
+    4-D values are left as they are: a convolution's residual add and ReLU
+    are folded into its ``kiln_conv2d`` call by ``kiln-cpu-library``
+    (:func:`kiln.backends.cpu.conv.conv_epilogue`), which matches them
+    writing buffers of their own.
+    """
+    rewritten = 0
+    for fn in _functions(module):
+        for op in list(fn.regions[0].blocks[0].operations):
+            op = op.operation
+            if op.name != "linalg.generic" or len(op.results) != 1 or not _all_parallel(op):
+                continue
+            maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+            n_in = len(op.operands) - 1
+            body = op.regions[0].blocks[0]
+            init, out_map = op.operands[n_in], maps[n_in]
+            if not out_map.is_permutation or list(body.arguments[n_in].uses):
+                continue  # the body reads the init: it is not a fresh destination
+            init_op = _owner_op(init)
+            if init_op is None or init_op.name != "tensor.empty" or ir.RankedTensorType(init.type).rank == 4:
+                continue
+            for i in range(n_in):
+                value = op.operands[i]
+                producer = _owner_op(value)
+                if (maps[i] == out_map and value.type == init.type and producer is not None
+                        and producer.name.startswith("linalg.") and _uses(value) == 1):
+                    op.operands[n_in] = value
+                    rewritten += 1
+                    break
+    return rewritten
+
+
 def bufferize(module) -> None:
-    """Stage ``kiln-cpu-bufferize``: unshare the results' inits, then :data:`BUFFERIZE`."""
+    """Stage ``kiln-cpu-bufferize``: epilogues in place, the results' inits unshared, then :data:`BUFFERIZE`."""
+    epilogues_in_place(module)
     unshare_output_inits(module)
     run_upstream(module, BUFFERIZE, "kiln-cpu-bufferize")
 
