@@ -41,7 +41,9 @@ typedef int32_t ai __attribute__((vector_size(AW * 4)));
 #define KB 32
 /* Rows per register block (KB and QB are multiples).  RB x 2 vectors of
  * accumulators: 16 of AVX-512's 32 registers, but all 16 of AVX2's, where
- * gcc spilled them to the stack in the inner loops; 4 rows on AVX2. */
+ * gcc spilled them to the stack in the inner loops; 4 rows on AVX2.  That
+ * and the shared vectors in registers (kiln_pinned) took 0.75-0.90x as
+ * long at (H, L) = (32, 512), causal, one thread. */
 #define RB (AW == 8 ? 4 : 8)
 #define MAX_HEAD_DIM 256 /* kiln-cpu-library only sends heads up to this (D and Dv) */
 #define DVP (MAX_HEAD_DIM + 4 * AW)
@@ -76,15 +78,6 @@ static inline kiln_vec aexp(kiln_vec x) {
 
 static inline kiln_vec amax(kiln_vec a, kiln_vec b) { return aselect(a > b, a, b); }
 
-/* v, kept in a register: without it gcc folded the load of each shared
- * vector into every FMA that uses it (a load per FMA plus the broadcasts:
- * more loads than Zen 3 issues a cycle).  RB = 4 and this together took
- * 0.75-0.90x as long at (H, L) = (32, 512), causal, one thread. */
-static inline kiln_vec pinned(kiln_vec v) {
-  __asm__("" : "+x"(v));
-  return v;
-}
-
 #define QV (QB / AW) /* vectors of queries in a block (even: 2 with AVX-512, 4 with AVX2) */
 
 typedef struct {
@@ -106,7 +99,7 @@ static inline __attribute__((always_inline)) void scores_block(int nv, const flo
   for (int r = 0; r < RB; r++) acc[r][0] = acc[r][1] = (kiln_vec){0};
   for (int64_t d = 0; d < D; d++) {
     kiln_vec b[2];
-    for (int u = 0; u < nv; u++) b[u] = pinned(kiln_loadu(qt + d * QB + (v0 + u) * AW));
+    for (int u = 0; u < nv; u++) b[u] = kiln_pinned(kiln_loadu(qt + d * QB + (v0 + u) * AW));
     for (int r = 0; r < RB; r++) {
       float a = kr[r * D + d];
       for (int u = 0; u < nv; u++) acc[r][u] += a * b[u];
@@ -127,7 +120,7 @@ static inline __attribute__((always_inline)) void pv_block(int nv, const float *
     for (int u = 0; u < nv; u++) c[r][u] = kiln_loadu(acc + r * DVP + e0 + u * AW);
   for (int64_t j = 0; j < kb; j++) {
     kiln_vec b[2];
-    for (int u = 0; u < nv; u++) b[u] = pinned(kiln_loadu(vb + j * vstride + e0 + u * AW));
+    for (int u = 0; u < nv; u++) b[u] = kiln_pinned(kiln_loadu(vb + j * vstride + e0 + u * AW));
     for (int r = 0; r < RB; r++) {
       float a = pt[j * QB + r];
       for (int u = 0; u < nv; u++) c[r][u] += a * b[u];

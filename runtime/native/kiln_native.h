@@ -63,6 +63,15 @@ static inline kiln_vec kiln_loadu(const float *p) {
   return v;
 }
 
+/* v, kept in a register.  Where a tile leaves registers free, gcc folds the
+ * load of a vector that several FMAs share into each of them (a vector load
+ * per FMA, beside the broadcasts: more loads than Zen 3 issues a cycle);
+ * the empty asm makes the loaded value an opaque register operand. */
+static inline kiln_vec kiln_pinned(kiln_vec v) {
+  __asm__("" : "+x"(v));
+  return v;
+}
+
 /* x in every lane: one broadcast.  (kiln_vec){0} + x is not the same code:
  * 0.0 + x is not x for x = -0.0, so the compiler adds before it broadcasts. */
 static inline kiln_vec kiln_splat(float x) {
