@@ -26,6 +26,19 @@ def _is_f32(x) -> bool:
     return str(x.type) == "f32"
 
 
+def _contract():
+    return ir.Attribute.parse("#arith.fastmath<contract>")
+
+
+def _horner(x, coefs, c):
+    """``((coefs[0] x + coefs[1]) x + ...)`` with each step a multiply-add LLVM
+    may fuse (``fastmath<contract>``): one FMA a step instead of two ops."""
+    p = c(coefs[0])
+    for coef in coefs[1:]:
+        p = arith.addf(arith.mulf(p, x, fastmath=_contract()), c(coef), fastmath=_contract())
+    return p
+
+
 def exp(x):
     """``e**x``; for f32 an ``arith`` polynomial (Cephes ``expf``, relative error
     about 2e-7) instead of ``math.exp``, which becomes a scalar ``expf`` call
@@ -39,9 +52,8 @@ def exp(x):
     n = math.floor(arith.addf(arith.mulf(x, c(1.44269504088896341)), c(0.5)))
     r = arith.subf(x, arith.mulf(n, c(0.693359375)))
     r = arith.subf(r, arith.mulf(n, c(-2.12194440e-4)))
-    p = c(1.9875691500e-4)
-    for k in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
-        p = arith.addf(arith.mulf(p, r), c(k))
+    p = _horner(r, (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
+                    5.0000001201e-1), c)
     p = arith.addf(arith.addf(arith.mulf(arith.mulf(p, r), r), r), c(1.0))
     # 2**n from the exponent bits (n is in [-126, 127] after the clamp)
     i32 = ir.IntegerType.get_signless(32)
@@ -62,13 +74,10 @@ def erf(x):
     c = lambda v: scalar_const(t, v)  # noqa: E731
     x = arith.minimumf(arith.maximumf(x, c(-4.0)), c(4.0))  # erf is +-1 in f32 beyond
     x2 = arith.mulf(x, x)
-    p = c(-2.72614225801306e-10)
-    for coef in (2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05, -7.34990630326855e-04,
-                 -2.95459980854025e-03, -1.60960333262415e-02):
-        p = arith.addf(arith.mulf(p, x2), c(coef))
-    q = c(-1.45660718464996e-05)
-    for coef in (-2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03, -1.42647390514189e-02):
-        q = arith.addf(arith.mulf(q, x2), c(coef))
+    p = _horner(x2, (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
+                     -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02), c)
+    q = _horner(x2, (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
+                     -1.42647390514189e-02), c)
     return arith.divf(arith.mulf(x, p), q)
 
 

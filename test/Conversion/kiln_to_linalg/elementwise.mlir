@@ -43,15 +43,20 @@ func.func @compare_select(%a: !kiln.tensor<["B"], f32>, %b: !kiln.tensor<["B"], 
 
 // f32 exp is an arith polynomial scaled by 2**n from the exponent bits (a
 // libm call would keep LLVM from vectorizing); tanh builds on it, erf (in
-// gelu) is a rational function of x clamped to [-4, 4].
+// gelu) is a rational function of x clamped to [-4, 4].  Their polynomials'
+// steps may become FMAs (fastmath<contract>).
 // CHECK-LABEL: func.func @unary_chain(
 // CHECK-NOT: math.exp
 // CHECK-NOT: math.erf
 // CHECK: math.floor
+// CHECK: arith.mulf %{{.*}}, %{{.*}} fastmath<contract> : f32
+// CHECK: arith.addf %{{.*}}, %{{.*}} fastmath<contract> : f32
 // CHECK: arith.shli
 // CHECK: arith.bitcast %{{.*}} : i32 to f32
 // CHECK: arith.maximumf
 // CHECK: arith.minimumf
+// CHECK: arith.mulf %{{.*}}, %{{.*}} fastmath<contract> : f32
+// CHECK: arith.addf %{{.*}}, %{{.*}} fastmath<contract> : f32
 // CHECK: arith.divf
 // CHECK: math.copysign
 // CHECK-NOT: math.copysign
