@@ -105,8 +105,14 @@ def lower_matmul(lw: Lowering):
 # -- reductions ----------------------------------------------------------------
 
 
-def reduce(x: ir.Value, axes, keepdims: bool, init_value, combine, env: DimEnv, out_dims=None) -> ir.Value:
-    """Reduce ``x`` over ``axes`` with ``combine(acc, v)`` from ``init_value``."""
+def reduce(x: ir.Value, axes, keepdims: bool, init_value, combine, env: DimEnv, out_dims=None,
+           centre: ir.Value | None = None) -> ir.Value:
+    """Reduce ``x`` over ``axes`` with ``combine(acc, v)`` from ``init_value``.
+
+    ``centre`` (keepdims only: a tensor of the result's shape, 1 along
+    ``axes``) is read beside ``x``, and ``combine`` gets ``v - centre``: a
+    layer norm's variance from ``x`` and its mean, without ``x - mean`` as a
+    tensor of ``x``'s size."""
     xt = ir.RankedTensorType(x.type)
     rank = xt.rank
     axes = sorted(a % rank for a in axes) if rank else []
@@ -122,7 +128,7 @@ def reduce(x: ir.Value, axes, keepdims: bool, init_value, combine, env: DimEnv, 
     init = fill(init_value, _empty_from(sizes, xt.element_type, env))
     groups = _reduction_groups(rank, axes)
     if len(groups) < rank:
-        x = _collapse(x, groups)
+        x = _collapse(x, groups)  # the centre keeps its dims: it is read through the result's map
     loops = len(groups)
     out_exprs = []
     for loop, group in enumerate(groups):
@@ -133,6 +139,10 @@ def reduce(x: ir.Value, axes, keepdims: bool, init_value, combine, env: DimEnv, 
             out_exprs.append(loop)
     maps = [identity_map(loops), affine_map(loops, out_exprs)]
     iters = ["reduction" if g[0] in axes else "parallel" for g in groups]
+    if centre is not None:
+        assert keepdims, "a centred reduction keeps the reduced dims (the centre's map is the result's)"
+        return generic([x, centre], [init], [maps[0], maps[1], maps[1]], iters,
+                       lambda v, c, acc: combine(acc, arith.subf(v, c)))[0]
     return generic([x], [init], maps, iters, lambda v, acc: combine(acc, v))[0]
 
 
@@ -262,8 +272,11 @@ def lower_layer_norm(lw: Lowering):
     mean = elementwise(
         [reduce(x, axes, True, zero, arith.addf, lw.env)], _kept(out.dims, axes), t, lw.env, lambda v: arith.divf(v, n)
     )
-    d = elementwise([x, mean], out.dims, t, lw.env, arith.subf)
-    sq = reduce(elementwise([d], out.dims, t, lw.env, lambda v: arith.mulf(v, v)), axes, True, zero, arith.addf, lw.env)
+    # The variance reads x and the mean, and the output recomputes x - mean:
+    # x - mean and its square as tensors of x's size had been two buffers
+    # allocated (4 MiB each at the transformer block's 4096 x 256) and two
+    # more passes over memory per call.
+    sq = reduce(x, axes, True, zero, lambda acc, dv: arith.addf(acc, arith.mulf(dv, dv)), lw.env, centre=mean)
     eps = scalar_const(t, lw.attrs["epsilon"])
     inv = elementwise(
         [sq], _kept(out.dims, axes), t, lw.env,
@@ -274,13 +287,13 @@ def lower_layer_norm(lw: Lowering):
     segments = list(ir.DenseI32ArrayAttr(lw.op.attributes["operandSegmentSizes"]))
     names = [n for n, k in zip(("weight", "bias"), segments[1:]) if k]
 
-    def body(dv, iv, *wb):
-        y = arith.mulf(dv, iv)
+    def body(xv, mv, iv, *wb):
+        y = arith.mulf(arith.subf(xv, mv), iv)
         for name, val in zip(names, wb):
             y = arith.mulf(y, val) if name == "weight" else arith.addf(y, val)
         return y
 
-    return [elementwise([d, inv, *extra], out.dims, t, lw.env, body)]
+    return [elementwise([x, mean, inv, *extra], out.dims, t, lw.env, body)]
 
 
 def _kept(dims, axes):
