@@ -351,7 +351,25 @@ class KilnOp(Kiln.Operation):
                     variadic_results = True
         return operands, variadic_operands, results, variadic_results
 
+    def _check_segments(self):
+        """An op with optional or variadic operands (results) carries one size
+        per operand (result) group in ``operandSegmentSizes``
+        (``resultSegmentSizes``); without it the accessors fail deep inside
+        the bindings."""
+        for attr, kind, what in (("operandSegmentSizes", ext.OperandDef, "operand"),
+                                 ("resultSegmentSizes", ext.ResultDef, "result")):
+            groups = [f for f in self._fields if isinstance(f, kind)]
+            if all(f.variadicity == ext.Variadicity.single for f in groups):
+                continue
+            if attr not in self.operation.attributes:
+                raise VerifyError(f"needs an '{attr}' attribute: array<i32: ...> with one size per {what} group "
+                                  f"({len(groups)} groups; 1 for a required {what}, 0 or 1 for an optional one)")
+            n = len(ir.DenseI32ArrayAttr(self.operation.attributes[attr]))
+            if n != len(groups):
+                raise VerifyError(f"'{attr}' has {n} sizes, but the op has {len(groups)} {what} groups")
+
     def _check_counts(self):
+        self._check_segments()
         n_in, var_in, n_out, var_out = self._expected_counts()
         got_in = len(self.operation.operands)
         got_out = len(self.operation.results)

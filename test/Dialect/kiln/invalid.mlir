@@ -274,3 +274,15 @@ func.func @gather_elements$rank(%d: !kiln.tensor<[4, 8], f32>, %i: !kiln.tensor<
   %0 = "kiln.gather_elements"(%d, %i) {axis = 1 : i64} : (!kiln.tensor<[4, 8], f32>, !kiln.tensor<[4], i64>) -> !kiln.tensor<[4], f32>
   return
 }
+// -----
+func.func @layer_norm$no_segment_sizes(%x: !kiln.tensor<[4, 8], f32>, %g: !kiln.tensor<[8], f32>) {
+  // expected-error @below {{'kiln.layer_norm' op needs an 'operandSegmentSizes' attribute: array<i32: ...> with one size per operand group (3 groups; 1 for a required operand, 0 or 1 for an optional one)}}
+  %0 = "kiln.layer_norm"(%x, %g) {axis = -1 : i64, epsilon = 1.0e-05 : f64} : (!kiln.tensor<[4, 8], f32>, !kiln.tensor<[8], f32>) -> !kiln.tensor<[4, 8], f32>
+  return
+}
+// -----
+func.func @layer_norm$short_segment_sizes(%x: !kiln.tensor<[4, 8], f32>, %g: !kiln.tensor<[8], f32>) {
+  // expected-error @below {{'kiln.layer_norm' op 'operandSegmentSizes' has 2 sizes, but the op has 3 operand groups}}
+  %0 = "kiln.layer_norm"(%x, %g) {axis = -1 : i64, epsilon = 1.0e-05 : f64, operandSegmentSizes = array<i32: 1, 1>} : (!kiln.tensor<[4, 8], f32>, !kiln.tensor<[8], f32>) -> !kiln.tensor<[4, 8], f32>
+  return
+}
