@@ -26,16 +26,13 @@ def _is_f32(x) -> bool:
     return str(x.type) == "f32"
 
 
-def _contract():
-    return ir.Attribute.parse("#arith.fastmath<contract>")
-
-
 def _horner(x, coefs, c):
     """``((coefs[0] x + coefs[1]) x + ...)`` with each step a multiply-add LLVM
     may fuse (``fastmath<contract>``): one FMA a step instead of two ops."""
+    contract = ir.Attribute.parse("#arith.fastmath<contract>")
     p = c(coefs[0])
     for coef in coefs[1:]:
-        p = arith.addf(arith.mulf(p, x, fastmath=_contract()), c(coef), fastmath=_contract())
+        p = arith.addf(arith.mulf(p, x, fastmath=contract), c(coef), fastmath=contract)
     return p
 
 
