@@ -58,6 +58,11 @@ GEOMETRIES = [
     (2, 256, 28, 28, 128, 1, 1, 2, 1, 0),
     (1, 64, 50, 50, 16, 5, 5, 3, 1, 2),
     (1, 256, 9, 9, 160, 3, 3, 1, 1, 1),
+    # Stride 2 without padding, both column phases split from each input row
+    # in one pass (copy_row_s2): a 2x2 window whose last input column lies
+    # past the phase planes, and a 3x3 on an odd width.
+    (4, 48, 33, 33, 64, 2, 2, 2, 1, 0),
+    (2, 40, 41, 41, 32, 3, 3, 2, 1, 0),
     # Bands: three images in bands of 9 rows and 8 (two bands per image on
     # two threads), and eight whole images (four per thread).
     (3, 32, 33, 33, 40, 3, 3, 2, 1, 1),
