@@ -63,6 +63,10 @@ GEOMETRIES = [
     # past the phase planes, and a 3x3 on an odd width.
     (4, 48, 33, 33, 64, 2, 2, 2, 1, 0),
     (2, 40, 41, 41, 32, 3, 3, 2, 1, 0),
+    # Plane rows zeroed at their ends without the vector stores: padding
+    # wider than a vector, and rows narrower than one (5 + 2 columns).
+    (2, 16, 20, 20, 32, 3, 3, 1, 1, 9),
+    (4, 128, 5, 5, 64, 3, 3, 1, 1, 1),
     # Bands: three images in bands of 9 rows and 8 (two bands per image on
     # two threads), and eight whole images (four per thread).
     (3, 32, 33, 33, 40, 3, 3, 2, 1, 1),
