@@ -188,6 +188,7 @@ void kiln_permute(int64_t rank, int64_t meta, int64_t in, int64_t out, int64_t e
 
 /* ------------------------------------------------------------ max pooling */
 
+#define MAXPOOL_KW 16
 typedef struct {
   int64_t H, W, OH, OW, KH, KW, sh, sw, dh, dw, pt, pl;
   const float *x;
@@ -197,11 +198,61 @@ typedef struct {
 /* max(m, v) that keeps a NaN of either (as torch's max pooling does). */
 static inline float nan_max(float m, float v) { return v > m || v != v ? v : m; }
 
-/* Planes [lo, hi): per output row, each tap row inside the input folded
- * into the row, tap column by tap column over the outputs that column
- * reaches inside the input (no padded copy: a tap outside is skipped, as
- * a -inf padding would be). */
+/* The outputs [*o0, *o1) whose tap column kw lies inside the input. */
+static void maxpool_cols(const maxpool_args *p, int64_t kw, int64_t *o0, int64_t *o1) {
+  int64_t c = kw * p->dw - p->pl;
+  *o0 = c >= 0 ? 0 : (-c + p->sw - 1) / p->sw;
+  *o1 = p->W - c > 0 ? (p->W - c + p->sw - 1) / p->sw : 0;
+  if (*o1 > p->OW) *o1 = p->OW;
+}
+
+/* Input rows wider than this are folded tap by tap (no row buffer on the stack). */
+#define MAXPOOL_ROW 4096
+
+/* Planes [lo, hi): per output row, the tap rows inside the input folded
+ * into one row t (contiguous, vectorized), then each tap column over the
+ * outputs that column reaches inside the input (no padded copy: a tap
+ * outside is skipped, as a -inf padding would be).  Rows first: the
+ * strided column passes are KW per output row instead of KH x KW, and
+ * their bounds are computed once per part (ResNet-50's 3x3 stride-2 pool,
+ * 64 x 112 x 112, two threads: 0.47-0.56 -> 0.18-0.29 ms, C harness,
+ * alternating; bounds hoisted alone gave 0.90-0.93x). */
 static void maxpool_planes(void *ctx, int64_t lo, int64_t hi) {
+  const maxpool_args *p = ctx;
+  float t[MAXPOOL_ROW];
+  int64_t o0[MAXPOOL_KW], o1[MAXPOOL_KW];
+  for (int64_t kw = 0; kw < p->KW; kw++) maxpool_cols(p, kw, &o0[kw], &o1[kw]);
+  for (int64_t plane = lo; plane < hi; plane++) {
+    const float *x = p->x + plane * p->H * p->W;
+    float *y = p->y + plane * p->OH * p->OW;
+    for (int64_t oh = 0; oh < p->OH; oh++) {
+      float *yr = y + oh * p->OW;
+      for (int64_t ow = 0; ow < p->OW; ow++) yr[ow] = -INFINITY;
+      int rows = 0;
+      for (int64_t kh = 0; kh < p->KH; kh++) {
+        int64_t ih = oh * p->sh - p->pt + kh * p->dh;
+        if (ih < 0 || ih >= p->H) continue;
+        const float *xr = x + ih * p->W;
+        if (rows++ == 0)
+          memcpy(t, xr, p->W * sizeof(float));
+        else
+          for (int64_t w = 0; w < p->W; w++) t[w] = nan_max(t[w], xr[w]);
+      }
+      if (rows == 0) continue;
+      for (int64_t kw = 0; kw < p->KW; kw++) {
+        const float *tr = t + kw * p->dw - p->pl; /* output ow reads tr[ow * sw] */
+        if (p->sw == 2) /* a constant stride the compiler can vectorize */
+          for (int64_t ow = o0[kw]; ow < o1[kw]; ow++) yr[ow] = nan_max(yr[ow], tr[2 * ow]);
+        else
+          for (int64_t ow = o0[kw]; ow < o1[kw]; ow++) yr[ow] = nan_max(yr[ow], tr[ow * p->sw]);
+      }
+    }
+  }
+}
+
+/* The same, tap by tap from the input (rows wider than MAXPOOL_ROW, or more
+ * than MAXPOOL_KW tap columns). */
+static void maxpool_planes_taps(void *ctx, int64_t lo, int64_t hi) {
   const maxpool_args *p = ctx;
   for (int64_t plane = lo; plane < hi; plane++) {
     const float *x = p->x + plane * p->H * p->W;
@@ -213,15 +264,10 @@ static void maxpool_planes(void *ctx, int64_t lo, int64_t hi) {
         int64_t ih = oh * p->sh - p->pt + kh * p->dh;
         if (ih < 0 || ih >= p->H) continue;
         for (int64_t kw = 0; kw < p->KW; kw++) {
-          int64_t c = kw * p->dw - p->pl; /* input column of output 0's tap */
-          int64_t o0 = c >= 0 ? 0 : (-c + p->sw - 1) / p->sw;
-          int64_t o1 = p->W - c > 0 ? (p->W - c + p->sw - 1) / p->sw : 0;
-          if (o1 > p->OW) o1 = p->OW;
-          const float *xr = x + ih * p->W + c; /* output ow reads xr[ow * sw] */
-          if (p->sw == 2) /* a constant stride the compiler can vectorize */
-            for (int64_t ow = o0; ow < o1; ow++) yr[ow] = nan_max(yr[ow], xr[2 * ow]);
-          else
-            for (int64_t ow = o0; ow < o1; ow++) yr[ow] = nan_max(yr[ow], xr[ow * p->sw]);
+          int64_t o0, o1;
+          maxpool_cols(p, kw, &o0, &o1);
+          const float *xr = x + ih * p->W + kw * p->dw - p->pl; /* output ow reads xr[ow * sw] */
+          for (int64_t ow = o0; ow < o1; ow++) yr[ow] = nan_max(yr[ow], xr[ow * p->sw]);
         }
       }
     }
@@ -238,5 +284,6 @@ void kiln_maxpool2d(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW
                     int32_t threads) {
   maxpool_args p = {H, W, OH, OW, KH, KW, sh, sw, dh, dw, pt, pl, (const float *)x, (float *)y};
   int64_t bytes = planes * OH * OW * (int64_t)sizeof(float);
-  kiln_parallel_for(maxpool_planes, &p, planes, memory_parts(bytes, planes, threads));
+  kiln_task_fn fn = W <= MAXPOOL_ROW && KW <= MAXPOOL_KW ? maxpool_planes : maxpool_planes_taps;
+  kiln_parallel_for(fn, &p, planes, memory_parts(bytes, planes, threads));
 }

@@ -61,3 +61,19 @@ def test_nan_and_inf_propagate_like_torch():
     assert np.isnan(want).any() and np.isneginf(want).any()
     np.testing.assert_array_equal(got, want)
 
+
+
+# Pools folded tap by tap from the input (maxpool_planes_taps): more tap
+# columns than the row path keeps bounds for, and rows wider than its buffer.
+WIDE = [
+    (dict(kernel_size=(2, 17), stride=2, padding=(1, 8)), (2, 3, 7, 40)),
+    (dict(kernel_size=3, stride=2, padding=1), (1, 2, 5, 4100)),
+]
+
+
+@pytest.mark.parametrize("kw, shape", WIDE, ids=["17-columns", "4100-wide"])
+def test_wide_max_pools_match_torch(kw, shape):
+    x = torch.from_numpy(np.random.default_rng(0).standard_normal(shape, dtype=np.float32))
+    model = kiln.compile(_Pool(**kw), (x,), keep_ir=True)
+    assert pool.NATIVE_MAXPOOL in model.ir["llvm"]
+    np.testing.assert_array_equal(model(x).numpy(), _Pool(**kw)(x).numpy())
