@@ -206,7 +206,27 @@ static void maxpool_cols(const maxpool_args *p, int64_t kw, int64_t *o0, int64_t
   if (*o1 > p->OW) *o1 = p->OW;
 }
 
-/* Input rows wider than this are folded tap by tap (no row buffer on the stack). */
+/* Each tap column over the output row yr from the input-wide row `row`:
+ * yr[ow] = max(yr[ow], row[ow * sw + kw * dw - pl]) where that is inside;
+ * lo / hi: maxpool_cols of the first MAXPOOL_KW columns. */
+static inline __attribute__((always_inline)) void maxpool_fold_cols(const maxpool_args *p, float *restrict yr,
+                                                                   const float *restrict row, const int64_t *lo,
+                                     const int64_t *hi) {
+  for (int64_t kw = 0; kw < p->KW; kw++) {
+    int64_t o0, o1;
+    if (kw < MAXPOOL_KW)
+      o0 = lo[kw], o1 = hi[kw];
+    else
+      maxpool_cols(p, kw, &o0, &o1);
+    const float *tr = row + kw * p->dw - p->pl; /* output ow reads tr[ow * sw] */
+    if (p->sw == 2) /* a constant stride the compiler can vectorize */
+      for (int64_t ow = o0; ow < o1; ow++) yr[ow] = nan_max(yr[ow], tr[2 * ow]);
+    else
+      for (int64_t ow = o0; ow < o1; ow++) yr[ow] = nan_max(yr[ow], tr[ow * p->sw]);
+  }
+}
+
+/* Input rows wider than this are folded tap row by tap row (no row buffer on the stack). */
 #define MAXPOOL_ROW 4096
 
 /* Planes [lo, hi): per output row, the tap rows inside the input folded
@@ -220,8 +240,9 @@ static void maxpool_cols(const maxpool_args *p, int64_t kw, int64_t *o0, int64_t
 static void maxpool_planes(void *ctx, int64_t lo, int64_t hi) {
   const maxpool_args *p = ctx;
   float t[MAXPOOL_ROW];
+  int rows_first = p->W <= MAXPOOL_ROW;
   int64_t o0[MAXPOOL_KW], o1[MAXPOOL_KW];
-  for (int64_t kw = 0; kw < p->KW; kw++) maxpool_cols(p, kw, &o0[kw], &o1[kw]);
+  for (int64_t kw = 0; kw < p->KW && kw < MAXPOOL_KW; kw++) maxpool_cols(p, kw, &o0[kw], &o1[kw]);
   for (int64_t plane = lo; plane < hi; plane++) {
     const float *x = p->x + plane * p->H * p->W;
     float *y = p->y + plane * p->OH * p->OW;
@@ -233,43 +254,14 @@ static void maxpool_planes(void *ctx, int64_t lo, int64_t hi) {
         int64_t ih = oh * p->sh - p->pt + kh * p->dh;
         if (ih < 0 || ih >= p->H) continue;
         const float *xr = x + ih * p->W;
-        if (rows++ == 0)
+        if (!rows_first)
+          maxpool_fold_cols(p, yr, xr, o0, o1);
+        else if (rows++ == 0)
           memcpy(t, xr, p->W * sizeof(float));
         else
           for (int64_t w = 0; w < p->W; w++) t[w] = nan_max(t[w], xr[w]);
       }
-      if (rows == 0) continue;
-      for (int64_t kw = 0; kw < p->KW; kw++) {
-        const float *tr = t + kw * p->dw - p->pl; /* output ow reads tr[ow * sw] */
-        if (p->sw == 2) /* a constant stride the compiler can vectorize */
-          for (int64_t ow = o0[kw]; ow < o1[kw]; ow++) yr[ow] = nan_max(yr[ow], tr[2 * ow]);
-        else
-          for (int64_t ow = o0[kw]; ow < o1[kw]; ow++) yr[ow] = nan_max(yr[ow], tr[ow * p->sw]);
-      }
-    }
-  }
-}
-
-/* The same, tap by tap from the input (rows wider than MAXPOOL_ROW, or more
- * than MAXPOOL_KW tap columns). */
-static void maxpool_planes_taps(void *ctx, int64_t lo, int64_t hi) {
-  const maxpool_args *p = ctx;
-  for (int64_t plane = lo; plane < hi; plane++) {
-    const float *x = p->x + plane * p->H * p->W;
-    float *y = p->y + plane * p->OH * p->OW;
-    for (int64_t oh = 0; oh < p->OH; oh++) {
-      float *yr = y + oh * p->OW;
-      for (int64_t ow = 0; ow < p->OW; ow++) yr[ow] = -INFINITY;
-      for (int64_t kh = 0; kh < p->KH; kh++) {
-        int64_t ih = oh * p->sh - p->pt + kh * p->dh;
-        if (ih < 0 || ih >= p->H) continue;
-        for (int64_t kw = 0; kw < p->KW; kw++) {
-          int64_t o0, o1;
-          maxpool_cols(p, kw, &o0, &o1);
-          const float *xr = x + ih * p->W + kw * p->dw - p->pl; /* output ow reads xr[ow * sw] */
-          for (int64_t ow = o0; ow < o1; ow++) yr[ow] = nan_max(yr[ow], xr[ow * p->sw]);
-        }
-      }
+      if (rows > 0) maxpool_fold_cols(p, yr, t, o0, o1);
     }
   }
 }
@@ -284,6 +276,5 @@ void kiln_maxpool2d(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW
                     int32_t threads) {
   maxpool_args p = {H, W, OH, OW, KH, KW, sh, sw, dh, dw, pt, pl, (const float *)x, (float *)y};
   int64_t bytes = planes * OH * OW * (int64_t)sizeof(float);
-  kiln_task_fn fn = W <= MAXPOOL_ROW && KW <= MAXPOOL_KW ? maxpool_planes : maxpool_planes_taps;
-  kiln_parallel_for(fn, &p, planes, memory_parts(bytes, planes, threads));
+  kiln_parallel_for(maxpool_planes, &p, planes, memory_parts(bytes, planes, threads));
 }
