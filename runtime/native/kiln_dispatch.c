@@ -235,8 +235,9 @@ static inline __attribute__((always_inline)) void maxpool_fold_cols(const maxpoo
  * outside is skipped, as a -inf padding would be).  Rows first: the
  * strided column passes are KW per output row instead of KH x KW, and
  * their bounds are computed once per part (ResNet-50's 3x3 stride-2 pool,
- * 64 x 112 x 112, two threads: 0.47-0.56 -> 0.18-0.29 ms, C harness,
- * alternating; bounds hoisted alone gave 0.90-0.93x). */
+ * 64 x 112 x 112, two threads: 0.66-0.75x with the machine loaded, 0.47-
+ * 0.56 -> 0.18-0.29 ms in a quiet spell; C harness, alternating, both
+ * orders; bounds hoisted alone gave 0.90-0.93x). */
 static void maxpool_planes(void *ctx, int64_t lo, int64_t hi) {
   const maxpool_args *p = ctx;
   float t[MAXPOOL_ROW];
