@@ -430,15 +430,16 @@ void kiln_sgemm_wa(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t A, in
  * 0.95-1.06x. */
 
 #define DCONV_MAX_STRIDE 64
-/* Below this many FMAs the im2col path is faster than the wide result: the
- * copy in and out and the three handoffs to the pool cost more than the
- * gathers they save (two threads: 24 -> 28 us for a 3 -> 32 channel 3x3 on
- * 32 x 32, 0.9 M FMAs; 80 -> 100 us for 32 -> 64 stride 2, 4.7 M; at batch
- * 8, 7.1 M, direct is 5% faster, and 8-24% on ResNet-50's 3x3 and 7x7
- * layers).  The rows path (dconv_rows: no wide result, no copy out) has no
- * such bound: that 3 -> 32 layer 23-27 -> 22 us, a 16 -> 16 one on 32 x 32
- * 48 -> 35 us.  -D it huge to build a library without the wide path for
- * A/B runs. */
+/* Below this many FMAs, from 64 output channels, the im2col path is faster
+ * than the wide result: the copy in and out and the handoffs to the pool
+ * cost more than the gathers they save (two threads: 24 -> 28 us for a
+ * 3 -> 32 channel 3x3 on 32 x 32, 0.9 M FMAs; 80 -> 100 us for 32 -> 64
+ * stride 2, 4.7 M; at batch 8, 7.1 M, direct is 5% faster, and 8-24% on
+ * ResNet-50's 3x3 and 7x7 layers; measured before the copy in got faster,
+ * and now only kept from 64 channels: see dconv_run).  The rows path
+ * (dconv_rows: no wide result, no copy out) has no such bound: that 3 -> 32
+ * layer 23-27 -> 22 us, a 16 -> 16 one on 32 x 32 48 -> 35 us.  -D it huge
+ * to build a library without the wide path from 64 channels for A/B runs. */
 #ifndef KILN_DCONV_MIN_FMAS
 #define KILN_DCONV_MIN_FMAS 6e6
 #endif
@@ -719,7 +720,13 @@ static int dconv_run(dconv_args *d, int64_t Wt, int32_t threads, int64_t slot) {
    * harness, alternating). */
   d->flat = !d->cpr && d->Wq == d->OW;
   d->direct = d->cpr || d->flat;
-  if (!d->cpr && (double)d->batch * d->F * d->K * d->OH * d->OW < KILN_DCONV_MIN_FMAS) return 0;
+  /* Below KILN_DCONV_MIN_FMAS only a few output channels: the im2col
+   * gather is paid once per panel for all F rows, so with few rows it
+   * outweighs the copy in and the wide grid's extra columns (this session's
+   * faster copy; two threads, alternating builds: 16 channels on 28 x 28
+   * 0.56x, 32 0.70x, 8 / 16 / 48 at stride 2 on 15 x 15 0.39 / 0.64 /
+   * 0.75x, 24 from 3 channels 0.81x; but 64 channels 1.06 / 1.23x). */
+  if (!d->cpr && d->F >= 64 && (double)d->batch * d->F * d->K * d->OH * d->OW < KILN_DCONV_MIN_FMAS) return 0;
   d->Ap = packed_a_for(slot, (const float *)Wt, d->F, d->K, d->K);
   if (d->Ap == NULL) return 0;
   /* Bands of R output rows, each copied in, multiplied and copied out by

@@ -47,6 +47,9 @@ GEOMETRIES = [
     (1, 2, 5, 6, 3, 5, 5, 3, 1, 2),
     (2, 2, 6, 30, 5, 1, 17, 1, 1, 8),
     (1, 50, 6, 6, 13, 3, 3, 1, 1, 1),
+    # 64 output channels below KILN_DCONV_MIN_FMAS: the im2col gather with
+    # a packed weight (fewer channels now take the direct path there too).
+    (1, 16, 12, 12, 64, 3, 3, 1, 1, 1),
     # Above KILN_DCONV_MIN_FMAS (6 M), so computed directly when the weight
     # has a slot: stride 1 with a partial row block, stride 2 with odd sizes,
     # a 7x7 stride-2 stem, dilation 2, a 1x1 stride 2 (one phase plane of
