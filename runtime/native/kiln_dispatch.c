@@ -211,7 +211,7 @@ static void maxpool_cols(const maxpool_args *p, int64_t kw, int64_t *o0, int64_t
  * lo / hi: maxpool_cols of the first MAXPOOL_KW columns. */
 static inline __attribute__((always_inline)) void maxpool_fold_cols(const maxpool_args *p, float *restrict yr,
                                                                    const float *restrict row, const int64_t *lo,
-                                     const int64_t *hi) {
+                                                                   const int64_t *hi) {
   for (int64_t kw = 0; kw < p->KW; kw++) {
     int64_t o0, o1;
     if (kw < MAXPOOL_KW)
