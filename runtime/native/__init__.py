@@ -33,9 +33,10 @@ __all__ = ["SOURCES", "library", "load", "packed_bytes", "release_on_collect", "
 
 #: The C files of the library, compiled together (the others use kiln_native.c's pool).
 SOURCES = tuple(Path(__file__).with_name(name)
-                for name in ("kiln_native.c", "kiln_conv.c", "kiln_vconv.c", "kiln_attention.c", "kiln_dispatch.c"))
+                for name in ("kiln_native.c", "kiln_conv.c", "kiln_winograd.c", "kiln_vconv.c", "kiln_attention.c",
+                             "kiln_dispatch.c"))
 #: What they include (part of the library's cache key, not compiled alone).
-HEADERS = (Path(__file__).with_name("kiln_native.h"),)
+HEADERS = (Path(__file__).with_name("kiln_native.h"), Path(__file__).with_name("kiln_wtile.h"))
 FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-pthread")
 
 _lock = threading.Lock()

@@ -27,7 +27,12 @@ int64_t kiln_parts(int64_t tasks, int64_t threads);
  * (rows x cols, leading dim ld; `floats` long, laid out by `pack`), packed
  * on the first call; NULL when the slot is 0, holds another matrix, or
  * memory ran out. */
-enum { KILN_PACK_B = 0, KILN_PACK_A = 1, KILN_PACK_V = 2 /* + Q: kiln_vconv.c's groups of 16Q channels */ };
+enum {
+  KILN_PACK_B = 0,
+  KILN_PACK_A = 1,
+  KILN_PACK_V = 2, /* + Q: kiln_vconv.c's groups of 16Q channels */
+  KILN_PACK_W = 16 /* kiln_winograd.c's transformed 3x3 weight */
+};
 typedef void (*kiln_pack_fn)(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ld);
 const float *kiln_slot_packed(int64_t slot, int64_t kind, const float *src, int64_t rows, int64_t cols, int64_t ld,
                               int64_t floats, kiln_pack_fn pack);
@@ -40,6 +45,16 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
                int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl, const float *X,
                const float *Wt, const float *bias, const float *res, int accumulate, int relu, float *Y,
                int32_t threads, int64_t slot);
+
+/* kiln_conv2d's contract for a 3x3 stride-1 undilated convolution, by
+ * Winograd's F(2x2, 3x3) (kiln_winograd.c), when kiln_winograd_takes the
+ * channels and output size; 0 when it does not or memory ran out (nothing
+ * written).  The choice depends on neither the batch nor the threads, so a
+ * weight's slot always holds the same packing. */
+int kiln_winograd_takes(int64_t F, int64_t C, int64_t OH, int64_t OW);
+int kiln_winograd(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t pt,
+                  int64_t pl, const float *X, const float *Wt, const float *bias, const float *res, int accumulate,
+                  int relu, float *Y, int32_t threads, int64_t slot);
 
 /* The vector the kernels compute in (KILN_VW floats: one register) and the
  * rows of A in the GEMMs' register block (KILN_MR rows x two vectors of

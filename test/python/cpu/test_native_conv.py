@@ -112,6 +112,14 @@ GEOMETRIES = [
     (1, 256, 14, 14, 256, 1, 1, 1, 1, 0),
     (3, 256, 5, 5, 64, 1, 1, 1, 1, 0),
     (1, 256, 3, 5, 16, 1, 1, 1, 1, 0),
+    # 3x3 stride 1 by Winograd's F(2x2, 3x3) (kiln_winograd.c; the 40 x 40,
+    # 24 x 24, 32 x 32 and 9-padded 20 x 20 ones above go there too): odd
+    # output sides (half tiles) with a partial row block, no padding with the
+    # channels in two K blocks, and blocks of 32 tiles across rows of 15 on
+    # three images.
+    (2, 20, 13, 17, 19, 3, 3, 1, 1, 1),
+    (1, 400, 14, 14, 24, 3, 3, 1, 1, 0),
+    (3, 64, 30, 30, 64, 3, 3, 1, 1, 1),
     # A pointwise convolution whose output (625 KB an image) outgrows half of
     # L2 from a small B: B packed once, row blocks over every panel.
     (2, 16, 40, 40, 100, 1, 1, 1, 1, 0),
@@ -221,6 +229,29 @@ def test_small_pointwise_convolutions_run_vectorized_over_channels():
                   0, y.ctypes.data, 2, ctypes.addressof(slot))
         assert native.packed_bytes() - before == -(-f // width) * width * c * 4
         np.testing.assert_array_equal(y, np.full_like(y, c))
+        native.load().kiln_free_packed(I64(slot[0]))
+
+
+def test_3x3_convolutions_over_enough_tiles_take_winograd():
+    """A 3x3 stride-1 convolution over 64 tiles of 2 x 2 outputs packs its
+    weight transformed, 16 floats per channel pair (kiln_winograd.c); over 16
+    tiles it keeps the direct path's 9, as does a dilated one."""
+    mr = 8 if native.load().kiln_vector_width() == 16 else 6
+    f, c = 32, 32
+    for side, dilation, floats in ((16, 1, 16), (8, 1, 9), (16, 2, 9)):
+        pad = dilation
+        x = np.ones((1, c, side, side), np.float32)
+        wt = np.ones((f, c, 3, 3), np.float32)
+        y = np.zeros((1, f, side, side), np.float32)
+        slot = (I64 * 1)(0)
+        before = native.packed_bytes()
+        _conv2d()(1, f, c, side, side, 3, 3, side, side, 1, 1, dilation, dilation, pad, pad, x.ctypes.data,
+                  wt.ctypes.data, 0, 0, 0.0, 0, y.ctypes.data, 2, ctypes.addressof(slot))
+        assert native.packed_bytes() - before == -(-f // mr) * mr * c * floats * 4
+        # Interior outputs see all nine taps, edges six, corners four.
+        want = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(wt), padding=pad,
+                                          dilation=dilation).numpy()
+        np.testing.assert_array_equal(y, want)
         native.load().kiln_free_packed(I64(slot[0]))
 
 

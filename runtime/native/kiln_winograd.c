@@ -1,0 +1,285 @@
+/*
+ * kiln's native runtime: 3x3 stride-1 convolutions by Winograd's minimal
+ * filtering F(2x2, 3x3) (built with kiln_native.c into one library; see
+ * kiln/runtime/native).
+ *
+ * Each 2 x 2 block of outputs ("tile") of output channel f is
+ *   Y = A^T [ sum over c of (G g[f, c] G^T) . (B^T d[c] B) ] A
+ * where d[c] is the 4 x 4 input patch under the tile and `.` multiplies
+ * elementwise: per tile and pair of channels 16 multiplies instead of the
+ * direct path's 36.  For each of the 16 positions xi of the 4 x 4 transformed
+ * domain the sum over c is a GEMM, U[xi] (F x C, the transformed weight,
+ * packed once into the weight's slot) times V[xi] (C x tiles, the transformed
+ * input): kiln_conv.c's register tile (kiln_wtile.h) runs it with the rows
+ * of V found through an offset table.
+ *
+ * A task is a block of TB tiles of one image, taken in three steps while
+ * its buffers stay in L2: the input rows under the block copied into their
+ * even and odd columns (so the patches of VW tiles side by side are plain
+ * vector loads), transformed into V; the 16 products into M; M transformed
+ * back into Y with the bias, the accumulation, the residual and the ReLU.
+ *
+ * The transforms only add, subtract and halve (G's 1/2), so the result
+ * differs from the direct sum by rounding alone: a few ulps of the inputs'
+ * magnitudes more than the direct path (test_native_conv.py bounds it).
+ */
+
+#include <stdint.h>
+#include <string.h>
+
+#include "kiln_native.h"
+#include "kiln_wtile.h"
+
+/* Bytes of a task's buffers (V and M, 16 floats per tile and channel) that
+ * set its tile count; at least one panel of WNR tiles. */
+#ifndef WINO_TASK_BYTES
+#define WINO_TASK_BYTES (256 << 10)
+#endif
+
+typedef struct {
+  int64_t batch, F, C, H, W, OH, OW, pt, pl;
+  int64_t tw, T;          /* tiles per tile row, tiles per image */
+  int64_t TB, blocks;     /* tiles per task, tasks per image */
+  int64_t Wq;             /* floats of a row of the even / odd column planes */
+  int64_t jlo[2], jhi[2]; /* plane columns inside the input row (copy_row_s2) */
+  int64_t ldv;            /* floats between rows of V (TB and the last vector's spill) */
+  int64_t mblocks, kstep;
+  const float *X, *U, *bias, *res;
+  float *Y;
+  const int64_t *off; /* row c of V[xi] at off[c] */
+  int accumulate, relu;
+  float *buf;                 /* a buffer per part: planes, V, M */
+  int64_t rows_max, part_floats;
+  int64_t next_part;          /* parts started (each takes its own buffer) */
+} wino_args;
+
+/* g (3 x 3) into G g G^T (4 x 4), in double: the halves are exact, the
+ * sums rounded once. */
+static void wino_weight(const float *g, double u[16]) {
+  double t[4][3];
+  for (int j = 0; j < 3; j++) {
+    double g0 = g[j], g1 = g[3 + j], g2 = g[6 + j];
+    t[0][j] = g0, t[1][j] = 0.5 * (g0 + g1 + g2), t[2][j] = 0.5 * (g0 - g1 + g2), t[3][j] = g2;
+  }
+  for (int i = 0; i < 4; i++) {
+    double g0 = t[i][0], g1 = t[i][1], g2 = t[i][2];
+    u[i * 4 + 0] = g0, u[i * 4 + 1] = 0.5 * (g0 + g1 + g2), u[i * 4 + 2] = 0.5 * (g0 - g1 + g2), u[i * 4 + 3] = g2;
+  }
+}
+
+/* The weight Wt (F x C*9) transformed and packed for the products: for each
+ * xi, U[xi] (F x C) as blocks of WMR rows, each [C][WMR] (zero rows pad the
+ * last), at dst + xi * mblocks * WMR * C.  kiln_slot_packed's pack: rows F,
+ * cols C * 9, leading dim ld. */
+static void pack_wino(float *dst, const float *Wt, int64_t F, int64_t cols, int64_t ld) {
+  int64_t C = cols / 9, mblocks = (F + WMR - 1) / WMR, per_xi = mblocks * WMR * C;
+  memset(dst, 0, (size_t)(16 * per_xi) * sizeof(float));
+  for (int64_t f = 0; f < F; f++)
+    for (int64_t c = 0; c < C; c++) {
+      double u[16];
+      wino_weight(Wt + f * ld + c * 9, u);
+      for (int xi = 0; xi < 16; xi++) dst[xi * per_xi + ((f / WMR) * C + c) * WMR + f % WMR] = (float)u[xi];
+    }
+}
+
+/* Channel c of the block's input rows into V (row c of each V[xi] at v):
+ * tiles [t0, t0 + TB) of the image, VW tiles of a tile row at a time.  Row
+ * i of p (padded input row 2 r0 + i, pitch 2 Wq) holds the row's even
+ * columns, then its odd ones.  The last vector of a tile row spills past
+ * it, into the next row's tiles (written after) or the slack past TB. */
+static void wino_in(const wino_args *w, const float *p, int64_t r0, int64_t t0, float *v) {
+  int64_t tw = w->tw, Wq = w->Wq, pitch = 2 * Wq, t1 = t0 + w->TB < w->T ? t0 + w->TB : w->T;
+  for (int64_t t = t0; t < t1;) {
+    int64_t r = t / tw, c0 = t % tw, c1 = r * tw + tw < t1 ? tw : t1 - r * tw;
+    const float *e = p + 2 * (r - r0) * pitch, *o = e + Wq;
+    for (int64_t c = c0; c < c1; c += VW) {
+      /* d[i][j] for VW tiles: padded column 2 c + j is even plane column c
+       * + j / 2 for even j, odd plane column c + j / 2 for odd j. */
+      kiln_vec x[4][4];
+      for (int i = 0; i < 4; i++) {
+        x[i][0] = kiln_loadu(e + i * pitch + c), x[i][1] = kiln_loadu(o + i * pitch + c);
+        x[i][2] = kiln_loadu(e + i * pitch + c + 1), x[i][3] = kiln_loadu(o + i * pitch + c + 1);
+      }
+      kiln_vec s[4][4]; /* d B */
+      for (int i = 0; i < 4; i++) {
+        s[i][0] = x[i][0] - x[i][2], s[i][1] = x[i][1] + x[i][2];
+        s[i][2] = x[i][2] - x[i][1], s[i][3] = x[i][1] - x[i][3];
+      }
+      float *at = v + (r * tw + c - t0);
+      int64_t xs = w->C * w->ldv; /* floats between V[xi] and V[xi + 1] */
+      for (int j = 0; j < 4; j++) { /* B^T (d B) */
+        kiln_vec u0 = s[0][j] - s[2][j], u1 = s[1][j] + s[2][j], u2 = s[2][j] - s[1][j], u3 = s[1][j] - s[3][j];
+        __builtin_memcpy(at + (0 * 4 + j) * xs, &u0, sizeof u0);
+        __builtin_memcpy(at + (1 * 4 + j) * xs, &u1, sizeof u1);
+        __builtin_memcpy(at + (2 * 4 + j) * xs, &u2, sizeof u2);
+        __builtin_memcpy(at + (3 * 4 + j) * xs, &u3, sizeof u3);
+      }
+    }
+    t = r * tw + c1;
+  }
+}
+
+/* One output row's results for VW tiles (y0: their even columns, y1: odd)
+ * into y (n <= 2 VW floats) with the accumulation, the residual r and the
+ * ReLU. */
+static inline void wino_store(const wino_args *w, kiln_vec y0, kiln_vec y1, float *y, const float *r, int64_t n) {
+  float out[2 * VW];
+#if KILN_VW == 16
+  kiln_vec lo = __builtin_shufflevector(y0, y1, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  kiln_vec hi = __builtin_shufflevector(y0, y1, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+#else
+  kiln_vec lo = __builtin_shufflevector(y0, y1, 0, 8, 1, 9, 2, 10, 3, 11);
+  kiln_vec hi = __builtin_shufflevector(y0, y1, 4, 12, 5, 13, 6, 14, 7, 15);
+#endif
+  if (n == 2 * VW) {
+    if (w->accumulate) lo += kiln_loadu(y), hi += kiln_loadu(y + VW);
+    if (r) lo += kiln_loadu(r), hi += kiln_loadu(r + VW);
+    if (w->relu) lo = relu_w(lo), hi = relu_w(hi);
+    __builtin_memcpy(y, &lo, sizeof lo);
+    __builtin_memcpy(y + VW, &hi, sizeof hi);
+    return;
+  }
+  __builtin_memcpy(out, &lo, sizeof lo);
+  __builtin_memcpy(out + VW, &hi, sizeof hi);
+  for (int64_t j = 0; j < n; j++) {
+    float v = w->accumulate ? y[j] + out[j] : out[j];
+    v = r ? v + r[j] : v;
+    y[j] = w->relu && v < 0.0f ? 0.0f : v;
+  }
+}
+
+/* M (the products of tiles [t0, t0 + TB), M[xi] F x TB at m + xi * F *
+ * TB) back into image b's Y. */
+static void wino_out(const wino_args *w, const float *m, int64_t b, int64_t t0) {
+  int64_t tw = w->tw, TB = w->TB, t1 = t0 + TB < w->T ? t0 + TB : w->T, xs = w->F * TB;
+  for (int64_t f = 0; f < w->F; f++) {
+    kiln_vec bias = kiln_splat(w->bias ? w->bias[f] : 0.0f);
+    float *yf = w->Y + (b * w->F + f) * w->OH * w->OW;
+    const float *rf = w->res ? w->res + (b * w->F + f) * w->OH * w->OW : NULL;
+    const float *mf = m + f * TB - t0;
+    for (int64_t t = t0; t < t1;) {
+      int64_t r = t / tw, c0 = t % tw, c1 = r * tw + tw < t1 ? tw : t1 - r * tw;
+      for (int64_t c = c0; c < c1; c += VW) {
+        const float *at = mf + r * tw + c;
+        kiln_vec s[2][4]; /* A^T M */
+        for (int j = 0; j < 4; j++) {
+          kiln_vec m0 = kiln_loadu(at + (0 * 4 + j) * xs), m1 = kiln_loadu(at + (1 * 4 + j) * xs);
+          kiln_vec m2 = kiln_loadu(at + (2 * 4 + j) * xs), m3 = kiln_loadu(at + (3 * 4 + j) * xs);
+          s[0][j] = m0 + m1 + m2, s[1][j] = m1 - m2 - m3;
+        }
+        /* Columns 2 c .. of output rows 2 r, 2 r + 1; tiles past c1 (the
+         * spill) and outputs past OW or OH are not stored. */
+        int64_t tiles = c1 - c < VW ? c1 - c : VW, n = 2 * tiles;
+        if (2 * c + n > w->OW) n = w->OW - 2 * c;
+        for (int a = 0; a < 2 && 2 * r + a < w->OH; a++) {
+          kiln_vec y0 = s[a][0] + s[a][1] + s[a][2] + bias, y1 = s[a][1] - s[a][2] - s[a][3] + bias;
+          int64_t at_y = (2 * r + a) * w->OW + 2 * c;
+          wino_store(w, y0, y1, yf + at_y, rf ? rf + at_y : NULL, n);
+        }
+      }
+      t = r * tw + c1;
+    }
+  }
+}
+
+/* Tasks [lo, hi): task t is (image, block of TB tiles), in this part's
+ * buffer: the planes, V, M. */
+static void wino_tasks(void *ctx, int64_t lo, int64_t hi) {
+  wino_args *w = ctx;
+  int64_t part = __atomic_fetch_add(&w->next_part, 1, __ATOMIC_RELAXED);
+  int64_t prow = 2 * w->Wq, rows_max = w->rows_max;
+  int64_t plane_floats = w->C * rows_max * prow, v_floats = 16 * w->C * w->ldv;
+  float *planes = w->buf + part * w->part_floats, *v = planes + plane_floats, *m = v + v_floats;
+  for (int64_t task = lo; task < hi; task++) {
+    int64_t b = task / w->blocks, t0 = task % w->blocks * w->TB;
+    int64_t t1 = t0 + w->TB < w->T ? t0 + w->TB : w->T;
+    int64_t r0 = t0 / w->tw, r1 = (t1 - 1) / w->tw, rows = 2 * (r1 - r0) + 4; /* padded rows 2 r0 .. 2 r1 + 3 */
+    for (int64_t c = 0; c < w->C; c++) {
+      const float *x = w->X + (b * w->C + c) * w->H * w->W;
+      float *p = planes + c * rows_max * prow; /* row i: even columns, then odd */
+      for (int64_t i = 0; i < rows; i++) {
+        float *e = p + i * prow, *o = e + w->Wq;
+        int64_t ih = 2 * r0 + i - w->pt;
+        if ((uint64_t)ih >= (uint64_t)w->H)
+          memset(e, 0, (size_t)prow * sizeof(float));
+        else /* columns past tw + 1 feed only the spill's tiles: left as they are */
+          copy_row_s2(x + ih * w->W, w->W, w->pl, w->tw + 1, w->jlo, w->jhi, e, o);
+      }
+      wino_in(w, p, r0, t0, v + c * w->ldv);
+    }
+    /* The 16 products: M[xi] (F x TB) = U[xi] V[xi], K in blocks of kstep. */
+    int64_t panels = (t1 - t0 + WNR - 1) / WNR, per_xi = w->mblocks * WMR * w->C;
+    for (int xi = 0; xi < 16; xi++) {
+      const float *vx = v + xi * w->C * w->ldv;
+      float *mx = m + xi * w->F * w->TB;
+      for (int64_t k0 = 0; k0 < w->C; k0 += w->kstep) {
+        int64_t kc = w->C - k0 < w->kstep ? w->C - k0 : w->kstep;
+        for (int64_t mb = 0; mb < w->mblocks; mb++) {
+          int64_t m0 = mb * WMR, mr = w->F - m0 < WMR ? w->F - m0 : WMR;
+          const float *a = w->U + xi * per_xi + (mb * w->C + k0) * WMR;
+          for (int64_t q = 0; q < panels; q++) {
+            int64_t n0 = q * WNR, nr = t1 - t0 - n0 < WNR ? t1 - t0 - n0 : WNR;
+            float *c = mx + m0 * w->TB + n0;
+            if (mr == WMR)
+              micro_w(WMR, a, vx + n0, w->off + k0, kc, c, w->TB, nr, k0 > 0, NULL, NULL, 0, 1);
+            else
+              micro_w((int)mr, a, vx + n0, w->off + k0, kc, c, w->TB, nr, k0 > 0, NULL, NULL, 0, 1);
+          }
+        }
+      }
+    }
+    wino_out(w, m, b, t0);
+  }
+}
+
+/* Input channels at most (the offset table is on the stack). */
+#define WINO_MAX_C 2048
+
+int kiln_winograd_takes(int64_t F, int64_t C, int64_t OH, int64_t OW) {
+  /* Few channels: the transforms cost more than the products save.  Few
+   * tiles: each tile's 16 products read the transformed weight, 16 / 9 of
+   * the direct path's, for a few columns (ResNet-50's 7 x 7 layers: 16
+   * tiles of 512 channels, 16 MB of U). */
+  int64_t tiles = (OH + 1) / 2 * ((OW + 1) / 2);
+  return C >= 16 && F >= 16 && C <= WINO_MAX_C && tiles >= 32 && F * C <= 256 * 512;
+}
+
+int kiln_winograd(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t pt,
+                  int64_t pl, const float *X, const float *Wt, const float *bias, const float *res, int accumulate,
+                  int relu, float *Y, int32_t threads, int64_t slot) {
+  int64_t th = (OH + 1) / 2, tw = (OW + 1) / 2;
+  if (!kiln_winograd_takes(F, C, OH, OW)) return 0;
+  int64_t mblocks = (F + WMR - 1) / WMR;
+  const float *U = kiln_slot_packed(slot, KILN_PACK_W, Wt, F, C * 9, C * 9, 16 * mblocks * WMR * C, pack_wino);
+  if (U == NULL) return 0;
+  wino_args w = {0};
+  w.batch = batch, w.F = F, w.C = C, w.H = H, w.W = W, w.OH = OH, w.OW = OW, w.pt = pt, w.pl = pl;
+  w.tw = tw, w.T = th * tw;
+  int64_t per_tile = 16 * (C + F) * (int64_t)sizeof(float), tb = WINO_TASK_BYTES / per_tile / WNR * WNR;
+  w.TB = tb < WNR ? WNR : tb;
+  if (w.TB > w.T) w.TB = w.T;
+  w.blocks = (w.T + w.TB - 1) / w.TB;
+  w.ldv = w.TB + VW;
+  /* Plane columns: tiles' c + 1 + VW - 1 for the last vector of a row. */
+  w.Wq = (tw + VW - 1) / VW * VW + VW;
+  for (int e = 0; e < 2; e++) {
+    int64_t lo = pl - e > 0 ? (pl - e + 1) / 2 : 0, hi = W + pl - e > 0 ? (W + pl - e + 1) / 2 : 0;
+    w.jhi[e] = hi < tw + 1 ? hi : tw + 1;
+    w.jlo[e] = lo < w.jhi[e] ? lo : w.jhi[e];
+  }
+  w.mblocks = mblocks;
+  int64_t kblocks = (C + KC - 1) / KC;
+  w.kstep = (C + kblocks - 1) / kblocks;
+  w.X = X, w.U = U, w.bias = bias, w.res = res, w.Y = Y, w.accumulate = accumulate, w.relu = relu;
+  int64_t off[WINO_MAX_C];
+  for (int64_t c = 0; c < C; c++) off[c] = c * w.ldv;
+  w.off = off;
+  int64_t tasks = batch * w.blocks, parts = kiln_parts(tasks, threads);
+  /* Padded rows 2 r0 .. 2 r1 + 3 under a block of tile rows r0 .. r1. */
+  w.rows_max = 2 * ((w.TB + tw - 1) / tw + 1) + 2;
+  w.part_floats = (C * w.rows_max * 2 * w.Wq + 16 * C * w.ldv + 16 * F * w.TB + VW + 15) / 16 * 16;
+  w.buf = kiln_thread_scratch((size_t)(parts * w.part_floats) * sizeof(float));
+  if (w.buf == NULL) return 0;
+  kiln_parallel_for(wino_tasks, &w, tasks, parts);
+  return 1;
+}

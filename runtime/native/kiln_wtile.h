@@ -1,0 +1,146 @@
+/*
+ * What kiln_conv.c and kiln_winograd.c share: the register tile of the
+ * weight-first GEMM (WMR rows of a packed A times two vectors of columns of
+ * B, rows of B found through an offset table or one after another) and the
+ * copy of an input row into its even and odd columns.  Static inline: each
+ * file gets its own specialized copies.
+ */
+#ifndef KILN_WTILE_H
+#define KILN_WTILE_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "kiln_native.h"
+
+#define VW KILN_VW
+#define WMR KILN_MR /* the small GEMM's register block (kiln_native.h) */
+#define WNR (2 * VW)
+#define KC 384 /* at most; K is split into equal blocks */
+
+/* max(x, 0) lane by lane, NaN kept (as torch.relu and the generated select do). */
+static inline kiln_vec relu_w(kiln_vec x) {
+  typedef int32_t vwi __attribute__((vector_size(VW * 4)));
+  vwi neg = x < (kiln_vec){0};
+  return (kiln_vec)((vwi)x & ~neg);
+}
+
+/* Row m of a finished tile: acc (two vectors, from micro_w) plus c's row
+ * when add, plus res's, ReLU'd when relu, into c's row (nr columns). */
+static inline __attribute__((always_inline)) void micro_w_row(const kiln_vec acc[2], float *cm, const float *rm,
+                                                               int64_t nr, int add, int relu) {
+  if (nr == WNR) {
+    kiln_vec c0 = acc[0], c1 = acc[1];
+    if (add) {
+      c0 += kiln_loadu(cm);
+      c1 += kiln_loadu(cm + VW);
+    }
+    if (rm) {
+      c0 += kiln_loadu(rm);
+      c1 += kiln_loadu(rm + VW);
+    }
+    if (relu) {
+      c0 = relu_w(c0);
+      c1 = relu_w(c1);
+    }
+    __builtin_memcpy(cm, &c0, sizeof c0);
+    __builtin_memcpy(cm + VW, &c1, sizeof c1);
+  } else {
+    float out[WNR];
+    __builtin_memcpy(out, &acc[0], sizeof acc[0]);
+    __builtin_memcpy(out + VW, &acc[1], sizeof acc[1]);
+    for (int64_t j = 0; j < nr; j++) {
+      float y = add ? cm[j] + out[j] : out[j];
+      y = rm ? y + rm[j] : y;
+      cm[j] = relu && y < 0.0f ? 0.0f : y;
+    }
+  }
+}
+
+/* One K step of a tile: acc += column a[0 .. WMR] times row bk[0 .. WNR]. */
+static inline __attribute__((always_inline)) void micro_w_step(kiln_vec acc[WMR][2], const float *bk,
+                                                                const float *ak) {
+  kiln_vec b0 = kiln_loadu(bk), b1 = kiln_loadu(bk + VW);
+  for (int m = 0; m < WMR; m++) {
+    acc[m][0] += ak[m] * b0;
+    acc[m][1] += ak[m] * b1;
+  }
+}
+
+/* c[0 .. mr, 0 .. nr] (leading dim ldc) = or += a[kc][WMR] . b[kc][WNR]
+ * (row k of b at b + off[k] when off is not NULL, else at b + k * WNR),
+ * starting from bias[m] for row m when bias is not NULL, plus res (same
+ * layout as c; the first block of K only, so res may be c itself); `relu`
+ * (the last block of K only) applies max(., 0) to what is stored.  With
+ * `unrolled` (a constant) the stores are unrolled, so acc stays in
+ * registers: a loop indexes it in memory, 16 stores and loads a tile (the
+ * bench CNN's 3 -> 32 layer 0.81-0.91x, ResNet-50's 1x1 layers at 56 and
+ * 28 0.92-0.98x, same library, alternating); the wide result's tiles
+ * (dconv_block) keep the loop, unrolled 1.04-1.06x on ResNet-50's 3x3 at 56. */
+static inline __attribute__((always_inline)) void micro_w(int mr, const float *a, const float *b, const int64_t *off,
+                                                           int64_t kc, float *c, int64_t ldc, int64_t nr, int add,
+                                                           const float *bias, const float *res, int relu,
+                                                           const int unrolled) {
+  kiln_vec acc[WMR][2];
+  for (int m = 0; m < WMR; m++) {
+    float b0 = bias && m < mr ? bias[m] : 0.0f;
+    acc[m][0] = acc[m][1] = kiln_splat(b0);
+  }
+  /* Two loops, not `off ? b + off[k] : ...` in one: gcc kept that test and
+   * a longer address computation in each K step (the bench CNN's 32 -> 64
+   * layer 0.926-0.946x, ResNet-50's 3x3 at 56 / 14 0.934 / 0.916x on one
+   * thread, same library, alternating; small_cnn 0.945-0.963x, worker pairs). */
+  if (off)
+    for (int64_t k = 0; k < kc; k++) micro_w_step(acc, b + off[k], a + k * WMR);
+  else
+    for (int64_t k = 0; k < kc; k++) micro_w_step(acc, b + k * WNR, a + k * WMR);
+  if (unrolled) {
+#pragma GCC unroll 16
+    for (int m = 0; m < mr; m++) micro_w_row(acc[m], c + m * ldc, res ? res + m * ldc : NULL, nr, add, relu);
+  } else {
+    for (int m = 0; m < mr; m++) micro_w_row(acc[m], c + m * ldc, res ? res + m * ldc : NULL, nr, add, relu);
+  }
+}
+
+typedef float v8f __attribute__((vector_size(32)));
+
+/* Row[0 .. lo) and row[hi .. n) zeroed, by a vector over each end where
+ * that reaches (what lies inside is written after): loops of a float or two
+ * had become memset calls, a fifth of the time of the stride-2 copy. */
+static inline void zero_ends(float *row, int64_t lo, int64_t hi, int64_t n) {
+  if (n >= 8 && lo <= 8 && n - hi <= 8) {
+    v8f z = {0};
+    if (lo > 0) __builtin_memcpy(row, &z, sizeof z);
+    if (hi < n) __builtin_memcpy(row + n - 8, &z, sizeof z);
+  } else {
+    memset(row, 0, lo * sizeof(float));
+    memset(row + hi, 0, (n - hi) * sizeof(float));
+  }
+}
+
+/* Input row xr (W floats) into the two column phases of stride 2 at once:
+ * out[e][j] = xr[2j + e - pl] for j < Wq, zero outside the row (inside it
+ * for j in [jlo[e], jhi[e])).  One pass that splits
+ * 16 floats into their even and odd columns per step; two strided gathers,
+ * one per phase, read the row twice in short loops (with the memset calls
+ * above, the copy had been a sixth of the bench CNN's 32 -> 64 layer). */
+static inline void copy_row_s2(const float *xr, int64_t W, int64_t pl, int64_t Wq, const int64_t jlo[2],
+                               const int64_t jhi[2], float *out0, float *out1) {
+  float *out[2] = {out0, out1};
+  for (int e = 0; e < 2; e++) zero_ends(out[e], jlo[e], jhi[e], Wq);
+  /* Input columns past 2 Wq - pl land past the planes' rows. */
+  int64_t xend = 2 * Wq - pl < W ? 2 * Wq - pl : W, x = 0;
+  for (; x + 16 <= xend; x += 16) {
+    v8f lo, hi;
+    __builtin_memcpy(&lo, xr + x, sizeof lo);
+    __builtin_memcpy(&hi, xr + x + 8, sizeof hi);
+    v8f ev = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
+    v8f od = __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15);
+    int64_t p = x + pl; /* column x goes to phase p & 1, index p >> 1 */
+    __builtin_memcpy(out[p & 1] + (p >> 1), &ev, sizeof ev);
+    __builtin_memcpy(out[(p + 1) & 1] + ((p + 1) >> 1), &od, sizeof od);
+  }
+  for (; x < xend; x++) out[(x + pl) & 1][(x + pl) >> 1] = xr[x];
+}
+
+#endif
