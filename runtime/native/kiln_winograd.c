@@ -35,6 +35,12 @@
 #ifndef WINO_TASK_BYTES
 #define WINO_TASK_BYTES (256 << 10)
 #endif
+/* Fewer blocks of tiles than threads take three passes (the transform in,
+ * the products, the transform out, each over the pool) when V and M of the
+ * whole batch stay within this many bytes.  (With 4 blocks of 16 tiles on
+ * two threads, 14 x 14 by 256 channels, the passes were 1.26x slower than
+ * the blocks; 7 x 7 by 512 is one block.) */
+#define WINO_PASSES_BYTES (4 << 20)
 
 typedef struct {
   int64_t batch, F, C, H, W, OH, OW, pt, pl;
@@ -48,9 +54,11 @@ typedef struct {
   float *Y;
   const int64_t *off; /* row c of V[xi] at off[c] */
   int accumulate, relu;
-  float *buf;                 /* a buffer per part: planes, V, M */
-  int64_t rows_max, part_floats;
-  int64_t next_part;          /* parts started (each takes its own buffer) */
+  float *buf;         /* banded: a buffer per part (one channel's planes, V, M); else the parts' planes */
+  int64_t plane_floats, part_floats;
+  float *v, *m;       /* three passes: V and M of the whole batch */
+  int64_t mchunks;    /* three passes: chunks of row blocks per product task */
+  int64_t next_part;  /* parts started (each takes its own buffer) */
 } wino_args;
 
 /* g (3 x 3) into G g G^T (4 x 4), in double: the halves are exact, the
@@ -83,12 +91,12 @@ static void pack_wino(float *dst, const float *Wt, int64_t F, int64_t cols, int6
 }
 
 /* Channel c of the block's input rows into V (row c of each V[xi] at v):
- * tiles [t0, t0 + TB) of the image, VW tiles of a tile row at a time.  Row
+ * tiles [t0, t1) of the image, VW tiles of a tile row at a time.  Row
  * i of p (padded input row 2 r0 + i, pitch 2 Wq) holds the row's even
  * columns, then its odd ones.  The last vector of a tile row spills past
  * it, into the next row's tiles (written after) or the slack past TB. */
-static void wino_in(const wino_args *w, const float *p, int64_t r0, int64_t t0, float *v) {
-  int64_t tw = w->tw, Wq = w->Wq, pitch = 2 * Wq, t1 = t0 + w->TB < w->T ? t0 + w->TB : w->T;
+static void wino_in(const wino_args *w, const float *p, int64_t r0, int64_t t0, int64_t t1, float *v) {
+  int64_t tw = w->tw, Wq = w->Wq, pitch = 2 * Wq;
   for (int64_t t = t0; t < t1;) {
     int64_t r = t / tw, c0 = t % tw, c1 = r * tw + tw < t1 ? tw : t1 - r * tw;
     const float *e = p + 2 * (r - r0) * pitch, *o = e + Wq;
@@ -148,15 +156,16 @@ static inline void wino_store(const wino_args *w, kiln_vec y0, kiln_vec y1, floa
   }
 }
 
-/* M (the products of tiles [t0, t0 + TB), M[xi] F x TB at m + xi * F *
- * TB) back into image b's Y. */
-static void wino_out(const wino_args *w, const float *m, int64_t b, int64_t t0) {
-  int64_t tw = w->tw, TB = w->TB, t1 = t0 + TB < w->T ? t0 + TB : w->T, xs = w->F * TB;
-  for (int64_t f = 0; f < w->F; f++) {
+/* M (the products of tiles [t0, t1), M[xi] F x ldm at m + xi * F * ldm)
+ * back into image b's Y, output channels [f0, f1). */
+static void wino_out(const wino_args *w, const float *m, int64_t ldm, int64_t b, int64_t t0, int64_t t1, int64_t f0,
+                     int64_t f1) {
+  int64_t tw = w->tw, xs = w->F * ldm;
+  for (int64_t f = f0; f < f1; f++) {
     kiln_vec bias = kiln_splat(w->bias ? w->bias[f] : 0.0f);
     float *yf = w->Y + (b * w->F + f) * w->OH * w->OW;
     const float *rf = w->res ? w->res + (b * w->F + f) * w->OH * w->OW : NULL;
-    const float *mf = m + f * TB - t0;
+    const float *mf = m + f * ldm - t0;
     for (int64_t t = t0; t < t1;) {
       int64_t r = t / tw, c0 = t % tw, c1 = r * tw + tw < t1 ? tw : t1 - r * tw;
       for (int64_t c = c0; c < c1; c += VW) {
@@ -182,53 +191,99 @@ static void wino_out(const wino_args *w, const float *m, int64_t b, int64_t t0) 
   }
 }
 
-/* Tasks [lo, hi): task t is (image, block of TB tiles), in this part's
- * buffer: the planes, V, M. */
-static void wino_tasks(void *ctx, int64_t lo, int64_t hi) {
-  wino_args *w = ctx;
-  int64_t part = __atomic_fetch_add(&w->next_part, 1, __ATOMIC_RELAXED);
-  int64_t prow = 2 * w->Wq, rows_max = w->rows_max;
-  int64_t plane_floats = w->C * rows_max * prow, v_floats = 16 * w->C * w->ldv;
-  float *planes = w->buf + part * w->part_floats, *v = planes + plane_floats, *m = v + v_floats;
-  for (int64_t task = lo; task < hi; task++) {
-    int64_t b = task / w->blocks, t0 = task % w->blocks * w->TB;
-    int64_t t1 = t0 + w->TB < w->T ? t0 + w->TB : w->T;
-    int64_t r0 = t0 / w->tw, r1 = (t1 - 1) / w->tw, rows = 2 * (r1 - r0) + 4; /* padded rows 2 r0 .. 2 r1 + 3 */
-    for (int64_t c = 0; c < w->C; c++) {
-      const float *x = w->X + (b * w->C + c) * w->H * w->W;
-      float *p = planes + c * rows_max * prow; /* row i: even columns, then odd */
-      for (int64_t i = 0; i < rows; i++) {
-        float *e = p + i * prow, *o = e + w->Wq;
-        int64_t ih = 2 * r0 + i - w->pt;
-        if ((uint64_t)ih >= (uint64_t)w->H)
-          memset(e, 0, (size_t)prow * sizeof(float));
-        else /* columns past tw + 1 feed only the spill's tiles: left as they are */
-          copy_row_s2(x + ih * w->W, w->W, w->pl, w->tw + 1, w->jlo, w->jhi, e, o);
-      }
-      wino_in(w, p, r0, t0, v + c * w->ldv);
+/* Image b's channels [c0, c1) under tiles [t0, t1) into V (row c of V[xi]
+ * at v + c * ldv + xi * C * ldv), each channel's padded rows first split
+ * into even and odd columns in p (one channel's rows). */
+static void wino_step_in(const wino_args *w, int64_t b, int64_t t0, int64_t t1, int64_t c0, int64_t c1, float *p,
+                         float *v) {
+  int64_t prow = 2 * w->Wq, r0 = t0 / w->tw, r1 = (t1 - 1) / w->tw;
+  int64_t rows = 2 * (r1 - r0) + 4; /* padded rows 2 r0 .. 2 r1 + 3 */
+  for (int64_t c = c0; c < c1; c++) {
+    const float *x = w->X + (b * w->C + c) * w->H * w->W;
+    for (int64_t i = 0; i < rows; i++) {
+      float *e = p + i * prow, *o = e + w->Wq;
+      int64_t ih = 2 * r0 + i - w->pt;
+      if ((uint64_t)ih >= (uint64_t)w->H)
+        memset(e, 0, (size_t)prow * sizeof(float));
+      else /* columns past tw + 1 feed only the spill's tiles: left as they are */
+        copy_row_s2(x + ih * w->W, w->W, w->pl, w->tw + 1, w->jlo, w->jhi, e, o);
     }
-    /* The 16 products: M[xi] (F x TB) = U[xi] V[xi], K in blocks of kstep. */
-    int64_t panels = (t1 - t0 + WNR - 1) / WNR, per_xi = w->mblocks * WMR * w->C;
-    for (int xi = 0; xi < 16; xi++) {
-      const float *vx = v + xi * w->C * w->ldv;
-      float *mx = m + xi * w->F * w->TB;
-      for (int64_t k0 = 0; k0 < w->C; k0 += w->kstep) {
-        int64_t kc = w->C - k0 < w->kstep ? w->C - k0 : w->kstep;
-        for (int64_t mb = 0; mb < w->mblocks; mb++) {
-          int64_t m0 = mb * WMR, mr = w->F - m0 < WMR ? w->F - m0 : WMR;
-          const float *a = w->U + xi * per_xi + (mb * w->C + k0) * WMR;
-          for (int64_t q = 0; q < panels; q++) {
-            int64_t n0 = q * WNR, nr = t1 - t0 - n0 < WNR ? t1 - t0 - n0 : WNR;
-            float *c = mx + m0 * w->TB + n0;
-            if (mr == WMR)
-              micro_w(WMR, a, vx + n0, w->off + k0, kc, c, w->TB, nr, k0 > 0, NULL, NULL, 0, 1);
-            else
-              micro_w((int)mr, a, vx + n0, w->off + k0, kc, c, w->TB, nr, k0 > 0, NULL, NULL, 0, 1);
-          }
+    wino_in(w, p, r0, t0, t1, v + c * w->ldv);
+  }
+}
+
+/* Products [xi0, xi1) of tiles [t0, t1), row blocks [mb0, mb1): M[xi] (F x
+ * (t1 - t0), leading dim ldm, at m + xi * F * ldm) = U[xi] V[xi], K in
+ * blocks of kstep. */
+static void wino_step_products(const wino_args *w, const float *v, float *m, int64_t ldm, int64_t t0, int64_t t1,
+                               int xi0, int xi1, int64_t mb0, int64_t mb1) {
+  int64_t panels = (t1 - t0 + WNR - 1) / WNR, per_xi = w->mblocks * WMR * w->C;
+  for (int xi = xi0; xi < xi1; xi++) {
+    const float *vx = v + xi * w->C * w->ldv;
+    float *mx = m + xi * w->F * ldm;
+    for (int64_t k0 = 0; k0 < w->C; k0 += w->kstep) {
+      int64_t kc = w->C - k0 < w->kstep ? w->C - k0 : w->kstep;
+      for (int64_t mb = mb0; mb < mb1; mb++) {
+        int64_t m0 = mb * WMR, mr = w->F - m0 < WMR ? w->F - m0 : WMR;
+        const float *a = w->U + xi * per_xi + (mb * w->C + k0) * WMR;
+        for (int64_t q = 0; q < panels; q++) {
+          int64_t n0 = q * WNR, nr = t1 - t0 - n0 < WNR ? t1 - t0 - n0 : WNR;
+          float *c = mx + m0 * ldm + n0;
+          if (mr == WMR)
+            micro_w(WMR, a, vx + n0, w->off + k0, kc, c, ldm, nr, k0 > 0, NULL, NULL, 0, 1);
+          else
+            micro_w((int)mr, a, vx + n0, w->off + k0, kc, c, ldm, nr, k0 > 0, NULL, NULL, 0, 1);
         }
       }
     }
-    wino_out(w, m, b, t0);
+  }
+}
+
+/* Tasks [lo, hi) of the banded path: task t is (image, block of TB tiles),
+ * all three steps in this part's buffer (one channel's planes, V, M) while
+ * it stays in L2. */
+static void wino_bands(void *ctx, int64_t lo, int64_t hi) {
+  wino_args *w = ctx;
+  int64_t part = __atomic_fetch_add(&w->next_part, 1, __ATOMIC_RELAXED);
+  float *p = w->buf + part * w->part_floats, *v = p + w->plane_floats, *m = v + 16 * w->C * w->ldv;
+  for (int64_t task = lo; task < hi; task++) {
+    int64_t b = task / w->blocks, t0 = task % w->blocks * w->TB, t1 = t0 + w->TB < w->T ? t0 + w->TB : w->T;
+    wino_step_in(w, b, t0, t1, 0, w->C, p, v);
+    wino_step_products(w, v, m, w->TB, t0, t1, 0, 16, 0, w->mblocks);
+    wino_out(w, m, w->TB, b, t0, t1, 0, w->F);
+  }
+}
+
+/* The three passes (few tiles: blocks of them would leave threads idle),
+ * each over the pool, V and M of the whole batch in w->buf after the
+ * parts' planes.  Pass 1, task t: image t / C, channel t % C. */
+static void wino_pass_in(void *ctx, int64_t lo, int64_t hi) {
+  wino_args *w = ctx;
+  int64_t part = __atomic_fetch_add(&w->next_part, 1, __ATOMIC_RELAXED);
+  float *p = w->buf + part * w->plane_floats;
+  for (int64_t t = lo; t < hi; t++) {
+    int64_t b = t / w->C, c = t % w->C;
+    wino_step_in(w, b, 0, w->T, c, c + 1, p, w->v + b * 16 * w->C * w->ldv);
+  }
+}
+
+/* Pass 2, task t: (image, xi, chunk of row blocks). */
+static void wino_pass_products(void *ctx, int64_t lo, int64_t hi) {
+  const wino_args *w = ctx;
+  for (int64_t t = lo; t < hi; t++) {
+    int64_t chunk = t % w->mchunks, xi = t / w->mchunks % 16, b = t / (16 * w->mchunks);
+    int64_t mb0 = w->mblocks * chunk / w->mchunks, mb1 = w->mblocks * (chunk + 1) / w->mchunks;
+    wino_step_products(w, w->v + b * 16 * w->C * w->ldv, w->m + b * 16 * w->F * w->T, w->T, 0, w->T, (int)xi,
+                       (int)xi + 1, mb0, mb1);
+  }
+}
+
+/* Pass 3, task t: (image, output channel). */
+static void wino_pass_out(void *ctx, int64_t lo, int64_t hi) {
+  const wino_args *w = ctx;
+  for (int64_t t = lo; t < hi; t++) {
+    int64_t b = t / w->F, f = t % w->F;
+    wino_out(w, w->m + b * 16 * w->F * w->T, w->T, b, 0, w->T, f, f + 1);
   }
 }
 
@@ -238,10 +293,11 @@ static void wino_tasks(void *ctx, int64_t lo, int64_t hi) {
 int kiln_winograd_takes(int64_t F, int64_t C, int64_t OH, int64_t OW) {
   /* Few channels: the transforms cost more than the products save.  Few
    * tiles: each tile's 16 products read the transformed weight, 16 / 9 of
-   * the direct path's, for a few columns (ResNet-50's 7 x 7 layers: 16
-   * tiles of 512 channels, 16 MB of U). */
+   * the direct path's, for a few columns (ResNet-50's 7 x 7 layers, 16
+   * tiles of 512 channels and 16 MB of U, still 0.63x at batch 1, 0.65x at
+   * 4: C harness, two threads, alternating). */
   int64_t tiles = (OH + 1) / 2 * ((OW + 1) / 2);
-  return C >= 16 && F >= 16 && C <= WINO_MAX_C && tiles >= 32 && F * C <= 256 * 512;
+  return C >= 16 && F >= 16 && C <= WINO_MAX_C && tiles >= 16 && F * C <= 512 * 512;
 }
 
 int kiln_winograd(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t pt,
@@ -259,6 +315,9 @@ int kiln_winograd(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int
   w.TB = tb < WNR ? WNR : tb;
   if (w.TB > w.T) w.TB = w.T;
   w.blocks = (w.T + w.TB - 1) / w.TB;
+  /* Fewer blocks than threads: the three passes, whole images. */
+  int passes = batch * w.blocks < threads && batch * w.T * per_tile <= WINO_PASSES_BYTES;
+  if (passes) w.TB = w.T, w.blocks = 1;
   w.ldv = w.TB + VW;
   /* Plane columns: tiles' c + 1 + VW - 1 for the last vector of a row. */
   w.Wq = (tw + VW - 1) / VW * VW + VW;
@@ -274,12 +333,27 @@ int kiln_winograd(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int
   int64_t off[WINO_MAX_C];
   for (int64_t c = 0; c < C; c++) off[c] = c * w.ldv;
   w.off = off;
-  int64_t tasks = batch * w.blocks, parts = kiln_parts(tasks, threads);
-  /* Padded rows 2 r0 .. 2 r1 + 3 under a block of tile rows r0 .. r1. */
-  w.rows_max = 2 * ((w.TB + tw - 1) / tw + 1) + 2;
-  w.part_floats = (C * w.rows_max * 2 * w.Wq + 16 * C * w.ldv + 16 * F * w.TB + VW + 15) / 16 * 16;
-  w.buf = kiln_thread_scratch((size_t)(parts * w.part_floats) * sizeof(float));
-  if (w.buf == NULL) return 0;
-  kiln_parallel_for(wino_tasks, &w, tasks, parts);
+  /* One channel's padded rows 2 r0 .. 2 r1 + 3 under tile rows r0 .. r1. */
+  w.plane_floats = ((2 * ((w.TB + tw - 1) / tw + 1) + 2) * 2 * w.Wq + 15) / 16 * 16;
+  if (!passes) {
+    int64_t tasks = batch * w.blocks, parts = kiln_parts(tasks, threads);
+    w.part_floats = (w.plane_floats + 16 * C * w.ldv + 16 * F * w.TB + VW + 15) / 16 * 16;
+    if ((w.buf = kiln_thread_scratch((size_t)(parts * w.part_floats) * sizeof(float))) == NULL) return 0;
+    kiln_parallel_for(wino_bands, &w, tasks, parts);
+    return 1;
+  }
+  int64_t n_in = batch * C, parts = kiln_parts(n_in, threads);
+  int64_t v_floats = batch * 16 * C * w.ldv, m_floats = batch * 16 * F * w.T + VW + WNR;
+  if ((w.buf = kiln_thread_scratch((size_t)(parts * w.plane_floats + v_floats + m_floats) * sizeof(float))) == NULL)
+    return 0;
+  w.v = w.buf + parts * w.plane_floats, w.m = w.v + v_floats;
+  kiln_parallel_for(wino_pass_in, &w, n_in, parts);
+  int64_t want = 4 * (int64_t)threads, have = batch * 16;
+  w.mchunks = have >= want ? 1 : (want + have - 1) / have;
+  if (w.mchunks > mblocks) w.mchunks = mblocks;
+  int64_t n_prod = have * w.mchunks;
+  kiln_parallel_for(wino_pass_products, &w, n_prod, kiln_parts(n_prod, threads));
+  int64_t n_out = batch * F;
+  kiln_parallel_for(wino_pass_out, &w, n_out, kiln_parts(n_out, threads));
   return 1;
 }
