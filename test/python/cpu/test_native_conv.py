@@ -113,14 +113,14 @@ GEOMETRIES = [
     (1, 256, 14, 14, 256, 1, 1, 1, 1, 0),
     (3, 256, 5, 5, 64, 1, 1, 1, 1, 0),
     (1, 256, 3, 5, 16, 1, 1, 1, 1, 0),
-    # 3x3 stride 1 by Winograd's F(2x2, 3x3) (kiln_winograd.c; the 40 x 40,
-    # 24 x 24, 32 x 32 and 9-padded 20 x 20 ones above go there too): odd
+    # 3x3 stride 1 by Winograd's F(2x2, 3x3) (kiln_winograd.c, from 24 input
+    # channels; the 32 x 32 ones above with 48 and 128 go there too): odd
     # output sides (half tiles) with a partial row block, no padding with the
     # channels in two K blocks, and blocks of 32 tiles across rows of 15 on
     # three images; one block of 16 tiles (three passes over the pool on two
     # and three threads), two images of 5 x 5 tiles on an odd width (three
     # passes on three threads).
-    (2, 20, 13, 17, 19, 3, 3, 1, 1, 1),
+    (2, 24, 13, 17, 19, 3, 3, 1, 1, 1),
     (1, 400, 14, 14, 24, 3, 3, 1, 1, 0),
     (3, 64, 30, 30, 64, 3, 3, 1, 1, 1),
     (1, 32, 8, 8, 48, 3, 3, 1, 1, 1),
@@ -258,6 +258,25 @@ def test_3x3_convolutions_over_enough_tiles_take_winograd():
                                           dilation=dilation).numpy()
         np.testing.assert_array_equal(y, want)
         native.load().kiln_free_packed(I64(slot[0]))
+
+
+@pytest.mark.parametrize("sides", [(6, 16), (16, 6)], ids=["direct-first", "winograd-first"])
+def test_one_weight_on_both_sides_of_the_winograd_bound(sides):
+    """A weight whose slot holds one packing (the direct path's, or the
+    transformed one) still convolves correctly at an output size that wants
+    the other: that call runs unpacked."""
+    rng = np.random.default_rng(7)
+    f, c = 32, 32
+    wt = rng.standard_normal((f, c, 3, 3), dtype=np.float32)
+    slot = (I64 * 1)(0)
+    for side in sides:
+        x = rng.standard_normal((2, c, side, side), dtype=np.float32)
+        y = np.zeros((2, f, side, side), np.float32)
+        _conv2d()(2, f, c, side, side, 3, 3, side, side, 1, 1, 1, 1, 1, 1, x.ctypes.data, wt.ctypes.data, 0, 0, 0.0,
+                  0, y.ctypes.data, 2, ctypes.addressof(slot))
+        want = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(wt), padding=1).numpy()
+        np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+    native.load().kiln_free_packed(I64(slot[0]))
 
 
 @pytest.mark.parametrize("batch, m, k, n", [(1, 1, 1, 1), (3, 9, 20, 33), (2, 17, 1000, 70), (1, 64, 288, 256)])
