@@ -260,7 +260,8 @@ static const float *packed_a_for(int64_t slot, const float *A, int64_t M, int64_
  * ResNet-50 0.982x (worker pairs, 16 rounds). */
 static int rows_first(const wgemm_args *g) {
   int64_t b_bytes = g->K * g->N * (int64_t)sizeof(float);
-  return !g->im2col && g->M * g->N * (int64_t)sizeof(float) >= (512 << 10) && b_bytes <= (2 << 20) &&
+  int subsample = g->im2col && g->KH == 1 && g->KW == 1; /* a strided 1x1: packed as cheaply */
+  return (!g->im2col || subsample) && g->M * g->N * (int64_t)sizeof(float) >= (512 << 10) && b_bytes <= (2 << 20) &&
          g->batch * b_bytes <= (8 << 20);
 }
 
@@ -586,10 +587,11 @@ static int dconv_run(dconv_args *d, int64_t Wt, int32_t threads, int64_t slot) {
    * grid's (OW = 32 of Wq = 34 with AVX-512) go straight into Y: see dconv_rows. */
   int64_t cpr = (d->OW + WNR - 1) / WNR;
   d->cpr = cpr * WNR <= d->Wq ? cpr : 0;
-  /* With no extra columns (a 1x1 window: ResNet-50's strided projections)
-   * the wide grid is Y's own layout: its panels go straight into Y too, with
-   * no copy out (those layers at 28 / 14 / 7 wide 0.83 / 0.95 / 0.97x, C
-   * harness, alternating). */
+  /* With no extra columns (a window no wider than the stride, as a 2x2
+   * stride 2; strided 1x1 windows now take the GEMM, see kiln_conv2d) the
+   * wide grid is Y's own layout: its panels go straight into Y too, with no
+   * copy out (ResNet-50's strided 1x1 layers at 28 / 14 / 7 wide had taken
+   * 0.83 / 0.95 / 0.97x, C harness, alternating). */
   d->flat = !d->cpr && d->Wq == d->OW;
   d->direct = d->cpr || d->flat;
   /* Below KILN_DCONV_MIN_FMAS only a few output channels: the im2col
@@ -727,7 +729,11 @@ void kiln_conv2d(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int6
     if (kiln_vconv(batch, F, C, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, d.X, (const float *)Wt, d.bias, d.res,
                    d.accumulate, d.relu, d.Y, threads, slot))
       return;
-    if (dconv_run(&d, Wt, threads, slot)) return;
+    /* A strided 1x1 window's im2col is a subsample, packed once like a
+     * pointwise convolution's B (rows_first): ResNet-50's projections at 28
+     * / 14 / 7 wide 0.91 / 0.87 / 0.81x against the direct path's flat grid,
+     * 0.84x at batch 4 (C harness, two threads, alternating). */
+    if (!(KH == 1 && KW == 1) && dconv_run(&d, Wt, threads, slot)) return;
   }
   g.H = H, g.W = W, g.KH = KH, g.KW = KW, g.sh = sh, g.sw = sw, g.dh = dh, g.dw = dw, g.OW = OW;
   g.pt = pt, g.pl = pl;

@@ -70,9 +70,12 @@ GEOMETRIES = [
     # wider than a vector, and rows narrower than one (5 + 2 columns).
     (2, 16, 20, 20, 32, 3, 3, 1, 1, 9),
     (4, 128, 5, 5, 64, 3, 3, 1, 1, 1),
-    # A 1x1 stride 2 whose weight (2 MiB) takes the three passes on one
-    # image; its flat grid (no extra columns) is stored straight into Y.
+    # A 1x1 stride 2 over a 2 MiB weight (its subsampled im2col packed once,
+    # row blocks over every panel), and a 2x2 stride 2 whose weight (8 MiB)
+    # takes the three passes on one image, its flat grid (no extra columns)
+    # stored straight into Y.
     (1, 512, 14, 14, 1024, 1, 1, 2, 1, 0),
+    (1, 512, 14, 14, 1024, 2, 2, 2, 1, 0),
     # Bands: three images in bands of 9 rows and 8 (two bands per image on
     # two threads), and eight whole images (four per thread).
     (3, 32, 33, 33, 40, 3, 3, 2, 1, 1),
