@@ -105,7 +105,8 @@ def markdown(result: dict) -> str:
             lines.append(f"| {wname} | {p} | {_s(info.get('compile_cold_s'))} | {_s(info.get('compile_warm_s'))}"
                          f" | {notes} |")
     if result.get("gemm"):
-        lines += ["", "GEMM (square f32, one kiln compilation with dynamic M, K, N; numpy = its bundled OpenBLAS):", "",
+        lines += ["", "GEMM (square f32, one kiln compilation with dynamic M, K, N; numpy = its bundled OpenBLAS;"
+                  " alternating bursts, kiln/numpy the median of the per-round ratios):", "",
                   "| n | kiln ms | numpy ms | kiln GFLOPS | numpy GFLOPS | kiln/numpy speed |", "|---|---|---|---|---|---|"]
         for g in result["gemm"]:
             lines.append(f"| {g['n']} | {_ms(g['kiln_p50_ms'])} | {_ms(g['numpy_p50_ms'])} | {g['kiln_gflops']:.1f} |"

@@ -153,3 +153,29 @@ def test_overhead_interleaves_the_chain_models_and_fits_their_p50s(monkeypatch):
     assert [p["launches"] for p in out["points"]] == list(chains)
     assert [p["iters"] for p in out["points"]] == [3 * rounds] * 3
     assert abs(out["fixed_us"] - 10.0) < 1e-6 and abs(out["per_launch_us"] - 2.0) < 1e-6
+
+
+def test_gemm_takes_turns_and_reports_the_median_round_ratio(monkeypatch):
+    """kiln and numpy alternate in bursts (kiln first in even rounds), and
+    kiln_vs_numpy is the median of the per-round ratios, not the ratio of the
+    pooled p50s: a slow spell on one side's bursts moves those rounds only."""
+    from kiln.bench import micro
+
+    # Per round (ms): numpy / kiln = 2, 0.5, 2 -> median 2; the pooled p50s
+    # (kiln 4, numpy 2) would read 0.5.
+    kiln_ms, numpy_ms = [1.0, 4.0, 4.0], [2.0, 2.0, 8.0]
+    calls = []
+
+    def fake_measure(fn, **kwargs):
+        assert kwargs["raw"]
+        r = len(calls) // 2
+        side = ("kiln", "numpy")[(len(calls) + r) % 2]
+        calls.append(side)
+        return [(kiln_ms if side == "kiln" else numpy_ms)[r]] * 3
+
+    monkeypatch.setattr(micro, "measure", fake_measure)
+    (row,) = micro.gemm(sizes=(8,), rounds=3)
+    assert calls == ["kiln", "numpy", "numpy", "kiln", "kiln", "numpy"]
+    assert row["rounds"] == 3 and row["max_abs_err"] < 1e-4
+    assert row["kiln_vs_numpy"] == 2.0
+    assert row["kiln_p50_ms"] == 4.0 and row["numpy_p50_ms"] == 2.0
