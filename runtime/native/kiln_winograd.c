@@ -297,16 +297,18 @@ static void wino_pass_out(void *ctx, int64_t lo, int64_t hi) {
 #define WINO_MAX_C 2048
 
 int kiln_winograd_takes(int64_t F, int64_t C, int64_t OH, int64_t OW) {
-  /* Few input channels: the transforms cost more than the products save
-   * (two threads, against the direct path, C harness: 3 -> 32 channels on
-   * 32 x 32 1.74x slower, 8 -> 32 1.44x, 16 -> 32 1.2x, 16 -> 16 on 28 x 28
-   * 1.02x; 24 -> 32 0.78x, 32 -> 16 0.91x, 32 -> 64 0.81x).  Few
+  /* Few channels: the transforms cost more than the products save (one
+   * thread, against the direct path, C harness, alternating: 3 -> 32 on
+   * 32 x 32 1.51x slower, 8 -> 32 1.17x, 16 -> 16 on 28 x 28 1.08x; 16 -> 32
+   * on 32 x 32 0.77x, 32 -> 16 on 28 x 28 0.79x, 24 -> 32 0.81x, 32 -> 64
+   * 0.83x; two threads read these small layers through the other build's
+   * spinning workers).  Few
    * tiles: each tile's 16 products read the transformed weight, 16 / 9 of
    * the direct path's, for a few columns (ResNet-50's 7 x 7 layers, 16
    * tiles of 512 channels and 16 MB of U, still 0.63x at batch 1, 0.65x at
    * 4: C harness, two threads, alternating). */
   int64_t tiles = (OH + 1) / 2 * ((OW + 1) / 2);
-  return C >= 24 && F >= 16 && C <= WINO_MAX_C && tiles >= 16 && F * C <= 512 * 512;
+  return C >= 16 && F >= 16 && C * F >= 512 && C <= WINO_MAX_C && tiles >= 16 && F * C <= 512 * 512;
 }
 
 int kiln_winograd(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t pt,

@@ -116,18 +116,19 @@ GEOMETRIES = [
     (1, 256, 14, 14, 256, 1, 1, 1, 1, 0),
     (3, 256, 5, 5, 64, 1, 1, 1, 1, 0),
     (1, 256, 3, 5, 16, 1, 1, 1, 1, 0),
-    # 3x3 stride 1 by Winograd's F(2x2, 3x3) (kiln_winograd.c, from 24 input
-    # channels; the 32 x 32 ones above with 48 and 128 go there too): odd
+    # 3x3 stride 1 by Winograd's F(2x2, 3x3) (kiln_winograd.c, from 16 x 32
+    # channels; the 40 x 40, 9-padded 20 x 20 and 32 x 32 ones above go there
+    # too): odd
     # output sides (half tiles) with a partial row block, no padding with the
     # channels in two K blocks, and blocks of 32 tiles across rows of 15 on
     # three images; one block of 16 tiles (three passes over the pool on two
     # and three threads), two images of 5 x 5 tiles on an odd width (three
     # passes on three threads).
-    (2, 24, 13, 17, 19, 3, 3, 1, 1, 1),
+    (2, 24, 13, 17, 23, 3, 3, 1, 1, 1),
     (1, 400, 14, 14, 24, 3, 3, 1, 1, 0),
     (3, 64, 30, 30, 64, 3, 3, 1, 1, 1),
     (1, 32, 8, 8, 48, 3, 3, 1, 1, 1),
-    (2, 24, 10, 9, 20, 3, 3, 1, 1, 1),
+    (2, 24, 10, 9, 22, 3, 3, 1, 1, 1),
     # A pointwise convolution whose output (625 KB an image) outgrows half of
     # L2 from a small B: B packed once, row blocks over every panel.
     (2, 16, 40, 40, 100, 1, 1, 1, 1, 0),
