@@ -451,12 +451,37 @@ static inline void pack_panel(const float *b, const int64_t *off, int64_t kc, fl
 #define DCONV_PACK_K 256
 #define DCONV_GROUP 4
 
-/* Where row k of panel q's K block starts: the planes through the offset
- * table, or the packed copy of the panel's group (bp). */
+/* Where row k of a panel's K block starts: at b + off[k] (the planes
+ * through the offset table), or at b + k * WNR (a packed copy, off NULL). */
 typedef struct {
   const float *b;
   const int64_t *off;
 } dconv_panel;
+
+/* Where panel q starts in the planes: WNR columns apart along a wide grid
+ * (cpr 0), or row q / cpr of the band, columns from (q % cpr) * WNR. */
+static inline int64_t dconv_panel_col(const dconv_args *d, int64_t q, int64_t cpr) {
+  return cpr ? q / cpr * d->Wq + q % cpr * WNR : q * WNR;
+}
+
+/* The group of panels [g0, returned end) that a K block's row blocks take
+ * together: DCONV_GROUP of them, each packed into bp, when the block has
+ * DCONV_PACK_K rows or more; else all of [g0, q1), read in place. */
+static int64_t dconv_group(const dconv_args *d, const float *src, int64_t cpr, int64_t k0, int64_t kc, int64_t g0,
+                           int64_t q1, float *bp) {
+  if (kc < DCONV_PACK_K) return q1;
+  int64_t g1 = g0 + DCONV_GROUP < q1 ? g0 + DCONV_GROUP : q1;
+  for (int64_t q = g0; q < g1; q++)
+    pack_panel(src + dconv_panel_col(d, q, cpr), d->off + k0, kc, bp + (q - g0) * kc * WNR);
+  return g1;
+}
+
+/* Panel q of the group from g0 (dconv_group) in the K block (k0, kc). */
+static inline dconv_panel dconv_panel_at(const dconv_args *d, const float *src, int64_t cpr, const float *bp,
+                                         int64_t q, int64_t g0, int64_t k0, int64_t kc) {
+  if (kc >= DCONV_PACK_K) return (dconv_panel){bp + (q - g0) * kc * WNR, NULL};
+  return (dconv_panel){src + dconv_panel_col(d, q, cpr), d->off + k0};
+}
 
 /* The products of row blocks [mb0, mb1) and panels [q0, q1) of one image:
  * planes src into its wide result cb.  Each block of A is used for every
@@ -466,11 +491,8 @@ static void dconv_block(const dconv_args *d, const float *src, float *cb, int64_
   float bp[DCONV_GROUP * KC * WNR] __attribute__((aligned(64)));
   for (int64_t k0 = 0; k0 < d->K; k0 += d->kstep) {
     int64_t kc = d->K - k0 < d->kstep ? d->K - k0 : d->kstep;
-    int pack = kc >= DCONV_PACK_K;
-    for (int64_t g0 = q0; g0 < q1; g0 += pack ? DCONV_GROUP : q1 - q0) {
-      int64_t g1 = pack && g0 + DCONV_GROUP < q1 ? g0 + DCONV_GROUP : q1;
-      if (pack)
-        for (int64_t q = g0; q < g1; q++) pack_panel(src + q * WNR, d->off + k0, kc, bp + (q - g0) * kc * WNR);
+    for (int64_t g0 = q0, g1; g0 < q1; g0 = g1) {
+      g1 = dconv_group(d, src, 0, k0, kc, g0, q1, bp);
       for (int64_t mb = mb0; mb < mb1; mb++) {
         int64_t m0 = mb * WMR, mr = d->F - m0 < WMR ? d->F - m0 : WMR;
         const float *a = d->Ap + (mb * d->K + k0) * WMR;
@@ -478,7 +500,7 @@ static void dconv_block(const dconv_args *d, const float *src, float *cb, int64_
         for (int64_t q = g0; q < g1; q++) {
           int64_t n0 = q * WNR, nr = d->N - n0 < WNR ? d->N - n0 : WNR;
           float *c = cb + m0 * d->N + n0;
-          dconv_panel p = {pack ? bp + (q - g0) * kc * WNR : src + n0, pack ? NULL : d->off + k0};
+          dconv_panel p = dconv_panel_at(d, src, 0, bp, q, g0, k0, kc);
           if (mr == WMR)
             micro_w(WMR, a, p.b, p.off, kc, c, d->N, nr, k0 > 0, bias, NULL, 0, 0);
           else
@@ -502,12 +524,9 @@ static void dconv_rows(const dconv_args *d, const float *src, int64_t b, int64_t
   if (q1 > nrows * cpr) q1 = nrows * cpr;
   for (int64_t k0 = 0; k0 < d->K; k0 += d->kstep) {
     int64_t kc = d->K - k0 < d->kstep ? d->K - k0 : d->kstep;
-    int add = d->accumulate || k0 > 0, relu = d->relu && k0 + kc == d->K, pack = kc >= DCONV_PACK_K;
-    for (int64_t g0 = q0; g0 < q1; g0 += pack ? DCONV_GROUP : q1 - q0) {
-      int64_t g1 = pack && g0 + DCONV_GROUP < q1 ? g0 + DCONV_GROUP : q1;
-      if (pack)
-        for (int64_t q = g0; q < g1; q++)
-          pack_panel(src + q / cpr * d->Wq + q % cpr * WNR, d->off + k0, kc, bp + (q - g0) * kc * WNR);
+    int add = d->accumulate || k0 > 0, relu = d->relu && k0 + kc == d->K;
+    for (int64_t g0 = q0, g1; g0 < q1; g0 = g1) {
+      g1 = dconv_group(d, src, cpr, k0, kc, g0, q1, bp);
       for (int64_t mb = mb0; mb < mb1; mb++) {
         int64_t m0 = mb * WMR, mr = d->F - m0 < WMR ? d->F - m0 : WMR;
         const float *a = d->Ap + (mb * d->K + k0) * WMR;
@@ -516,7 +535,7 @@ static void dconv_rows(const dconv_args *d, const float *src, int64_t b, int64_t
           int64_t r = q / cpr, j = q % cpr * WNR, nr = width - j < WNR ? width - j : WNR;
           int64_t at = ((b * d->F + m0) * d->OH + r0 + r) * d->OW + j;
           const float *res = d->res && k0 == 0 ? d->res + at : NULL;
-          dconv_panel p = {pack ? bp + (q - g0) * kc * WNR : src + r * d->Wq + j, pack ? NULL : d->off + k0};
+          dconv_panel p = dconv_panel_at(d, src, cpr, bp, q, g0, k0, kc);
           if (mr == WMR)
             micro_w(WMR, a, p.b, p.off, kc, d->Y + at, ldc, nr, add, bias, res, relu, 1);
           else
@@ -590,8 +609,6 @@ static void dconv_bands(void *ctx, int64_t lo, int64_t hi) {
       for (int64_t f = 0; f < d->F; f++) dconv_copy_out(d, wide + f * d->N, b * d->F + f, r0, rows);
   }
 }
-
-static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
 /* A band part's buffers (planes, wide result) are kept to half of L2 (1 MiB here). */
 #define DCONV_BAND_BYTES (512 << 10)
@@ -691,12 +708,7 @@ static int dconv_run(dconv_args *d, int64_t Wt, int32_t threads, int64_t slot) {
       d->phases[y % d->sh] |= 1ull << (x % d->sw);
     }
   for (int64_t k = taps; k < d->K; k++) off[k] = off[k - taps] + cstep;
-  for (int64_t e = 0; e < d->sw; e++) {
-    int64_t lo = d->pl - e > 0 ? (d->pl - e + d->sw - 1) / d->sw : 0;
-    int64_t hi = d->W + d->pl - e > 0 ? (d->W + d->pl - e + d->sw - 1) / d->sw : 0;
-    d->jhi[e] = hi < d->Wq ? hi : d->Wq;
-    d->jlo[e] = lo < d->jhi[e] ? lo : d->jhi[e];
-  }
+  for (int64_t e = 0; e < d->sw; e++) phase_bounds(d->W, d->pl, d->sw, e, d->Wq, &d->jlo[e], &d->jhi[e]);
   d->buf = buf, d->off = off;
   if (d->bands) {
     kiln_parallel_for(dconv_bands, d, tasks, parts);

@@ -47,13 +47,12 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
                int32_t threads, int64_t slot);
 
 /* kiln_conv2d's contract for a 3x3 stride-1 undilated convolution, by
- * Winograd's F(2x2, 3x3) (kiln_winograd.c), when kiln_winograd_takes the
- * channels and output size; 0 when it does not or memory ran out (nothing
+ * Winograd's F(2x2, 3x3) (kiln_winograd.c), when it takes the channels and
+ * output size (wino_takes); 0 when it does not or memory ran out (nothing
  * written).  The choice depends on neither the batch nor the threads: a
  * weight's slot holds the same packing at every batch (a weight used at
  * output sizes on both sides of the bound keeps its first call's packing;
  * the other side runs unpacked). */
-int kiln_winograd_takes(int64_t F, int64_t C, int64_t OH, int64_t OW);
 int kiln_winograd(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t pt,
                   int64_t pl, const float *X, const float *Wt, const float *bias, const float *res, int accumulate,
                   int relu, float *Y, int32_t threads, int64_t slot);

@@ -296,7 +296,7 @@ static void wino_pass_out(void *ctx, int64_t lo, int64_t hi) {
 /* Input channels at most (the offset table is on the stack). */
 #define WINO_MAX_C 2048
 
-int kiln_winograd_takes(int64_t F, int64_t C, int64_t OH, int64_t OW) {
+static int wino_takes(int64_t F, int64_t C, int64_t OH, int64_t OW) {
   /* Few channels: the transforms cost more than the products save (one
    * thread, against the direct path, C harness, alternating: 3 -> 32 on
    * 32 x 32 1.51x slower, 8 -> 32 1.17x, 16 -> 16 on 28 x 28 1.08x; 16 -> 32
@@ -315,7 +315,7 @@ int kiln_winograd(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int
                   int64_t pl, const float *X, const float *Wt, const float *bias, const float *res, int accumulate,
                   int relu, float *Y, int32_t threads, int64_t slot) {
   int64_t th = (OH + 1) / 2, tw = (OW + 1) / 2;
-  if (!kiln_winograd_takes(F, C, OH, OW)) return 0;
+  if (!wino_takes(F, C, OH, OW)) return 0;
   int64_t mblocks = (F + WMR - 1) / WMR;
   const float *U = kiln_slot_packed(slot, KILN_PACK_W, Wt, F, C * 9, C * 9, 16 * mblocks * WMR * C, pack_wino);
   if (U == NULL) return 0;
@@ -332,11 +332,7 @@ int kiln_winograd(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int
   w.ldv = w.TB + VW;
   /* Plane columns: tiles' c + 1 + VW - 1 for the last vector of a row. */
   w.Wq = (tw + VW - 1) / VW * VW + VW;
-  for (int e = 0; e < 2; e++) {
-    int64_t lo = pl - e > 0 ? (pl - e + 1) / 2 : 0, hi = W + pl - e > 0 ? (W + pl - e + 1) / 2 : 0;
-    w.jhi[e] = hi < tw + 1 ? hi : tw + 1;
-    w.jlo[e] = lo < w.jhi[e] ? lo : w.jhi[e];
-  }
+  for (int e = 0; e < 2; e++) phase_bounds(W, pl, 2, e, tw + 1, &w.jlo[e], &w.jhi[e]);
   w.mblocks = mblocks;
   int64_t kblocks = (C + KC - 1) / KC;
   w.kstep = (C + kblocks - 1) / kblocks;
@@ -345,10 +341,10 @@ int kiln_winograd(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int
   for (int64_t c = 0; c < C; c++) off[c] = c * w.ldv;
   w.off = off;
   /* One channel's padded rows 2 r0 .. 2 r1 + 3 under tile rows r0 .. r1. */
-  w.plane_floats = ((2 * ((w.TB + tw - 1) / tw + 1) + 2) * 2 * w.Wq + 15) / 16 * 16;
+  w.plane_floats = round16((2 * ((w.TB + tw - 1) / tw + 1) + 2) * 2 * w.Wq);
   if (!passes) {
     int64_t tasks = batch * w.blocks, parts = kiln_parts(tasks, threads);
-    w.part_floats = (w.plane_floats + 16 * C * w.ldv + 16 * F * w.TB + VW + 15) / 16 * 16;
+    w.part_floats = round16(w.plane_floats + 16 * C * w.ldv + 16 * F * w.TB + VW);
     if ((w.buf = kiln_thread_scratch((size_t)(parts * w.part_floats) * sizeof(float))) == NULL) return 0;
     kiln_parallel_for(wino_bands, &w, tasks, parts);
     return 1;

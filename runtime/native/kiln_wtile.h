@@ -122,6 +122,17 @@ static inline void zero_ends(float *row, int64_t lo, int64_t hi, int64_t n) {
   }
 }
 
+/* n rounded up to a multiple of 16 floats (64 bytes). */
+static inline int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+
+/* Columns [*lo, *hi) of column phase e of stride s (out[j] = xr[j * s + e -
+ * pl], n columns) that lie inside an input row of W floats. */
+static inline void phase_bounds(int64_t W, int64_t pl, int64_t s, int64_t e, int64_t n, int64_t *lo, int64_t *hi) {
+  int64_t l = pl - e > 0 ? (pl - e + s - 1) / s : 0, h = W + pl - e > 0 ? (W + pl - e + s - 1) / s : 0;
+  *hi = h < n ? h : n;
+  *lo = l < *hi ? l : *hi;
+}
+
 /* Input row xr (W floats) into the two column phases of stride 2 at once:
  * out[e][j] = xr[2j + e - pl] for j < Wq, zero outside the row (inside it
  * for j in [jlo[e], jhi[e])).  One pass that splits
