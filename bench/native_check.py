@@ -1,0 +1,196 @@
+"""Check and time kiln's native convolution on a machine without torch-mlir.
+
+kiln's own tests reach the native library through ``import kiln``, which
+needs the MLIR bindings.  This script does not: it compiles
+``runtime/native/*.c`` with the system C compiler and the library's flags,
+loads it with ctypes and
+
+* ``--check``: runs ``kiln_conv2d`` on every geometry of
+  ``test/python/cpu/test_native_conv.py`` (read from that file, not copied)
+  at several thread counts, with and without a packed-weight slot, with bias,
+  residual, accumulation and ReLU, against ``torch.nn.functional.conv2d``;
+* ``--time``: times ResNet-50's and small_cnn's convolution layers, kiln
+  against torch's (oneDNN) on the same threads, alternating the two.
+
+It exists for the machines the project is lent now and then (the GPU machine
+has a 16-core CPU with AVX-512 and no torch-mlir), where the paths built for
+AVX-512 (``kiln_vconv.c``, the 16-lane Winograd) can be exercised at all.
+``KILN_WINOGRAD=0`` in the environment turns Winograd off, as in kiln.
+
+Usage: ``python bench/native_check.py --check --time [--threads 1,2,16]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import ctypes
+import functools
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+NATIVE = ROOT / "runtime" / "native"
+# Keep in step with runtime/native/__init__.py (SOURCES, FLAGS); that module
+# cannot be imported without the MLIR bindings.
+SOURCES = ("kiln_native.c", "kiln_conv.c", "kiln_winograd.c", "kiln_vconv.c", "kiln_attention.c", "kiln_dispatch.c")
+FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-pthread")
+I64 = ctypes.c_int64
+
+# (batch, C, H, W, F, KH, KW, stride, dilation, pad) of the timed layers.
+LAYERS = {
+    "r50 3x3 56": (1, 64, 56, 56, 64, 3, 3, 1, 1, 1),
+    "r50 3x3 28": (1, 128, 28, 28, 128, 3, 3, 1, 1, 1),
+    "r50 3x3 14": (1, 256, 14, 14, 256, 3, 3, 1, 1, 1),
+    "r50 3x3 7": (1, 512, 7, 7, 512, 3, 3, 1, 1, 1),
+    "r50 3x3 s2 56": (1, 128, 56, 56, 128, 3, 3, 2, 1, 1),
+    "r50 3x3 s2 28": (1, 256, 28, 28, 256, 3, 3, 2, 1, 1),
+    "r50 3x3 s2 14": (1, 512, 14, 14, 512, 3, 3, 2, 1, 1),
+    "r50 1x1 256-64 56": (1, 256, 56, 56, 64, 1, 1, 1, 1, 0),
+    "r50 1x1 64-256 56": (1, 64, 56, 56, 256, 1, 1, 1, 1, 0),
+    "r50 1x1 1024-256 14": (1, 1024, 14, 14, 256, 1, 1, 1, 1, 0),
+    "r50 1x1 s2 512-1024 28": (1, 512, 28, 28, 1024, 1, 1, 2, 1, 0),
+    "r50 stem 7x7 s2": (1, 3, 224, 224, 64, 7, 7, 2, 1, 3),
+    "cnn conv1 B8": (8, 3, 32, 32, 32, 3, 3, 1, 1, 1),
+    "cnn conv2 B8": (8, 32, 32, 32, 64, 3, 3, 2, 1, 1),
+}
+
+
+def build() -> ctypes.CDLL:
+    """Compile the native library into a temporary file and load it."""
+    cc = os.environ.get("CC", "cc")
+    out = Path(tempfile.mkdtemp(prefix="kiln-native-")) / "kiln_native.so"
+    subprocess.run([cc, *FLAGS, "-o", str(out), *(str(NATIVE / s) for s in SOURCES)], check=True)
+    lib = ctypes.CDLL(str(out), mode=ctypes.RTLD_GLOBAL)
+    lib.kiln_pool_init(ctypes.c_int(os.cpu_count() or 1))
+    lib.kiln_conv2d.argtypes = [I64] * 19 + [ctypes.c_float, ctypes.c_int32, I64, ctypes.c_int32, I64]
+    lib.kiln_conv2d.restype = None
+    lib.kiln_free_packed.argtypes = [I64]
+    return lib
+
+
+def geometries() -> list[tuple]:
+    """GEOMETRIES of test_native_conv.py, read from its syntax tree."""
+    tree = ast.parse((ROOT / "test" / "python" / "cpu" / "test_native_conv.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "GEOMETRIES":
+            return ast.literal_eval(node.value)
+    raise SystemExit("GEOMETRIES not found in test_native_conv.py")
+
+
+def conv(lib, g, x, wt, bias, res, beta, relu, y, threads, slot):
+    n, c, h, w, f, kh, kw, s, d, p = g
+    oh, ow = y.shape[2:]
+    lib.kiln_conv2d(n, f, c, h, w, kh, kw, oh, ow, s, s, d, d, p, p, x.ctypes.data, wt.ctypes.data,
+                    bias.ctypes.data if bias is not None else 0, res.ctypes.data if res is not None else 0,
+                    beta, relu, y.ctypes.data, threads, ctypes.addressof(slot) if slot is not None else 0)
+
+
+def check(lib, thread_counts) -> int:
+    """Every test geometry against torch; returns the number of failures."""
+    failures = 0
+    for g in geometries():
+        n, c, h, w, f, kh, kw, s, d, p = g
+        rng = np.random.default_rng(sum(g))
+        x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+        wt = rng.standard_normal((f, c, kh, kw), dtype=np.float32)
+        bias = rng.standard_normal(f, dtype=np.float32)
+        ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(wt), stride=s, padding=p,
+                                         dilation=d).numpy()
+        res = rng.standard_normal(ref.shape, dtype=np.float32)
+        y0 = rng.standard_normal(ref.shape, dtype=np.float32)
+        atol = max(1e-4, 2e-7 * c * kh * kw)
+        worst = 0.0
+        for threads in thread_counts:
+            for packed in (True, False):
+                slot = (I64 * 1)(0) if packed else None
+                # bias + residual + ReLU, then plain accumulation (beta 1).
+                for with_bias, residual, beta, relu in ((True, True, 0.0, 1), (False, False, 1.0, 0)):
+                    y = y0.copy()
+                    conv(lib, g, x, wt, bias if with_bias else None, res if residual else None, beta, relu, y,
+                         threads, slot)
+                    want = ref + (bias[None, :, None, None] if with_bias else 0) + beta * y0 + (res if residual else 0)
+                    want = np.maximum(want, 0) if relu else want
+                    err = float(np.max(np.abs(y - want) - 1e-4 * np.abs(want)))
+                    worst = max(worst, err)
+                    if not np.isfinite(err) or err > atol:
+                        failures += 1
+                        print(f"FAIL {g} threads={threads} packed={packed} bias={with_bias} beta={beta}: "
+                              f"max excess {err:.3g} > {atol:.3g}")
+                if slot is not None:
+                    lib.kiln_free_packed(I64(slot[0]))
+        print(f"{'ok  ' if worst <= atol else 'BAD '} {g}  worst {worst:.2e} (atol {atol:.1e})")
+    return failures
+
+
+def _torch_conv_relu(x, w, b, stride, pad, dilation):
+    return torch.relu_(torch.nn.functional.conv2d(x, w, b, stride=stride, padding=pad, dilation=dilation))
+
+
+def _median_us(fn, seconds=0.25) -> float:
+    fn()
+    times = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end or len(times) < 5:
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e6
+
+
+def timing(lib, thread_counts, rounds=3) -> None:
+    """kiln vs torch per layer and thread count: medians, alternating rounds."""
+    print(f"{'layer':26} {'thr':>3} {'kiln us':>9} {'torch us':>9} {'kiln/torch':>10} {'kiln GF':>8}")
+    for name, g in LAYERS.items():
+        n, c, h, w, f, kh, kw, s, d, p = g
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+        wt = rng.standard_normal((f, c, kh, kw), dtype=np.float32)
+        bias = rng.standard_normal(f, dtype=np.float32)
+        tx, tw, tb = map(torch.from_numpy, (x, wt, bias))
+        ref = torch.nn.functional.conv2d(tx, tw, tb, stride=s, padding=p, dilation=d)
+        y = np.empty(tuple(ref.shape), np.float32)
+        flops = 2.0 * y.size * c * kh * kw
+        for threads in thread_counts:
+            torch.set_num_threads(threads)
+            slot = (I64 * 1)(0)
+            kiln_fn = functools.partial(conv, lib, g, x, wt, bias, None, 0.0, 1, y, threads, slot)
+            torch_fn = functools.partial(_torch_conv_relu, tx, tw, tb, s, p, d)
+            ks, ts = [], []
+            for _ in range(rounds):
+                ks.append(_median_us(kiln_fn))
+                ts.append(_median_us(torch_fn))
+            k, t = statistics.median(ks), statistics.median(ts)
+            print(f"{name:26} {threads:3d} {k:9.1f} {t:9.1f} {k / t:10.2f} {flops / k / 1e3:8.1f}")
+            lib.kiln_free_packed(I64(slot[0]))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="kiln_conv2d on the test geometries against torch")
+    ap.add_argument("--time", action="store_true", help="time ResNet-50 / small_cnn layers against torch")
+    ap.add_argument("--threads", default=None, help="comma-separated thread counts (default 1,2,3,all)")
+    args = ap.parse_args(argv)
+    lib = build()
+    ncpu = os.cpu_count() or 1
+    counts = [int(t) for t in args.threads.split(",")] if args.threads else sorted({1, 2, 3, ncpu})
+    print(f"vector width {lib.kiln_vector_width()} floats, {ncpu} CPUs, Winograd "
+          f"{'off' if os.environ.get('KILN_WINOGRAD', '1').startswith('0') else 'on'}, torch {torch.__version__}")
+    failures = check(lib, counts) if args.check else 0
+    if args.time:
+        timing(lib, [t for t in counts if t != 3])
+    if failures:
+        print(f"{failures} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
