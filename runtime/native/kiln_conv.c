@@ -372,7 +372,6 @@ typedef struct {
   int flat;             /* no extra columns (Wq == OW: a 1x1 window): panels over a band's rows as one */
   int direct;           /* cpr or flat: the products store into Y (dconv_rows), no wide result */
   int64_t part_floats, wide_at; /* banded path: floats of a part's buffers; its wide result's offset */
-  int64_t next_part;    /* banded path: parts started (each takes its own buffers) */
   uint64_t phases[DCONV_MAX_STRIDE]; /* bit e of phases[a]: plane (a, e) is read */
   int64_t jlo[DCONV_MAX_STRIDE], jhi[DCONV_MAX_STRIDE]; /* see dconv_copy_in */
 } dconv_args;
@@ -584,15 +583,15 @@ static void dconv_finish(void *ctx, int64_t lo, int64_t hi) {
 }
 
 /* Tasks [lo, hi) of the banded path: task t is (image, band of R output
- * rows), copied in, multiplied and copied out by this part alone, in
- * buffers of its own (the part_floats at d->buf + part * part_floats:
+ * rows), copied in, multiplied and copied out by this thread alone, in
+ * buffers of its own (the part_floats at d->buf + slot * part_floats, its
+ * kiln_worker_slot:
  * planes of the band's Hq = R + halo rows, slack, wide result) that stay in
  * L2 from one step to the next; the three passes over the whole batch go
  * through L3. */
 static void dconv_bands(void *ctx, int64_t lo, int64_t hi) {
   dconv_args *d = ctx;
-  int64_t part = __atomic_fetch_add(&d->next_part, 1, __ATOMIC_RELAXED);
-  float *buf = d->buf + part * d->part_floats, *wide = buf + d->wide_at;
+  float *buf = d->buf + kiln_worker_slot() * d->part_floats, *wide = buf + d->wide_at;
   memset(buf + d->sbuf, 0, (size_t)(d->wide_at - d->sbuf) * sizeof(float)); /* the slack */
   int64_t plane = d->sh * d->sw * d->Hq * d->Wq, R = d->band_rows;
   for (int64_t t = lo; t < hi; t++) {
@@ -684,12 +683,12 @@ static int dconv_run(dconv_args *d, int64_t Wt, int32_t threads, int64_t slot) {
    * 3.2 -> 2.0 ms (choosing by bytes read had kept it per panel). */
   d->qspan = d->F * d->K * 4 <= (512 << 10) ? 1 : d->panels;
   /* The last wide row reads up to Wq - OW + WNR floats past the planes: a zeroed slack. */
-  int64_t slack = d->Wq + WNR, tasks = d->batch * d->bands, parts = threads < tasks ? threads : tasks;
+  int64_t slack = d->Wq + WNR, tasks = d->batch * d->bands, parts = kiln_parts(tasks, threads);
   size_t floats;
   if (d->bands) {
     d->wide_at = round16(d->sbuf + slack);
     d->part_floats = d->wide_at + (d->direct ? 0 : round16(d->F * d->N));
-    floats = (size_t)(parts * d->part_floats);
+    floats = (size_t)(kiln_pool_threads() * d->part_floats);
   } else {
     floats = (size_t)(round16(d->batch * d->sbuf + slack) + (d->direct ? 0 : d->batch * d->F * d->N));
   }

@@ -83,8 +83,12 @@ static void work(uint32_t gen) {
 
 static uint32_t current_gen(void) { return (uint32_t)(atomic_load_explicit(&job_word, memory_order_acquire) >> 32); }
 
+static __thread int worker_slot = 0;
+
+int kiln_worker_slot(void) { return worker_slot; }
+
 static void *worker(void *arg) {
-  (void)arg;
+  worker_slot = (int)(intptr_t)arg;
   uint32_t seen = 0;
   for (;;) {
     int64_t start = now_ns();
@@ -114,7 +118,7 @@ int kiln_pool_init(int threads) {
   if (threads > KILN_MAX_THREADS) threads = KILN_MAX_THREADS;
   for (int i = pool_threads + 1; i < threads; i++) {
     pthread_t t;
-    if (pthread_create(&t, NULL, worker, NULL) != 0) break;
+    if (pthread_create(&t, NULL, worker, (void *)(intptr_t)i) != 0) break;
     pthread_detach(t);
     pool_threads = i;
   }

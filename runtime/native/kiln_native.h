@@ -12,6 +12,12 @@
 typedef void (*kiln_task_fn)(void *ctx, int64_t lo, int64_t hi);
 void kiln_parallel_for(kiln_task_fn fn, void *ctx, int64_t n, int64_t parts);
 int kiln_pool_threads(void);
+/* The calling thread's place in the pool: 0 for the thread that called
+ * kiln_parallel_for (or any thread outside the pool), 1 .. threads - 1 for
+ * the workers.  A task that needs a buffer of its own takes the one of its
+ * slot (kiln_pool_threads() of them), which stays in that core's cache from
+ * one range to the next, so the ranges can be many (kiln_parts). */
+int kiln_worker_slot(void);
 
 /* Memory for large buffers (packed weights, scratch): 64-byte aligned, in
  * huge pages from 2 MiB up; free() releases it. */

@@ -63,6 +63,7 @@ typedef struct {
   int64_t P, Q, tiles, groups; /* tile shape; tiles per output row; channel groups of 16Q */
   int64_t K, Hp, Wp, simg;     /* reduction steps; the padded image's rows, pitch and floats */
   int64_t rows_per_task;       /* two-pass path: output rows per product task */
+  int64_t tiles_per_task;      /* two-pass path: tiles of a row per product task (tiles: whole rows) */
   int64_t kstep;               /* steps per block of a group's weight (groups outer; K: one block) */
   int64_t sub_h, sub_w;        /* a strided 1x1's strides, its copy subsampled (then sh = sw = 1); else 0 */
   int rows_outer;              /* 1: each output row for every channel group before the next row */
@@ -70,7 +71,6 @@ typedef struct {
   float *Y, *pad;
   const int32_t *koff; /* offset of step k = (c, kh, kw) in a padded image */
   int accumulate, relu;
-  int64_t next_part; /* per-image path: parts started (each pads into its own buffer) */
 } vconv_args;
 
 /* Image x (C x H x W) into its zero-padded copy dst (C x Hp x Wp): input
@@ -270,48 +270,48 @@ static void vc_tile_store(const vconv_args *v, const float *img, int64_t n, int6
  * in L2 (whole, a 3x3 512-channel group's 1.2 MiB came from L3 once per
  * output row), the tiles' sums kept in sums between blocks. */
 static void vc_group_kblocked(const vconv_args *v, const float *img, int64_t n, int64_t g, int64_t r0, int64_t r1,
-                              float *sums) {
-  int64_t tile = v->P * 16 * v->Q;
+                              int64_t t0, int64_t t1, float *sums) {
+  int64_t tile = v->P * 16 * v->Q, nt = t1 - t0;
   for (int64_t k0 = 0; k0 < v->K; k0 += v->kstep) {
     int64_t kc = v->K - k0 < v->kstep ? v->K - k0 : v->kstep;
     for (int64_t oh = r0; oh < r1; oh++)
-      for (int64_t t = 0; t < v->tiles; t++)
-        vc_tile_steps(v, img, g, oh, t * v->P, k0, kc, sums + ((oh - r0) * v->tiles + t) * tile, k0 > 0);
+      for (int64_t t = t0; t < t1; t++)
+        vc_tile_steps(v, img, g, oh, t * v->P, k0, kc, sums + ((oh - r0) * nt + t - t0) * tile, k0 > 0);
   }
   for (int64_t oh = r0; oh < r1; oh++)
-    for (int64_t t = 0; t < v->tiles; t++)
-      vc_tile_emit(v, sums + ((oh - r0) * v->tiles + t) * tile, n, g, oh, t * v->P);
+    for (int64_t t = t0; t < t1; t++)
+      vc_tile_emit(v, sums + ((oh - r0) * nt + t - t0) * tile, n, g, oh, t * v->P);
 }
 
-/* The tiles of image n (padded copy img), channel groups [g0, g1), output
- * rows [r0, r1).  Rows outer when the image is the bigger operand (it is
- * then read once, the weight once per row), groups outer otherwise. */
+/* The tiles [t0, t1) of each output row in [r0, r1) of image n (padded
+ * copy img), channel groups [g0, g1).  Rows outer when the image is the
+ * bigger operand (it is then read once, the weight once per row), groups
+ * outer otherwise. */
 static void vc_tiles(const vconv_args *v, const float *img, int64_t n, int64_t g0, int64_t g1, int64_t r0,
-                     int64_t r1) {
+                     int64_t r1, int64_t t0, int64_t t1) {
   if (v->rows_outer) {
     for (int64_t oh = r0; oh < r1; oh++)
       for (int64_t g = g0; g < g1; g++)
-        for (int64_t t = 0; t < v->tiles; t++) vc_tile_store(v, img, n, g, oh, t * v->P);
-  } else if (v->kstep < v->K && (r1 - r0) * v->tiles * v->P * 16 * v->Q <= VC_SUMS) {
+        for (int64_t t = t0; t < t1; t++) vc_tile_store(v, img, n, g, oh, t * v->P);
+  } else if (v->kstep < v->K && (r1 - r0) * (t1 - t0) * v->P * 16 * v->Q <= VC_SUMS) {
     float sums[VC_SUMS] __attribute__((aligned(64)));
-    for (int64_t g = g0; g < g1; g++) vc_group_kblocked(v, img, n, g, r0, r1, sums);
+    for (int64_t g = g0; g < g1; g++) vc_group_kblocked(v, img, n, g, r0, r1, t0, t1, sums);
   } else {
     for (int64_t g = g0; g < g1; g++)
       for (int64_t oh = r0; oh < r1; oh++)
-        for (int64_t t = 0; t < v->tiles; t++) vc_tile_store(v, img, n, g, oh, t * v->P);
+        for (int64_t t = t0; t < t1; t++) vc_tile_store(v, img, n, g, oh, t * v->P);
   }
 }
 
-/* Per-image path, tasks [lo, hi): image t padded into this part's buffer
- * (which stays in L2), then all of its tiles. */
+/* Per-image path, tasks [lo, hi): image t padded into this thread's buffer
+ * (at its kiln_worker_slot, so it stays in L2), then all of its tiles. */
 static void vc_images(void *ctx, int64_t lo, int64_t hi) {
-  vconv_args *v = ctx;
-  int64_t part = __atomic_fetch_add(&v->next_part, 1, __ATOMIC_RELAXED);
-  float *img = v->pad + part * v->simg;
+  const vconv_args *v = ctx;
+  float *img = v->pad + kiln_worker_slot() * v->simg;
   for (int64_t n = lo; n < hi; n++) {
     for (int64_t c = 0; c < v->C; c++)
       vc_pad_channel(v, v->X + (n * v->C + c) * v->H * v->W, img + c * v->Hp * v->Wp);
-    vc_tiles(v, img, n, 0, v->groups, 0, v->OH);
+    vc_tiles(v, img, n, 0, v->groups, 0, v->OH, 0, v->tiles);
   }
 }
 
@@ -322,24 +322,27 @@ static void vc_pad_tasks(void *ctx, int64_t lo, int64_t hi) {
 }
 
 /* Two-pass path, second pass, tasks [lo, hi): task t is (image, channel
- * group or, rows outer, all of them, chunk of rows_per_task output rows). */
+ * group or, rows outer, all of them, chunk of rows_per_task output rows,
+ * chunk of tiles_per_task tiles of each). */
 static void vc_row_tasks(void *ctx, int64_t lo, int64_t hi) {
   const vconv_args *v = ctx;
   int64_t chunks = (v->OH + v->rows_per_task - 1) / v->rows_per_task, gtasks = v->rows_outer ? 1 : v->groups;
+  int64_t tchunks = (v->tiles + v->tiles_per_task - 1) / v->tiles_per_task;
   for (int64_t t = lo; t < hi; t++) {
-    int64_t chunk = t % chunks, g = t / chunks % gtasks, n = t / (chunks * gtasks);
+    int64_t tc = t % tchunks, chunk = t / tchunks % chunks, g = t / (tchunks * chunks) % gtasks;
+    int64_t n = t / (tchunks * chunks * gtasks);
     int64_t r0 = chunk * v->rows_per_task, r1 = r0 + v->rows_per_task < v->OH ? r0 + v->rows_per_task : v->OH;
-    vc_tiles(v, v->pad + n * v->simg, n, v->rows_outer ? 0 : g, v->rows_outer ? v->groups : g + 1, r0, r1);
+    int64_t t0 = tc * v->tiles_per_task, t1 = t0 + v->tiles_per_task < v->tiles ? t0 + v->tiles_per_task : v->tiles;
+    vc_tiles(v, v->pad + n * v->simg, n, v->rows_outer ? 0 : g, v->rows_outer ? v->groups : g + 1, r0, r1, t0, t1);
   }
 }
 
 /* Banded path, tasks [lo, hi): task t is (image, chunk of rows_per_task
  * output rows); the padded rows its tiles read (every channel) go into this
- * part's buffer, then the tiles of every group. */
+ * thread's buffer (at its kiln_worker_slot), then the tiles of every group. */
 static void vc_band_tasks(void *ctx, int64_t lo, int64_t hi) {
-  vconv_args *v = ctx;
-  int64_t part = __atomic_fetch_add(&v->next_part, 1, __ATOMIC_RELAXED);
-  float *img = v->pad + part * v->simg;
+  const vconv_args *v = ctx;
+  float *img = v->pad + kiln_worker_slot() * v->simg;
   int64_t chunks = (v->OH + v->rows_per_task - 1) / v->rows_per_task;
   for (int64_t t = lo; t < hi; t++) {
     int64_t n = t / chunks, r0 = t % chunks * v->rows_per_task;
@@ -347,7 +350,7 @@ static void vc_band_tasks(void *ctx, int64_t lo, int64_t hi) {
     int64_t p0 = r0 * v->sh, p1 = (r1 - 1) * v->sh + (v->KH - 1) * v->dh + 1;
     for (int64_t c = 0; c < v->C; c++)
       vc_copy_rows(v, v->X + (n * v->C + c) * v->H * v->W, img + c * v->Hp * v->Wp, p0, p1);
-    vc_tiles(v, img, n, 0, v->groups, r0, r1);
+    vc_tiles(v, img, n, 0, v->groups, r0, r1, 0, v->tiles);
   }
 }
 
@@ -419,11 +422,10 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
   int64_t kblocks = (v.K * 16 * v.Q * (int64_t)sizeof(float) + VC_KBLOCK_BYTES - 1) / VC_KBLOCK_BYTES;
   v.kstep = (v.K + kblocks - 1) / kblocks;
   int per_image = batch >= 2 * threads || batch % threads == 0;
-  int64_t parts = threads < batch ? threads : batch;
   int banded = !per_image && v.rows_outer && v.simg * (int64_t)sizeof(float) <= VC_BAND_BYTES;
-  if (banded) parts = threads;
-  if ((v.pad = kiln_thread_scratch((size_t)((per_image || banded ? parts : batch) * v.simg) * sizeof(float))) == NULL)
-    return 0;
+  /* Per image and banded, a padded copy per pool thread (kiln_worker_slot). */
+  int64_t copies = per_image || banded ? kiln_pool_threads() : batch;
+  if ((v.pad = kiln_thread_scratch((size_t)(copies * v.simg) * sizeof(float))) == NULL) return 0;
   kiln_pack_fn pack = v.Q == 4 ? vc_pack4 : v.Q == 2 ? vc_pack2 : vc_pack1;
   int64_t width = 16 * v.Q;
   v.groups = (F + width - 1) / width;
@@ -438,16 +440,25 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
       for (int64_t kw = 0; kw < KW; kw++, k++) koff[k] = (int32_t)((c * v.Hp + kh * dh) * v.Wp + kw * dw);
   v.koff = koff;
   if (per_image) {
-    kiln_parallel_for(vc_images, &v, batch, parts);
+    kiln_parallel_for(vc_images, &v, batch, kiln_parts(batch, threads));
     return 1;
   }
   int64_t want = 4 * (int64_t)threads, have = batch * (v.rows_outer ? 1 : v.groups);
   v.rows_per_task = have >= want ? OH : OH * have / want > 0 ? OH * have / want : 1;
-  int64_t tasks = have * ((OH + v.rows_per_task - 1) / v.rows_per_task);
+  int64_t row_tasks = have * ((OH + v.rows_per_task - 1) / v.rows_per_task);
+  /* A flattened pointwise convolution is one row: its tasks are chunks of
+   * tiles (ResNet-50's 1024 -> 256 at 14 x 14 had been 4 tasks, one per
+   * channel group: on 16 threads of a Xeon 590-640 -> 245 us). */
+  int64_t tchunks = OH == 1 && row_tasks < want ? (want + row_tasks - 1) / row_tasks : 1;
+  if (tchunks > v.tiles) tchunks = v.tiles;
+  v.tiles_per_task = (v.tiles + tchunks - 1) / tchunks;
+  int64_t tasks = row_tasks * ((v.tiles + v.tiles_per_task - 1) / v.tiles_per_task);
   if (banded) {
-    kiln_parallel_for(vc_band_tasks, &v, tasks, tasks < threads ? tasks : threads);
+    kiln_parallel_for(vc_band_tasks, &v, tasks, kiln_parts(tasks, threads));
     return 1;
   }
+  /* One range per thread: its consecutive tasks share a channel group's
+   * weight. */
   kiln_parallel_for(vc_pad_tasks, &v, batch * C, batch * C < threads ? batch * C : threads);
   kiln_parallel_for(vc_row_tasks, &v, tasks, tasks < threads ? tasks : threads);
   return 1;
