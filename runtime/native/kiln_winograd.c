@@ -197,13 +197,32 @@ static void wino_out(const wino_args *w, const float *m, int64_t ldm, int64_t b,
   }
 }
 
+/* What only the spill reads (plane columns past tw + 1, V's columns past
+ * the tiles up to the last panel's end) is zeroed, not left as the scratch
+ * had it: its results are dropped, but old bytes read as floats (an offset
+ * table, pointers) are often denormals, which cost Intel cores a microcode
+ * assist per operation.  The likely cause of ResNet-50's 3x3 layers at 14
+ * and 7 wide taking 10-50x their time on 16 threads of a Xeon (three
+ * passes) once their planes were laid out at other offsets of the scratch;
+ * the zeroing costs 1-3% on one thread here (an AMD Zen 3, where denormal
+ * operands cost nothing extra).  The planes' tails: no copy writes them,
+ * so once per buffer (plane_floats, rows of 2 Wq). */
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+static void wino_zero_tails(const wino_args *w, float *p) {
+  for (int64_t i = 0; i < w->plane_floats / (2 * w->Wq); i++)
+    for (int64_t j = w->tw + 1; j < w->Wq; j++) p[2 * i * w->Wq + j] = 0.0f, p[(2 * i + 1) * w->Wq + j] = 0.0f;
+}
+
 /* Image b's channels [c0, c1) under tiles [t0, t1) into V (row c of V[xi]
  * at v + c * ldv + xi * C * ldv), each channel's padded rows first split
- * into even and odd columns in p (one channel's rows). */
+ * into even and odd columns in p (one channel's rows, tails zeroed:
+ * wino_zero_tails), V's columns the products read past the tiles zeroed. */
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
 static void wino_step_in(const wino_args *w, int64_t b, int64_t t0, int64_t t1, int64_t c0, int64_t c1, float *p,
                          float *v) {
   int64_t prow = 2 * w->Wq, r0 = t0 / w->tw, r1 = (t1 - 1) / w->tw;
   int64_t rows = 2 * (r1 - r0) + 4; /* padded rows 2 r0 .. 2 r1 + 3 */
+  int64_t n = t1 - t0, read = (n + WNR - 1) / WNR * WNR; /* V's columns the products read */
   for (int64_t c = c0; c < c1; c++) {
     const float *x = w->X + (b * w->C + c) * w->H * w->W;
     for (int64_t i = 0; i < rows; i++) {
@@ -211,10 +230,13 @@ static void wino_step_in(const wino_args *w, int64_t b, int64_t t0, int64_t t1, 
       int64_t ih = 2 * r0 + i - w->pt;
       if ((uint64_t)ih >= (uint64_t)w->H)
         memset(e, 0, (size_t)prow * sizeof(float));
-      else /* columns past tw + 1 feed only the spill's tiles: left as they are */
+      else
         copy_row_s2(x + ih * w->W, w->W, w->pl, w->tw + 1, w->jlo, w->jhi, e, o);
     }
-    wino_in(w, p, r0, t0, t1, v + c * w->ldv);
+    float *vc = v + c * w->ldv;
+    for (int xi = 0; xi < 16; xi++)
+      for (int64_t j = n; j < read; j++) vc[xi * w->C * w->ldv + j] = 0.0f;
+    wino_in(w, p, r0, t0, t1, vc);
   }
 }
 
@@ -252,6 +274,7 @@ static void wino_bands(void *ctx, int64_t lo, int64_t hi) {
   wino_args *w = ctx;
   int64_t part = __atomic_fetch_add(&w->next_part, 1, __ATOMIC_RELAXED);
   float *p = w->buf + part * w->part_floats, *v = p + w->plane_floats, *m = v + 16 * w->C * w->ldv;
+  wino_zero_tails(w, p);
   for (int64_t task = lo; task < hi; task++) {
     int64_t b = task / w->blocks, t0 = task % w->blocks * w->TB, t1 = t0 + w->TB < w->T ? t0 + w->TB : w->T;
     wino_step_in(w, b, t0, t1, 0, w->C, p, v);
@@ -267,6 +290,7 @@ static void wino_pass_in(void *ctx, int64_t lo, int64_t hi) {
   wino_args *w = ctx;
   int64_t part = __atomic_fetch_add(&w->next_part, 1, __ATOMIC_RELAXED);
   float *p = w->buf + part * w->plane_floats;
+  wino_zero_tails(w, p);
   for (int64_t t = lo; t < hi; t++) {
     int64_t b = t / w->C, c = t % w->C;
     wino_step_in(w, b, 0, w->T, c, c + 1, p, w->v + b * 16 * w->C * w->ldv);
@@ -329,7 +353,9 @@ int kiln_winograd(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int
   /* Fewer blocks than threads: the three passes, whole images. */
   int passes = batch * w.blocks < threads && batch * w.T * per_tile <= WINO_PASSES_BYTES;
   if (passes) w.TB = w.T, w.blocks = 1;
-  w.ldv = w.TB + VW;
+  /* Room for the last vector's spill, and for the last panel's columns
+   * (whole panels are read: TB is one number of them, except in the passes). */
+  w.ldv = (w.TB + WNR - 1) / WNR * WNR + VW;
   /* Plane columns: tiles' c + 1 + VW - 1 for the last vector of a row. */
   w.Wq = (tw + VW - 1) / VW * VW + VW;
   for (int e = 0; e < 2; e++) phase_bounds(W, pl, 2, e, tw + 1, &w.jlo[e], &w.jhi[e]);
