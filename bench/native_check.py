@@ -64,13 +64,15 @@ LAYERS = {
 }
 
 
-def build() -> ctypes.CDLL:
-    """Compile the native library into a temporary file and load it."""
+def build(pool: int, sources: Path = NATIVE) -> ctypes.CDLL:
+    """Compile the native library into a temporary file and load it, its
+    pool started with ``pool`` threads (kiln_conv2d's ``threads`` only sets
+    how many ranges a call is cut into: every pool thread takes them)."""
     cc = os.environ.get("CC", "cc")
     out = Path(tempfile.mkdtemp(prefix="kiln-native-")) / "kiln_native.so"
-    subprocess.run([cc, *FLAGS, "-o", str(out), *(str(NATIVE / s) for s in SOURCES)], check=True)
+    subprocess.run([cc, *FLAGS, "-o", str(out), *(str(sources / s) for s in SOURCES)], check=True)
     lib = ctypes.CDLL(str(out), mode=ctypes.RTLD_GLOBAL)
-    lib.kiln_pool_init(ctypes.c_int(os.cpu_count() or 1))
+    lib.kiln_pool_init(ctypes.c_int(pool))
     lib.kiln_conv2d.argtypes = [I64] * 19 + [ctypes.c_float, ctypes.c_int32, I64, ctypes.c_int32, I64]
     lib.kiln_conv2d.restype = None
     lib.kiln_free_packed.argtypes = [I64]
@@ -146,10 +148,12 @@ def _median_us(fn, seconds=0.25) -> float:
     return statistics.median(times) * 1e6
 
 
-def timing(lib, thread_counts, rounds=3) -> None:
+def timing(lib, thread_counts, only=None, rounds=3) -> None:
     """kiln vs torch per layer and thread count: medians, alternating rounds."""
     print(f"{'layer':26} {'thr':>3} {'kiln us':>9} {'torch us':>9} {'kiln/torch':>10} {'kiln GF':>8}")
     for name, g in LAYERS.items():
+        if only and not any(word in name for word in only):
+            continue
         n, c, h, w, f, kh, kw, s, d, p = g
         rng = np.random.default_rng(0)
         x = rng.standard_normal((n, c, h, w), dtype=np.float32)
@@ -178,15 +182,25 @@ def main(argv=None) -> int:
     ap.add_argument("--check", action="store_true", help="kiln_conv2d on the test geometries against torch")
     ap.add_argument("--time", action="store_true", help="time ResNet-50 / small_cnn layers against torch")
     ap.add_argument("--threads", default=None, help="comma-separated thread counts (default 1,2,3,all)")
+    ap.add_argument("--layers", default=None, help="comma-separated words: time only the layers named with one")
+    ap.add_argument("--sources", type=Path, default=NATIVE, help="folder of the C sources (default runtime/native)")
     args = ap.parse_args(argv)
-    lib = build()
     ncpu = os.cpu_count() or 1
     counts = [int(t) for t in args.threads.split(",")] if args.threads else sorted({1, 2, 3, ncpu})
-    print(f"vector width {lib.kiln_vector_width()} floats, {ncpu} CPUs, Winograd "
+    if args.time and len(counts) > 1:
+        # The pool only grows, so each thread count is timed in a process of its own.
+        common = ["--sources", str(args.sources)] + (["--layers", args.layers] if args.layers else [])
+        rc = main(["--check", "--threads", ",".join(map(str, counts)), *common]) if args.check else 0
+        for t in counts:
+            if t != 3:
+                subprocess.run([sys.executable, __file__, "--time", "--threads", str(t), *common], check=True)
+        return rc
+    lib = build(max(counts), args.sources)
+    print(f"vector width {lib.kiln_vector_width()} floats, {ncpu} CPUs, pool {max(counts)} threads, Winograd "
           f"{'off' if os.environ.get('KILN_WINOGRAD', '1').startswith('0') else 'on'}, torch {torch.__version__}")
     failures = check(lib, counts) if args.check else 0
     if args.time:
-        timing(lib, [t for t in counts if t != 3])
+        timing(lib, counts, args.layers.split(",") if args.layers else None)
     if failures:
         print(f"{failures} failures")
     return 1 if failures else 0
