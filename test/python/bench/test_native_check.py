@@ -1,0 +1,48 @@
+"""bench/native_check.py (the native convolution checked and timed without
+the MLIR bindings): its geometries are the test file's, its check finds a
+wrong kernel, its timing runs."""
+
+import shutil
+
+import numpy as np
+import pytest
+
+from kiln.bench import native_check
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler")
+
+
+@pytest.fixture(scope="module")
+def lib():
+    """The library built once by the script (a pool of two threads)."""
+    return native_check.build(2)
+
+
+def test_geometries_are_read_from_the_conv_tests():
+    geometries = native_check.geometries()
+    assert len(geometries) > 40
+    assert all(len(g) == 10 for g in geometries)
+    assert (1, 3, 8, 70, 4, 3, 3, 2, 1, 1) in geometries
+
+
+def test_check_passes_and_catches_a_wrong_result(lib, monkeypatch, capsys):
+    monkeypatch.setattr(native_check, "geometries", lambda: [(1, 16, 12, 12, 32, 3, 3, 1, 1, 1),
+                                                              (2, 32, 9, 9, 16, 3, 3, 2, 1, 1)])
+    assert native_check.check(lib, [1, 2]) == 0
+    real = native_check.conv
+
+    def off_by_one(lib, g, x, wt, bias, res, beta, relu, y, threads, slot):
+        real(lib, g, x, wt, bias, res, beta, relu, y, threads, slot)
+        y.flat[0] += np.float32(1.0)
+
+    monkeypatch.setattr(native_check, "conv", off_by_one)
+    assert native_check.check(lib, [1]) > 0
+    assert "FAIL" in capsys.readouterr().out
+
+
+def test_timing_prints_a_row_per_layer(lib, capsys):
+    native_check.timing(lib, [2], only=["cnn conv1"], rounds=1)
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("cnn conv1")]
+    assert len(rows) == 1
+    threads, kiln_us, torch_us = int(rows[0][3]), float(rows[0][4]), float(rows[0][5])
+    assert threads == 2 and kiln_us > 0 and torch_us > 0
