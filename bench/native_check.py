@@ -42,7 +42,7 @@ NATIVE = ROOT / "runtime" / "native"
 # Keep in step with runtime/native/__init__.py (SOURCES, FLAGS); that module
 # cannot be imported without the MLIR bindings.
 SOURCES = ("kiln_native.c", "kiln_conv.c", "kiln_winograd.c", "kiln_vconv.c", "kiln_attention.c", "kiln_dispatch.c")
-FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-pthread")
+FLAGS = ("-O3", "-march=native", "-falign-loops=64", "-fPIC", "-shared", "-pthread")
 I64 = ctypes.c_int64
 
 # (batch, C, H, W, F, KH, KW, stride, dilation, pad) of the timed layers.

@@ -162,6 +162,15 @@ static inline void wino_store(const wino_args *w, kiln_vec y0, kiln_vec y1, floa
   }
 }
 
+/* x with its lanes from n on zeroed bitwise (no floating-point operation
+ * touches them). */
+static inline kiln_vec first_lanes(kiln_vec x, int64_t n) {
+  typedef int32_t lanes_t __attribute__((vector_size(sizeof(kiln_vec))));
+  lanes_t index;
+  for (int i = 0; i < VW; i++) index[i] = i;
+  return (kiln_vec)((lanes_t)x & (index < (int32_t)n));
+}
+
 /* M (the products of tiles [t0, t1), M[xi] F x ldm at m + xi * F * ldm)
  * back into image b's Y, output channels [f0, f1). */
 static void wino_out(const wino_args *w, const float *m, int64_t ldm, int64_t b, int64_t t0, int64_t t1, int64_t f0,
@@ -176,15 +185,20 @@ static void wino_out(const wino_args *w, const float *m, int64_t ldm, int64_t b,
       int64_t r = t / tw, c0 = t % tw, c1 = r * tw + tw < t1 ? tw : t1 - r * tw;
       for (int64_t c = c0; c < c1; c += VW) {
         const float *at = mf + r * tw + c;
+        /* Past the block's last tile M was not written (see wino_zero_tails). */
+        int64_t tiles = c1 - c < VW ? c1 - c : VW, valid = t1 - (r * tw + c) < VW ? t1 - (r * tw + c) : VW;
         kiln_vec s[2][4]; /* A^T M */
         for (int j = 0; j < 4; j++) {
           kiln_vec m0 = kiln_loadu(at + (0 * 4 + j) * xs), m1 = kiln_loadu(at + (1 * 4 + j) * xs);
           kiln_vec m2 = kiln_loadu(at + (2 * 4 + j) * xs), m3 = kiln_loadu(at + (3 * 4 + j) * xs);
+          if (valid < VW)
+            m0 = first_lanes(m0, valid), m1 = first_lanes(m1, valid), m2 = first_lanes(m2, valid),
+            m3 = first_lanes(m3, valid);
           s[0][j] = m0 + m1 + m2, s[1][j] = m1 - m2 - m3;
         }
         /* Columns 2 c .. of output rows 2 r, 2 r + 1; tiles past c1 (the
          * spill) and outputs past OW or OH are not stored. */
-        int64_t tiles = c1 - c < VW ? c1 - c : VW, n = 2 * tiles;
+        int64_t n = 2 * tiles;
         if (2 * c + n > w->OW) n = w->OW - 2 * c;
         for (int a = 0; a < 2 && 2 * r + a < w->OH; a++) {
           kiln_vec y0 = s[a][0] + s[a][1] + s[a][2] + bias, y1 = s[a][1] - s[a][2] - s[a][3] + bias;
@@ -199,7 +213,8 @@ static void wino_out(const wino_args *w, const float *m, int64_t ldm, int64_t b,
 
 /* What only the spill reads (plane columns past tw + 1, V's columns past
  * the tiles up to the last panel's end) is zeroed, not left as the scratch
- * had it: its results are dropped, but old bytes read as floats (an offset
+ * had it (nor M's past the last tile: wino_out masks them): its results
+ * are dropped, but old bytes read as floats (an offset
  * table, pointers) are often denormals, which cost Intel cores a microcode
  * assist per operation.  The likely cause of ResNet-50's 3x3 layers at 14
  * and 7 wide taking 10-50x their time on 16 threads of a Xeon (three
@@ -216,8 +231,8 @@ static void wino_zero_tails(const wino_args *w, float *p) {
 /* Image b's channels [c0, c1) under tiles [t0, t1) into V (row c of V[xi]
  * at v + c * ldv + xi * C * ldv), each channel's padded rows first split
  * into even and odd columns in p (one channel's rows, tails zeroed:
- * wino_zero_tails), V's columns the products read past the tiles zeroed. */
-__attribute__((optimize("no-tree-loop-distribute-patterns")))
+ * wino_zero_tails), V's columns the products read past the tiles zeroed
+ * (none in a full block). */
 static void wino_step_in(const wino_args *w, int64_t b, int64_t t0, int64_t t1, int64_t c0, int64_t c1, float *p,
                          float *v) {
   int64_t prow = 2 * w->Wq, r0 = t0 / w->tw, r1 = (t1 - 1) / w->tw;

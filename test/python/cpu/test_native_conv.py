@@ -3,6 +3,11 @@ the C entry points against numpy / PyTorch, and convolutions through kiln.compil
 
 import ctypes
 import gc
+import os
+import platform
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -396,3 +401,61 @@ def test_bench_cnn_keeps_no_pad_or_im2col_buffer(tmp_path, capsys):
     assert text.count(f"call @{library.NATIVE_CONV}(") == 2
     assert "kiln.conv_pad" not in text
     assert "x3x3x3x32x32xf32" not in text and "x32x3x3x16x16xf32" not in text  # the two im2col buffers
+
+
+_NO_STALE_SCRATCH = r"""
+import ctypes, subprocess, sys, tempfile, numpy as np
+from pathlib import Path
+from kiln.runtime import native
+
+lib = native.load()
+assert lib.kiln_pool_threads() == 1
+# MXCSR read and cleared by a helper: its DE flag records any operation on a denormal operand.
+src = Path(tempfile.mkdtemp()) / "csr.c"
+src.write_text("#include <xmmintrin.h>\nunsigned csr(int clear) { unsigned c = _mm_getcsr(); "
+               "if (clear) _mm_setcsr(c & ~0x3fu); return c; }\n")
+subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", str(src.with_suffix(".so")), str(src)], check=True)
+csr = ctypes.CDLL(str(src.with_suffix(".so"))).csr
+lib.kiln_thread_scratch.restype = ctypes.c_void_p
+f = lib.kiln_conv2d
+f.argtypes = [ctypes.c_int64] * 19 + [ctypes.c_float, ctypes.c_int32, ctypes.c_int64, ctypes.c_int32, ctypes.c_int64]
+bad = []
+# (batch, C, H, W, F, window, stride, pad): Winograd's (blocks, three passes, a
+# partial block), then the direct, strided, stem and pointwise paths.
+for g in [(1, 64, 56, 56, 64, 3, 1, 1), (1, 256, 14, 14, 256, 3, 1, 1), (1, 512, 7, 7, 512, 3, 1, 1),
+          (2, 24, 10, 9, 24, 3, 1, 1), (8, 3, 32, 32, 32, 3, 1, 1), (8, 32, 32, 32, 64, 3, 2, 1),
+          (1, 3, 224, 224, 64, 7, 2, 3), (1, 256, 56, 56, 64, 1, 1, 0), (1, 512, 28, 28, 1024, 1, 2, 0),
+          (1, 512, 7, 7, 2048, 1, 1, 0)]:
+    n, c, h, w, fo, k, st, p = g
+    oh, ow = (h + 2 * p - k) // st + 1, (w + 2 * p - k) // st + 1
+    # The scratch full of a denormal's bits, as an offset table or a pointer leaves it.
+    s = (ctypes.c_uint32 * (16 << 20)).from_address(lib.kiln_thread_scratch(64 << 20))
+    np.frombuffer(s, np.uint32)[:] = 0x1234
+    x = np.ones((n, c, h, w), np.float32)
+    wt = np.full((fo, c, k, k), 0.5, np.float32)
+    y = np.empty((n, fo, oh, ow), np.float32)
+    slot = ctypes.c_int64(0)
+    csr(1)
+    f(n, fo, c, h, w, k, k, oh, ow, st, st, 1, 1, p, p, x.ctypes.data, wt.ctypes.data, 0, 0, 0.0, 0, y.ctypes.data,
+      1, ctypes.addressof(slot))
+    if csr(0) & 2:
+        bad.append(g)
+    lib.kiln_free_packed(slot)
+print("denormal operands in", bad)
+sys.exit(1 if bad else 0)
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None or platform.machine() not in ("x86_64", "AMD64"),
+                    reason="reads the x86 MXCSR through a helper built with cc")
+def test_convolutions_compute_nothing_from_stale_scratch():
+    """What the kernels compute and drop (Winograd's spill: tiles past a
+    block's last, columns past a row's end; wide grids, partial panels)
+    must not come from the scratch's old bytes, which as floats are often
+    denormals (a microcode assist per operation on Intel cores: 10-50x
+    slower layers).  One thread, so that every operation runs where MXCSR's
+    denormal flag is read."""
+    env = dict(os.environ, KILN_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", _NO_STALE_SCRATCH], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
