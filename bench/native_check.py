@@ -185,22 +185,25 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", default=None, help="comma-separated words: time only the layers named with one")
     ap.add_argument("--sources", type=Path, default=NATIVE, help="folder of the C sources (default runtime/native)")
     args = ap.parse_args(argv)
+    if not (args.check or args.time):
+        ap.error("nothing to do: give --check, --time or both")
     ncpu = os.cpu_count() or 1
     counts = [int(t) for t in args.threads.split(",")] if args.threads else sorted({1, 2, 3, ncpu})
-    if args.time and len(counts) > 1:
+    # By default three threads are checked (an odd split), not timed.
+    timed = counts if args.threads else [t for t in counts if t != 3]
+    if args.time and len(timed) > 1:
         # The pool only grows, so each thread count is timed in a process of its own.
         common = ["--sources", str(args.sources)] + (["--layers", args.layers] if args.layers else [])
         rc = main(["--check", "--threads", ",".join(map(str, counts)), *common]) if args.check else 0
-        for t in counts:
-            if t != 3:
-                subprocess.run([sys.executable, __file__, "--time", "--threads", str(t), *common], check=True)
+        for t in timed:
+            subprocess.run([sys.executable, __file__, "--time", "--threads", str(t), *common], check=True)
         return rc
     lib = build(max(counts), args.sources)
     print(f"vector width {lib.kiln_vector_width()} floats, {ncpu} CPUs, pool {max(counts)} threads, Winograd "
           f"{'off' if os.environ.get('KILN_WINOGRAD', '1').startswith('0') else 'on'}, torch {torch.__version__}")
     failures = check(lib, counts) if args.check else 0
     if args.time:
-        timing(lib, counts, args.layers.split(",") if args.layers else None)
+        timing(lib, timed, args.layers.split(",") if args.layers else None)
     if failures:
         print(f"{failures} failures")
     return 1 if failures else 0

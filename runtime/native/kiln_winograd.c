@@ -185,7 +185,7 @@ static void wino_out(const wino_args *w, const float *m, int64_t ldm, int64_t b,
       int64_t r = t / tw, c0 = t % tw, c1 = r * tw + tw < t1 ? tw : t1 - r * tw;
       for (int64_t c = c0; c < c1; c += VW) {
         const float *at = mf + r * tw + c;
-        /* Past the block's last tile M was not written (see wino_zero_tails). */
+        /* M past the block's last tile was not written (see wino_zero_tails). */
         int64_t tiles = c1 - c < VW ? c1 - c : VW, valid = t1 - (r * tw + c) < VW ? t1 - (r * tw + c) : VW;
         kiln_vec s[2][4]; /* A^T M */
         for (int j = 0; j < 4; j++) {
@@ -211,17 +211,17 @@ static void wino_out(const wino_args *w, const float *m, int64_t ldm, int64_t b,
   }
 }
 
-/* What only the spill reads (plane columns past tw + 1, V's columns past
- * the tiles up to the last panel's end) is zeroed, not left as the scratch
- * had it (nor M's past the last tile: wino_out masks them): its results
- * are dropped, but old bytes read as floats (an offset
- * table, pointers) are often denormals, which cost Intel cores a microcode
- * assist per operation.  The likely cause of ResNet-50's 3x3 layers at 14
- * and 7 wide taking 10-50x their time on 16 threads of a Xeon (three
- * passes) once their planes were laid out at other offsets of the scratch;
- * the zeroing costs 1-3% on one thread here (an AMD Zen 3, where denormal
- * operands cost nothing extra).  The planes' tails: no copy writes them,
- * so once per buffer (plane_floats, rows of 2 Wq). */
+/* The spill (tiles past a block's last, their plane columns past tw + 1)
+ * is computed and dropped, but not from what the scratch held before: old
+ * bytes read as floats (the direct convolution's offset table, pointers)
+ * are often denormals, a microcode assist per operation on Intel cores.
+ * So the planes' tails and V's columns past the tiles (to the last panel's
+ * end) are zeroed, and M's past the last tile masked in wino_out.  Without
+ * it, ResNet-50's 3x3 layers at 14 and 7 wide took 10-50x their time on 16
+ * threads of a Xeon once their planes sat at other scratch offsets; here
+ * (an AMD Zen 3, where denormal operands cost nothing extra) the zeroing
+ * cost 0.99-1.01x, and the test reads MXCSR's denormal flag.  The tails: no
+ * copy writes them, so once per buffer (plane_floats, rows of 2 Wq). */
 __attribute__((optimize("no-tree-loop-distribute-patterns")))
 static void wino_zero_tails(const wino_args *w, float *p) {
   for (int64_t i = 0; i < w->plane_floats / (2 * w->Wq); i++)
