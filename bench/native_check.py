@@ -96,17 +96,25 @@ def conv(lib, g, x, wt, bias, res, beta, relu, y, threads, slot):
                     beta, relu, y.ctypes.data, threads, ctypes.addressof(slot) if slot is not None else 0)
 
 
+def case(g):
+    """Geometry g's data, seeded by it: (rng, x, weight, bias, torch's
+    convolution of x by the weight without the bias); the rng draws more."""
+    n, c, h, w, f, kh, kw, s, d, p = g
+    rng = np.random.default_rng(sum(g))
+    x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+    wt = rng.standard_normal((f, c, kh, kw), dtype=np.float32)
+    bias = rng.standard_normal(f, dtype=np.float32)
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(wt), stride=s, padding=p,
+                                     dilation=d).numpy()
+    return rng, x, wt, bias, ref
+
+
 def check(lib, thread_counts) -> int:
     """Every test geometry against torch; returns the number of failures."""
     failures = 0
     for g in geometries():
         n, c, h, w, f, kh, kw, s, d, p = g
-        rng = np.random.default_rng(sum(g))
-        x = rng.standard_normal((n, c, h, w), dtype=np.float32)
-        wt = rng.standard_normal((f, c, kh, kw), dtype=np.float32)
-        bias = rng.standard_normal(f, dtype=np.float32)
-        ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(wt), stride=s, padding=p,
-                                         dilation=d).numpy()
+        rng, x, wt, bias, ref = case(g)
         res = rng.standard_normal(ref.shape, dtype=np.float32)
         y0 = rng.standard_normal(ref.shape, dtype=np.float32)
         atol = max(1e-4, 2e-7 * c * kh * kw)

@@ -15,6 +15,7 @@ import torch
 
 import kiln
 from kiln.backends.cpu import library
+from kiln.bench import native_check
 from kiln.runtime import native
 
 pytestmark = pytest.mark.skipif(native.load() is None, reason="no C compiler: the native library is not built")
@@ -145,12 +146,7 @@ GEOMETRIES = [
                          ids=["slot", "slot-1-thread", "slot-3-threads", "no-slot"])
 def test_conv2d_kernel_matches_torch(geometry, packed, threads):
     n, c, h, w, f, kh, kw, s, d, p = geometry
-    rng = np.random.default_rng(sum(geometry))
-    x = rng.standard_normal((n, c, h, w), dtype=np.float32)
-    wt = rng.standard_normal((f, c, kh, kw), dtype=np.float32)
-    bias = rng.standard_normal(f, dtype=np.float32)
-    ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(wt), stride=s, padding=p,
-                                     dilation=d).numpy()
+    rng, x, wt, bias, ref = native_check.case(geometry)
     oh, ow = ref.shape[2:]
     y0 = rng.standard_normal(ref.shape, dtype=np.float32)
     slot = (I64 * 1)(0)
