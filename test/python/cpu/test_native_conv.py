@@ -437,6 +437,26 @@ for g in [(1, 64, 56, 56, 64, 3, 1, 1), (1, 256, 14, 14, 256, 3, 1, 1), (1, 512,
     if csr(0) & 2:
         bad.append(g)
     lib.kiln_free_packed(slot)
+# The GEMMs with partial row blocks and panels: the small-M one (B packed)
+# and the weight-first one (A packed), 5 / 13 rows by 49 columns, K = 300.
+small, wa = lib.kiln_sgemm_small, lib.kiln_sgemm_wa
+small.argtypes = [ctypes.c_int64] * 7 + [ctypes.c_float, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32, ctypes.c_int64]
+wa.argtypes = [ctypes.c_int64] * 9 + [ctypes.c_float, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32,
+                                      ctypes.c_int64]
+for name, m in (("kiln_sgemm_small", 5), ("kiln_sgemm_wa", 13)):
+    s = (ctypes.c_uint32 * (16 << 20)).from_address(lib.kiln_thread_scratch(64 << 20))
+    np.frombuffer(s, np.uint32)[:] = 0x1234
+    a, b, out = np.ones((m, 300), np.float32), np.ones((300, 49), np.float32), np.empty((m, 49), np.float32)
+    slot = ctypes.c_int64(0)
+    csr(1)
+    if name == "kiln_sgemm_small":
+        small(m, 49, 300, a.ctypes.data, 300, b.ctypes.data, 49, 0.0, out.ctypes.data, 49, 1, ctypes.addressof(slot))
+    else:
+        wa(1, m, 49, 300, a.ctypes.data, 300, b.ctypes.data, 49, 300 * 49, 0.0, out.ctypes.data, 49, m * 49, 1,
+           ctypes.addressof(slot))
+    if csr(0) & 2 or not (out == 300).all():
+        bad.append(name)
+    lib.kiln_free_packed(slot)
 print("denormal operands in", bad)
 sys.exit(1 if bad else 0)
 """
@@ -446,8 +466,9 @@ sys.exit(1 if bad else 0)
                     reason="reads the x86 MXCSR through a helper built with cc")
 def test_convolutions_compute_nothing_from_stale_scratch():
     """What the kernels compute and drop (Winograd's spill: tiles past a
-    block's last, columns past a row's end; wide grids, partial panels)
-    must not come from the scratch's old bytes, which as floats are often
+    block's last, columns past a row's end; wide grids, partial panels; the
+    GEMMs' partial row blocks and panels) must not come from the scratch's
+    old bytes, which as floats are often
     denormals (a microcode assist per operation on Intel cores: 10-50x
     slower layers).  One thread, so that every operation runs where MXCSR's
     denormal flag is read."""
