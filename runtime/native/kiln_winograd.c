@@ -162,15 +162,6 @@ static inline void wino_store(const wino_args *w, kiln_vec y0, kiln_vec y1, floa
   }
 }
 
-/* x with its lanes from n on zeroed bitwise (no floating-point operation
- * touches them). */
-static inline kiln_vec first_lanes(kiln_vec x, int64_t n) {
-  typedef int32_t lanes_t __attribute__((vector_size(sizeof(kiln_vec))));
-  lanes_t index;
-  for (int i = 0; i < VW; i++) index[i] = i;
-  return (kiln_vec)((lanes_t)x & (index < (int32_t)n));
-}
-
 /* M (the products of tiles [t0, t1), M[xi] F x ldm at m + xi * F * ldm)
  * back into image b's Y, output channels [f0, f1). */
 static void wino_out(const wino_args *w, const float *m, int64_t ldm, int64_t b, int64_t t0, int64_t t1, int64_t f0,

@@ -18,11 +18,21 @@
 #define WNR (2 * VW)
 #define KC 384 /* at most; K is split into equal blocks */
 
+/* A vector's lanes as integers, for selecting lanes bitwise (no
+ * floating-point operation touches them). */
+typedef int32_t kiln_lanes __attribute__((vector_size(VW * 4)));
+
 /* max(x, 0) lane by lane, NaN kept (as torch.relu and the generated select do). */
 static inline kiln_vec relu_w(kiln_vec x) {
-  typedef int32_t vwi __attribute__((vector_size(VW * 4)));
-  vwi neg = x < (kiln_vec){0};
-  return (kiln_vec)((vwi)x & ~neg);
+  kiln_lanes neg = x < (kiln_vec){0};
+  return (kiln_vec)((kiln_lanes)x & ~neg);
+}
+
+/* x with its lanes from n on zeroed. */
+static inline kiln_vec first_lanes(kiln_vec x, int64_t n) {
+  kiln_lanes index;
+  for (int i = 0; i < VW; i++) index[i] = i;
+  return (kiln_vec)((kiln_lanes)x & (index < (int32_t)n));
 }
 
 /* Row m of a finished tile: acc (two vectors, from micro_w) plus c's row
