@@ -730,14 +730,10 @@ static int dconv_run(dconv_args *d, int64_t Wt, int32_t threads, int64_t slot) {
 }
 
 /* Whether 3x3 stride-1 convolutions may take kiln_winograd.c (KILN_WINOGRAD=0
- * turns it off for A/B runs; read once). */
+ * turns it off for A/B runs). */
 static int winograd_enabled(void) {
   static int enabled = -1;
-  if (enabled < 0) {
-    const char *v = getenv("KILN_WINOGRAD");
-    enabled = !(v && v[0] == '0');
-  }
-  return enabled;
+  return kiln_switch_on("KILN_WINOGRAD", &enabled);
 }
 
 /* Y[n, f, oh, ow] = bias[f] (0 if bias is 0) + R[n, f, oh, ow] (0 if res is

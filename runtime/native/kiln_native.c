@@ -207,13 +207,17 @@ static atomic_llong packed_total = 0;
  * here, back nothing unasked): a packed 1024 x 4096 weight streamed per
  * call otherwise crosses 4096 small pages, a TLB miss every 64 lines.
  * KILN_HUGEPAGES=0 turns it off. */
+int kiln_switch_on(const char *name, int *cached) {
+  if (*cached < 0) {
+    const char *v = getenv(name);
+    *cached = !(v && v[0] == '0');
+  }
+  return *cached;
+}
+
 void *kiln_alloc(size_t bytes) {
   static int huge = -1;
-  if (huge < 0) {
-    const char *env = getenv("KILN_HUGEPAGES");
-    huge = !(env && env[0] == '0');
-  }
-  if (!huge || bytes < HUGE_PAGE) return aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!kiln_switch_on("KILN_HUGEPAGES", &huge) || bytes < HUGE_PAGE) return aligned_alloc(64, (bytes + 63) / 64 * 64);
   size_t size = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
   void *p = aligned_alloc(HUGE_PAGE, size);
 #ifdef MADV_HUGEPAGE
