@@ -124,11 +124,10 @@ GEOMETRIES = [
     (1, 256, 3, 5, 16, 1, 1, 1, 1, 0),
     # 3x3 stride 1 by Winograd's F(2x2, 3x3) (kiln_winograd.c, from 16 x 32
     # channels; the 40 x 40, 9-padded 20 x 20 and 32 x 32 ones above go there
-    # too): odd
-    # output sides (half tiles) with a partial row block, no padding with the
-    # channels in two K blocks, and blocks of 32 tiles across rows of 15 on
-    # three images; one block of 16 tiles (three passes over the pool on two
-    # and three threads), two images of 5 x 5 tiles on an odd width (three
+    # too): odd output sides (half tiles) with a partial row block, no padding
+    # with the channels in two K blocks, and blocks of 32 tiles across rows of
+    # 15 on three images; one block of 16 tiles (three passes over the pool on
+    # two and three threads), two images of 5 x 5 tiles on an odd width (three
     # passes on three threads).
     (2, 24, 13, 17, 23, 3, 3, 1, 1, 1),
     (1, 400, 14, 14, 24, 3, 3, 1, 1, 0),
@@ -416,6 +415,21 @@ lib.kiln_thread_scratch.restype = ctypes.c_void_p
 f = lib.kiln_conv2d
 f.argtypes = [ctypes.c_int64] * 19 + [ctypes.c_float, ctypes.c_int32, ctypes.c_int64, ctypes.c_int32, ctypes.c_int64]
 bad = []
+
+
+# Whether call(slot) ran an operation on a denormal, over a scratch full of a
+# denormal's bits (as an offset table or a pointer leaves it).
+def denormals_read(call):
+    scratch = (ctypes.c_uint32 * (16 << 20)).from_address(lib.kiln_thread_scratch(64 << 20))
+    np.frombuffer(scratch, np.uint32)[:] = 0x1234
+    slot = ctypes.c_int64(0)
+    csr(1)
+    call(ctypes.addressof(slot))
+    flag = csr(0) & 2
+    lib.kiln_free_packed(slot)
+    return flag
+
+
 # (batch, C, H, W, F, window, stride, pad): Winograd's (blocks, three passes, a
 # partial block), then the direct, strided, stem and pointwise paths.
 for g in [(1, 64, 56, 56, 64, 3, 1, 1), (1, 256, 14, 14, 256, 3, 1, 1), (1, 512, 7, 7, 512, 3, 1, 1),
@@ -424,19 +438,12 @@ for g in [(1, 64, 56, 56, 64, 3, 1, 1), (1, 256, 14, 14, 256, 3, 1, 1), (1, 512,
           (1, 512, 7, 7, 2048, 1, 1, 0)]:
     n, c, h, w, fo, k, st, p = g
     oh, ow = (h + 2 * p - k) // st + 1, (w + 2 * p - k) // st + 1
-    # The scratch full of a denormal's bits, as an offset table or a pointer leaves it.
-    s = (ctypes.c_uint32 * (16 << 20)).from_address(lib.kiln_thread_scratch(64 << 20))
-    np.frombuffer(s, np.uint32)[:] = 0x1234
     x = np.ones((n, c, h, w), np.float32)
     wt = np.full((fo, c, k, k), 0.5, np.float32)
     y = np.empty((n, fo, oh, ow), np.float32)
-    slot = ctypes.c_int64(0)
-    csr(1)
-    f(n, fo, c, h, w, k, k, oh, ow, st, st, 1, 1, p, p, x.ctypes.data, wt.ctypes.data, 0, 0, 0.0, 0, y.ctypes.data,
-      1, ctypes.addressof(slot))
-    if csr(0) & 2:
+    if denormals_read(lambda slot: f(n, fo, c, h, w, k, k, oh, ow, st, st, 1, 1, p, p, x.ctypes.data, wt.ctypes.data,
+                                     0, 0, 0.0, 0, y.ctypes.data, 1, slot)):
         bad.append(g)
-    lib.kiln_free_packed(slot)
 # The GEMMs with partial row blocks and panels: the small-M one (B packed)
 # and the weight-first one (A packed), 5 / 13 rows by 49 columns, K = 300.
 small, wa = lib.kiln_sgemm_small, lib.kiln_sgemm_wa
@@ -444,19 +451,14 @@ small.argtypes = [ctypes.c_int64] * 7 + [ctypes.c_float, ctypes.c_int64, ctypes.
 wa.argtypes = [ctypes.c_int64] * 9 + [ctypes.c_float, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int32,
                                       ctypes.c_int64]
 for name, m in (("kiln_sgemm_small", 5), ("kiln_sgemm_wa", 13)):
-    s = (ctypes.c_uint32 * (16 << 20)).from_address(lib.kiln_thread_scratch(64 << 20))
-    np.frombuffer(s, np.uint32)[:] = 0x1234
     a, b, out = np.ones((m, 300), np.float32), np.ones((300, 49), np.float32), np.empty((m, 49), np.float32)
-    slot = ctypes.c_int64(0)
-    csr(1)
     if name == "kiln_sgemm_small":
-        small(m, 49, 300, a.ctypes.data, 300, b.ctypes.data, 49, 0.0, out.ctypes.data, 49, 1, ctypes.addressof(slot))
+        call = lambda slot: small(m, 49, 300, a.ctypes.data, 300, b.ctypes.data, 49, 0.0, out.ctypes.data, 49, 1, slot)
     else:
-        wa(1, m, 49, 300, a.ctypes.data, 300, b.ctypes.data, 49, 300 * 49, 0.0, out.ctypes.data, 49, m * 49, 1,
-           ctypes.addressof(slot))
-    if csr(0) & 2 or not (out == 300).all():
+        call = lambda slot: wa(1, m, 49, 300, a.ctypes.data, 300, b.ctypes.data, 49, 300 * 49, 0.0, out.ctypes.data,
+                               49, m * 49, 1, slot)
+    if denormals_read(call) or not (out == 300).all():
         bad.append(name)
-    lib.kiln_free_packed(slot)
 print("denormal operands in", bad)
 sys.exit(1 if bad else 0)
 """
@@ -468,10 +470,9 @@ def test_convolutions_compute_nothing_from_stale_scratch():
     """What the kernels compute and drop (Winograd's spill: tiles past a
     block's last, columns past a row's end; wide grids, partial panels; the
     GEMMs' partial row blocks and panels) must not come from the scratch's
-    old bytes, which as floats are often
-    denormals (a microcode assist per operation on Intel cores: 10-50x
-    slower layers).  One thread, so that every operation runs where MXCSR's
-    denormal flag is read."""
+    old bytes, which as floats are often denormals (a microcode assist per
+    operation on Intel cores: 10-50x slower layers).  One thread, so that
+    every operation runs where MXCSR's denormal flag is read."""
     env = dict(os.environ, KILN_THREADS="1")
     done = subprocess.run([sys.executable, "-c", _NO_STALE_SCRATCH], env=env, capture_output=True, text=True,
                           timeout=300)
