@@ -39,11 +39,22 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 NATIVE = ROOT / "runtime" / "native"
-# Keep in step with runtime/native/__init__.py (SOURCES, FLAGS); that module
-# cannot be imported without the MLIR bindings.
-SOURCES = ("kiln_native.c", "kiln_conv.c", "kiln_winograd.c", "kiln_vconv.c", "kiln_attention.c", "kiln_dispatch.c")
-FLAGS = ("-O3", "-march=native", "-falign-loops=64", "-fPIC", "-shared", "-pthread")
 I64 = ctypes.c_int64
+
+
+def _literal(path: Path, name: str):
+    """The value of the module-level literal `name` in the Python file at
+    path, read from its syntax tree (the modules that hold them import the
+    MLIR bindings)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == name:
+            return ast.literal_eval(node.value)
+    raise SystemExit(f"{name} not found in {path}")
+
+
+# The library's C files and compiler flags, as kiln builds it.
+SOURCES = _literal(NATIVE / "__init__.py", "SOURCE_NAMES")
+FLAGS = _literal(NATIVE / "__init__.py", "FLAGS")
 
 # (batch, C, H, W, F, KH, KW, stride, dilation, pad) of the timed layers.
 LAYERS = {
@@ -81,11 +92,7 @@ def build(pool: int, sources: Path = NATIVE) -> ctypes.CDLL:
 
 def geometries() -> list[tuple]:
     """GEOMETRIES of test_native_conv.py, read from its syntax tree."""
-    tree = ast.parse((ROOT / "test" / "python" / "cpu" / "test_native_conv.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "GEOMETRIES":
-            return ast.literal_eval(node.value)
-    raise SystemExit("GEOMETRIES not found in test_native_conv.py")
+    return _literal(ROOT / "test" / "python" / "cpu" / "test_native_conv.py", "GEOMETRIES")
 
 
 def conv(lib, g, x, wt, bias, res, beta, relu, y, threads, slot):

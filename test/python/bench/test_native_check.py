@@ -25,6 +25,13 @@ def test_geometries_are_read_from_the_conv_tests():
     assert (1, 3, 8, 70, 4, 3, 3, 2, 1, 1) in geometries
 
 
+def test_sources_and_flags_are_kilns():
+    from kiln.runtime import native
+
+    assert native_check.SOURCES == native.SOURCE_NAMES
+    assert native_check.FLAGS == native.FLAGS
+
+
 def test_check_passes_and_catches_a_wrong_result(lib, monkeypatch, capsys):
     monkeypatch.setattr(native_check, "geometries", lambda: [(1, 16, 12, 12, 32, 3, 3, 1, 1, 1),
                                                               (2, 32, 9, 9, 16, 3, 3, 2, 1, 1)])
