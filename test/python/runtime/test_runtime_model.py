@@ -212,3 +212,23 @@ def test_fallback_op_runs_in_pytorch():
     assert sum(k["kind"] == "fallback" for k in r["kernels"]) == 1
     with pytest.raises(UnsupportedError, match="special_bessel_j0"):
         kiln.compile(model, (torch.randn(4, 16),), dynamic_shapes=dyn, fallback=False)
+
+
+
+class InputAndBessel(torch.nn.Module):
+    """An output that is the input (returned as a copy) beside a fallback op."""
+
+    def forward(self, x):
+        return x, torch.special.bessel_j0(x)
+
+
+def test_inputs_that_require_grad_record_no_graph():
+    """A call is inference: an input that requires grad gives outputs outside
+    autograd (the copy of the input, the fallback op's), same values."""
+    dyn = {"x": {0: torch.export.Dim("B", min=1, max=64)}}
+    m = kiln.compile(InputAndBessel(), (torch.randn(4, 16),), dynamic_shapes=dyn, fallback=True)
+    x = torch.randn(3, 16)
+    got = m(x.clone().requires_grad_())
+    for y, want in zip(got, m(x)):
+        assert not y.requires_grad and y.grad_fn is None
+        torch.testing.assert_close(y, want, rtol=0, atol=0)
