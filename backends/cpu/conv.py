@@ -19,7 +19,7 @@ import re
 
 from ..._mlir import ir
 from ...conversions.kiln_to_linalg.nn import PAD_ATTR
-from .buffers import loaded_memref, op_of, view_closure, view_root
+from .buffers import RESHAPES, loaded_memref, op_of, view_closure, view_root
 from .library import (
     _NO_TRANS,
     _ROW_MAJOR,
@@ -329,6 +329,51 @@ def _is_relu_body(block) -> bool:
     return False
 
 
+def _copies_whole(op, buffer) -> bool:
+    """Whether the 4-D generic ``op`` (no inputs) copies all of the local
+    allocation ``buffer`` into its output element for element: its body loads
+    a reshape of ``buffer`` typed as the output at ``(linalg.index 0..3)``
+    (a constant 0 for a dim of size 1) and yields the value.  It is how a
+    function's result is copied out (``kiln-cpu-prepare``'s contiguous copy)
+    when bufferization could not compute it in place."""
+    if len(op.operands) != 1 or len(op.regions[0].blocks[0].arguments) != 1:
+        return False
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    if maps != [ir.AffineMap.get_identity(4)]:
+        return False
+    ops = [o.operation for o in op.regions[0].blocks[0].operations]
+    load = _owner_op_of(ops[-1].operands[0]) if ops and ops[-1].name == "linalg.yield" else None
+    if load is None or load.name != "memref.load" or view_root(load.operands[0], RESHAPES) != buffer:
+        return False
+    out_type = ir.MemRefType(op.operands[0].type)
+    if ir.MemRefType(load.operands[0].type).shape != out_type.shape:
+        return False
+    if any(o.name not in ("linalg.index", "arith.constant") for o in ops if o not in (load, ops[-1])):
+        return False
+    for d, index in enumerate(list(load.operands)[1:]):
+        owner = _owner_op_of(index)
+        if owner is None:
+            return False
+        if owner.name == "linalg.index":
+            if ir.IntegerAttr(owner.attributes["dim"]).value != d:
+                return False
+        elif not (owner.name == "arith.constant" and out_type.shape[d] == 1 and _is_index_zero(owner)):
+            return False
+    return True
+
+
+def _owner_op_of(value):
+    owner = getattr(value.owner, "operation", None)
+    return owner if isinstance(owner, ir.Operation) else None
+
+
+def _is_index_zero(const) -> bool:
+    try:
+        return ir.IntegerAttr(const.attributes["value"]).value == 0
+    except (ValueError, TypeError):
+        return False
+
+
 class Epilogue:
     """What :func:`conv_epilogue` folds into a convolution call: the generics
     that go, the buffer the call writes instead of its own, the residual it
@@ -346,11 +391,20 @@ def _sole_reader(buffer, g, block_ops, writer=None):
         return None  # an output of the function (or an argument): its contents are seen after
     at = block_ops.index(g.op)
     _, users = view_closure(buffer)
-    readers = [u for u in users if u != g.op and (writer is None or u != writer) and u.name != "memref.dealloc"
+    users = [_ancestor_in(u, g.op.block) for u in users]  # a load in a generic's body: that generic reads
+    readers = [u for u in users if u is not None and u != g.op and (writer is None or u != writer) and u.name != "memref.dealloc"
                and not (u.block == g.op.block and block_ops.index(u) < at)]
     if len(readers) != 1 or readers[0].name != "linalg.generic" or readers[0].block != g.op.block:
         return None
     return readers[0]
+
+
+def _ancestor_in(op, block):
+    """``op`` or the op enclosing it that sits in ``block``; None if none does."""
+    while op is not None and op.block != block:
+        parent = op.parent
+        op = op_of(parent) if parent is not None else None
+    return op
 
 
 def _elementwise_4d(op, n_ins: int):
@@ -398,8 +452,14 @@ def conv_epilogue(g) -> Epilogue | None:
     can apply: ``g`` writes a local allocation whose only reader is
     ``add(conv, r)`` (r a contiguous 4-D buffer of the same shape, defined
     before ``g``), whose output's only reader may then be a ReLU; or the
-    ReLU alone.  The call then writes the last one's output, which must be
-    defined before ``g`` and untouched until that generic."""
+    ReLU alone.  Last, a copy of the allocation written so far into a plain
+    buffer (the function's result, copied out because its product went
+    through reshapes) goes too.  The call then writes the last one's output,
+    which must be defined before ``g`` and untouched until that generic.
+
+    Without the copy's fold, a convolution with no activation after it
+    computed into a ``malloc``'d temporary each call and copied it out (a
+    1x1 64 -> 256 at 56 x 56: 1.19 against 0.82 ms with a ReLU)."""
     block_ops = [o.operation for o in g.op.block.operations]
     buffer = view_root(g.c)
     dead, residual, relu = [], None, False
@@ -422,6 +482,10 @@ def conv_epilogue(g) -> Epilogue | None:
         if io is not None and _plain_4d(io[1], g, block_ops):
             relu, buffer = True, io[1]
             dead.append(reader)
+            reader = _sole_reader(buffer, g, block_ops, writer=reader)
+    if reader is not None and _copies_whole(reader, buffer) and _plain_4d(reader.operands[0], g, block_ops):
+        buffer = reader.operands[0]
+        dead.append(reader)
     if not dead or not _untouched_between(buffer, g, dead[-1], block_ops, set(dead)):
         return None
     return Epilogue(dead, buffer, residual, relu)
