@@ -91,6 +91,29 @@ def cuda_time(fn, warmup: int = 3, iters: int = 20) -> float:
     return statistics.median(times)
 
 
+def device_ms(fn, calls: int = 20) -> float | None:
+    """Milliseconds a call of ``fn`` keeps the GPU busy: the CUDA time of its
+    kernels (torch.profiler), without the host's time between them.  Beside
+    :func:`cuda_time` it tells a host-bound call from a slow kernel (on the
+    first H200 run an attention call took 0.22 ms, its kernel 0.016: see
+    bench/RESULTS.md).  None when interpreting."""
+    if INTERPRET:
+        return None
+    import torch
+
+    try:  # written without a GPU at hand (the 13th session's lease had ended): a failure costs the column only
+        fn()
+        torch.cuda.synchronize()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                fn()
+            torch.cuda.synchronize()
+        return sum(e.self_device_time_total for e in prof.key_averages()) / calls / 1e3
+    except Exception as e:
+        print(f"device time not measured: {type(e).__name__}: {e}", flush=True)
+        return None
+
+
 def bench_model(name: str, shapes, results: dict) -> None:
     import torch
 
@@ -116,14 +139,17 @@ def bench_model(name: str, shapes, results: dict) -> None:
             got = model(x)
             err = (got - want).abs().max().item()
             row = {"shape": list(shape), "max_abs_err": err,
-                   "kiln_ms": cuda_time(lambda x=x: model(x)), "eager_ms": cuda_time(lambda x=x: module(x))}
+                   "kiln_ms": cuda_time(lambda x=x: model(x)), "eager_ms": cuda_time(lambda x=x: module(x)),
+                   "kiln_device_ms": device_ms(lambda x=x: model(x))}
             if compiled is not None:
                 try:
                     row["torch_compile_ms"] = cuda_time(lambda x=x: compiled(x))
                 except Exception as e:
                     row["torch_compile_error"] = f"{type(e).__name__}: {e}"[:500]
         rows.append(row)
-        print(f"{name:18s} {str(list(shape)):18s} err {err:.2e}  kiln {row['kiln_ms']:.3f} ms  "
+        dev = row["kiln_device_ms"]
+        print(f"{name:18s} {str(list(shape)):18s} err {err:.2e}  kiln {row['kiln_ms']:.3f} ms "
+              f"(kernels {dev if dev is not None else float('nan'):.3f})  "
               f"eager {row['eager_ms']:.3f} ms  torch.compile {row.get('torch_compile_ms', float('nan')):.3f} ms",
               flush=True)
     results["models"][name] = {
