@@ -101,7 +101,7 @@ def device_ms(fn, calls: int = 20) -> float | None:
         return None
     import torch
 
-    try:  # written without a GPU at hand (the 13th session's lease had ended): a failure costs the column only
+    try:  # not yet run on a GPU: a failure costs this column, not the row
         fn()
         torch.cuda.synchronize()
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
