@@ -303,14 +303,16 @@ _OLT = 4  # arith.cmpf's predicate number for "olt"
 
 
 def _is_zero(v) -> bool:
-    """``v`` is an ``arith.constant`` float 0 (either sign)."""
+    """``v`` is an ``arith.constant`` 0: a float (either sign) or an integer or index."""
     owner = getattr(v.owner, "operation", None)
     if owner is None or owner.name != "arith.constant":
         return False
-    try:
-        return ir.FloatAttr(owner.attributes["value"]).value == 0.0
-    except ValueError:  # an integer or vector constant
-        return False
+    for attr in (ir.FloatAttr, ir.IntegerAttr):
+        try:
+            return attr(owner.attributes["value"]).value == 0
+        except ValueError:  # another kind of constant (or a vector)
+            continue
+    return False
 
 
 def _is_relu_body(block) -> bool:
@@ -342,7 +344,7 @@ def _copies_whole(op, buffer) -> bool:
     if maps != [ir.AffineMap.get_identity(4)]:
         return False
     ops = [o.operation for o in op.regions[0].blocks[0].operations]
-    load = _owner_op_of(ops[-1].operands[0]) if ops and ops[-1].name == "linalg.yield" else None
+    load = getattr(ops[-1].operands[0].owner, "operation", None) if ops and ops[-1].name == "linalg.yield" else None
     if load is None or load.name != "memref.load" or view_root(load.operands[0], RESHAPES) != buffer:
         return False
     out_type = ir.MemRefType(op.operands[0].type)
@@ -351,27 +353,13 @@ def _copies_whole(op, buffer) -> bool:
     if any(o.name not in ("linalg.index", "arith.constant") for o in ops if o not in (load, ops[-1])):
         return False
     for d, index in enumerate(list(load.operands)[1:]):
-        owner = _owner_op_of(index)
-        if owner is None:
-            return False
-        if owner.name == "linalg.index":
+        owner = getattr(index.owner, "operation", None)
+        if owner is not None and owner.name == "linalg.index":
             if ir.IntegerAttr(owner.attributes["dim"]).value != d:
                 return False
-        elif not (owner.name == "arith.constant" and out_type.shape[d] == 1 and _is_index_zero(owner)):
+        elif not (out_type.shape[d] == 1 and _is_zero(index)):
             return False
     return True
-
-
-def _owner_op_of(value):
-    owner = getattr(value.owner, "operation", None)
-    return owner if isinstance(owner, ir.Operation) else None
-
-
-def _is_index_zero(const) -> bool:
-    try:
-        return ir.IntegerAttr(const.attributes["value"]).value == 0
-    except (ValueError, TypeError):
-        return False
 
 
 class Epilogue:
