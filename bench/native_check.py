@@ -169,14 +169,10 @@ def timing(lib, thread_counts, only=None, rounds=3) -> None:
     for name, g in LAYERS.items():
         if only and not any(word in name for word in only):
             continue
-        n, c, h, w, f, kh, kw, s, d, p = g
-        rng = np.random.default_rng(0)
-        x = rng.standard_normal((n, c, h, w), dtype=np.float32)
-        wt = rng.standard_normal((f, c, kh, kw), dtype=np.float32)
-        bias = rng.standard_normal(f, dtype=np.float32)
+        _, c, _, _, _, kh, kw, s, d, p = g
+        _, x, wt, bias, ref = case(g)
         tx, tw, tb = map(torch.from_numpy, (x, wt, bias))
-        ref = torch.nn.functional.conv2d(tx, tw, tb, stride=s, padding=p, dilation=d)
-        y = np.empty(tuple(ref.shape), np.float32)
+        y = np.empty(ref.shape, np.float32)
         flops = 2.0 * y.size * c * kh * kw
         for threads in thread_counts:
             torch.set_num_threads(threads)
