@@ -325,6 +325,12 @@ static void wino_pass_out(void *ctx, int64_t lo, int64_t hi) {
 
 /* Input channels at most (the offset table is on the stack). */
 #define WINO_MAX_C 2048
+/* Tiles per image at least (below: wino_takes). */
+#if KILN_VW == 16
+#define WINO_MIN_TILES 32
+#else
+#define WINO_MIN_TILES 16
+#endif
 
 static int wino_takes(int64_t F, int64_t C, int64_t OH, int64_t OW) {
   /* Few channels: the transforms cost more than the products save (one
@@ -336,9 +342,15 @@ static int wino_takes(int64_t F, int64_t C, int64_t OH, int64_t OW) {
    * tiles: each tile's 16 products read the transformed weight, 16 / 9 of
    * the direct path's, for a few columns (ResNet-50's 7 x 7 layers, 16
    * tiles of 512 channels and 16 MB of U, still 0.63x at batch 1, 0.65x at
-   * 4: C harness, two threads, alternating). */
+   * 4: C harness, two threads, alternating).  With AVX-512 those layers
+   * go to kiln_vconv's channel-vector tiles instead, faster at any batch
+   * (512 channels at 7 x 7, kiln_conv2d, two threads of a Zen 5, warm /
+   * after a 96 MB sweep as in the model: batch 1 854 / 1677 -> 543 / 699
+   * us, batch 4 4279 -> 2137 us warm, batch 8 7664 -> 4229), while at
+   * 14 x 14 (49 tiles) Winograd stays ahead (421 / 605 against 555 / 642
+   * at batch 1, 0.77x at 2, 0.78x at 4). */
   int64_t tiles = (OH + 1) / 2 * ((OW + 1) / 2);
-  return C >= 16 && F >= 16 && C * F >= 512 && C <= WINO_MAX_C && tiles >= 16 && F * C <= 512 * 512;
+  return C >= 16 && F >= 16 && C * F >= 512 && C <= WINO_MAX_C && tiles >= WINO_MIN_TILES && F * C <= 512 * 512;
 }
 
 int kiln_winograd(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t pt,
