@@ -67,6 +67,7 @@ typedef struct {
   int64_t kstep;               /* steps per block of a group's weight (groups outer; K: one block) */
   int64_t sub_h, sub_w;        /* a strided 1x1's strides, its copy subsampled (then sh = sw = 1); else 0 */
   int rows_outer;              /* 1: each output row for every channel group before the next row */
+  int in_place;                /* 1: the padded image would be X's image itself: no copies */
   const float *X, *Wv, *bias, *res;
   float *Y, *pad;
   const int32_t *koff; /* offset of step k = (c, kh, kw) in a padded image */
@@ -307,11 +308,15 @@ static void vc_tiles(const vconv_args *v, const float *img, int64_t n, int64_t g
  * (at its kiln_worker_slot, so it stays in L2), then all of its tiles. */
 static void vc_images(void *ctx, int64_t lo, int64_t hi) {
   const vconv_args *v = ctx;
-  float *img = v->pad + kiln_worker_slot() * v->simg;
+  float *copy = v->pad + kiln_worker_slot() * v->simg;
   for (int64_t n = lo; n < hi; n++) {
+    if (v->in_place) {
+      vc_tiles(v, v->X + n * v->simg, n, 0, v->groups, 0, v->OH, 0, v->tiles);
+      continue;
+    }
     for (int64_t c = 0; c < v->C; c++)
-      vc_pad_channel(v, v->X + (n * v->C + c) * v->H * v->W, img + c * v->Hp * v->Wp);
-    vc_tiles(v, img, n, 0, v->groups, 0, v->OH, 0, v->tiles);
+      vc_pad_channel(v, v->X + (n * v->C + c) * v->H * v->W, copy + c * v->Hp * v->Wp);
+    vc_tiles(v, copy, n, 0, v->groups, 0, v->OH, 0, v->tiles);
   }
 }
 
@@ -333,7 +338,8 @@ static void vc_row_tasks(void *ctx, int64_t lo, int64_t hi) {
     int64_t n = t / (tchunks * chunks * gtasks);
     int64_t r0 = chunk * v->rows_per_task, r1 = r0 + v->rows_per_task < v->OH ? r0 + v->rows_per_task : v->OH;
     int64_t t0 = tc * v->tiles_per_task, t1 = t0 + v->tiles_per_task < v->tiles ? t0 + v->tiles_per_task : v->tiles;
-    vc_tiles(v, v->pad + n * v->simg, n, v->rows_outer ? 0 : g, v->rows_outer ? v->groups : g + 1, r0, r1, t0, t1);
+    const float *img = (v->in_place ? v->X : v->pad) + n * v->simg;
+    vc_tiles(v, img, n, v->rows_outer ? 0 : g, v->rows_outer ? v->groups : g + 1, r0, r1, t0, t1);
   }
 }
 
@@ -348,6 +354,10 @@ static void vc_band_tasks(void *ctx, int64_t lo, int64_t hi) {
     int64_t n = t / chunks, r0 = t % chunks * v->rows_per_task;
     int64_t r1 = r0 + v->rows_per_task < v->OH ? r0 + v->rows_per_task : v->OH;
     int64_t p0 = r0 * v->sh, p1 = (r1 - 1) * v->sh + (v->KH - 1) * v->dh + 1;
+    if (v->in_place) {
+      vc_tiles(v, v->X + n * v->simg, n, 0, v->groups, r0, r1, 0, v->tiles);
+      continue;
+    }
     for (int64_t c = 0; c < v->C; c++)
       vc_copy_rows(v, v->X + (n * v->C + c) * v->H * v->W, img + c * v->Hp * v->Wp, p0, p1);
     vc_tiles(v, img, n, 0, v->groups, r0, r1, 0, v->tiles);
@@ -423,9 +433,13 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
   v.kstep = (v.K + kblocks - 1) / kblocks;
   int per_image = batch >= 2 * threads || batch % threads == 0;
   int banded = !per_image && v.rows_outer && v.simg * (int64_t)sizeof(float) <= VC_BAND_BYTES;
-  /* Per image and banded, a padded copy per pool thread (kiln_worker_slot). */
-  int64_t copies = per_image || banded ? kiln_pool_threads() : batch;
-  if ((v.pad = kiln_thread_scratch((size_t)(copies * v.simg) * sizeof(float))) == NULL) return 0;
+  /* No padding, no subsampling and no pitch past W (the flattened pointwise
+   * convolutions: ResNet-50's 14 x 14 and 7 x 7 ones are whole tiles of 7):
+   * the tiles read X itself.  Else per image and banded, a padded copy per
+   * pool thread (kiln_worker_slot); else one per image. */
+  v.in_place = pt == 0 && pl == 0 && !v.sub_h && v.Hp == H && v.Wp == W;
+  int64_t copies = v.in_place ? 0 : per_image || banded ? kiln_pool_threads() : batch;
+  if (copies && (v.pad = kiln_thread_scratch((size_t)(copies * v.simg) * sizeof(float))) == NULL) return 0;
   kiln_pack_fn pack = v.Q == 4 ? vc_pack4 : v.Q == 2 ? vc_pack2 : vc_pack1;
   int64_t width = 16 * v.Q;
   v.groups = (F + width - 1) / width;
@@ -461,7 +475,7 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
    * group's weight (in kiln_parts ranges the Xeon's stride-2 3x3 at 56 wide
    * took 290-300 -> 360-385 us); chunks of tiles in kiln_parts ranges, as
    * measured above. */
-  kiln_parallel_for(vc_pad_tasks, &v, batch * C, batch * C < threads ? batch * C : threads);
+  if (!v.in_place) kiln_parallel_for(vc_pad_tasks, &v, batch * C, batch * C < threads ? batch * C : threads);
   int64_t parts = tchunks > 1 ? kiln_parts(tasks, threads) : tasks < threads ? tasks : threads;
   kiln_parallel_for(vc_row_tasks, &v, tasks, parts);
   return 1;
