@@ -15,9 +15,12 @@
  * each tile's P x 16Q results go to Q * 16 output rows of P pixels.
  *
  * Register tiles (P x Q, 28 or 16 accumulators of AVX-512's 32): 7 x 4,
- * 14 x 2 and 16 x 1, picked by the output width (ResNet-50's 112, 28, 14
- * and 7 are multiples of 7; the bench CNN's 16).  AVX-512 builds only: with
- * AVX2's 16 registers the tiles would be a third as big.
+ * 14 x 2, 8 x 2 and 16 x 1, picked by the output width (ResNet-50's 112,
+ * 28, 14 and 7 are multiples of 7; the bench CNN's 16 takes 8 x 2, which
+ * broadcasts half as many inputs a step as 16 x 1: its 32 -> 64 layer one
+ * thread 0.90x at batch 1 and 8, two threads 1.00x and 0.93x, 4 x 4 1.8x
+ * slower and 6 x 4 1.1x, same C harness on a Zen 5).  AVX-512 builds only:
+ * with AVX2's 16 registers the tiles would be a third as big.
  *
  * Against kiln_conv2d's other paths (same library, alternating, two
  * threads): the bench CNN's 32 -> 64 layer at batch 1 / 3 / 4 / 8 0.94 /
@@ -187,6 +190,8 @@ static inline __attribute__((always_inline)) void vc_tile(const float *xp, const
       (v)->sw == 1 ? f(__VA_ARGS__, 7, 4, 1) : f(__VA_ARGS__, 7, 4, 2);           \
     else if ((v)->P == 14)                                                         \
       (v)->sw == 1 ? f(__VA_ARGS__, 14, 2, 1) : f(__VA_ARGS__, 14, 2, 2);         \
+    else if ((v)->P == 8)                                                          \
+      (v)->sw == 1 ? f(__VA_ARGS__, 8, 2, 1) : f(__VA_ARGS__, 8, 2, 2);           \
     else                                                                           \
       (v)->sw == 1 ? f(__VA_ARGS__, 16, 1, 1) : f(__VA_ARGS__, 16, 1, 2);         \
   } while (0)
@@ -374,9 +379,9 @@ static void vc_pack4(float *dst, const float *w, int64_t K, int64_t F, int64_t l
  * 0 when even that wastes a quarter.  From the geometry alone, so one
  * weight always takes one path (its packing slot holds one layout). */
 static int vc_shape(int64_t OW, int64_t F, int64_t *P, int64_t *Q) {
-  static const int shapes[3][2] = {{7, 4}, {14, 2}, {16, 1}};
+  static const int shapes[4][2] = {{7, 4}, {14, 2}, {8, 2}, {16, 1}};
   double best = 0.0;
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 4; i++) {
     int64_t p = shapes[i][0], q = shapes[i][1];
     double used = (double)OW / ((OW + p - 1) / p * p) * F / ((F + 16 * q - 1) / (16 * q) * 16 * q);
     if (used > best + 1e-9) best = used, *P = p, *Q = q;
