@@ -327,7 +327,7 @@ static void wino_pass_out(void *ctx, int64_t lo, int64_t hi) {
 #define WINO_MAX_C 2048
 /* Tiles per image at least (below: wino_takes). */
 #if KILN_VW == 16
-#define WINO_MIN_TILES 32
+#define WINO_MIN_TILES 64
 #else
 #define WINO_MIN_TILES 16
 #endif
@@ -346,9 +346,13 @@ static int wino_takes(int64_t F, int64_t C, int64_t OH, int64_t OW) {
    * go to kiln_vconv's channel-vector tiles instead, faster at any batch
    * (512 channels at 7 x 7, kiln_conv2d, two threads of a Zen 5, warm /
    * after a 96 MB sweep as in the model: batch 1 854 / 1677 -> 543 / 699
-   * us, batch 4 4279 -> 2137 us warm, batch 8 7664 -> 4229), while at
-   * 14 x 14 (49 tiles) Winograd stays ahead (421 / 605 against 555 / 642
-   * at batch 1, 0.77x at 2, 0.78x at 4). */
+   * us, batch 4 4279 -> 2137 us warm, batch 8 7664 -> 4229).  So do
+   * 14 x 14 outputs (49 tiles): alone Winograd is ahead there (256
+   * channels: 421 / 605 against 555 / 642 us at batch 1, 0.77x at 2,
+   * 0.78x at 4), but in ResNet-50 its five such layers made the model
+   * 1.02-1.05x slower (worker pairs, 16 of 16 rounds twice; leaving 28 x 28
+   * to kiln_vconv as well was 1.025x slower).  The rule reads the geometry
+   * alone, not the batch: a weight's slot holds one packed layout. */
   int64_t tiles = (OH + 1) / 2 * ((OW + 1) / 2);
   return C >= 16 && F >= 16 && C * F >= 512 && C <= WINO_MAX_C && tiles >= WINO_MIN_TILES && F * C <= 512 * 512;
 }

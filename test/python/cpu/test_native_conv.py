@@ -128,16 +128,17 @@ GEOMETRIES = [
     # with the channels in two K blocks, and blocks of 32 tiles across rows of
     # 15 on three images; one block of 16 tiles (three passes over the pool on
     # two and three threads), two images of 5 x 5 tiles on an odd width (three
-    # passes on three threads); with AVX-512 those two have too few tiles for
-    # Winograd (kiln_vconv.c or the direct path takes them), and one block of
-    # 36 tiles, two images of 7 x 7 tiles on an odd width take its passes.
+    # passes on three threads); with AVX-512 those two and the 13 x 17 and
+    # 12 x 12 outputs have too few tiles for Winograd (kiln_vconv.c or the
+    # direct path takes them), and one block of 8 x 8 tiles, two images of
+    # 8 x 8 tiles on an odd width take its passes.
     (2, 24, 13, 17, 23, 3, 3, 1, 1, 1),
     (1, 400, 14, 14, 24, 3, 3, 1, 1, 0),
     (3, 64, 30, 30, 64, 3, 3, 1, 1, 1),
     (1, 32, 8, 8, 48, 3, 3, 1, 1, 1),
     (2, 24, 10, 9, 22, 3, 3, 1, 1, 1),
-    (1, 16, 12, 12, 48, 3, 3, 1, 1, 1),
-    (2, 24, 14, 13, 22, 3, 3, 1, 1, 1),
+    (1, 16, 16, 16, 48, 3, 3, 1, 1, 1),
+    (2, 24, 16, 15, 22, 3, 3, 1, 1, 1),
     # A pointwise convolution whose output (625 KB an image) outgrows half of
     # L2 from a small B: B packed once, row blocks over every panel.
     (2, 16, 40, 40, 100, 1, 1, 1, 1, 0),
@@ -435,11 +436,11 @@ def denormals_read(call):
 
 
 # (batch, C, H, W, F, window, stride, pad): Winograd's (blocks, three passes, a
-# partial block; with AVX-512 the 7 x 7 and 5 x 5 ones go to the channel-vector
-# tiles or the direct path, and the 12 x 12 one takes the passes), then the
-# direct, strided, stem and pointwise paths.
+# partial block; with AVX-512 the 14 x 14, 7 x 7 and 5 x 5 ones go to the
+# channel-vector tiles or the direct path, and the 16 x 16 one takes the
+# passes), then the direct, strided, stem and pointwise paths.
 for g in [(1, 64, 56, 56, 64, 3, 1, 1), (1, 256, 14, 14, 256, 3, 1, 1), (1, 512, 7, 7, 512, 3, 1, 1),
-          (2, 24, 10, 9, 24, 3, 1, 1), (1, 16, 12, 12, 48, 3, 1, 1), (8, 3, 32, 32, 32, 3, 1, 1), (8, 32, 32, 32, 64, 3, 2, 1),
+          (2, 24, 10, 9, 24, 3, 1, 1), (1, 16, 16, 16, 48, 3, 1, 1), (8, 3, 32, 32, 32, 3, 1, 1), (8, 32, 32, 32, 64, 3, 2, 1),
           (1, 3, 224, 224, 64, 7, 2, 3), (1, 256, 56, 56, 64, 1, 1, 0), (1, 512, 28, 28, 1024, 1, 2, 0),
           (1, 512, 7, 7, 2048, 1, 1, 0)]:
     n, c, h, w, fo, k, st, p = g
