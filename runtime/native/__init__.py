@@ -43,7 +43,11 @@ HEADERS = (Path(__file__).with_name("kiln_native.h"), Path(__file__).with_name("
 #: not move with unrelated edits (Winograd's product loop at 48 bytes into a
 #: line had read as a 3% slowdown of a change that moved it; aligned, the
 #: direct and pointwise layers ran 0.93-0.98x, same library, one thread).
-FLAGS = ("-O3", "-march=native", "-falign-loops=64", "-fPIC", "-shared", "-pthread")
+#: -Bsymbolic: the library's calls of its own exported functions (kiln_conv2d
+#: -> kiln_vconv, kiln_parallel_for, ...) bind to its own definitions, not to
+#: those of another build of it loaded earlier into the process (an A/B of
+#: two builds in one process otherwise ran the first build's callees in both).
+FLAGS = ("-O3", "-march=native", "-falign-loops=64", "-fPIC", "-shared", "-pthread", "-Wl,-Bsymbolic")
 
 _lock = threading.Lock()
 _built: dict[str, str | None] = {}

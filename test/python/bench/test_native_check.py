@@ -48,7 +48,7 @@ def test_check_passes_and_catches_a_wrong_result(lib, monkeypatch, capsys):
 
 
 def test_timing_prints_a_row_per_layer(lib, capsys):
-    native_check.timing(lib, [2], only=["cnn conv1"], rounds=1)
+    native_check.timing(lib, [2], only=["cnn conv1 B8"], rounds=1)
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("cnn conv1")]
     assert len(rows) == 1
     threads, kiln_us, torch_us = int(rows[0][3]), float(rows[0][4]), float(rows[0][5])
