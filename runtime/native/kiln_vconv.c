@@ -310,7 +310,8 @@ static void vc_tiles(const vconv_args *v, const float *img, int64_t n, int64_t g
 }
 
 /* Per-image path, tasks [lo, hi): image t padded into this thread's buffer
- * (at its kiln_worker_slot, so it stays in L2), then all of its tiles. */
+ * (at its kiln_worker_slot, so it stays in L2), then all of its tiles; in
+ * place, the tiles alone. */
 static void vc_images(void *ctx, int64_t lo, int64_t hi) {
   const vconv_args *v = ctx;
   float *copy = v->pad + kiln_worker_slot() * v->simg;

@@ -18,8 +18,9 @@
  * even and odd columns (so the patches of VW tiles side by side are plain
  * vector loads), transformed into V; the 16 products into M; M transformed
  * back into Y with the bias, the accumulation, the residual and the ReLU.
- * With fewer blocks than threads (ResNet-50's 7 x 7 layers at batch 1) the
- * three steps run instead as three passes over the pool, whole images.
+ * With fewer blocks than threads (ResNet-50's 7 x 7 layers at batch 1 with
+ * AVX2) the three steps run instead as three passes over the pool, whole
+ * images.
  * Against the direct path (C harness, two threads, alternating): ResNet-50's
  * 3x3 layers at 56 / 28 / 14 / 7 wide 0.60-0.73 / 0.66 / 0.59 / 0.63x.
  *
