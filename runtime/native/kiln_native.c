@@ -202,11 +202,7 @@ static atomic_llong packed_total = 0;
 
 #define HUGE_PAGE (2 << 20)
 
-/* `bytes` aligned to 64; from HUGE_PAGE (2 MiB) up, in 2 MiB pages
- * where the kernel gives them (transparent huge pages in madvise mode, as
- * here, back nothing unasked): a packed 1024 x 4096 weight streamed per
- * call otherwise crosses 4096 small pages, a TLB miss every 64 lines.
- * KILN_HUGEPAGES=0 turns it off. */
+/* See kiln_native.h. */
 int kiln_switch_on(const char *name, int *cached) {
   if (*cached < 0) {
     const char *v = getenv(name);
@@ -215,6 +211,11 @@ int kiln_switch_on(const char *name, int *cached) {
   return *cached;
 }
 
+/* `bytes` aligned to 64; from HUGE_PAGE (2 MiB) up, in 2 MiB pages
+ * where the kernel gives them (transparent huge pages in madvise mode, as
+ * here, back nothing unasked): a packed 1024 x 4096 weight streamed per
+ * call otherwise crosses 4096 small pages, a TLB miss every 64 lines.
+ * KILN_HUGEPAGES=0 turns it off. */
 void *kiln_alloc(size_t bytes) {
   static int huge = -1;
   if (!kiln_switch_on("KILN_HUGEPAGES", &huge) || bytes < HUGE_PAGE) return aligned_alloc(64, (bytes + 63) / 64 * 64);
