@@ -214,7 +214,6 @@ def test_fallback_op_runs_in_pytorch():
         kiln.compile(model, (torch.randn(4, 16),), dynamic_shapes=dyn, fallback=False)
 
 
-
 class InputAndBessel(torch.nn.Module):
     """An output that is the input (returned as a copy) beside a fallback op."""
 
