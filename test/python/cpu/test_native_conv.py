@@ -100,12 +100,14 @@ GEOMETRIES = [
     # by image on one or three), 14 x 2 tiles (bands on three threads), a
     # 1x1 with a part-filled group of 64 channels, dilation 2 with 7 x 4
     # tiles, groups outer (the weight bigger than the padded image) on one
-    # image and on four.
+    # image and on four; 8 x 2 tiles whose second vector holds 8 channels
+    # (the 8-pixel transpose's registers carry one channel, not two).
     (3, 32, 20, 30, 64, 3, 3, 2, 1, 1),
     (2, 29, 28, 28, 32, 3, 3, 2, 1, 1),
     (1, 300, 13, 13, 120, 1, 1, 2, 1, 0),
     (1, 64, 13, 13, 128, 3, 3, 2, 2, 2),
     (4, 64, 13, 13, 128, 3, 3, 2, 1, 1),
+    (2, 32, 16, 16, 24, 3, 3, 2, 1, 1),
     # Stride 1 where the direct path's wide grid wastes a tenth (kiln_vconv.c
     # on AVX-512; with AVX2 the two undilated 7 x 7 ones take kiln_winograd.c):
     # 7 x 7 with the weight in one block, in two on four images (whole
