@@ -78,6 +78,58 @@ static inline kiln_vec aexp(kiln_vec x) {
 
 static inline kiln_vec amax(kiln_vec a, kiln_vec b) { return aselect(a > b, a, b); }
 
+/* Lane l of the new r[i] (bit h of i clear) and r[i + h] of one round of
+ * atranspose: indices into the pair (a = r[i], b = r[i + h]) concatenated. */
+#define TLO(h, l) (((l) & (h)) ? AW + (l) - (h) : (l))
+#define THI(h, l) (((l) & (h)) ? AW + (l) : (l) + (h))
+#if AW == 16
+#define TMASK(M, h)                                                                                            \
+  (ai) {                                                                                                       \
+    M(h, 0), M(h, 1), M(h, 2), M(h, 3), M(h, 4), M(h, 5), M(h, 6), M(h, 7), M(h, 8), M(h, 9), M(h, 10),        \
+        M(h, 11), M(h, 12), M(h, 13), M(h, 14), M(h, 15)                                                       \
+  }
+#else
+#define TMASK(M, h) \
+  (ai) { M(h, 0), M(h, 1), M(h, 2), M(h, 3), M(h, 4), M(h, 5), M(h, 6), M(h, 7) }
+#endif
+
+/* One round of atranspose: the off-diagonal h x h blocks of every pair of
+ * rows h apart swapped. */
+#define TROUND(r, h)                                                    \
+  for (int i = 0; i < AW; i++)                                          \
+    if (!(i & (h))) {                                                   \
+      kiln_vec a = r[i], b = r[i + (h)];                                \
+      r[i] = __builtin_shuffle(a, b, TMASK(TLO, h));                    \
+      r[i + (h)] = __builtin_shuffle(a, b, TMASK(THI, h));              \
+    }
+
+/* r[i][j] <- r[j][i] for an AW x AW block, in log2(AW) rounds of two-register shuffles. */
+static inline __attribute__((always_inline)) void atranspose(kiln_vec r[AW]) {
+#if AW == 16
+  TROUND(r, 8)
+#endif
+  TROUND(r, 4)
+  TROUND(r, 2)
+  TROUND(r, 1)
+}
+
+/* qt[d][r] = q[r][d] for the block's ql queries, 0 for rows ql .. QB: in
+ * AW x AW tiles transposed in registers, columns past the last whole tile
+ * one by one.  Element by element (a strided load and a store each) this
+ * was a fifth to a third of a task at L = 128 and 32. */
+static void transpose_queries(const float *q, int64_t ql, int64_t D, float *qt) {
+  int64_t d0 = 0;
+  for (; d0 + AW <= D; d0 += AW)
+    for (int64_t r0 = 0; r0 < QB; r0 += AW) {
+      kiln_vec t[AW];
+      for (int i = 0; i < AW; i++) t[i] = r0 + i < ql ? kiln_loadu(q + (r0 + i) * D + d0) : (kiln_vec){0};
+      atranspose(t);
+      for (int i = 0; i < AW; i++) astore(qt + (d0 + i) * QB + r0, t[i]);
+    }
+  for (; d0 < D; d0++)
+    for (int64_t r = 0; r < QB; r++) qt[d0 * QB + r] = r < ql ? q[r * D + d0] : 0.0f;
+}
+
 #define QV (QB / AW) /* vectors of queries in a block (even: 2 with AVX-512, 4 with AVX2) */
 
 typedef struct {
@@ -187,8 +239,7 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
     int64_t ql = g->L - l0 < QB ? g->L - l0 : QB;
     int64_t rows = (ql + RB - 1) / RB * RB, qvs = (ql + AW - 1) / AW; /* rows of acc, query vectors in use */
     const float *q = g->q + (h * g->L + l0) * D, *k = g->k + h * g->S * D, *v = g->v + h * g->S * Dv;
-    for (int64_t d = 0; d < D; d++)
-      for (int64_t r = 0; r < QB; r++) qt[d * QB + r] = r < ql ? q[r * D + d] : 0.0f;
+    transpose_queries(q, ql, D, qt);
     for (int64_t i = 0; i < QV; i++) mx[i] = kiln_splat(-INFINITY), sum[i] = (kiln_vec){0};
     for (int64_t r = 0; r < rows; r++) memset(acc + r * DVP, 0, dvp * sizeof(float));
     /* A causal query i sees keys j <= i: the block needs keys up to l0 + ql - 1. */
