@@ -202,8 +202,10 @@ def _measure_row(workload, row, peers: dict, inputs, ref, entry: dict, *, quick:
         log(f"   {row.label:12s} {name:14s} p50 {stats['p50_ms']:9.3f} ms  p99 {stats['p99_ms']:9.3f} ms"
             f"  ({stats['iters']} iters)")
     if "kiln" in fns:
-        entry["ratio_p50"] = {n: float(np.median([k / p for k, p in zip(round_p50["kiln"], round_p50[n])]))
-                              for n in fns if n != "kiln"}
+        per_round = {n: [k / p for k, p in zip(round_p50["kiln"], round_p50[n])] for n in fns if n != "kiln"}
+        entry["ratio_p50"] = {n: float(np.median(r)) for n, r in per_round.items()}
+        # How far the rounds spread: a shared machine's spells move single rounds by 10-20%.
+        entry["ratio_rounds"] = {n: [float(min(r)), float(max(r))] for n, r in per_round.items()}
 
 
 def _err(e: Exception) -> str:

@@ -29,7 +29,8 @@ def _result():
          "peers": {"kiln": {"p50_ms": 3.0, "p95_ms": 3.0, "p99_ms": 3.0},
                    "onnxruntime": {"p50_ms": 2.0, "p95_ms": 2.0, "p99_ms": 2.0},
                    "eager": {"p50_ms": 4.0, "p95_ms": 4.0, "p99_ms": 4.0}},
-         "ratio_p50": {"onnxruntime": 1.5, "eager": 0.75}},
+         "ratio_p50": {"onnxruntime": 1.5, "eager": 0.75},
+         "ratio_rounds": {"onnxruntime": [0.8001, 1.75], "eager": [0.5, 0.9]}},
     ]
     return {"quick": True, "threads": 2, "peers": ["kiln", "eager", "onnxruntime"], "started": "t0",
             "finished": "t1", "machine": {"load_avg_at_start": (1.0, 1.0, 1.0)},
@@ -51,6 +52,10 @@ def test_markdown_has_every_row_and_marks_errors():
     assert "error" in mlp and "0.50" in mlp and "| 1.0 |" in mlp  # eager failed; ratio; arena MiB
     assert any(line.startswith("| transformer_block | B=1,L=32 |") for line in lines)
     assert "| mlp | kiln | 3.00 | 1.00 |" in md
+    # Ratio targets in three places with the rounds' spread when recorded (0.8001 is not 0.80).
+    assert "| transformer_block B=1,L=32 | kiln <= 1.0x onnxruntime | 1.500 (rounds 0.80-1.75) | no |" in md
+    assert "| mlp B=1 | kiln <= 0.8x onnxruntime | 0.500 | yes |" in md  # no rounds recorded
+    assert "| mlp compile | warm compile <= 1 s | 1.00 | yes |" in md
 
 
 def test_the_run_names_its_cpu_and_vector_extension():
@@ -129,6 +134,7 @@ def test_rows_interleave_peers_and_ratio_is_the_median_of_round_ratios(monkeypat
     assert calls[:3] == ["kiln", "onnxruntime", "eager"] and calls[3:6] == ["onnxruntime", "eager", "kiln"]
     assert len(calls) == 3 * harness.ROUNDS
     assert entry["ratio_p50"] == {"onnxruntime": 0.5, "eager": 0.25}
+    assert entry["ratio_rounds"] == {"onnxruntime": [1 / 6, 0.5], "eager": [0.25, 0.75]}
     assert entry["peers"]["kiln"]["p50_ms"] / entry["peers"]["onnxruntime"]["p50_ms"] == 1 / 6
     assert entry["peers"]["kiln"]["rounds"] == harness.ROUNDS and entry["peers"]["kiln"]["iters"] == 15
 
