@@ -244,8 +244,8 @@ static inline __m512 vc_load2(const float *p, int64_t o, __mmask16 lo, int64_t o
  * are vector j: one masked store per channel instead of P scalar ones
  * (0.94-0.99x on the layers in the header, same library, alternating).
  * Tiles of at most 8 pixels (eight, a constant) take transpose8x16, and
- * register j then holds channels j and j + 8 (0.98-0.99x on the bench
- * CNN's and ResNet-50's 7- and 8-pixel layers). */
+ * register j then holds channels j and j + 8 (the bench CNN's 32 -> 64
+ * layer 0.95-0.99x, ResNet-50's 7-pixel layers 0.98-1.0x). */
 static inline __attribute__((always_inline)) void vc_emit_vector(const vconv_args *v, __m512 r[16], int64_t n,
                                                                  int64_t g, int64_t q, int64_t oh, int64_t ow0,
                                                                  int with_bias, const int eight) {
@@ -263,9 +263,10 @@ static inline __attribute__((always_inline)) void vc_emit_vector(const vconv_arg
     __mmask16 lo = eight ? keep & 0xff : keep, hi = two ? (__mmask16)(keep << 8) : 0;
     int64_t o = ((n * v->F + f) * v->OH + oh) * v->OW + ow0, o8 = o + 8 * plane - 8; /* lane 8 at f + 8's o */
     __m512 s = r[j];
-    if (with_bias && v->bias)
-      s = _mm512_add_ps(s, two ? _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(v->bias[f]), _mm512_set1_ps(v->bias[f + 8]))
-                               : _mm512_set1_ps(v->bias[f]));
+    if (with_bias && v->bias) {
+      __m512 b = _mm512_set1_ps(v->bias[f]);
+      s = _mm512_add_ps(s, two ? _mm512_mask_blend_ps(0xff00, b, _mm512_set1_ps(v->bias[f + 8])) : b);
+    }
     if (v->accumulate) s = _mm512_add_ps(s, vc_load2(v->Y, o, lo, o8, hi));
     if (v->res) s = _mm512_add_ps(s, vc_load2(v->res, o, lo, o8, hi));
     if (v->relu) s = _mm512_max_ps(zero, s); /* max(0, NaN) is the NaN */
@@ -510,7 +511,7 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
   }
   /* Bands of rows two a thread, not four: each band pads the rows its taps
    * reach, (rows - 1) * stride + KH of them, so short bands copy more (the
-   * bench CNN's 32 -> 64 layer at batch 1: 0.94-0.975x, four runs). */
+   * bench CNN's 32 -> 64 layer at batch 1: 0.94-0.975x, three runs). */
   int64_t want = (banded ? 2 : 4) * (int64_t)threads, have = batch * (v.rows_outer ? 1 : v.groups);
   v.rows_per_task = have >= want ? OH : OH * have / want > 0 ? OH * have / want : 1;
   int64_t row_tasks = have * ((OH + v.rows_per_task - 1) / v.rows_per_task);
