@@ -1,4 +1,4 @@
-"""Check and time kiln's native convolution on a machine without torch-mlir.
+"""Check and time kiln's native convolution and attention on a machine without torch-mlir.
 
 kiln's own tests reach the native library through ``import kiln``, which
 needs the MLIR bindings.  This script does not: it compiles
@@ -8,7 +8,8 @@ loads it with ctypes and
 * ``--check``: runs ``kiln_conv2d`` on every geometry of
   ``test/python/cpu/test_native_conv.py`` (read from that file, not copied)
   at several thread counts, with and without a packed-weight slot, with bias,
-  residual, accumulation and ReLU, against ``torch.nn.functional.conv2d``;
+  residual, accumulation and ReLU, against ``torch.nn.functional.conv2d``,
+  and ``kiln_attention`` on every case of ``test_native_attention.py``;
 * ``--time``: times ResNet-50's and small_cnn's convolution layers, kiln
   against torch's (oneDNN) on the same threads, alternating the two.
 
@@ -16,8 +17,10 @@ It exists for the machines the project is lent now and then (the GPU machine
 has a 16-core CPU with AVX-512 and no torch-mlir), where the paths built for
 AVX-512 (``kiln_vconv.c``, the 16-lane Winograd) can be exercised at all.
 ``KILN_WINOGRAD=0`` in the environment turns Winograd off, as in kiln.
+``--march x86-64-v3`` builds for AVX2 instead of the host (``-march=native``),
+so an AVX-512 machine checks the 8-lane paths too.
 
-Usage: ``python bench/native_check.py --check --time [--threads 1,2,16]``
+Usage: ``python bench/native_check.py --check --time [--threads 1,2,16] [--march x86-64-v3]``
 """
 
 from __future__ import annotations
@@ -77,24 +80,63 @@ LAYERS = {
 }
 
 
-def build(pool: int, sources: Path = NATIVE) -> ctypes.CDLL:
+def build(pool: int, sources: Path = NATIVE, march: str | None = None) -> ctypes.CDLL:
     """Compile the native library into a temporary file and load it, its
     pool started with ``pool`` threads (kiln_conv2d's ``threads`` only sets
-    how many ranges a call is cut into: every pool thread takes them)."""
+    how many ranges a call is cut into: every pool thread takes them);
+    ``march`` replaces ``native`` in ``-march=native`` (``x86-64-v3``: the
+    AVX2 build, which an AVX-512 machine also runs)."""
     cc = os.environ.get("CC", "cc")
+    flags = [f"-march={march}" if march and f == "-march=native" else f for f in FLAGS]
     out = Path(tempfile.mkdtemp(prefix="kiln-native-")) / "kiln_native.so"
-    subprocess.run([cc, *FLAGS, "-o", str(out), *(str(sources / s) for s in SOURCES)], check=True)
+    subprocess.run([cc, *flags, "-o", str(out), *(str(sources / s) for s in SOURCES)], check=True)
     lib = ctypes.CDLL(str(out), mode=ctypes.RTLD_GLOBAL)
     lib.kiln_pool_init(ctypes.c_int(pool))
     lib.kiln_conv2d.argtypes = [I64] * 19 + [ctypes.c_float, ctypes.c_int32, I64, ctypes.c_int32, I64]
     lib.kiln_conv2d.restype = None
     lib.kiln_free_packed.argtypes = [I64]
+    lib.kiln_attention.argtypes = [I64] * 9 + [ctypes.c_float, ctypes.c_int32, ctypes.c_int32]
+    lib.kiln_attention.restype = ctypes.c_int32
     return lib
 
 
 def geometries() -> list[tuple]:
     """GEOMETRIES of test_native_conv.py, read from its syntax tree."""
     return _literal(ROOT / "test" / "python" / "cpu" / "test_native_conv.py", "GEOMETRIES")
+
+
+def attention_cases() -> list[tuple]:
+    """CASES of test_native_attention.py, ``(heads, L, S, D, Dv, causal)``, read from its syntax tree."""
+    return _literal(ROOT / "test" / "python" / "cpu" / "test_native_attention.py", "CASES")
+
+
+def check_attention(lib, thread_counts) -> int:
+    """Every attention test case against torch (softmax(q k^T scale) v,
+    causal where the case says); returns the number of failures."""
+    failures = 0
+    for case in attention_cases():
+        h, lq, lk, d, dv, causal = case
+        rng = np.random.default_rng(sum(case[:5]))
+        q = rng.standard_normal((h, lq, d), dtype=np.float32)
+        k = rng.standard_normal((h, lk, d), dtype=np.float32) * 3  # large scores: the running max matters
+        v = rng.standard_normal((h, lk, dv), dtype=np.float32)
+        scale = 1 / np.sqrt(d)
+        s = (torch.from_numpy(q) @ torch.from_numpy(k).transpose(-1, -2)) * scale
+        if causal:
+            s = s.masked_fill(torch.ones(lq, lk, dtype=torch.bool).triu(1), float("-inf"))
+        ref = (s.softmax(-1) @ torch.from_numpy(v)).numpy()
+        worst = 0.0
+        for threads in thread_counts:
+            out = np.full((h, lq, dv), np.nan, np.float32)
+            rc = lib.kiln_attention(h, lq, lk, d, dv, q.ctypes.data, k.ctypes.data, v.ctypes.data, out.ctypes.data,
+                                    scale, int(causal), threads)
+            err = float(np.max(np.abs(out - ref))) if rc == 0 else float("inf")
+            worst = max(worst, err) if np.isfinite(err) else float("inf")
+            if not err <= 1e-4:
+                failures += 1
+                print(f"FAIL attention {case} threads={threads}: rc {rc}, max error {err:.3g}")
+        print(f"{'ok  ' if worst <= 1e-4 else 'BAD '} attention {case}  worst {worst:.2e}")
+    return failures
 
 
 def conv(lib, g, x, wt, bias, res, beta, relu, y, threads, slot):
@@ -197,6 +239,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", default=None, help="comma-separated thread counts (default 1,2,3,all)")
     ap.add_argument("--layers", default=None, help="comma-separated words: time only the layers named with one")
     ap.add_argument("--sources", type=Path, default=NATIVE, help="folder of the C sources (default runtime/native)")
+    ap.add_argument("--march", default=None, help="build for this -march instead of native (x86-64-v3: AVX2)")
     args = ap.parse_args(argv)
     if not (args.check or args.time):
         ap.error("nothing to do: give --check, --time or both")
@@ -207,14 +250,15 @@ def main(argv=None) -> int:
     if args.time and len(timed) > 1:
         # The pool only grows, so each thread count is timed in a process of its own.
         common = ["--sources", str(args.sources)] + (["--layers", args.layers] if args.layers else [])
+        common += ["--march", args.march] if args.march else []
         rc = main(["--check", "--threads", ",".join(map(str, counts)), *common]) if args.check else 0
         for t in timed:
             subprocess.run([sys.executable, __file__, "--time", "--threads", str(t), *common], check=True)
         return rc
-    lib = build(max(counts), args.sources)
+    lib = build(max(counts), args.sources, args.march)
     print(f"vector width {lib.kiln_vector_width()} floats, {ncpu} CPUs, pool {max(counts)} threads, Winograd "
           f"{'off' if os.environ.get('KILN_WINOGRAD', '1').startswith('0') else 'on'}, torch {torch.__version__}")
-    failures = check(lib, counts) if args.check else 0
+    failures = check(lib, counts) + check_attention(lib, counts) if args.check else 0
     if args.time:
         timing(lib, timed, args.layers.split(",") if args.layers else None)
     if failures:

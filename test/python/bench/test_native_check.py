@@ -1,7 +1,10 @@
-"""bench/native_check.py (the native convolution checked and timed without
-the MLIR bindings): its geometries are the test file's, its check finds a
-wrong kernel, its timing runs."""
+"""bench/native_check.py (the native convolution and attention checked and
+timed without the MLIR bindings): its cases are the test files', its checks
+find a wrong kernel, its timing runs, and on an AVX-512 host the AVX2 build
+passes the same checks."""
 
+import ctypes
+import platform
 import shutil
 
 import numpy as np
@@ -53,3 +56,39 @@ def test_timing_prints_a_row_per_layer(lib, capsys):
     assert len(rows) == 1
     threads, kiln_us, torch_us = int(rows[0][3]), float(rows[0][4]), float(rows[0][5])
     assert threads == 2 and kiln_us > 0 and torch_us > 0
+
+
+def test_attention_check_passes_and_catches_a_wrong_result(lib, monkeypatch, capsys):
+    cases = native_check.attention_cases()
+    assert (4, 130, 130, 64, 64, True) in cases
+    monkeypatch.setattr(native_check, "attention_cases", lambda: [(2, 37, 37, 16, 24, True), (1, 5, 9, 8, 5, False)])
+    assert native_check.check_attention(lib, [1, 2]) == 0
+
+    class Off:
+        """The library, its attention's first output element off by one."""
+
+        def __getattr__(self, name):
+            return getattr(lib, name)
+
+        def kiln_attention(self, *args):
+            rc = lib.kiln_attention(*args)
+            ctypes.c_float.from_address(args[8]).value += 1.0
+            return rc
+
+    assert native_check.check_attention(Off(), [1]) == 2
+    assert "FAIL attention" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 vector builds")
+def test_the_avx2_build_passes_the_checks_on_an_avx512_host():
+    """An AVX-512 machine runs the AVX2 build too, so the 8-lane paths are
+    checked wherever the suite runs (the host's own build covers its width)."""
+    from kiln.runtime import native
+
+    host = native.load()
+    if host is None or host.kiln_vector_width() != 16:
+        pytest.skip("the host's own build is the AVX2 one: the other tests check it")
+    avx2 = native_check.build(2, march="x86-64-v3")
+    assert avx2.kiln_vector_width() == 8
+    assert native_check.check(avx2, [2]) == 0
+    assert native_check.check_attention(avx2, [1, 2]) == 0
