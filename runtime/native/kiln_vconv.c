@@ -260,7 +260,7 @@ static inline __attribute__((always_inline)) void vc_emit_vector(const vconv_arg
     int64_t f = g * 16 * v->Q + q * 16 + j;
     if (f >= v->F) break;
     int two = eight && f + 8 < v->F; /* the high half is channel f + 8's */
-    __mmask16 lo = eight ? keep & 0xff : keep, hi = two ? (__mmask16)(keep << 8) : 0;
+    __mmask16 lo = keep, hi = two ? (__mmask16)(keep << 8) : 0; /* eight: keep is 8 bits at most */
     int64_t o = ((n * v->F + f) * v->OH + oh) * v->OW + ow0, o8 = o + 8 * plane - 8; /* lane 8 at f + 8's o */
     __m512 s = r[j];
     if (with_bias && v->bias) {
@@ -360,15 +360,15 @@ static void vc_tiles(const vconv_args *v, const float *img, int64_t n, int64_t g
  * place, the tiles alone. */
 static void vc_images(void *ctx, int64_t lo, int64_t hi) {
   const vconv_args *v = ctx;
-  float *copy = v->pad + kiln_worker_slot() * v->simg;
   for (int64_t n = lo; n < hi; n++) {
-    if (v->in_place) {
-      vc_tiles(v, v->X + n * v->simg, n, 0, v->groups, 0, v->OH, 0, v->tiles);
-      continue;
+    const float *img = v->X + n * v->simg; /* in place: the padded image is X's (there is no v->pad) */
+    if (!v->in_place) {
+      float *copy = v->pad + kiln_worker_slot() * v->simg;
+      for (int64_t c = 0; c < v->C; c++)
+        vc_pad_channel(v, v->X + (n * v->C + c) * v->H * v->W, copy + c * v->Hp * v->Wp);
+      img = copy;
     }
-    for (int64_t c = 0; c < v->C; c++)
-      vc_pad_channel(v, v->X + (n * v->C + c) * v->H * v->W, copy + c * v->Hp * v->Wp);
-    vc_tiles(v, copy, n, 0, v->groups, 0, v->OH, 0, v->tiles);
+    vc_tiles(v, img, n, 0, v->groups, 0, v->OH, 0, v->tiles);
   }
 }
 
@@ -400,18 +400,18 @@ static void vc_row_tasks(void *ctx, int64_t lo, int64_t hi) {
  * thread's buffer (at its kiln_worker_slot), then the tiles of every group. */
 static void vc_band_tasks(void *ctx, int64_t lo, int64_t hi) {
   const vconv_args *v = ctx;
-  float *img = v->pad + kiln_worker_slot() * v->simg;
   int64_t chunks = (v->OH + v->rows_per_task - 1) / v->rows_per_task;
   for (int64_t t = lo; t < hi; t++) {
     int64_t n = t / chunks, r0 = t % chunks * v->rows_per_task;
     int64_t r1 = r0 + v->rows_per_task < v->OH ? r0 + v->rows_per_task : v->OH;
     int64_t p0 = r0 * v->sh, p1 = (r1 - 1) * v->sh + (v->KH - 1) * v->dh + 1;
-    if (v->in_place) {
-      vc_tiles(v, v->X + n * v->simg, n, 0, v->groups, r0, r1, 0, v->tiles);
-      continue;
+    const float *img = v->X + n * v->simg; /* in place: the padded image is X's (there is no v->pad) */
+    if (!v->in_place) {
+      float *copy = v->pad + kiln_worker_slot() * v->simg;
+      for (int64_t c = 0; c < v->C; c++)
+        vc_copy_rows(v, v->X + (n * v->C + c) * v->H * v->W, copy + c * v->Hp * v->Wp, p0, p1);
+      img = copy;
     }
-    for (int64_t c = 0; c < v->C; c++)
-      vc_copy_rows(v, v->X + (n * v->C + c) * v->H * v->W, img + c * v->Hp * v->Wp, p0, p1);
     vc_tiles(v, img, n, 0, v->groups, r0, r1, 0, v->tiles);
   }
 }
