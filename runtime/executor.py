@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -25,9 +26,14 @@ import torch
 from ..errors import KilnError
 from .arena import ArenaPlan, ArenaPool, torch_dtype
 from .contract import compile_expr
+from .fastcall import fast_enabled
 from .report import Metrics
 
 __all__ = ["Executor", "ModelRuntime", "Prepared", "constant_tensor", "prepare", "view_aliases"]
+
+#: Argument keys (types, shapes, dtypes) a model keeps a fast path for, each
+#: with an arena of its own; the oldest goes first.
+FAST_KEYS = 8
 
 #: A splittable kernel runs as two halves only when its row-split arguments
 #: hold at least this many bytes (a half-launch on the pool costs ~5 µs).
@@ -327,6 +333,31 @@ class Executor:
         hit = cache[ckey] = (env, steps, tuple(s for s in steps if not _idle(s)))
         return hit
 
+    def fast_call(self, binding: Mapping[str, int], numpy_out: bool, selection: str | None, count):
+        """A :class:`~kiln.runtime.fastcall.FastCall` running this executor at
+        ``binding`` out of an arena of its own (given back by its ``close``),
+        recording each call as :meth:`run` does (``count`` adds the
+        selection's counters); None when profiling or when a step needs
+        :meth:`run` (see :func:`~kiln.runtime.fastcall.build_fast_call`)."""
+        from .fastcall import build_fast_call
+
+        if self.metrics.profiling:
+            return None
+        layout, step_outs = self._call_plan(binding)
+        nbytes = layout.arena_bytes
+        buf = self.pool.acquire(nbytes)
+        _, _, active = self._bound(buf, tuple(binding.items()), binding, step_outs)
+        metrics = self.metrics.fast_recorder(binding, self._launches, (nbytes, layout.no_reuse_bytes), selection)
+
+        def record(seconds):
+            count()
+            metrics(seconds)
+
+        fast = build_fast_call(self, active, numpy_out, record, lambda: self.pool.release(buf, nbytes))
+        if fast is None:
+            self.pool.release(buf, nbytes)
+        return fast
+
     def _split_launch(self, kernel, split, ids, metas, env, fixed, binding):
         """The launch of a kernel as two halves of its leading dim ``split``
         (see :mod:`kiln.runtime.split`), or None to launch it whole: not
@@ -397,7 +428,13 @@ class Executor:
             arrays = {}  # value id -> the numpy array a fresh output was allocated as
             for vid, x in zip(self._input_ids, inputs):
                 if isinstance(x, np.ndarray):
-                    x = torch.from_numpy(np.ascontiguousarray(x))
+                    x = np.ascontiguousarray(x)
+                    if x.flags.writeable:
+                        x = torch.from_numpy(x)
+                    else:  # read, never written: without torch's warning about writes
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore", UserWarning)
+                            x = torch.from_numpy(x)
                 elif not x.is_contiguous():
                     x = x.contiguous()
                 env[vid] = x
@@ -653,6 +690,9 @@ class ModelRuntime:
 
         self.symbols = dict(symbols)
         self.metrics = Metrics(profiling)
+        self.fast_on = fast_enabled()  # read once: os.environ costs 0.2 us a call
+        self._fast: dict = {}  # fast_key -> FastCall, or None where the ordinary path is needed
+        self._fast_lock = threading.Lock()
         self.pool = ArenaPool()
         self.compile_time_s = compile_time_s
         self.profiles = normalize_profiles(profiles, self.symbols)
@@ -693,15 +733,51 @@ class ModelRuntime:
 
         self.selector = ProfileSelector(self.profiles, self.symbols, build, self.policy, budget)
 
-    def run(self, args: Sequence, binding: Mapping[str, int], numpy_out: bool = False) -> list:
+    def run(self, args: Sequence, binding: Mapping[str, int], numpy_out: bool = False, key=None) -> list:
         """Run one checked, bound call on numpy arrays or torch tensors; torch
-        outputs (numpy ones with ``numpy_out``)."""
+        outputs (numpy ones with ``numpy_out``).  With ``key`` (the
+        arguments' :func:`~kiln.runtime.fastcall.fast_key`), the first call
+        of a key also makes its fast path (:meth:`fast`), or notes that it
+        has none."""
         sel = self.selector.select(binding)
         # Numpy arrays as they are (Executor.run wraps them, contiguous);
         # a tensor that requires grad detached, so no autograd graph records
         # the call (the others as they are: detach() is 0.7 us a tensor).
         ins = [a.detach() if not isinstance(a, np.ndarray) and a.requires_grad else a for a in args]
-        return sel.variant.run(ins, binding, selection=sel.label, numpy_out=numpy_out)
+        out = sel.variant.run(ins, binding, selection=sel.label, numpy_out=numpy_out)
+        if key is not None and self.fast_on and key not in self._fast:
+            self._add_fast(key, sel, binding, numpy_out)
+        return out
+
+    def fast(self, key):
+        """The :class:`~kiln.runtime.fastcall.FastCall` of an argument key, or
+        None (none made yet, the key's calls need the ordinary path, or
+        ``KILN_FAST=0`` when the model was compiled)."""
+        return self._fast.get(key) if self.fast_on else None
+
+    def _add_fast(self, key, sel, binding, numpy_out: bool) -> None:
+        count_sel = self.selector.repeat_counter(sel)
+        fast = None
+        if count_sel is not None:
+            variant = sel.variant
+            executor, count_var = variant.executor_for(binding) if hasattr(variant, "executor_for") else (variant, None)
+
+            def count():
+                count_sel()
+                if count_var is not None:
+                    count_var()
+
+            fast = executor.fast_call(binding, numpy_out, sel.label, count)
+        with self._fast_lock:
+            if key in self._fast:  # another thread made it meanwhile
+                if fast is not None:
+                    fast.close()
+                return
+            if len(self._fast) >= FAST_KEYS:
+                old = self._fast.pop(next(iter(self._fast)))
+                if old is not None:
+                    old.close()
+            self._fast[key] = fast
 
     def report(self) -> dict:
         """See :func:`kiln.runtime.report.build_report`."""

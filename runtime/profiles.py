@@ -254,6 +254,31 @@ class ProfileSelector:
             )
         return self._specialize(binding)
 
+    def repeat_counter(self, selection: Selection):
+        """A function counting one more call the way :meth:`select` counts a
+        repeat of the binding that made ``selection`` (a profile hit, a
+        generic call, a specialization's cache hit), for a call that skips
+        :meth:`select` (:mod:`kiln.runtime.fastcall`); None when a repeat is
+        counted otherwise (a generic call over the specialization budget)."""
+        counts, lock = self.counts, self._lock
+        if selection.kind == "profile":
+            name = selection.profile.name
+
+            def count():
+                with lock:
+                    counts.profile_hits[name] = counts.profile_hits.get(name, 0) + 1
+        elif selection.kind == "generic" and (self.policy == "generic" or (not self.profiles and self.policy == "error")):
+            def count():
+                with lock:
+                    counts.generic_calls += 1
+        elif selection.kind == "specialization":  # cached from now on: a repeat is a cache hit
+            def count():
+                with lock:
+                    counts.cache_hits += 1
+        else:
+            return None
+        return count
+
     def _specialize(self, binding: Mapping[str, int]) -> Selection:
         buckets = {}
         for name in sorted(binding):

@@ -43,16 +43,26 @@ class ProfileVariant:
         """True when ``binding`` is the opt shape (the static kernels' shape)."""
         return all(binding.get(n, v) == v for n, v in self.at.items())
 
+    def executor_for(self, binding: Mapping[str, int]):
+        """``(executor, count)``: the executor a call at ``binding`` runs, and
+        a function counting such a call (static or dynamic)."""
+        static = self.static is not None and self.matches(binding)
+
+        def count():
+            with self._lock:
+                if static:
+                    self.static_calls += 1
+                else:
+                    self.dynamic_calls += 1
+
+        return (self.static if static else self.dynamic), count
+
     def run(self, inputs: Sequence, binding: Mapping[str, int], selection: str | None = None,
             numpy_out: bool = False):
         """Run one call (see :meth:`kiln.runtime.executor.Executor.run`)."""
-        if self.static is not None and self.matches(binding):
-            with self._lock:
-                self.static_calls += 1
-            return self.static.run(inputs, binding, selection=selection, numpy_out=numpy_out)
-        with self._lock:
-            self.dynamic_calls += 1
-        return self.dynamic.run(inputs, binding, selection=selection, numpy_out=numpy_out)
+        executor, count = self.executor_for(binding)
+        count()
+        return executor.run(inputs, binding, selection=selection, numpy_out=numpy_out)
 
     @property
     def arena_plan(self):
