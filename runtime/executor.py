@@ -24,9 +24,11 @@ import numpy as np
 import torch
 
 from ..errors import KilnError
+from . import launches
 from .arena import ArenaPlan, ArenaPool, torch_dtype
 from .contract import compile_expr
 from .fastcall import fast_enabled
+from .launches import batch_launches, idle
 from .report import Metrics
 
 __all__ = ["Executor", "ModelRuntime", "Prepared", "constant_tensor", "prepare", "view_aliases"]
@@ -38,89 +40,6 @@ FAST_KEYS = 8
 #: A splittable kernel runs as two halves only when its row-split arguments
 #: hold at least this many bytes (a half-launch on the pool costs ~5 µs).
 SPLIT_MIN_BYTES = 1 << 17
-
-_native_fns: dict = {}
-
-
-def _native_fn(name: str, nargs: int, switch: str):
-    """The native library's ``name`` (``nargs`` int64 arguments, no result) as
-    a ctypes function, or None (no native library, or ``switch=0`` in the
-    environment); looked up once."""
-    if name not in _native_fns:
-        import ctypes
-        import os
-
-        from . import native
-
-        lib = native.load() if os.environ.get(switch, "1") != "0" else None
-        fn = None
-        if lib is not None:
-            fn = getattr(lib, name)
-            fn.argtypes = [ctypes.c_int64] * nargs
-            fn.restype = None
-        _native_fns[name] = fn
-    return _native_fns[name]
-
-
-def _split_runner():
-    """``kiln_run_split(fn, args, args)``, or None (``KILN_SPLIT=0``)."""
-    return _native_fn("kiln_run_split", 3, "KILN_SPLIT")
-
-
-def _seq_runner():
-    """``kiln_run_seq(n, pairs)``, or None (``KILN_SEQ=0``: one ctypes call per kernel)."""
-    return _native_fn("kiln_run_seq", 2, "KILN_SEQ")
-
-
-def _batch_launches(steps: list) -> list:
-    """``steps`` with each run of consecutive plain launches (one generated
-    kernel, whole) batched: every launch of a run but the last gets
-    ``seq = None`` (its descriptors are patched, nothing is called), the last
-    ``seq = (kiln_run_seq, n, address, pairs)``, one call for the run's ``n``
-    kernels (``pairs`` keeps the array alive); a run of one is left
-    as it is.  Views do not end a run (they move no data); fallback kernels
-    and split launches do."""
-    import ctypes
-
-    run_seq = _seq_runner()
-    out, run = [], []
-
-    def close():
-        if len(run) == 1:  # alone: called as it is (through kiln_run_seq it took 0.2 µs more)
-            out[run[0]] = out[run[0]][:6] + (out[run[0]][6][:4],)
-        elif run:
-            pairs = (ctypes.c_int64 * (2 * len(run)))()
-            for k, i in enumerate(run):
-                fn, _, _, packed = out[i][6][:4]
-                pairs[2 * k] = ctypes.cast(fn, ctypes.c_void_p).value
-                pairs[2 * k + 1] = packed
-            last = out[run[-1]]
-            out[run[-1]] = last[:6] + (last[6][:4] + ((run_seq, len(run), ctypes.addressof(pairs), pairs),),)
-        run.clear()
-
-    for step in steps:
-        launch = step[6]
-        if launch is not None and len(launch) == 4:
-            run.append(len(out))
-            out.append(step[:6] + (launch + (None,),))
-        else:
-            if step[1] is not None:  # a fallback kernel or a split launch
-                close()
-            out.append(step)
-    close()
-    return out
-
-
-def _idle(step) -> bool:
-    """True for a step a call that is not profiled has nothing to do for: a
-    batched launch before the last of its run (``kiln_run_seq`` runs it),
-    with no output to allocate and no pointer to patch.  Skipping them took
-    the transformer block's walk from 9 steps to 3, 0.95 µs a call at B=1,
-    L=32; small_cnn's B=1 from 4 to 2, 0.35 µs (in-process, 40 rounds)."""
-    launch = step[6]
-    return (step[1] is not None and not step[4] and launch is not None and launch[0] is not None
-            and len(launch) == 5 and launch[4] is None and not launch[2])
-
 
 def constant_tensor(op) -> torch.Tensor:
     """The data of a ``kiln.constant`` op as a torch tensor (a splat is expanded).
@@ -246,13 +165,13 @@ class Executor:
         shape: the environment with constants and arena views in place, per
         step ``(name, kernel, input ids, output ids, fresh outputs,
         fallback?, prebuilt launch or None)``, and those steps without the
-        idle ones (:func:`_idle`), which a call that is not profiled walks.
+        idle ones (:func:`~kiln.runtime.launches.idle`), which a call that is not profiled walks.
 
         A prebuilt launch is a generated kernel's descriptor buffer with the
         pointers of arena views and constants written once; per call only
         the model inputs' and freshly allocated outputs' pointers are
         patched in.  With the native library, runs of such launches are
-        batched into one ``kiln_run_seq`` call each (:func:`_batch_launches`).
+        batched into one native call each (:func:`~kiln.runtime.launches.batch_launches`).
         A step whose outputs are views (:attr:`aliases`) has no record when
         it views arena values (the views are in the environment already),
         else ``(name, None, (), (), views, False, None)`` with ``(vid, source
@@ -302,7 +221,7 @@ class Executor:
                 acc *= max(d, 1)
             return shape, tuple(reversed(strides))
 
-        steps = []
+        steps, reads = [], {}
         for (name, kernel, entry, in_ids, is_fb), outs, fresh, views, is_view, split in zip(
             self._launch, step_outs, fresh_by_step, views_by_step, self._is_view, self._split
         ):
@@ -316,7 +235,10 @@ class Executor:
                 ids = in_ids + out_ids
                 metas = [meta(v) for v in ids]
                 launch = self._split_launch(kernel, split, ids, metas, env, fixed, binding)
-                if launch is None:
+                if launch is not None:
+                    reads[len(steps)] = (split, self._half_spans(in_ids, split, env, fixed, binding),
+                                         self._half_spans(out_ids, split, env, fixed, binding))
+                else:
                     dbuf, offs, packed = descriptors(metas)
                     dynamic = []
                     for o, vid in zip(offs, ids):
@@ -326,12 +248,41 @@ class Executor:
                             dynamic.append((o, vid))
                     launch = (entry, dbuf, tuple(dynamic), packed)
             steps.append((name, kernel, in_ids, out_ids, fresh, is_fb, launch))
-        if _seq_runner() is not None:
-            steps = _batch_launches(steps)
+        steps = batch_launches(steps, reads)
         if len(cache) > 16:
             cache.clear()
-        hit = cache[ckey] = (env, steps, tuple(s for s in steps if not _idle(s)))
+        hit = cache[ckey] = (env, steps, tuple(s for s in steps if not idle(s)))
         return hit
+
+    def _half_spans(self, vids, symbol: str, env, fixed, binding) -> tuple[list, list]:
+        """The memory each half of a kernel split along ``symbol`` touches
+        through the values ``vids``: per half, ``(space, start, end)`` byte
+        ranges, where space 0 is the arena and constants (absolute
+        addresses) and a value id is the per-call memory of that value
+        (offsets into it: a model input or a fresh output, views followed to
+        it).  A row-split value's half is its rows of that half; any other
+        value is whole in both."""
+        rows = binding[symbol]
+        half = rows // 2
+        spans = ([], [])
+        for v in vids:
+            nbytes = math.prod(self.shape(v, binding)) * self._itemsize(v)
+            if v in fixed:
+                space, start = 0, env[v].data_ptr()
+            else:
+                space, start = v, 0
+                while space in self.aliases:  # a per-call view: at its offset in its source
+                    if space in self._view_off:
+                        start += self._view_off[space](binding) * self._itemsize(space)
+                    space = self.aliases[space]
+            if self._leading(v, symbol):
+                cut = start + nbytes // rows * half
+                spans[0].append((space, start, cut))
+                spans[1].append((space, cut, start + nbytes))
+            else:
+                spans[0].append((space, start, start + nbytes))
+                spans[1].append((space, start, start + nbytes))
+        return spans
 
     def fast_call(self, binding: Mapping[str, int], numpy_out: bool, selection: str | None, count):
         """A :class:`~kiln.runtime.fastcall.FastCall` running this executor at
@@ -371,7 +322,7 @@ class Executor:
         from ..backends.cpu.dispatch import descriptors
 
         rows = binding.get(split) if split is not None else None
-        if rows is None or rows < 2 or getattr(kernel, "static", True) or _split_runner() is None:
+        if rows is None or rows < 2 or getattr(kernel, "static", True) or launches.split_runner() is None:
             return None
         cut = [self._leading(v, split) for v in ids]
         split_bytes = sum(math.prod(m[0]) * self._itemsize(v) for v, m, c in zip(ids, metas, cut) if c)
@@ -461,12 +412,16 @@ class Executor:
                             run_seq, n, pairs, _ = launch[4]
                             run_seq(n, pairs)
                     else:
-                        _, address, (buf_a, buf_b), dynamic, (packed_a, packed_b) = launch
+                        _, address, (buf_a, buf_b), dynamic, (packed_a, packed_b) = launch[:5]
                         for oa, ob, skip, vid in dynamic:
                             p = env[vid].data_ptr()
                             buf_a[oa] = buf_a[oa + 1] = p
                             buf_b[ob] = buf_b[ob + 1] = p + skip
-                        _split_runner()(address, packed_a, packed_b)
+                        if profiling or len(launch) == 5:  # alone, or timed on its own
+                            launches.split_runner()(address, packed_a, packed_b)
+                        elif launch[5] is not None:  # the last of a run of split launches: run them all
+                            run_split_seq, n, pairs_a, pairs_b, _ = launch[5]
+                            run_split_seq(n, pairs_a, pairs_b)
                     if profiling:  # timed as it runs (split in halves where it is)
                         per_kernel[name] = per_kernel.get(name, 0.0) + time.perf_counter() - t0
                     continue

@@ -30,6 +30,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from . import launches
+
 __all__ = ["FastCall", "build_fast_call", "fast_enabled", "fast_key"]
 
 _addressof = ctypes.addressof
@@ -144,8 +146,6 @@ def build_fast_call(executor, steps, numpy_out: bool, record: Callable[[float], 
     Slots: the model inputs, then the fresh outputs in schedule order; a
     per-call view is its source's slot at a byte offset.
     """
-    from .executor import _split_runner
-
     n_in = len(executor._input_ids)
     where = {vid: (i, 0) for i, vid in enumerate(executor._input_ids)}
     fresh_slot = {}  # value id -> slot, for the fresh outputs themselves (not views of them)
@@ -173,13 +173,17 @@ def build_fast_call(executor, steps, numpy_out: bool, record: Callable[[float], 
             elif launch[4] is not None:  # the last of a batched run
                 run_seq, n, pairs, _ = launch[4]
                 calls.append((run_seq, (n, pairs)))
-        else:  # split in halves: (None, address, (buf_a, buf_b), dynamic, (packed_a, packed_b))
-            _, address, (buf_a, buf_b), dynamic, (packed_a, packed_b) = launch
+        else:  # split in halves: (None, address, (buf_a, buf_b), dynamic, (packed_a, packed_b)[, seq])
+            _, address, (buf_a, buf_b), dynamic, (packed_a, packed_b) = launch[:5]
             for oa, ob, skip, vid in dynamic:
                 slot, off = where[vid]
                 patches.append((buf_a, oa, slot, off))
                 patches.append((buf_b, ob, slot, off + skip))
-            calls.append((_split_runner(), (address, packed_a, packed_b)))
+            if len(launch) == 5:
+                calls.append((launches.split_runner(), (address, packed_a, packed_b)))
+            elif launch[5] is not None:  # the last of a run of split launches
+                run_split_seq, n, pairs_a, pairs_b, _ = launch[5]
+                calls.append((run_split_seq, (n, pairs_a, pairs_b)))
     if not all(owned and vid in fresh_slot for vid, owned in executor._results):
         return None
     results = [fresh_slot[vid] for vid, _ in executor._results]

@@ -124,6 +124,25 @@ void kiln_run_seq(int64_t n, int64_t pairs) {
   for (int64_t i = 0; i < n; i++) ((packed_fn)p[2 * i])((void *)p[2 * i + 1]);
 }
 
+/* A run of consecutive split launches: two sequences of packed calls,
+ * pairs_a the first halves, pairs_b the second (each as kiln_run_seq's),
+ * one on each thread.  A half's kernels read the rows its earlier kernels
+ * wrote, so each core keeps its rows in its own caches from one kernel to
+ * the next, and the run is one handoff to the pool instead of one a kernel. */
+typedef struct {
+  int64_t n, pairs[2];
+} split_seq_args;
+
+static void split_seq_halves(void *ctx, int64_t lo, int64_t hi) {
+  const split_seq_args *g = ctx;
+  for (int64_t i = lo; i < hi; i++) kiln_run_seq(g->n, g->pairs[i]);
+}
+
+void kiln_run_split_seq(int64_t n, int64_t pairs_a, int64_t pairs_b) {
+  split_seq_args g = {n, {pairs_a, pairs_b}};
+  kiln_parallel_for(split_seq_halves, &g, 2, 2);
+}
+
 /* Parts for a memory-bound pass over `items` (planes, rows) writing `bytes`:
  * below 128 KiB the caller alone (a handoff to the pool costs more), else
  * up to `threads`. */

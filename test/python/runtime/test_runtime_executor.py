@@ -137,17 +137,17 @@ def test_generated_kernels_between_fallbacks_run_as_one_native_call(monkeypatch,
     runs: one ``kiln_run_seq`` call each (both kernels of each), or one
     ctypes call per kernel without it; the results are the same."""
     import kiln
-    from kiln.runtime import executor, native
+    from kiln.runtime import launches, native
 
     if native.load() is None:
         pytest.skip("no C compiler: the native library is not built")
     calls = []
-    real = executor._seq_runner()
+    real = launches.seq_runner()
 
     def runner():
         return (lambda n, pairs: (calls.append(n), real(n, pairs))) if batched else None
 
-    monkeypatch.setattr(executor, "_seq_runner", runner)
+    monkeypatch.setattr(launches, "seq_runner", runner)
     model = kiln.compile("module {\n" + mlp_text(fallback_relu=True) + "\n}")
     assert model.report()["kernels_in_schedule"] == 5  # k0 k1 | fallback | k2 k3
     for b in (1, 9, 64):

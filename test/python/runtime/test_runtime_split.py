@@ -1,13 +1,15 @@
 """Kernels launched as two halves of their leading dim (kiln.runtime.split
 decides which; the executor and kiln_run_split run them)."""
 
+import ctypes
+
 import numpy as np
 import pytest
 import torch
 from torch.export import Dim
 
 import kiln
-import kiln.runtime.executor as executor
+import kiln.runtime.launches as launches
 from kiln._mlir import ir
 from kiln.context import make_context
 from kiln.module import parse_module
@@ -91,15 +93,21 @@ class _Block(torch.nn.Module):
 
 @pytest.fixture
 def spy(monkeypatch):
-    """Counts split launches (kiln_run_split calls)."""
+    """Counts split launches: kiln_run_split calls, and kiln_run_split_seq
+    calls (a run of consecutive split kernels) once per kernel."""
     calls = []
-    real = executor._split_runner
 
-    def runner():
-        fn = real()
-        return None if fn is None else (lambda *a: (calls.append(a), fn(*a)))
+    def spying(name, count):
+        real = getattr(launches, name)
 
-    monkeypatch.setattr(executor, "_split_runner", runner)
+        def runner():
+            fn = real()
+            return None if fn is None else (lambda *a: (calls.extend([a] * count(a)), fn(*a)))
+
+        monkeypatch.setattr(launches, name, runner)
+
+    spying("split_runner", lambda a: 1)
+    spying("split_seq_runner", lambda a: a[0])
     return calls
 
 
@@ -148,3 +156,70 @@ def test_static_kernels_never_split(spy):
         np.testing.assert_allclose(model(x).numpy(), net(x).numpy(), rtol=1e-4, atol=1e-4)
     assert model.report()["profiles"]["variants"]
     assert not spy
+
+
+def _split_step(name, ins, outs):
+    """A step tuple with a split launch (descriptors of no real kernel: never called)."""
+    return (name, object(), tuple(ins), tuple(outs), (), False, (None, 1000 + len(name), (None, None), (), (1, 2)))
+
+
+_NOOP = ctypes.CFUNCTYPE(None, ctypes.c_int64)(lambda packed: None)
+
+
+def _whole_step(name, outs):
+    return (name, object(), (), tuple(outs), (), False, (_NOOP, None, (), 3))
+
+
+@pytest.mark.skipif(native.load() is None, reason="no C compiler: the native library is not built")
+def test_consecutive_split_launches_run_as_one_call():
+    """Split launches join a run while each reads of the run's values only
+    the rows its own half wrote and writes no arena memory the run touched;
+    reading more (a view of other rows, a value read whole), writing such
+    memory or splitting along another symbol starts a new run; whole
+    launches and fallback kernels end it."""
+    fallback = ("fb", object(), (), (9,), (), True, None)
+    steps = [
+        _split_step("a", [0], [1]),
+        _split_step("b", [1], [2]),  # reads a's rows: joins
+        _split_step("c", [2], [3]),  # joins
+        _split_step("d", [3], [4]),  # reads c's output whole: a new run
+        _split_step("e", [4], [5]),  # joins d
+        _split_step("e2", [5], [11]),  # writes memory d wrote (its value dead): a new run
+        _split_step("f", [0], [6]),  # splits along L: a new run of one
+        _whole_step("g", [7]),
+        _whole_step("h", [8]),
+        fallback,
+        _split_step("i", [0], [10]),
+    ]
+    def rows(vid, lo=0, hi=100, whole=False):
+        """Value vid's memory (space vid): halves of rows [lo, hi), or all of it in both."""
+        mid = (lo + hi) // 2
+        return ([(vid, lo, hi)], [(vid, lo, hi)]) if whole else ([(vid, lo, mid)], [(vid, mid, hi)])
+
+    def arena(lo, hi):  # arena memory (space 0), row-split
+        return rows(0, lo, hi)
+
+    reads = {0: ("B", rows(0), arena(0, 100)), 1: ("B", arena(0, 100), arena(100, 200)),
+             2: ("B", arena(100, 200), arena(200, 300)),
+             3: ("B", rows(0, 200, 300, whole=True), arena(300, 400)),  # c's rows, all of them
+             4: ("B", arena(300, 400), arena(400, 500)),
+             5: ("B", arena(400, 500), arena(360, 400)),  # in d's memory, its first half in d's second
+             6: ("L", rows(0), rows(6)), 10: ("B", rows(0), rows(10))}
+    out = launches.batch_launches(steps, reads)
+    split_seq = launches.split_seq_runner()
+
+    def role(launch):
+        """"plain" (launched alone), None (in a run, not its last) or (run kind, kernels)."""
+        if launch is None or len(launch) == (4 if launch[0] is not None else 5):
+            return "plain"
+        seq = launch[-1]
+        return None if seq is None else ("split" if seq[0] is split_seq else "whole", seq[1])
+
+    assert [(st[0], role(st[6])) for st in out] == [
+        ("a", None), ("b", None), ("c", ("split", 3)), ("d", None), ("e", ("split", 2)), ("e2", "plain"),
+        ("f", "plain"), ("g", None), ("h", ("whole", 2)), ("fb", "plain"), ("i", "plain")]
+    assert [launches.idle(s) for s in out] == [True, True, False, True, False, False, False, True, False, False,
+                                               False]
+    # Each half's sequence: the run's kernels in order, with that half's descriptors.
+    _, n, pairs_a, pairs_b, (arr_a, arr_b) = out[2][6][5]
+    assert n == 3 and list(arr_a) == [1001, 1, 1001, 1, 1001, 1] and list(arr_b) == [1001, 2, 1001, 2, 1001, 2]
