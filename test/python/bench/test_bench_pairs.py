@@ -8,7 +8,13 @@ from kiln.bench import pairs
 def test_pair_times_both_sides_and_reports_the_median_ratio():
     (row,) = pairs.pair("small_cnn", ["B=1"], pairs.Side(), pairs.Side(env={"KILN_SEQ": "0"}), rounds=2, calls=2)
     assert row["row"] == "B=1" and row["rounds"] == 2 and 0 <= row["b_won"] <= 2
-    assert row["a_ms"] > 0 and row["b_ms"] > 0 and row["ratio"] > 0
+    assert row["a_ms"] > 0 and row["b_ms"] > 0 and row["ratio"] > 0 and row["calls"] == 2
+
+
+def test_bursts_last_long_enough_by_default():
+    (row,) = pairs.pair("small_cnn", ["B=1"], pairs.Side(), pairs.Side(), rounds=1)
+    # A B=1 call takes tens of microseconds: a burst of BURST_S seconds is hundreds of them.
+    assert row["calls"] >= 10 and row["calls"] * row["a_ms"] / 1e3 >= 0.25 * pairs.BURST_S
 
 
 def test_a_side_whose_kiln_does_not_import_is_named_with_its_error(tmp_path):
