@@ -26,12 +26,15 @@ def _permute():
 
 # (input shape, perm of the output dims over the input's): the last dim stays
 # last; small copies (the caller alone) and ones over 128 KiB (split over the
-# pool), a dim of 1, and the transformer block's stacked q/k/v transpose.
+# pool; on two threads, in halves of the input's outermost dim where that is
+# not the output's first), a dim of 1, and the transformer block's stacked
+# q/k/v transpose.
 CASES = [
     ((3, 5), (0, 1)),
     ((4, 3, 7), (1, 0, 2)),
     ((2, 1, 3, 5), (2, 0, 1, 3)),
     ((6, 33, 3, 4, 64), (2, 0, 3, 1, 4)),
+    ((7, 33, 3, 4, 64), (2, 0, 3, 1, 4)),  # on two threads in halves of the input's outer dim: 3 and 4
     ((64, 300, 9), (1, 0, 2)),
 ]
 
