@@ -708,7 +708,7 @@ class ModelRuntime:
         """The :class:`~kiln.runtime.fastcall.FastCall` of an argument key, or
         None (none made yet, the key's calls need the ordinary path, or
         ``KILN_FAST=0`` when the model was compiled)."""
-        return self._fast.get(key) if self.fast_on else None
+        return self._fast.get(key)
 
     def _add_fast(self, key, sel, binding, numpy_out: bool) -> None:
         count_sel = self.selector.repeat_counter(sel)

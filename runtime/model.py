@@ -119,7 +119,7 @@ class CompiledModel:
         key = None
         if runtime is not None and runtime.fast_on:
             key = fast_key(args)
-            fast = runtime._fast.get(key) if key is not None else None
+            fast = runtime.fast(key) if key is not None else None
             results = fast(args) if fast is not None else None
             if results is not None:  # a repeat of an input key whose plan is frozen (kiln.runtime.fastcall)
                 self.calls += 1
