@@ -79,7 +79,7 @@ class FastCall:
     """One input key's frozen call (see the module docstring); built by
     :func:`build_fast_call`, called with the arguments."""
 
-    def __init__(self, n_inputs, outputs, patches, calls, results, numpy_out, record, release):
+    def __init__(self, n_inputs, outputs, patches, calls, results, numpy_out, record, release, keep=()):
         self._n_inputs = n_inputs
         self._outputs = outputs  # (shape, numpy dtype) per fresh output, in slot order after the inputs
         self._patches = patches  # (descriptor buffer, index, slot, byte offset)
@@ -88,6 +88,9 @@ class FastCall:
         self._numpy_out = numpy_out
         self._record = record  # record(seconds): the counters of an ordinary call
         self._release = release  # gives the arena back (close)
+        # The launches the calls' addresses point into (descriptor buffers, runs' pairs): kept
+        # alive here, not only by Executor._bound's cache on the arena.
+        self._keep = keep
         self._lock = threading.Lock()
         self._closed = False
 
@@ -187,4 +190,4 @@ def build_fast_call(executor, steps, numpy_out: bool, record: Callable[[float], 
     if not all(owned and vid in fresh_slot for vid, owned in executor._results):
         return None
     results = [fresh_slot[vid] for vid, _ in executor._results]
-    return FastCall(n_in, outputs, patches, calls, results, numpy_out, record, release)
+    return FastCall(n_in, outputs, patches, calls, results, numpy_out, record, release, keep=tuple(steps))
