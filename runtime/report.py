@@ -43,14 +43,12 @@ class Metrics:
         per_kernel: Mapping[str, float] | None = None,
         selection: str | None = None,
         timed: bool = True,
-        fast: bool = False,
     ) -> None:
         """Add one call's numbers; ``timed=False`` counts the call but not its
-        times (a first call, which pays for lazy JIT materialization);
-        ``fast``: the call took the fast path."""
+        times (a first call, which pays for lazy JIT materialization).  The
+        fast path records through :meth:`fast_recorder`."""
         with self._lock:
             self.calls += 1
-            self.fast_calls += fast
             self.last_binding = dict(binding)
             self.last_launched = launched
             if timed:
