@@ -22,6 +22,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..dialects.dims import Dim, dim
 from ..errors import DimError, ShapeError
 
@@ -149,6 +151,13 @@ _TORCH_DTYPES = {
     "torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float32": "f32", "torch.float64": "f64",
     "torch.bool": "i1", "torch.int8": "i8", "torch.int16": "i16", "torch.int32": "i32", "torch.int64": "i64",
 }
+
+
+def _is_array(value) -> bool:
+    """A numpy array or a torch tensor (without importing torch)."""
+    if isinstance(value, np.ndarray):
+        return True
+    return any(c.__module__.startswith("torch") and c.__name__ == "Tensor" for c in type(value).__mro__)
 
 
 def shape_of(value) -> tuple[int, ...]:
@@ -377,12 +386,17 @@ class ShapeContract:
         """Check numpy arrays or torch tensors and return the symbol binding
         (shared between calls of the same shapes: do not mutate it)."""
         try:
-            key = tuple((tuple(v.shape), v.dtype) for v in values)
-        except AttributeError:  # not arrays: the full check names the problem
+            key = tuple((type(v), tuple(v.shape), v.dtype) for v in values)
+            hash(key)
+        except (AttributeError, TypeError):  # not arrays: the check below names the problem
             key = None
         hit = self._seen.get(key) if key is not None else None
         if hit is not None:
             return hit
+        for i, v in enumerate(values):
+            if not _is_array(v):
+                what = f"input '{self.inputs[i].name}'" if i < len(self.inputs) else f"argument {i + 1}"
+                raise ShapeError(f"{what} is a {type(v).__name__}, not a numpy array or a torch tensor")
         binding = self.bind_shapes([shape_of(v) for v in values], [dtype_of(v) for v in values])
         if key is not None:
             if len(self._seen) >= 1024:

@@ -48,13 +48,16 @@ def fast_enabled() -> bool:
 
 def fast_key(args) -> tuple | None:
     """The key of a call's arguments: each one's type, shape and dtype (None
-    for arguments that are not arrays)."""
+    for arguments that are not arrays, or whose shape or dtype is not hashable)."""
     try:
         if len(args) == 1:  # the common case, without a generator (0.15 us)
             a = args[0]
-            return ((type(a), a.shape, a.dtype),)
-        return tuple((type(a), a.shape, a.dtype) for a in args)
-    except AttributeError:
+            key = ((type(a), a.shape, a.dtype),)
+        else:
+            key = tuple((type(a), a.shape, a.dtype) for a in args)
+        hash(key)
+        return key
+    except (AttributeError, TypeError):
         return None
 
 

@@ -79,6 +79,20 @@ def test_inputs_the_plan_cannot_read_take_the_ordinary_path(mlp, make):
     assert _fast_calls(model) == before
 
 
+def test_arguments_that_are_not_arrays_are_shape_errors(mlp):
+    class ArrayLike:  # a shape and a dtype, but neither numpy's nor torch's
+        def __init__(self, shape):
+            self.shape, self.dtype = shape, np.dtype("float32")
+
+    module, model = mlp
+    x = np.zeros((4, 16), np.float32)
+    model(x)
+    model(x)  # the key (4, 16) f32 has a fast path and a cached binding now
+    for bad, kind in (([[0.0] * 16] * 4, "list"), (ArrayLike((4, 16)), "ArrayLike"), (ArrayLike([4, 16]), "ArrayLike")):
+        with pytest.raises(kiln.ShapeError, match=f"input 'x' is a {kind}, not a numpy array or a torch tensor"):
+            model(bad)
+
+
 def test_read_only_inputs(mlp):
     module, model = mlp
     x = np.random.default_rng(4).standard_normal((7, 16), dtype=np.float32)
