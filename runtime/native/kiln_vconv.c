@@ -355,21 +355,22 @@ static void vc_tiles(const vconv_args *v, const float *img, int64_t n, int64_t g
   }
 }
 
-/* Per-image path, tasks [lo, hi): image t padded into this thread's buffer
- * (at its kiln_worker_slot, so it stays in L2), then all of its tiles; in
- * place, the tiles alone. */
+/* The image the tiles of image n read: in place, X's own (there is no
+ * v->pad); else its copy's rows [p0, p1), every channel, made in this
+ * thread's buffer (at its kiln_worker_slot, so it stays in L2). */
+static const float *vc_image(const vconv_args *v, int64_t n, int64_t p0, int64_t p1) {
+  if (v->in_place) return v->X + n * v->simg;
+  float *copy = v->pad + kiln_worker_slot() * v->simg;
+  for (int64_t c = 0; c < v->C; c++)
+    vc_copy_rows(v, v->X + (n * v->C + c) * v->H * v->W, copy + c * v->Hp * v->Wp, p0, p1);
+  return copy;
+}
+
+/* Per-image path, tasks [lo, hi): image t copied whole (vc_image), then all
+ * of its tiles. */
 static void vc_images(void *ctx, int64_t lo, int64_t hi) {
   const vconv_args *v = ctx;
-  for (int64_t n = lo; n < hi; n++) {
-    const float *img = v->X + n * v->simg; /* in place: the padded image is X's (there is no v->pad) */
-    if (!v->in_place) {
-      float *copy = v->pad + kiln_worker_slot() * v->simg;
-      for (int64_t c = 0; c < v->C; c++)
-        vc_pad_channel(v, v->X + (n * v->C + c) * v->H * v->W, copy + c * v->Hp * v->Wp);
-      img = copy;
-    }
-    vc_tiles(v, img, n, 0, v->groups, 0, v->OH, 0, v->tiles);
-  }
+  for (int64_t n = lo; n < hi; n++) vc_tiles(v, vc_image(v, n, 0, v->Hp), n, 0, v->groups, 0, v->OH, 0, v->tiles);
 }
 
 /* Two-pass path, first pass, tasks [lo, hi): task t is (image, channel). */
@@ -396,8 +397,8 @@ static void vc_row_tasks(void *ctx, int64_t lo, int64_t hi) {
 }
 
 /* Banded path, tasks [lo, hi): task t is (image, chunk of rows_per_task
- * output rows); the padded rows its tiles read (every channel) go into this
- * thread's buffer (at its kiln_worker_slot), then the tiles of every group. */
+ * output rows); the padded rows its tiles read (vc_image), then the tiles
+ * of every group. */
 static void vc_band_tasks(void *ctx, int64_t lo, int64_t hi) {
   const vconv_args *v = ctx;
   int64_t chunks = (v->OH + v->rows_per_task - 1) / v->rows_per_task;
@@ -405,14 +406,7 @@ static void vc_band_tasks(void *ctx, int64_t lo, int64_t hi) {
     int64_t n = t / chunks, r0 = t % chunks * v->rows_per_task;
     int64_t r1 = r0 + v->rows_per_task < v->OH ? r0 + v->rows_per_task : v->OH;
     int64_t p0 = r0 * v->sh, p1 = (r1 - 1) * v->sh + (v->KH - 1) * v->dh + 1;
-    const float *img = v->X + n * v->simg; /* in place: the padded image is X's (there is no v->pad) */
-    if (!v->in_place) {
-      float *copy = v->pad + kiln_worker_slot() * v->simg;
-      for (int64_t c = 0; c < v->C; c++)
-        vc_copy_rows(v, v->X + (n * v->C + c) * v->H * v->W, copy + c * v->Hp * v->Wp, p0, p1);
-      img = copy;
-    }
-    vc_tiles(v, img, n, 0, v->groups, r0, r1, 0, v->tiles);
+    vc_tiles(v, vc_image(v, n, p0, p1), n, 0, v->groups, r0, r1, 0, v->tiles);
   }
 }
 
