@@ -646,7 +646,7 @@ class ModelRuntime:
         self.symbols = dict(symbols)
         self.metrics = Metrics(profiling)
         self.fast_on = fast_enabled()  # read once: os.environ costs 0.2 us a call
-        self._fast: dict = {}  # fast_key -> FastCall, or None where the ordinary path is needed
+        self._fast: dict = {}  # arguments_key -> FastCall, or None where the ordinary path is needed
         self._fast_lock = threading.Lock()
         self.pool = ArenaPool()
         self.compile_time_s = compile_time_s
@@ -691,7 +691,7 @@ class ModelRuntime:
     def run(self, args: Sequence, binding: Mapping[str, int], numpy_out: bool = False, key=None) -> list:
         """Run one checked, bound call on numpy arrays or torch tensors; torch
         outputs (numpy ones with ``numpy_out``).  With ``key`` (the
-        arguments' :func:`~kiln.runtime.fastcall.fast_key`), the first call
+        arguments' :func:`~kiln.runtime.contract.arguments_key`), the first call
         of a key also makes its fast path (:meth:`fast`), or notes that it
         has none."""
         sel = self.selector.select(binding)

@@ -32,7 +32,7 @@ import torch
 
 from . import launches
 
-__all__ = ["FastCall", "build_fast_call", "fast_enabled", "fast_key"]
+__all__ = ["FastCall", "build_fast_call", "fast_enabled"]
 
 _addressof = ctypes.addressof
 _from_buffer = ctypes.c_char.from_buffer
@@ -44,21 +44,6 @@ _Tensor = torch.Tensor
 def fast_enabled() -> bool:
     """Whether calls may take the fast path (``KILN_FAST`` is not ``0``)."""
     return os.environ.get("KILN_FAST", "1") != "0"
-
-
-def fast_key(args) -> tuple | None:
-    """The key of a call's arguments: each one's type, shape and dtype (None
-    for arguments that are not arrays, or whose shape or dtype is not hashable)."""
-    try:
-        if len(args) == 1:  # the common case, without a generator (0.15 us)
-            a = args[0]
-            key = ((type(a), a.shape, a.dtype),)
-        else:
-            key = tuple((type(a), a.shape, a.dtype) for a in args)
-        hash(key)
-        return key
-    except (AttributeError, TypeError):
-        return None
 
 
 def _pointer(x) -> int | None:

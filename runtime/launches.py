@@ -83,10 +83,12 @@ def batch_launches(steps: list, reads: dict) -> list:
     """
     run_seq, run_split_seq = seq_runner(), split_seq_runner()
     out, run = [], []
-    state = {"kind": None, "symbol": None, "touched": ([], []), "written": ([], [])}
+    kind = symbol = None  # the open run's: "whole" or "split", and a split run's symbol
+    touched, written = ([], []), ([], [])  # per half, the memory the open split run touched and wrote
 
     def close():
-        if state["kind"] == "whole" and len(run) > 1:
+        nonlocal kind, symbol
+        if kind == "whole" and len(run) > 1:
             pairs = (ctypes.c_int64 * (2 * len(run)))()
             for k, i in enumerate(run):
                 fn, _, _, packed = out[i][6][:4]
@@ -94,7 +96,7 @@ def batch_launches(steps: list, reads: dict) -> list:
                 pairs[2 * k + 1] = packed
             last = out[run[-1]]
             out[run[-1]] = last[:6] + (last[6][:4] + ((run_seq, len(run), ctypes.addressof(pairs), pairs),),)
-        elif state["kind"] == "split" and len(run) > 1:
+        elif kind == "split" and len(run) > 1:
             halves = [(ctypes.c_int64 * (2 * len(run)))() for _ in range(2)]
             for k, i in enumerate(run):
                 _, address, _, _, packed = out[i][6][:5]
@@ -108,23 +110,23 @@ def batch_launches(steps: list, reads: dict) -> list:
             i = run[0]
             out[i] = out[i][:6] + (out[i][6][:-1],)
         run.clear()
-        state.update(kind=None, symbol=None, touched=([], []), written=([], []))
+        for spans in (*touched, *written):
+            spans.clear()
+        kind = symbol = None
 
     for index, step in enumerate(steps):
         launch = step[6]
         if _whole(launch) and run_seq is not None:
-            if state["kind"] != "whole":
+            if kind != "whole":
                 close()
-            state["kind"] = "whole"
+            kind = "whole"
         elif launch is not None and launch[0] is None and run_split_seq is not None:
-            symbol, ins, outs = reads[index]
-            touched, written = state["touched"], state["written"]
-            joins = state["kind"] == "split" and state["symbol"] == symbol and not any(
+            split, ins, outs = reads[index]
+            joins = kind == "split" and symbol == split and not any(
                 _overlap(outs[h], touched[1 - h]) or _overlap(ins[h], written[1 - h]) for h in (0, 1))
             if not joins:
                 close()
-                touched, written = state["touched"], state["written"]
-            state.update(kind="split", symbol=symbol)
+            kind, symbol = "split", split
             for h in (0, 1):
                 touched[h].extend(ins[h] + outs[h])
                 written[h].extend(outs[h])

@@ -26,8 +26,7 @@ import numpy as np
 from ..backends.kernel import as_numpy
 from ..dialects.dims import evaluate
 from ..transforms._graph import NUMPY_DTYPES
-from .contract import InputSpec, ShapeContract
-from .fastcall import fast_key
+from .contract import InputSpec, ShapeContract, arguments_key
 
 __all__ = ["CompiledModel", "Step", "ValueInfo"]
 
@@ -118,7 +117,7 @@ class CompiledModel:
         runtime = self.runtime
         key = None
         if runtime is not None and runtime.fast_on:
-            key = fast_key(args)
+            key = arguments_key(args)
             fast = runtime.fast(key) if key is not None else None
             results = fast(args) if fast is not None else None
             if results is not None:  # a repeat of an input key whose plan is frozen (kiln.runtime.fastcall)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 import torch
 
@@ -43,25 +44,29 @@ class ProfileVariant:
         """True when ``binding`` is the opt shape (the static kernels' shape)."""
         return all(binding.get(n, v) == v for n, v in self.at.items())
 
+    def _pick(self, binding: Mapping[str, int]):
+        """``(executor, static?)`` for a call at ``binding``."""
+        static = self.static is not None and self.matches(binding)
+        return (self.static if static else self.dynamic), static
+
+    def _count(self, static: bool) -> None:
+        with self._lock:
+            if static:
+                self.static_calls += 1
+            else:
+                self.dynamic_calls += 1
+
     def executor_for(self, binding: Mapping[str, int]):
         """``(executor, count)``: the executor a call at ``binding`` runs, and
         a function counting such a call (static or dynamic)."""
-        static = self.static is not None and self.matches(binding)
-
-        def count():
-            with self._lock:
-                if static:
-                    self.static_calls += 1
-                else:
-                    self.dynamic_calls += 1
-
-        return (self.static if static else self.dynamic), count
+        executor, static = self._pick(binding)
+        return executor, partial(self._count, static)
 
     def run(self, inputs: Sequence, binding: Mapping[str, int], selection: str | None = None,
             numpy_out: bool = False):
         """Run one call (see :meth:`kiln.runtime.executor.Executor.run`)."""
-        executor, count = self.executor_for(binding)
-        count()
+        executor, static = self._pick(binding)
+        self._count(static)
         return executor.run(inputs, binding, selection=selection, numpy_out=numpy_out)
 
     @property
