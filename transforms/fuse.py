@@ -9,7 +9,10 @@ Three fusion rules, applied greedily in program order:
   long as each produces the matmul's result shape;
 - **conv_epilogue**: the same for a ``kiln.conv2d`` (a ResNet block's
   residual add and ReLU, which the CPU backend applies inside its
-  convolution call);
+  convolution call), and last a ``reduce_mean`` / ``reduce_sum`` over the
+  spatial dims (2, 3) of that result: a classifier's global average pool,
+  which the CPU backend sums inside the call instead of storing the
+  convolution's output (:func:`kiln.backends.cpu.conv.conv_epilogue`);
 - **reduction**: a ``softmax``, ``layer_norm`` or ``reduce_*`` takes the
   elementwise group computing its input as prologue (``x * scale + mask``
   before a softmax), and elementwise consumers of its result shape as
@@ -229,6 +232,12 @@ class Fuse(Pass):
                     if g.anchor is None:
                         self._try_merge(group, g, graph)
             return group
+        if role == "reduction" and "conv_epilogue" in self.kinds:
+            for g in producers:
+                if self._pool_ok(op, g, graph):
+                    g.ops.append(op)
+                    g.post.add(op)
+                    return g
         group = _Group([op], anchor=op, post={op})
         if role == "reduction" and "reduction" in self.kinds:
             p = _producer(op.operands[0])
@@ -247,6 +256,21 @@ class Fuse(Pass):
         if want is None or _dims(op.results[0]) != want:
             return False
         return graph.fits(set(g.ops) | {op})
+
+    @staticmethod
+    def _pool_ok(op, g: _Group, graph: _Graph) -> bool:
+        """Whether the reduction ``op`` ends the convolution group ``g`` as its
+        spatial pool: a mean or sum over dims (2, 3) of the group's 4-D result
+        (the anchor's shape), which nothing else in the group reads."""
+        if g.kind != "conv_epilogue" or op.name not in ("kiln.reduce_mean", "kiln.reduce_sum"):
+            return False
+        x = op.operands[0]
+        if _producer(x) not in g.post or _dims(x) != _dims(g.anchor.results[0]):
+            return False
+        if any(o.name in REDUCTION_OPS for o in g.ops):
+            return False  # one pool a group
+        axes = [int(a) % 4 for a in ir.DenseI64ArrayAttr(op.attributes["axes"])] if "axes" in op.attributes else []
+        return sorted(axes) == [2, 3] and graph.fits(set(g.ops) | {op})
 
     @staticmethod
     def _try_merge(group: _Group, other: _Group, graph: _Graph) -> None:

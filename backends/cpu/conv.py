@@ -25,6 +25,7 @@ from .library import (
     _ROW_MAJOR,
     MT_MNK,
     NATIVE_CONV,
+    NATIVE_CONV_MEAN,
     SET_THREADS,
     SGEMM,
     _dims,
@@ -365,23 +366,32 @@ def _copies_whole(op, buffer) -> bool:
 class Epilogue:
     """What :func:`conv_epilogue` folds into a convolution call: the generics
     that go, the buffer the call writes instead of its own, the residual it
-    adds (or None) and whether it applies a ReLU."""
+    adds (or None), whether it applies a ReLU, and ``pool_divisor``: None, or
+    the call writes ``[N, F]`` sums over the output pixels divided by it (a
+    global average pool: OH * OW; a sum: 1)."""
 
-    def __init__(self, dead, out, residual, relu):
+    def __init__(self, dead, out, residual, relu, pool_divisor=None):
         self.dead, self.out, self.residual, self.relu = dead, out, residual, relu
+        self.pool_divisor = pool_divisor
 
 
-def _sole_reader(buffer, g, block_ops, writer=None):
+def _sole_reader(buffer, g, block_ops, skip=()):
     """The one op after ``g`` reading the local allocation ``buffer``
-    (through views), ignoring deallocs, its ``writer`` and, before ``g``,
-    its init; else None."""
+    (through views), ignoring deallocs, the ops in ``skip`` (the epilogue
+    so far, which wrote it) and, before ``g``, its init; else None.  Several
+    readers are one when the first rewrites ``buffer`` in place (a ReLU on
+    the residual add's output): the later ones read what it wrote."""
     if getattr(buffer.owner, "operation", None) is None or buffer.owner.operation.name != "memref.alloc":
         return None  # an output of the function (or an argument): its contents are seen after
     at = block_ops.index(g.op)
     _, users = view_closure(buffer)
     users = [_ancestor_in(u, g.op.block) for u in users]  # a load in a generic's body: that generic reads
-    readers = [u for u in users if u is not None and u != g.op and (writer is None or u != writer) and u.name != "memref.dealloc"
+    readers = [u for u in users if u is not None and u != g.op and u not in skip and u.name != "memref.dealloc"
                and not (u.block == g.op.block and block_ops.index(u) < at)]
+    readers = sorted(dict.fromkeys(readers), key=block_ops.index)
+    if len(readers) > 1 and readers[0].name == "linalg.generic" and len(readers[0].operands) == 2 and \
+            view_root(readers[0].operands[1]) == buffer:
+        readers = readers[:1]
     if len(readers) != 1 or readers[0].name != "linalg.generic" or readers[0].block != g.op.block:
         return None
     return readers[0]
@@ -440,10 +450,13 @@ def conv_epilogue(g) -> Epilogue | None:
     can apply: ``g`` writes a local allocation whose only reader is
     ``add(conv, r)`` (r a contiguous 4-D buffer of the same shape, defined
     before ``g``), whose output's only reader may then be a ReLU; or the
-    ReLU alone.  Last, a copy of the allocation written so far into a plain
-    buffer (the function's result, copied out because its product went
-    through reshapes) goes too.  The call then writes the last one's output,
-    which must be defined before ``g`` and untouched until that generic.
+    ReLU alone.  Last, either a sum of the result over its pixels (a global
+    average pool: zero fill, sum, then maybe a division by a constant,
+    :func:`_pool_after`; the call then writes ``[N, F]``) or a copy of the
+    allocation written so far into a plain buffer (the function's result,
+    copied out because its product went through reshapes) goes too.  The
+    call then writes the last one's output, which must be defined before
+    ``g`` and untouched until that generic.
 
     Without the copy's fold, a convolution with no activation after it
     computed into a ``malloc``'d temporary each call and copied it out: a
@@ -466,19 +479,127 @@ def conv_epilogue(g) -> Epilogue | None:
             return None  # the residual changes before the add reads it
         residual, buffer = other[0], out
         dead.append(reader)
-        reader = _sole_reader(out, g, block_ops, writer=reader)
+        reader = _sole_reader(out, g, block_ops, skip=set(dead))
     if reader is not None and _is_relu_body(reader.regions[0].blocks[0]):
         io = _elementwise_4d(reader, 1)
         if io is not None and _plain_4d(io[1], g, block_ops):
             relu, buffer = True, io[1]
             dead.append(reader)
-            reader = _sole_reader(buffer, g, block_ops, writer=reader)
-    if reader is not None and _copies_whole(reader, buffer) and _plain_4d(reader.operands[0], g, block_ops):
+            reader = _sole_reader(buffer, g, block_ops, skip=set(dead))
+    pool = _pool_after(reader, buffer, g, block_ops) if reader is not None else None
+    divisor = None
+    if pool is not None:
+        ops, buffer, divisor = pool
+        dead += ops
+    elif reader is not None and _copies_whole(reader, buffer) and _plain_4d(reader.operands[0], g, block_ops):
         buffer = reader.operands[0]
         dead.append(reader)
     if not dead or not _untouched_between(buffer, g, dead[-1], block_ops, set(dead)):
         return None
-    return Epilogue(dead, buffer, residual, relu)
+    return Epilogue(dead, buffer, residual, relu, divisor)
+
+
+def _maps(op) -> list[str]:
+    return [str(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+
+
+def _iterators(op) -> list[str]:
+    return [str(a).split("<")[-1].rstrip(">") for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+
+
+def _spatial_sum(op, buffer) -> bool:
+    """Whether the generic ``op`` sums all of the 4-D ``buffer`` ``[N, F, OH,
+    OW]`` over its last two dims into its output ``[N, F]`` or ``[N, F, 1,
+    1]``: how ``convert-kiln-to-linalg`` lowers a ``reduce_sum`` /
+    ``reduce_mean`` over axes (2, 3), read through a collapse to ``[N, F,
+    OH*OW]`` or not."""
+    if op.name != "linalg.generic" or len(op.operands) != 2 or len(op.regions[0].blocks[0].arguments) != 2:
+        return False
+    x, out = op.operands
+    if view_root(x) != buffer or not contiguous_f32(out) or ir.MemRefType(out.type).rank not in (2, 4):
+        return False
+    rank = ir.MemRefType(x.type).rank
+    if rank == 3:
+        owner = getattr(x.owner, "operation", None)
+        if owner is None or owner.name != "memref.collapse_shape" or owner.operands[0] != buffer:
+            return False
+        if str(owner.attributes["reassociation"]).replace(" ", "") != "[[0],[1],[2,3]]":
+            return False
+    elif x != buffer:
+        return False
+    dims = ", ".join(f"d{i}" for i in range(rank))
+    kept = "(d0, d1)" if ir.MemRefType(out.type).rank == 2 else "(d0, d1, 0, 0)"
+    if _maps(op) != [f"({dims}) -> ({dims})", f"({dims}) -> {kept}"]:
+        return False
+    if _iterators(op) != ["parallel", "parallel"] + ["reduction"] * (rank - 2):
+        return False
+    return _is_add_body(op.regions[0].blocks[0])
+
+
+def _constant_divisor(op, value) -> float | None:
+    """The constant ``c`` when the generic ``op`` computes ``x / c`` of its
+    one input ``value`` element for element (same shape), else None."""
+    io = None
+    if op.name == "linalg.generic" and len(op.operands) == 2 and op.operands[0] == value:
+        rank = ir.MemRefType(value.type).rank
+        if _maps(op) == [str(ir.AffineMap.get_identity(rank))] * 2 and _iterators(op) == ["parallel"] * rank:
+            io = op.regions[0].blocks[0]
+    if io is None or ir.MemRefType(op.operands[1].type).shape != ir.MemRefType(value.type).shape:
+        return None
+    ops = [o.operation for o in io.operations]
+    if len(ops) != 2 or ops[0].name != "arith.divf" or ops[0].operands[0] != io.arguments[0]:
+        return None
+    if ops[1].operands[0] != ops[0].results[0]:
+        return None
+    c = getattr(ops[0].operands[1].owner, "operation", None)
+    if c is None or c.name != "arith.constant":
+        return None
+    try:
+        return ir.FloatAttr(c.attributes["value"]).value
+    except ValueError:
+        return None
+
+
+def _pool_after(reduce, buffer, g, block_ops):
+    """``(dead ops, output, divisor)`` when ``reduce`` (the one reader of
+    ``buffer``, the convolution's finished output) is a sum over its pixels
+    (:func:`_spatial_sum`) whose output was zero-filled after ``g`` and may
+    then be divided by a constant (a mean), in place or into a buffer
+    defined before ``g``; else None."""
+    if not _spatial_sum(reduce, buffer):
+        return None
+    sums = reduce.operands[1]
+    at, start = block_ops.index(reduce), block_ops.index(g.op)
+    fill = None
+    for op in reversed(block_ops[start + 1:at]):
+        if op.name in RESHAPES:
+            continue
+        if op.name == "linalg.generic" and len(op.operands) == 2 and op.operands[1] == sums and \
+                _is_zero(op.operands[0]) and len(list(op.regions[0].blocks[0].operations)) == 1:
+            fill = op  # its body only yields the 0.0
+        break
+    if fill is None:
+        return None
+    dead, out, divisor = [fill, reduce], sums, 1.0
+    _, users = view_closure(view_root(sums))
+    later = sorted((u for u in (_ancestor_in(u, g.op.block) for u in users)
+                    if u is not None and u.name != "memref.dealloc" and block_ops.index(u) > at),
+                   key=block_ops.index)
+    if later:
+        c = _constant_divisor(later[0], sums)
+        if c is not None and c != 0.0:
+            div = later[0]
+            out, divisor = div.operands[1], c
+            dead.append(div)
+            if view_root(out) != view_root(sums) and len(later) > 1:
+                return None  # the undivided sums are read again
+    if not contiguous_f32(out) or ir.MemRefType(out.type).rank not in (2, 4):
+        return None
+    owner = getattr(out.owner, "operation", None)
+    if owner is not None and not (owner.name == "memref.alloc" and owner.block == g.op.block
+                                  and block_ops.index(owner) < start):
+        return None
+    return dead, out, divisor
 
 
 def _users_of(v) -> list:
@@ -510,7 +631,8 @@ def _zero_pad_source(x):
 
 
 def native_conv_text(name: str, tw, tx, ty, strides, dilations, kernel, beta: float, slot: str | None,
-                     size_args: bool, pads=(0, 0), bias_type=None, relu: bool = False, residual_type=None) -> str:
+                     size_args: bool, pads=(0, 0), bias_type=None, relu: bool = False, residual_type=None,
+                     pool_divisor: float | None = None) -> str:
     """The helper ``@name(W, X, Y[, OH, OW][, bias])`` calling ``kiln_conv2d``.
 
     ``W`` is the weight (``[F, C, KH, KW]`` or ``[F, C*KH*KW]``), ``X`` the
@@ -521,7 +643,9 @@ def native_conv_text(name: str, tw, tx, ty, strides, dilations, kernel, beta: fl
     call); ``bias_type``, when given, is the type of a per-channel bias
     argument the output starts from (with ``beta`` 0); ``residual_type``
     that of a last argument laid out as the output and added to it;
-    ``relu`` applies ``max(., 0)`` to the result in the call.
+    ``relu`` applies ``max(., 0)`` to the result in the call.  With
+    ``pool_divisor`` the call is ``kiln_conv2d_mean``: ``Y`` is ``[N, F]``
+    (or ``[N, F, 1, 1]``), each output's sum over its pixels divided by it.
     """
     sig = f"%W: {tw}, %X: {tx}, %Y: {ty}" + (", %OH: index, %OW: index" if size_args else "")
     sig += f", %Bias: {bias_type}" if bias_type is not None else ""
@@ -563,10 +687,13 @@ def native_conv_text(name: str, tw, tx, ty, strides, dilations, kernel, beta: fl
         add("  %slot = arith.index_cast %slotq : index to i64")
     else:
         add("  %slot = arith.constant 0 : i64")
-    add(f"  func.call @{NATIVE_CONV}(%Nx64, %Fx64, %Cx64, %Hx64, %Wdx64, %KH, %KW, %OH64, %OW64, %sh, %sw, %dh, "
-        f"%dw, %pt, %pl, %pX, %pW, %pB, %pR, %beta, %relu, %pY, %nthr, %slot) : ({', '.join(['i64'] * 19)}, f32, i32, "
-        "i64, i32, i64) "
-        "-> ()")
+    callee, extra, extra_type = NATIVE_CONV, "", ""
+    if pool_divisor is not None:
+        add(f"  %div = arith.constant {float(pool_divisor)!r} : f32")
+        callee, extra, extra_type = NATIVE_CONV_MEAN, ", %div", ", f32"
+    add(f"  func.call @{callee}(%Nx64, %Fx64, %Cx64, %Hx64, %Wdx64, %KH, %KW, %OH64, %OW64, %sh, %sw, %dh, "
+        f"%dw, %pt, %pl, %pX, %pW, %pB, %pR, %beta, %relu, %pY, %nthr, %slot{extra}) : ({', '.join(['i64'] * 19)}, "
+        f"f32, i32, i64, i32, i64{extra_type}) -> ()")
     add("  return")
     add("}")
     return "\n".join(lines)

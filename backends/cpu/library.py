@@ -120,6 +120,8 @@ FREE_PACKED = "kiln_free_packed"
 #: keeps them with OpenBLAS.
 WEIGHT_A_GEMM = "kiln_sgemm_wa"
 NATIVE_CONV = "kiln_conv2d"
+#: A convolution whose output only feeds a global average / sum pool (kiln_conv.c).
+NATIVE_CONV_MEAN = "kiln_conv2d_mean"
 #: OpenBLAS's sgemm in single-threaded slabs on the native pool (its own
 #: threads busy-wait for each other, and stall when a core is taken).
 SGEMM_PAR = "kiln_sgemm_par"
@@ -491,6 +493,7 @@ _NATIVE_DECL = (f"func.func private @{SMALL_GEMM}(i64, i64, i64, i64, i64, i64, 
                 f"func.func private @{WEIGHT_A_GEMM}(i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i64, "
                 "i32, i64)\n"
                 f"func.func private @{NATIVE_CONV}({', '.join(['i64'] * 19)}, f32, i32, i64, i32, i64)\n"
+                f"func.func private @{NATIVE_CONV_MEAN}({', '.join(['i64'] * 19)}, f32, i32, i64, i32, i64, f32)\n"
                 f"func.func private @{SGEMM_PAR}(i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64, "
                 "i32)")
 
@@ -682,7 +685,8 @@ def rewrite_contractions(module) -> int:
                                               im.kernel, beta, slot, size_args=True, pads=im.pads,
                                               bias_type=bias.type if bias is not None else None,
                                               relu=epi is not None and epi.relu,
-                                              residual_type=res.type if res is not None else None))
+                                              residual_type=res.type if res is not None else None,
+                                              pool_divisor=epi.pool_divisor if epi is not None else None))
                 args = [g.a, im.x, out, im.oh, im.ow] + [v for v in (bias, res) if v is not None]
                 dead = im.dead + dead + (epi.dead if epi is not None else [])
                 if epi is not None and g.op.parent not in cleanup:

@@ -731,7 +731,7 @@ static int dconv_run(dconv_args *d, int64_t Wt, int32_t threads, int64_t slot) {
 
 /* Whether 3x3 stride-1 convolutions may take kiln_winograd.c (KILN_WINOGRAD=0
  * turns it off for A/B runs). */
-static int winograd_enabled(void) {
+int kiln_winograd_enabled(void) {
   static int enabled = -1;
   return kiln_switch_on("KILN_WINOGRAD", &enabled);
 }
@@ -765,7 +765,7 @@ void kiln_conv2d(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int6
     int64_t n = H * W, cols = (n + WNR - 1) / WNR * WNR;
     if (n < 0.9 * cols &&
         kiln_vconv(batch, F, C, 1, n, 1, 1, 1, n, 1, 1, 1, 1, 0, 0, (const float *)X, (const float *)Wt,
-                   (const float *)bias, (const float *)res, beta != 0.0f, relu != 0, (float *)Y, threads, slot))
+                   (const float *)bias, (const float *)res, beta != 0.0f, relu != 0, (float *)Y, threads, slot, NULL))
       return;
   } else {
     dconv_args d = {0};
@@ -773,12 +773,12 @@ void kiln_conv2d(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int6
     d.sh = sh, d.sw = sw, d.dh = dh, d.dw = dw, d.pt = pt, d.pl = pl;
     d.X = (const float *)X, d.bias = (const float *)bias, d.res = (const float *)res, d.Y = (float *)Y;
     d.accumulate = beta != 0.0f, d.relu = relu != 0;
-    if (KH == 3 && KW == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && winograd_enabled() &&
+    if (KH == 3 && KW == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && kiln_winograd_enabled() &&
         kiln_winograd(batch, F, C, H, W, OH, OW, pt, pl, d.X, (const float *)Wt, d.bias, d.res, d.accumulate, d.relu,
                       d.Y, threads, slot))
       return;
     if (kiln_vconv(batch, F, C, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, d.X, (const float *)Wt, d.bias, d.res,
-                   d.accumulate, d.relu, d.Y, threads, slot))
+                   d.accumulate, d.relu, d.Y, threads, slot, NULL))
       return;
     /* A strided 1x1 window's im2col is a subsample, packed once like a
      * pointwise convolution's B (rows_first): ResNet-50's projections at 28

@@ -251,21 +251,22 @@ typedef struct {
 
 static void scratch_free(void *p) {
   scratch_t *s = p;
-  free(s->data);
+  for (int i = 0; i < KILN_SCRATCHES; i++) free(s[i].data);
   free(s);
 }
 
 static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_free); }
 
-float *kiln_thread_scratch(size_t bytes) {
+float *kiln_thread_buffer(int which, size_t bytes) {
   pthread_once(&scratch_once, scratch_init);
-  scratch_t *s = pthread_getspecific(scratch_key);
-  if (s == NULL) {
-    if ((s = calloc(1, sizeof *s)) == NULL || pthread_setspecific(scratch_key, s) != 0) {
-      free(s);
+  scratch_t *all = pthread_getspecific(scratch_key);
+  if (all == NULL) {
+    if ((all = calloc(KILN_SCRATCHES, sizeof *all)) == NULL || pthread_setspecific(scratch_key, all) != 0) {
+      free(all);
       return NULL;
     }
   }
+  scratch_t *s = &all[which];
   if (s->bytes < bytes) {
     free(s->data);
     s->bytes = 0;
@@ -274,6 +275,8 @@ float *kiln_thread_scratch(size_t bytes) {
   }
   return s->data;
 }
+
+float *kiln_thread_scratch(size_t bytes) { return kiln_thread_buffer(0, bytes); }
 
 /* The slot's packed copy of `src` (rows x cols, leading dim ld) in layout
  * `kind`, packing it on the first call; NULL when the slot holds another

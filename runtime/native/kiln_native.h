@@ -30,6 +30,12 @@ void *kiln_alloc(size_t bytes);
 /* The calling thread's scratch buffer, at least `bytes` (kept and grown
  * across calls, freed when the thread exits); NULL when memory ran out. */
 float *kiln_thread_scratch(size_t bytes);
+/* Buffer `which` (< KILN_SCRATCHES) of the calling thread, as
+ * kiln_thread_scratch (which is buffer 0): buffer 1 holds what a caller of
+ * a scratch-using kernel keeps across that call (kiln_conv2d_mean's
+ * convolution output). */
+#define KILN_SCRATCHES 2
+float *kiln_thread_buffer(int which, size_t bytes);
 /* Ranges for kiln_parallel_for over `tasks` on `threads`: a few per thread. */
 int64_t kiln_parts(int64_t tasks, int64_t threads);
 
@@ -50,11 +56,26 @@ const float *kiln_slot_packed(int64_t slot, int64_t kind, const float *src, int6
 /* kiln_conv2d's contract (kiln_conv.c), vectorized over output channels
  * (kiln_vconv.c: stride 2, stride 1 on small outputs, a pointwise
  * convolution passed as one row of pixels); 0 when it does not take the
- * geometry or memory ran out (nothing written). */
+ * geometry or memory ran out (nothing written).  With `pool` (not NULL; no
+ * residual, no accumulation) Y is not written: each output's ReLU'd sum
+ * over its pixels is added to pool[(kiln_worker_slot() * batch + image) *
+ * kiln_pool_ld(F) + channel], which the caller zeroes and sums over the
+ * pool's threads. */
 int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW, int64_t OH,
                int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl, const float *X,
                const float *Wt, const float *bias, const float *res, int accumulate, int relu, float *Y,
-               int32_t threads, int64_t slot);
+               int32_t threads, int64_t slot, float *pool);
+
+/* Whether 3x3 stride-1 convolutions may take kiln_winograd.c (KILN_WINOGRAD=0 turns it off). */
+int kiln_winograd_enabled(void);
+
+void kiln_conv2d(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW, int64_t OH,
+                 int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl, int64_t X,
+                 int64_t Wt, int64_t bias, int64_t res, float beta, int32_t relu, int64_t Y, int32_t threads,
+                 int64_t slot);
+
+/* Floats per image in kiln_vconv's pool sums: F rounded up to whole groups of 64 channels. */
+static inline int64_t kiln_pool_ld(int64_t F) { return (F + 63) / 64 * 64; }
 
 /* kiln_conv2d's contract for a 3x3 stride-1 undilated convolution, by
  * Winograd's F(2x2, 3x3) (kiln_winograd.c), when it takes the channels and

@@ -40,9 +40,17 @@
  * 7 x 7 layers 0.70-0.72x against the GEMM's panels (49 of 64 columns
  * used), the whole model 0.97-0.98x (worker pairs); at 14 x 14 0.94-0.98x;
  * at 28 and 56 1.0-1.15x, which the panel rule leaves out.  A strided 1x1
- * runs at stride 1 on a subsampled copy of its input. */
+ * runs at stride 1 on a subsampled copy of its input.
+ *
+ * With `pool` (kiln_conv2d_mean: a convolution whose only reader is a
+ * global average or sum pool) nothing is stored: a tile's vector q holds
+ * 16 channels of each of its P pixels, so their sum over the pixels
+ * (after the bias and ReLU) is P - 1 vector adds, added to the calling
+ * thread's partial sums of the image; no transpose, no output. */
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kiln_native.h"
@@ -73,6 +81,8 @@ typedef struct {
   int in_place;                /* 1: the padded image would be X's image itself: no copies */
   const float *X, *Wv, *bias, *res;
   float *Y, *pad;
+  float *pool;         /* pool mode: partial sums [pool thread][image][pool_ld], else NULL */
+  int64_t pool_ld;
   const int32_t *koff; /* offset of step k = (c, kh, kw) in a padded image */
   int accumulate, relu;
 } vconv_args;
@@ -275,8 +285,37 @@ static inline __attribute__((always_inline)) void vc_emit_vector(const vconv_arg
   }
 }
 
+/* Pool mode: vector q of a finished tile (r[p]: pixel p's 16 channels, with
+ * the bias), ReLU'd when v->relu, summed over the tile's pixels inside the
+ * row and added to this thread's partial sums of image n. */
+static inline __attribute__((always_inline)) void vc_pool_vector(const vconv_args *v, const __m512 *r, int64_t n,
+                                                                 int64_t g, int64_t q, int64_t ow0, const int P) {
+  int64_t np = v->OW - ow0 < P ? v->OW - ow0 : P;
+  __m512 s = _mm512_setzero_ps();
+  for (int p = 0; p < P; p++) {
+    if (p >= np) break;
+    s = _mm512_add_ps(s, v->relu ? _mm512_max_ps(_mm512_setzero_ps(), r[p]) : r[p]);
+  }
+  float *ps = v->pool + ((int64_t)kiln_worker_slot() * v->batch + n) * v->pool_ld + (g * v->Q + q) * 16;
+  _mm512_storeu_ps(ps, _mm512_add_ps(_mm512_loadu_ps(ps), s));
+}
+
+/* The bias of channels [f0, f0 + 16) (zero past F or without one). */
+static inline __m512 vc_bias16(const vconv_args *v, int64_t f0) {
+  if (!v->bias) return _mm512_setzero_ps();
+  return _mm512_maskz_loadu_ps(v->F - f0 >= 16 ? 0xffff : (__mmask16)((1u << (v->F - f0)) - 1), v->bias + f0);
+}
+
 /* The finished tile out[P][16Q] (sums without the bias) stored (vc_emit_vector). */
 static void vc_tile_emit(const vconv_args *v, const float *out, int64_t n, int64_t g, int64_t oh, int64_t ow0) {
+  if (v->pool) {
+    for (int64_t q = 0; q < v->Q; q++) {
+      __m512 r[16], b = vc_bias16(v, g * 16 * v->Q + 16 * q);
+      for (int64_t p = 0; p < v->P; p++) r[p] = _mm512_add_ps(_mm512_load_ps(out + (p * v->Q + q) * 16), b);
+      vc_pool_vector(v, r, n, g, q, ow0, 16);
+    }
+    return;
+  }
   for (int64_t q = 0; q < v->Q; q++) {
     __m512 r[16];
     for (int64_t p = 0; p < 16; p++) r[p] = p < v->P ? _mm512_load_ps(out + (p * v->Q + q) * 16) : _mm512_setzero_ps();
@@ -294,10 +333,7 @@ static inline __attribute__((always_inline)) void vc_tile_whole(const vconv_args
                                                                 const int Q, const int SW) {
   kiln_vec acc[16][4];
   for (int q = 0; q < Q; q++) {
-    int64_t f0 = g * 16 * Q + 16 * q;
-    __m512 b = v->bias ? _mm512_maskz_loadu_ps(v->F - f0 >= 16 ? 0xffff : (__mmask16)((1u << (v->F - f0)) - 1),
-                                               v->bias + f0)
-                       : _mm512_setzero_ps();
+    __m512 b = vc_bias16(v, g * 16 * Q + 16 * q);
     for (int p = 0; p < P; p++) acc[p][q] = (kiln_vec)b;
   }
   const float *xp = img + oh * v->sh * v->Wp + ow0 * v->sw;
@@ -305,6 +341,14 @@ static inline __attribute__((always_inline)) void vc_tile_whole(const vconv_args
    * the row's index arithmetic, one register per pixel (1.17x the time). */
   __asm__("" : "+r"(xp));
   vc_steps(acc, xp, v->Wv + g * v->K * 16 * Q, v->koff, v->K, P, Q, SW);
+  if (v->pool) {
+    for (int q = 0; q < Q; q++) {
+      __m512 r[16];
+      for (int p = 0; p < P; p++) r[p] = (__m512)acc[p][q];
+      vc_pool_vector(v, r, n, g, q, ow0, P);
+    }
+    return;
+  }
   for (int q = 0; q < Q; q++) {
     __m512 r[16];
     for (int p = 0; p < 16; p++) r[p] = p < P ? (__m512)acc[p][q] : _mm512_setzero_ps();
@@ -433,8 +477,10 @@ static int vc_shape(int64_t OW, int64_t F, int64_t *P, int64_t *Q) {
 int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW, int64_t OH,
                int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl, const float *X,
                const float *Wt, const float *bias, const float *res, int accumulate, int relu, float *Y,
-               int32_t threads, int64_t slot) {
+               int32_t threads, int64_t slot, float *pool) {
   vconv_args v = {0};
+  /* Pool mode sums ReLU(conv + bias) alone: no residual, no accumulation. */
+  if (pool && (res || accumulate)) return 0;
   v.K = C * KH * KW;
   /* Stride 2, and K of at least VC_MINK, below which the transposing store
    * weighs too much (ResNet-50's 7x7 stem, K = 147: 1.19x the direct path).
@@ -494,6 +540,7 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
   v.batch = batch, v.F = F, v.C = C, v.H = H, v.W = W, v.KH = KH, v.KW = KW, v.OH = OH, v.OW = OW;
   v.sh = sh, v.sw = sw, v.dh = dh, v.dw = dw, v.pt = pt, v.pl = pl;
   v.X = X, v.bias = bias, v.res = res, v.Y = Y, v.accumulate = accumulate, v.relu = relu;
+  v.pool = pool, v.pool_ld = kiln_pool_ld(F);
   int32_t koff[VC_MAXK];
   for (int64_t c = 0, k = 0; c < C; c++)
     for (int64_t kh = 0; kh < KH; kh++)
@@ -535,11 +582,69 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
 int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW, int64_t OH,
                int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl, const float *X,
                const float *Wt, const float *bias, const float *res, int accumulate, int relu, float *Y,
-               int32_t threads, int64_t slot) {
-  (void)batch, (void)F, (void)C, (void)H, (void)W, (void)KH, (void)KW, (void)OH, (void)OW, (void)sh, (void)sw;
+               int32_t threads, int64_t slot, float *pool) {
+  (void)pool, (void)batch, (void)F, (void)C, (void)H, (void)W, (void)KH, (void)KW, (void)OH, (void)OW, (void)sh, (void)sw;
   (void)dh, (void)dw, (void)pt, (void)pl, (void)X, (void)Wt, (void)bias, (void)res, (void)accumulate, (void)relu;
   (void)Y, (void)threads, (void)slot;
   return 0;
 }
 
 #endif
+
+/* Y[n, f] = (sum over the output pixels of kiln_conv2d's output [n, f]) /
+ * divisor: a convolution (+ bias, ReLU, residual) whose only reader is a
+ * global average (divisor OH * OW) or sum (1) pool, Y [batch, F]
+ * contiguous; beta must be 0.  Where kiln_conv2d would hand the geometry
+ * to the channel-vector tiles (above) without a residual, the tiles
+ * sum their pixels in registers and nothing else is stored (the bench
+ * CNN's 32 -> 64 layer and its pool); otherwise the convolution's output
+ * goes to this thread's second buffer (kept across calls) and is summed
+ * from there. */
+void kiln_conv2d_mean(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW,
+                      int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt,
+                      int64_t pl, int64_t X, int64_t Wt, int64_t bias, int64_t res, float beta, int32_t relu,
+                      int64_t Y, int32_t threads, int64_t slot, float divisor) {
+  float *out = (float *)Y;
+  int pointwise = KH == 1 && KW == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && OH == H && OW == W;
+  int wino = KH == 3 && KW == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && kiln_winograd_enabled();
+  if (beta == 0.0f && res == 0 && !pointwise && !wino) {
+    int64_t ld = kiln_pool_ld(F), parts = kiln_pool_threads();
+    float *sums = calloc((size_t)(parts * batch * ld), sizeof(float));
+    if (sums != NULL && kiln_vconv(batch, F, C, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, (const float *)X,
+                                   (const float *)Wt, (const float *)bias, NULL, 0, relu != 0, NULL, threads, slot,
+                                   sums)) {
+      for (int64_t n = 0; n < batch; n++)
+        for (int64_t f = 0; f < F; f++) {
+          float s = 0.0f;
+          for (int64_t t = 0; t < parts; t++) s += sums[(t * batch + n) * ld + f];
+          out[n * F + f] = s / divisor;
+        }
+      free(sums);
+      return;
+    }
+    free(sums);
+  }
+  /* The whole batch at once, else (no memory for that) an image at a time. */
+  int64_t plane = OH * OW, step = batch;
+  float *full = kiln_thread_buffer(1, (size_t)(batch * F * plane) * sizeof(float));
+  if (full == NULL) full = kiln_thread_buffer(1, (size_t)(F * plane) * sizeof(float)), step = 1;
+  if (full == NULL) {
+    fputs("kiln_conv2d_mean: out of memory for the convolution's output\n", stderr);
+    abort(); /* as a failed allocation in the generated code would, but with a message */
+  }
+  for (int64_t n0 = 0; n0 < batch; n0 += step) {
+    int64_t xs = C * H * W * n0, ys = F * plane * n0;
+    kiln_conv2d(step, F, C, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, X + xs * (int64_t)sizeof(float), Wt, bias,
+                res ? res + ys * (int64_t)sizeof(float) : 0, beta, relu, (int64_t)full, threads, slot);
+    for (int64_t i = 0; i < step * F; i++) {
+      const float *p = full + i * plane;
+      kiln_vec acc = {0};
+      int64_t j = 0;
+      for (; j + KILN_VW <= plane; j += KILN_VW) acc += kiln_loadu(p + j);
+      float s = 0.0f;
+      for (int l = 0; l < KILN_VW; l++) s += acc[l];
+      for (; j < plane; j++) s += p[j];
+      out[n0 * F + i] = s / divisor;
+    }
+  }
+}

@@ -198,3 +198,37 @@ func.func @conv_residual(%x: !kiln.tensor<["N", 4, 6, 6], f32>) -> !kiln.tensor<
   %r = "kiln.relu"(%a) : (!kiln.tensor<["N", 4, 6, 6], f32>) -> !kiln.tensor<["N", 4, 6, 6], f32>
   return %r : !kiln.tensor<["N", 4, 6, 6], f32>
 }
+
+// -----
+
+"kiln.symbol"() {sym_name = "N", min = 1 : i64, max = 8 : i64} : () -> ()
+// A classifier's head: conv2d + ReLU + a mean over the pixels (dims 2, 3)
+// is one conv_epilogue group (the CPU backend sums the pixels in the
+// convolution's call); a mean over the channels (dim 1) stays a reduction
+// of its own.
+// CHECK-LABEL: func.func @conv_pool
+// CHECK: %[[F:.*]] = "kiln.fused"(%arg0, %{{.*}}) ({
+// CHECK-NEXT: ^bb0(%[[X:.*]]: !kiln.tensor<["N", 2, 6, 6], f32>, %[[W:.*]]: !kiln.tensor<[4, 2, 3, 3], f32>):
+// CHECK-NEXT: %[[C:.*]] = "kiln.conv2d"(%[[X]], %[[W]])
+// CHECK-NEXT: %[[R:.*]] = "kiln.relu"(%[[C]])
+// CHECK-NEXT: %[[M:.*]] = "kiln.reduce_mean"(%[[R]]) {axes = array<i64: 2, 3>, keepdims = true}
+// CHECK-NEXT: "kiln.yield"(%[[M]])
+// CHECK-NEXT: }) {kind = "conv_epilogue"
+// CHECK: return %[[F]]
+// CHECK-LABEL: func.func @conv_channel_mean
+// CHECK: }) {kind = "conv_epilogue"
+// CHECK-NEXT: "kiln.reduce_mean"(%{{.*}}) {axes = array<i64: 1>
+func.func @conv_pool(%x: !kiln.tensor<["N", 2, 6, 6], f32>) -> !kiln.tensor<["N", 4, 1, 1], f32> {
+  %w = "kiln.constant"() {value = dense<0.5> : tensor<4x2x3x3xf32>} : () -> !kiln.tensor<[4, 2, 3, 3], f32>
+  %c = "kiln.conv2d"(%x, %w) {pads = array<i64: 1, 1, 1, 1>, operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["N", 2, 6, 6], f32>, !kiln.tensor<[4, 2, 3, 3], f32>) -> !kiln.tensor<["N", 4, 6, 6], f32>
+  %r = "kiln.relu"(%c) : (!kiln.tensor<["N", 4, 6, 6], f32>) -> !kiln.tensor<["N", 4, 6, 6], f32>
+  %m = "kiln.reduce_mean"(%r) {axes = array<i64: 2, 3>, keepdims = true} : (!kiln.tensor<["N", 4, 6, 6], f32>) -> !kiln.tensor<["N", 4, 1, 1], f32>
+  return %m : !kiln.tensor<["N", 4, 1, 1], f32>
+}
+func.func @conv_channel_mean(%x: !kiln.tensor<["N", 2, 6, 6], f32>) -> !kiln.tensor<["N", 6, 6], f32> {
+  %w = "kiln.constant"() {value = dense<0.5> : tensor<4x2x3x3xf32>} : () -> !kiln.tensor<[4, 2, 3, 3], f32>
+  %c = "kiln.conv2d"(%x, %w) {pads = array<i64: 1, 1, 1, 1>, operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["N", 2, 6, 6], f32>, !kiln.tensor<[4, 2, 3, 3], f32>) -> !kiln.tensor<["N", 4, 6, 6], f32>
+  %r = "kiln.relu"(%c) : (!kiln.tensor<["N", 4, 6, 6], f32>) -> !kiln.tensor<["N", 4, 6, 6], f32>
+  %m = "kiln.reduce_mean"(%r) {axes = array<i64: 1>, keepdims = false} : (!kiln.tensor<["N", 4, 6, 6], f32>) -> !kiln.tensor<["N", 6, 6], f32>
+  return %m : !kiln.tensor<["N", 6, 6], f32>
+}
