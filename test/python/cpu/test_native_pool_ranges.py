@@ -2,6 +2,9 @@
 task runs exactly once, the threads claiming ranges until none is left."""
 
 import ctypes
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -44,3 +47,31 @@ def test_every_task_runs_once_over_more_ranges_than_threads(n, parts):
     assert counts == [1] * n
     if lib.kiln_pool_threads() > 1:  # with one thread the caller runs [0, n) itself
         assert len(ranges) == parts
+
+
+_BOUND = """
+import os
+from kiln.runtime import native
+native.load()
+main = os.getpid()
+for tid in os.listdir("/proc/self/task"):
+    if int(tid) != main:
+        print(len(os.sched_getaffinity(int(tid))))
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: there is no worker to bind")
+@pytest.mark.parametrize("pin, threads", [("1", None), ("0", None), ("1", "1+")],
+                         ids=["whole-machine", "KILN_PIN=0", "fewer-threads-than-cpus"])
+def test_workers_are_bound_to_one_cpu_only_when_the_pool_takes_every_cpu(pin, threads):
+    cpus = len(os.sched_getaffinity(0))
+    if threads is not None and cpus < 3:
+        pytest.skip("a pool of one thread fewer than the CPUs has a worker from 3 CPUs on")
+    env = {k: v for k, v in os.environ.items() if k not in ("KILN_PIN", "KILN_THREADS")}
+    env["KILN_PIN"] = pin
+    if threads is not None:
+        env["KILN_THREADS"] = str(cpus - 1)
+    out = subprocess.run([sys.executable, "-c", _BOUND], env=env, capture_output=True, text=True, check=True)
+    widths = [int(w) for w in out.stdout.split()]
+    bound = [w for w in widths if w == 1]
+    assert len(bound) == (cpus - 1 if pin == "1" and threads is None else 0), (widths, out.stderr)
