@@ -95,13 +95,14 @@ int kiln_worker_slot(void) { return worker_slot; }
  * waker's CPU and stayed there: the two threads then shared one CPU, the
  * caller claimed every part, and the bench CNN at batch 1 ran at 55 µs a
  * call instead of 31 for seconds at a time (calls in bursts 50 ms apart; 10
- * of 24 bursts slow unbound, 0 of 24 bound).  Only when the pool is as big
- * as the CPUs the process may use (threads = CPUs, the default): a pool of
- * fewer threads on a bigger machine leaves the scheduler room to spread
- * them, and several processes binding to the same first CPUs would not.
- * KILN_PIN=0 leaves them to the scheduler. */
-/* Sets `attr` to bind worker `slot` (of a pool of `threads`) to one CPU:
- * the slot-th this process may use; 0 when it should not be bound. */
+ * of 24 bursts slow unbound, 0 of 24 bound; the machine's other slow spells,
+ * in which one thread ran as fast as two, came bound too).  Only when the
+ * pool is as big as the CPUs the process may use (threads = CPUs, the
+ * default): a pool of fewer threads on a bigger machine leaves the
+ * scheduler room to spread them, and several processes binding to the same
+ * first CPUs would not.  KILN_PIN=0 leaves them to the scheduler.
+ * bind_attr sets `attr` so (worker `slot` of a pool of `threads`); 0 when
+ * the worker is not to be bound. */
 static int bind_attr(pthread_attr_t *attr, int slot, int threads) {
   static int enabled = -1;
   cpu_set_t allowed, one;
