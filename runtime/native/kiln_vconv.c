@@ -14,9 +14,16 @@
  * changing the layout between layers).  The price is a transposing store:
  * each tile's P x 16Q results go to Q * 16 output rows of P pixels.
  *
- * Register tiles (P x Q, 28 or 16 accumulators of AVX-512's 32): 7 x 4,
- * 14 x 2, 8 x 2 and 16 x 1, picked by the output width (ResNet-50's 112,
- * 28, 14 and 7 are multiples of 7; the bench CNN's 16 takes 8 x 2, which
+ * Register tiles (P x Q, 28 or 16 accumulators of AVX-512's 32): 14 x 2,
+ * 7 x 4, 8 x 2 and 16 x 1, picked by the output width (ResNet-50's 112,
+ * 28 and 14 are multiples of 14, its 7 takes 7 x 4; 14 x 2 first: 7 x 4's
+ * 28 accumulators, 4 weight vectors and a broadcast are 33 registers, and
+ * gcc reads one weight vector from memory in each of its FMAs; 14 x 2
+ * keeps both in registers.  ResNet-50's 14-wide pointwise layers 0.75-0.83x,
+ * its stride-2 layers 0.79-0.92x, the 3x3 at 14 0.92x, same C harness,
+ * two threads; the model 0.941x, worker pairs, 12 of 12 rounds.  Pinning
+ * 7 x 4's weights instead made its 3x3 layers 1.07x slower.  The bench
+ * CNN's 16 takes 8 x 2, which
  * broadcasts half as many inputs a step as 16 x 1: its 32 -> 64 layer one
  * thread 0.90x at batch 1 and 8, two threads 1.00x and 0.93x, 4 x 4 1.8x
  * slower and 6 x 4 1.1x, same C harness on a Zen 5).  AVX-512 builds only:
@@ -460,11 +467,11 @@ static void vc_pack2(float *dst, const float *w, int64_t K, int64_t F, int64_t l
 static void vc_pack4(float *dst, const float *w, int64_t K, int64_t F, int64_t ld) { pack_panels(dst, w, K, F, 64, 1, ld); }
 
 /* The tile shape for an output of width OW and F channels: the one whose
- * tiles waste the least (pixels past OW, channels past F), 7 x 4 first;
+ * tiles waste the least (pixels past OW, channels past F), 14 x 2 first;
  * 0 when even that wastes a quarter.  From the geometry alone, so one
  * weight always takes one path (its packing slot holds one layout). */
 static int vc_shape(int64_t OW, int64_t F, int64_t *P, int64_t *Q) {
-  static const int shapes[4][2] = {{7, 4}, {14, 2}, {8, 2}, {16, 1}};
+  static const int shapes[4][2] = {{14, 2}, {7, 4}, {8, 2}, {16, 1}};
   double best = 0.0;
   for (int i = 0; i < 4; i++) {
     int64_t p = shapes[i][0], q = shapes[i][1];
