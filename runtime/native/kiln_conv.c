@@ -761,9 +761,13 @@ void kiln_conv2d(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int6
     /* Few pixels, whose 32-column panels would waste a tenth (ResNet-50's
      * 7 x 7 and 14 x 14 layers: 49 of 64, 196 of 224), go to the
      * channel-vector tiles as one row of H * W pixels (kiln_vconv.c; the
-     * 14 x 14 ones added 0.985x to ResNet-50, worker pairs, 2 x 16 rounds). */
+     * 14 x 14 ones added 0.985x to ResNet-50, worker pairs, 2 x 16 rounds).
+     * So do those up to 28 x 28 (whole panels; kiln_vconv takes them from
+     * 256 input channels): with 14 x 2 tiles ResNet-50's 512 -> 128 and
+     * 512 -> 256 at 28 x 28 0.85 / 0.92x, its 256 -> 64 and 256 -> 128 at
+     * 56 x 56 1.03 / 1.12x (same C harness, two threads). */
     int64_t n = H * W, cols = (n + WNR - 1) / WNR * WNR;
-    if (n < 0.9 * cols &&
+    if ((n < 0.9 * cols || n <= 28 * 28) &&
         kiln_vconv(batch, F, C, 1, n, 1, 1, 1, n, 1, 1, 1, 1, 0, 0, (const float *)X, (const float *)Wt,
                    (const float *)bias, (const float *)res, beta != 0.0f, relu != 0, (float *)Y, threads, slot, NULL))
       return;

@@ -523,15 +523,17 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
    * 1.6 MiB images were 1.01-1.07x, so they keep the next way).  Else every
    * image padded first and the tiles split over (image, group, rows). */
   if (v.simg > INT32_MAX) return 0;
-  /* A flattened pointwise convolution (one row) splits over channel groups
-   * only, and stride 1 gains only with the weight in blocks: both are taken
-   * when the weight is the bigger operand (groups outer). */
+  /* Stride 1 gains only with the weight in blocks: it is taken when the
+   * weight is the bigger operand (groups outer).  A flattened pointwise
+   * convolution (one row) whose image is the bigger one runs its chunks of
+   * tiles through every group (ResNet-50's 512 -> 128 at 28 x 28). */
   v.rows_outer = v.simg > F * v.K;
-  if ((flat || s1) && v.rows_outer) return 0;
+  if (s1 && v.rows_outer) return 0;
   int64_t kblocks = (v.K * 16 * v.Q * (int64_t)sizeof(float) + VC_KBLOCK_BYTES - 1) / VC_KBLOCK_BYTES;
   v.kstep = (v.K + kblocks - 1) / kblocks;
   int per_image = batch >= 2 * threads || batch % threads == 0;
-  int banded = !per_image && v.rows_outer && v.simg * (int64_t)sizeof(float) <= VC_BAND_BYTES;
+  /* (A flattened row has nothing to pad: its chunks of tiles take the row tasks.) */
+  int banded = !per_image && !flat && v.rows_outer && v.simg * (int64_t)sizeof(float) <= VC_BAND_BYTES;
   /* No padding, no subsampling and no pitch past W (the flattened pointwise
    * convolutions: ResNet-50's 14 x 14 and 7 x 7 ones are whole tiles of 7):
    * the tiles read X itself.  Else per image and banded, a padded copy per

@@ -124,6 +124,14 @@ GEOMETRIES = [
     (1, 256, 14, 14, 256, 1, 1, 1, 1, 0),
     (3, 256, 5, 5, 64, 1, 1, 1, 1, 0),
     (1, 256, 3, 5, 16, 1, 1, 1, 1, 0),
+    # Pointwise convolutions up to 28 x 28 whose image outweighs the weight:
+    # chunks of 14 x 2 tiles through every group (rows outer), one image cut
+    # in chunks of tiles (also where the image is small enough for bands),
+    # two images one a thread, three in chunks.
+    (1, 512, 28, 28, 96, 1, 1, 1, 1, 0),
+    (1, 256, 14, 14, 128, 1, 1, 1, 1, 0),
+    (2, 320, 24, 24, 64, 1, 1, 1, 1, 0),
+    (3, 256, 12, 12, 64, 1, 1, 1, 1, 0),
     # 3x3 stride 1 by Winograd's F(2x2, 3x3) (kiln_winograd.c, from 16 x 32
     # channels; the 40 x 40, 9-padded 20 x 20 and 32 x 32 ones above go there
     # too): odd output sides (half tiles) with a partial row block, no padding
@@ -230,12 +238,13 @@ def test_strided_convolutions_run_vectorized_over_channels(f, q):
 
 def test_small_pointwise_convolutions_run_vectorized_over_channels():
     """A pointwise convolution over 49 pixels (32-column panels would waste
-    15 of 64) packs its weight as groups of 64 channels (kiln_vconv.c); over
-    64 pixels it keeps the GEMM's row blocks of 8."""
+    15 of 64) packs its weight as groups of 64 channels (kiln_vconv.c's 7 x 4
+    tiles); over 64 pixels (up to 28 x 28) as groups of 32 (14 x 2 tiles);
+    over 32 x 32 it keeps the GEMM's row blocks of 8."""
     if native.load().kiln_vector_width() != 16:
         pytest.skip("kiln_vconv.c is built for AVX-512 only")
     f, c = 120, 300
-    for side, width in ((7, 64), (8, 8)):
+    for side, width in ((7, 64), (8, 32), (32, 8)):
         x = np.ones((1, c, side, side), np.float32)
         wt = np.ones((f, c, 1, 1), np.float32)
         y = np.zeros((1, f, side, side), np.float32)
