@@ -9,6 +9,7 @@ loads it with ctypes and
   ``test/python/cpu/test_native_conv.py`` (read from that file, not copied)
   at several thread counts, with and without a packed-weight slot, with bias,
   residual, accumulation and ReLU, against ``torch.nn.functional.conv2d``,
+  the same geometries through ``kiln_conv2d_mean`` (summed over the pixels),
   and ``kiln_attention`` on every case of ``test_native_attention.py``;
 * ``--time``: times ResNet-50's and small_cnn's convolution layers, kiln
   against torch's (oneDNN) on the same threads, alternating the two.
@@ -94,6 +95,8 @@ def build(pool: int, sources: Path = NATIVE, march: str | None = None) -> ctypes
     lib.kiln_pool_init(ctypes.c_int(pool))
     lib.kiln_conv2d.argtypes = [I64] * 19 + [ctypes.c_float, ctypes.c_int32, I64, ctypes.c_int32, I64]
     lib.kiln_conv2d.restype = None
+    lib.kiln_conv2d_mean.argtypes = [I64] * 19 + [ctypes.c_float, ctypes.c_int32, I64, ctypes.c_int32, I64, ctypes.c_float]
+    lib.kiln_conv2d_mean.restype = None
     lib.kiln_free_packed.argtypes = [I64]
     lib.kiln_attention.argtypes = [I64] * 9 + [ctypes.c_float, ctypes.c_int32, ctypes.c_int32]
     lib.kiln_attention.restype = ctypes.c_int32
@@ -192,6 +195,36 @@ def check(lib, thread_counts) -> int:
     return failures
 
 
+def check_mean(lib, thread_counts) -> int:
+    """``kiln_conv2d_mean`` (the convolution + bias (+ residual) + ReLU summed
+    over its pixels, divided by their count) on every test geometry against
+    torch; returns the number of failures."""
+    failures = 0
+    for g in geometries():
+        n, c, h, w, f, kh, kw, s, d, p = g
+        rng, x, wt, bias, ref = case(g)
+        res = rng.standard_normal(ref.shape, dtype=np.float32)
+        oh, ow = ref.shape[2:]
+        worst = 0.0
+        for threads in thread_counts:
+            for residual in (False, True):
+                full = np.maximum(ref + bias[None, :, None, None] + (res if residual else 0), 0)
+                want = full.astype(np.float64).mean(axis=(2, 3))
+                y = np.full((n, f), np.nan, np.float32)
+                slot = (I64 * 1)(0)
+                lib.kiln_conv2d_mean(n, f, c, h, w, kh, kw, oh, ow, s, s, d, d, p, p, x.ctypes.data, wt.ctypes.data,
+                                     bias.ctypes.data, res.ctypes.data if residual else 0, 0.0, 1, y.ctypes.data,
+                                     threads, ctypes.addressof(slot), float(oh * ow))
+                lib.kiln_free_packed(I64(slot[0]))
+                err = float(np.max(np.abs(y - want) - 1e-4 * np.abs(want)))
+                worst = max(worst, err) if np.isfinite(err) else float("inf")
+                if not err <= 1e-4:
+                    failures += 1
+                    print(f"FAIL mean {g} threads={threads} residual={residual}: max excess {err:.3g}")
+        print(f"{'ok  ' if worst <= 1e-4 else 'BAD '} mean {g}  worst {worst:.2e}")
+    return failures
+
+
 def _torch_conv_relu(x, w, b, stride, pad, dilation):
     return torch.relu_(torch.nn.functional.conv2d(x, w, b, stride=stride, padding=pad, dilation=dilation))
 
@@ -258,7 +291,7 @@ def main(argv=None) -> int:
     lib = build(max(counts), args.sources, args.march)
     print(f"vector width {lib.kiln_vector_width()} floats, {ncpu} CPUs, pool {max(counts)} threads, Winograd "
           f"{'off' if os.environ.get('KILN_WINOGRAD', '1').startswith('0') else 'on'}, torch {torch.__version__}")
-    failures = check(lib, counts) + check_attention(lib, counts) if args.check else 0
+    failures = check(lib, counts) + check_mean(lib, counts) + check_attention(lib, counts) if args.check else 0
     if args.time:
         timing(lib, timed, args.layers.split(",") if args.layers else None)
     if failures:
