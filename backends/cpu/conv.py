@@ -379,8 +379,9 @@ def _sole_reader(buffer, g, block_ops, skip=()):
     """The one op after ``g`` reading the local allocation ``buffer``
     (through views), ignoring deallocs, the ops in ``skip`` (the epilogue
     so far, which wrote it) and, before ``g``, its init; else None.  Several
-    readers are one when the first rewrites ``buffer`` in place (a ReLU on
-    the residual add's output): the later ones read what it wrote."""
+    readers are one when the first rewrites ``buffer`` in place (a residual
+    add or a ReLU on the product's buffer): the later ones read what it
+    wrote."""
     if getattr(buffer.owner, "operation", None) is None or buffer.owner.operation.name != "memref.alloc":
         return None  # an output of the function (or an argument): its contents are seen after
     at = block_ops.index(g.op)
@@ -389,9 +390,8 @@ def _sole_reader(buffer, g, block_ops, skip=()):
     readers = [u for u in users if u is not None and u != g.op and u not in skip and u.name != "memref.dealloc"
                and not (u.block == g.op.block and block_ops.index(u) < at)]
     readers = sorted(dict.fromkeys(readers), key=block_ops.index)
-    if len(readers) > 1 and readers[0].name == "linalg.generic" and len(readers[0].operands) == 2 and \
-            view_root(readers[0].operands[1]) == buffer:
-        readers = readers[:1]
+    if len(readers) > 1 and readers[0].name == "linalg.generic" and view_root(readers[0].operands[-1]) == buffer:
+        readers = readers[:1]  # a one-output generic: its last operand is what it writes
     if len(readers) != 1 or readers[0].name != "linalg.generic" or readers[0].block != g.op.block:
         return None
     return readers[0]
