@@ -113,6 +113,15 @@ def attention_cases() -> list[tuple]:
     return _literal(ROOT / "test" / "python" / "cpu" / "test_native_attention.py", "CASES")
 
 
+def _tally(worst: float, err: float, failure: str) -> tuple[float, int]:
+    """The worst error so far with ``err`` in it (inf for a NaN), and 1 when
+    ``err`` is over 1e-4 (then ``failure`` is printed with it), else 0."""
+    if err <= 1e-4:
+        return max(worst, err), 0
+    print(f"{failure} {err:.3g}")
+    return (max(worst, err) if np.isfinite(err) else float("inf")), 1
+
+
 def check_attention(lib, thread_counts) -> int:
     """Every attention test case against torch (softmax(q k^T scale) v,
     causal where the case says); returns the number of failures."""
@@ -134,10 +143,8 @@ def check_attention(lib, thread_counts) -> int:
             rc = lib.kiln_attention(h, lq, lk, d, dv, q.ctypes.data, k.ctypes.data, v.ctypes.data, out.ctypes.data,
                                     scale, int(causal), threads)
             err = float(np.max(np.abs(out - ref))) if rc == 0 else float("inf")
-            worst = max(worst, err) if np.isfinite(err) else float("inf")
-            if not err <= 1e-4:
-                failures += 1
-                print(f"FAIL attention {case} threads={threads}: rc {rc}, max error {err:.3g}")
+            worst, failed = _tally(worst, err, f"FAIL attention {case} threads={threads}: rc {rc}, max error")
+            failures += failed
         print(f"{'ok  ' if worst <= 1e-4 else 'BAD '} attention {case}  worst {worst:.2e}")
     return failures
 
@@ -217,10 +224,8 @@ def check_mean(lib, thread_counts) -> int:
                                      threads, ctypes.addressof(slot), float(oh * ow))
                 lib.kiln_free_packed(I64(slot[0]))
                 err = float(np.max(np.abs(y - want) - 1e-4 * np.abs(want)))
-                worst = max(worst, err) if np.isfinite(err) else float("inf")
-                if not err <= 1e-4:
-                    failures += 1
-                    print(f"FAIL mean {g} threads={threads} residual={residual}: max excess {err:.3g}")
+                worst, failed = _tally(worst, err, f"FAIL mean {g} threads={threads} residual={residual}: max excess")
+                failures += failed
         print(f"{'ok  ' if worst <= 1e-4 else 'BAD '} mean {g}  worst {worst:.2e}")
     return failures
 
