@@ -295,6 +295,42 @@ static inline __attribute__((always_inline)) void maxpool_fold_cols(const maxpoo
 
 /* Input rows wider than this are folded tap row by tap row (no row buffer on the stack). */
 #define MAXPOOL_ROW 4096
+/* -inf floats on each side of a stride-2 row's phases (maxpool_phases): tap
+ * offsets up to this many columns past either end read them. */
+#define MAXPOOL_MARGIN 16
+
+/* Whether maxpool_phases takes p: stride 2, undilated, taps within the margin. */
+static int maxpool_phased(const maxpool_args *p) {
+  return p->sw == 2 && p->dw == 1 && p->W <= MAXPOOL_ROW && p->pl < 2 * MAXPOOL_MARGIN &&
+         p->KW - p->pl <= 2 * MAXPOOL_MARGIN && p->KW <= MAXPOOL_KW;
+}
+
+/* Stride 2: the folded row t (W floats) split into its even and odd
+ * columns, ev[j] = t[2j] and od[j] = t[2j + 1] (each from ev / od's index
+ * MAXPOOL_MARGIN, -inf past the row), then tap column kw over every output
+ * at once: yr[ow] = max(yr[ow], phase[(kw - pl) & 1][ow + ((kw - pl) >> 1)]),
+ * contiguous, where the taps had read t at stride 2 in each of KW passes
+ * (ResNet-50's 3x3 stride-2 pool, 64 x 112 x 112). */
+static void maxpool_phases(const maxpool_args *p, float *restrict yr, const float *restrict t, float *ev, float *od) {
+  int64_t half = p->W / 2;
+  for (int64_t j = 0; j < half; j++) {
+    ev[MAXPOOL_MARGIN + j] = t[2 * j];
+    od[MAXPOOL_MARGIN + j] = t[2 * j + 1];
+  }
+  if (p->W & 1) ev[MAXPOOL_MARGIN + half] = t[p->W - 1];
+  const float *src[MAXPOOL_KW];
+  for (int64_t kw = 0; kw < p->KW; kw++) {
+    int64_t c = kw - p->pl;
+    src[kw] = (c & 1 ? od : ev) + MAXPOOL_MARGIN + (c >> 1);
+  }
+  if (p->KW == 3) { /* the common window: one pass, the output in registers */
+    const float *a = src[0], *b = src[1], *c = src[2];
+    for (int64_t ow = 0; ow < p->OW; ow++) yr[ow] = nan_max(nan_max(nan_max(yr[ow], a[ow]), b[ow]), c[ow]);
+    return;
+  }
+  for (int64_t kw = 0; kw < p->KW; kw++)
+    for (int64_t ow = 0; ow < p->OW; ow++) yr[ow] = nan_max(yr[ow], src[kw][ow]);
+}
 
 /* Planes [lo, hi): per output row, the tap rows inside the input folded
  * into one row t (contiguous, vectorized), then each tap column over the
@@ -308,17 +344,29 @@ static inline __attribute__((always_inline)) void maxpool_fold_cols(const maxpoo
 static void maxpool_planes(void *ctx, int64_t lo, int64_t hi) {
   const maxpool_args *p = ctx;
   float t[MAXPOOL_ROW];
-  int rows_first = p->W <= MAXPOOL_ROW;
+  int rows_first = p->W <= MAXPOOL_ROW, phased = maxpool_phased(p);
   int64_t o0[MAXPOOL_KW], o1[MAXPOOL_KW];
   for (int64_t kw = 0; kw < p->KW && kw < MAXPOOL_KW; kw++) maxpool_cols(p, kw, &o0[kw], &o1[kw]);
+  /* The phases' margins and everything past the row stay -inf (rows only write [0, W)). */
+  float ev[MAXPOOL_ROW / 2 + 4 * MAXPOOL_MARGIN], od[MAXPOOL_ROW / 2 + 4 * MAXPOOL_MARGIN];
+  if (phased)
+    for (int64_t j = 0; j < p->W / 2 + 4 * MAXPOOL_MARGIN && j < MAXPOOL_ROW / 2 + 4 * MAXPOOL_MARGIN; j++)
+      ev[j] = od[j] = -INFINITY;
   for (int64_t plane = lo; plane < hi; plane++) {
     const float *x = p->x + plane * p->H * p->W;
     float *y = p->y + plane * p->OH * p->OW;
     for (int64_t oh = 0; oh < p->OH; oh++) {
       float *yr = y + oh * p->OW;
       for (int64_t ow = 0; ow < p->OW; ow++) yr[ow] = -INFINITY;
-      int rows = 0;
-      for (int64_t kh = 0; kh < p->KH; kh++) {
+      int rows = 0, folded = 0;
+      int64_t ih0 = oh * p->sh - p->pt;
+      if (rows_first && p->KH == 3 && ih0 >= 0 && ih0 + 2 * p->dh < p->H) {
+        /* Three rows inside: folded in one pass (no libc copy of the first). */
+        const float *r0 = x + ih0 * p->W, *r1 = r0 + p->dh * p->W, *r2 = r1 + p->dh * p->W;
+        for (int64_t w = 0; w < p->W; w++) t[w] = nan_max(nan_max(r0[w], r1[w]), r2[w]);
+        rows = folded = 3;
+      }
+      for (int64_t kh = 0; kh < p->KH && !folded; kh++) {
         int64_t ih = oh * p->sh - p->pt + kh * p->dh;
         if (ih < 0 || ih >= p->H) continue;
         const float *xr = x + ih * p->W;
@@ -329,7 +377,10 @@ static void maxpool_planes(void *ctx, int64_t lo, int64_t hi) {
         else
           for (int64_t w = 0; w < p->W; w++) t[w] = nan_max(t[w], xr[w]);
       }
-      if (rows > 0) maxpool_fold_cols(p, yr, t, o0, o1);
+      if (rows > 0 && phased)
+        maxpool_phases(p, yr, t, ev, od);
+      else if (rows > 0)
+        maxpool_fold_cols(p, yr, t, o0, o1);
     }
   }
 }

@@ -24,13 +24,15 @@ class _Pool(torch.nn.Module):
 
 
 # (max_pool2d arguments, input side, native?): ResNet-50's 3x3 stride 2 pad 1;
-# no padding on an odd side; a 2x2 stride 2; stride 3 with padding 1 on a
+# no padding on an odd side; a 2x2 stride 2; a 5x5 stride 2 (the stride-2
+# phases with more than three taps); stride 3 with padding 1 on a
 # side the windows do not tile; dilation 2; ceil_mode and stride 1 keep the
 # generated code.
 CASES = [
     (dict(kernel_size=3, stride=2, padding=1), 112, True),
     (dict(kernel_size=3, stride=2), 33, True),
     (dict(kernel_size=2, stride=2), 16, True),
+    (dict(kernel_size=5, stride=2, padding=2), 21, True),
     (dict(kernel_size=3, stride=3, padding=1), 20, True),
     (dict(kernel_size=3, stride=2, padding=1, dilation=2), 23, True),
     (dict(kernel_size=3, stride=2, padding=1, ceil_mode=True), 20, False),
