@@ -1,6 +1,6 @@
 """``kiln-fuse``: group producer chains into ``kiln.fused`` kernels.
 
-Three fusion rules, applied greedily in program order:
+Four fusion rules, applied greedily in program order:
 
 - **elementwise**: chains (and trees) of elementwise ops (unary, binary,
   comparisons, ``where``, ``cast``; broadcasting allowed) form one group;
@@ -179,7 +179,7 @@ class Fuse(Pass):
     """Group elementwise chains, matmul epilogues and reductions into kiln.fused ops."""
 
     name = "kiln-fuse"
-    summary = "Group producer chains (elementwise, matmul/conv2d+epilogue, reductions) into kiln.fused kernels"
+    summary = "Group producer chains (elementwise, matmul/conv2d+epilogue, conv2d+global pool, reductions) into kiln.fused kernels"
     options = (Option("kinds", list, list(FUSED_KINDS), f"fusion rules to use: {', '.join(FUSED_KINDS)}"),)
 
     def run(self, module) -> None:
