@@ -319,7 +319,7 @@ static void vc_tile_emit(const vconv_args *v, const float *out, int64_t n, int64
     for (int64_t q = 0; q < v->Q; q++) {
       __m512 r[16], b = vc_bias16(v, g * 16 * v->Q + 16 * q);
       for (int64_t p = 0; p < v->P; p++) r[p] = _mm512_add_ps(_mm512_load_ps(out + (p * v->Q + q) * 16), b);
-      vc_pool_vector(v, r, n, g, q, ow0, 16);
+      vc_pool_vector(v, r, n, g, q, ow0, (int)v->P); /* r holds P pixels, not 16 */
     }
     return;
   }

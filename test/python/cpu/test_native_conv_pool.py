@@ -19,14 +19,17 @@ I64 = ctypes.c_int64
 # takes the channel-vector tiles' pool mode on AVX-512 (8 x 2 tiles, the
 # bench CNN's 32 -> 64 layer at batch 1 / 3 / 8; 7 x 4 with a part-filled
 # group and an odd output width; bands on one image, images per thread on
-# four); stride-1 3x3 (Winograd), pointwise and small convolutions compute
-# the whole output and sum it.
+# four; a 2.3 MB weight in K blocks, the tiles' sums kept between them, on
+# one image and four); stride-1 3x3 (Winograd), pointwise and small
+# convolutions compute the whole output and sum it.
 GEOMETRIES = [
     (1, 32, 32, 32, 64, 3, 3, 2, 1, 1),
     (3, 32, 32, 32, 64, 3, 3, 2, 1, 1),
     (8, 32, 32, 32, 64, 3, 3, 2, 1, 1),
     (2, 64, 13, 13, 40, 3, 3, 2, 1, 1),
     (4, 160, 13, 13, 64, 3, 3, 2, 1, 1),
+    (1, 256, 32, 32, 256, 3, 3, 2, 1, 1),
+    (4, 256, 32, 32, 200, 3, 3, 2, 1, 1),
     (2, 24, 16, 15, 22, 3, 3, 1, 1, 1),
     (3, 64, 7, 7, 96, 1, 1, 1, 1, 0),
     (2, 3, 9, 9, 5, 3, 3, 1, 1, 1),
