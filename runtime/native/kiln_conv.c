@@ -731,7 +731,7 @@ static int dconv_run(dconv_args *d, int64_t Wt, int32_t threads, int64_t slot) {
 
 /* Whether 3x3 stride-1 convolutions may take kiln_winograd.c (KILN_WINOGRAD=0
  * turns it off for A/B runs). */
-int kiln_winograd_enabled(void) {
+static int winograd_enabled(void) {
   static int enabled = -1;
   return kiln_switch_on("KILN_WINOGRAD", &enabled);
 }
@@ -753,6 +753,14 @@ void kiln_conv2d(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int6
                  int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl,
                  int64_t X, int64_t Wt, int64_t bias, int64_t res, float beta, int32_t relu, int64_t Y,
                  int32_t threads, int64_t slot) {
+  kiln_conv2d_into(batch, F, C, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, X, Wt, bias, res, beta, relu, Y, threads,
+                   slot, NULL);
+}
+
+int kiln_conv2d_into(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW,
+                     int64_t OH, int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl,
+                     int64_t X, int64_t Wt, int64_t bias, int64_t res, float beta, int32_t relu, int64_t Y,
+                     int32_t threads, int64_t slot, float *pool) {
   wgemm_args g = {0};
   g.batch = batch, g.M = F, g.N = OH * OW, g.K = C * KH * KW;
   g.B = (const float *)X, g.sb = C * H * W, g.im2col = 1;
@@ -767,29 +775,33 @@ void kiln_conv2d(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int6
      * 512 -> 256 at 28 x 28 0.85 / 0.92x, its 256 -> 64 and 256 -> 128 at
      * 56 x 56 1.03 / 1.12x (same C harness, two threads). */
     int64_t n = H * W, cols = (n + WNR - 1) / WNR * WNR;
-    if ((n < 0.9 * cols || n <= 28 * 28) &&
+    /* (Pool mode, not measured on pointwise layers, leaves them the output.) */
+    if (!pool && (n < 0.9 * cols || n <= 28 * 28) &&
         kiln_vconv(batch, F, C, 1, n, 1, 1, 1, n, 1, 1, 1, 1, 0, 0, (const float *)X, (const float *)Wt,
                    (const float *)bias, (const float *)res, beta != 0.0f, relu != 0, (float *)Y, threads, slot, NULL))
-      return;
+      return 1;
   } else {
     dconv_args d = {0};
     d.batch = batch, d.F = F, d.C = C, d.H = H, d.W = W, d.KH = KH, d.KW = KW, d.OH = OH, d.OW = OW;
     d.sh = sh, d.sw = sw, d.dh = dh, d.dw = dw, d.pt = pt, d.pl = pl;
     d.X = (const float *)X, d.bias = (const float *)bias, d.res = (const float *)res, d.Y = (float *)Y;
     d.accumulate = beta != 0.0f, d.relu = relu != 0;
-    if (KH == 3 && KW == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && kiln_winograd_enabled() &&
-        kiln_winograd(batch, F, C, H, W, OH, OW, pt, pl, d.X, (const float *)Wt, d.bias, d.res, d.accumulate, d.relu,
-                      d.Y, threads, slot))
-      return;
+    if (KH == 3 && KW == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && winograd_enabled()) {
+      if (pool) return 0; /* Winograd's geometries keep it: nothing sums in its tiles */
+      if (kiln_winograd(batch, F, C, H, W, OH, OW, pt, pl, d.X, (const float *)Wt, d.bias, d.res, d.accumulate,
+                        d.relu, d.Y, threads, slot))
+        return 1;
+    }
     if (kiln_vconv(batch, F, C, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, d.X, (const float *)Wt, d.bias, d.res,
-                   d.accumulate, d.relu, d.Y, threads, slot, NULL))
-      return;
+                   d.accumulate, d.relu, d.Y, threads, slot, pool))
+      return 1;
     /* A strided 1x1 window's im2col is a subsample, packed once like a
      * pointwise convolution's B (rows_first): ResNet-50's projections at 28
      * / 14 / 7 wide 0.91 / 0.87 / 0.81x against the direct path's flat grid,
      * 0.84x at batch 4 (C harness, two threads, alternating). */
-    if (!(KH == 1 && KW == 1) && dconv_run(&d, Wt, threads, slot)) return;
+    if (!pool && !(KH == 1 && KW == 1) && dconv_run(&d, Wt, threads, slot)) return 1;
   }
+  if (pool) return 0;
   g.H = H, g.W = W, g.KH = KH, g.KW = KW, g.sh = sh, g.sw = sw, g.dh = dh, g.dw = dw, g.OW = OW;
   g.pt = pt, g.pl = pl;
   g.C = (float *)Y, g.ldc = g.N, g.sc = F * g.N;
@@ -798,4 +810,5 @@ void kiln_conv2d(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int6
   g.res = (const float *)res; /* R is laid out as Y (a residual; it may be Y itself) */
   g.relu = relu != 0;
   wgemm_run(&g, Wt, g.K, threads, slot);
+  return 1;
 }

@@ -66,13 +66,13 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
                const float *Wt, const float *bias, const float *res, int accumulate, int relu, float *Y,
                int32_t threads, int64_t slot, float *pool);
 
-/* Whether 3x3 stride-1 convolutions may take kiln_winograd.c (KILN_WINOGRAD=0 turns it off). */
-int kiln_winograd_enabled(void);
-
-void kiln_conv2d(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW, int64_t OH,
-                 int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl, int64_t X,
-                 int64_t Wt, int64_t bias, int64_t res, float beta, int32_t relu, int64_t Y, int32_t threads,
-                 int64_t slot);
+/* kiln_conv2d (kiln_conv.c), returning 1; with `pool` (beta 0, no
+ * residual) only where its dispatch hands the geometry to kiln_vconv and
+ * that takes it in pool mode (Y unused), else 0 with nothing written. */
+int kiln_conv2d_into(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW, int64_t OH,
+                     int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl, int64_t X,
+                     int64_t Wt, int64_t bias, int64_t res, float beta, int32_t relu, int64_t Y, int32_t threads,
+                     int64_t slot, float *pool);
 
 /* Floats per image in kiln_vconv's pool sums: F rounded up to whole groups of 64 channels. */
 static inline int64_t kiln_pool_ld(int64_t F) { return (F + 63) / 64 * 64; }

@@ -603,8 +603,8 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
 /* Y[n, f] = (sum over the output pixels of kiln_conv2d's output [n, f]) /
  * divisor: a convolution (+ bias, ReLU, residual) whose only reader is a
  * global average (divisor OH * OW) or sum (1) pool, Y [batch, F]
- * contiguous; beta must be 0.  Where kiln_conv2d would hand the geometry
- * to the channel-vector tiles (above) without a residual, the tiles
+ * contiguous; beta must be 0.  Where kiln_conv2d's dispatch hands the
+ * geometry to the channel-vector tiles (above) without a residual, the tiles
  * sum their pixels in registers and nothing else is stored (the bench
  * CNN's 32 -> 64 layer and its pool); otherwise the convolution's output
  * goes to this thread's second buffer (kept across calls) and is summed
@@ -614,14 +614,11 @@ void kiln_conv2d_mean(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W,
                       int64_t pl, int64_t X, int64_t Wt, int64_t bias, int64_t res, float beta, int32_t relu,
                       int64_t Y, int32_t threads, int64_t slot, float divisor) {
   float *out = (float *)Y;
-  int pointwise = KH == 1 && KW == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && OH == H && OW == W;
-  int wino = KH == 3 && KW == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && kiln_winograd_enabled();
-  if (beta == 0.0f && res == 0 && !pointwise && !wino) {
+  if (beta == 0.0f && res == 0) {
     int64_t ld = kiln_pool_ld(F), parts = kiln_pool_threads();
     float *sums = calloc((size_t)(parts * batch * ld), sizeof(float));
-    if (sums != NULL && kiln_vconv(batch, F, C, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, (const float *)X,
-                                   (const float *)Wt, (const float *)bias, NULL, 0, relu != 0, NULL, threads, slot,
-                                   sums)) {
+    if (sums != NULL && kiln_conv2d_into(batch, F, C, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, X, Wt, bias, 0,
+                                         0.0f, relu, 0, threads, slot, sums)) {
       for (int64_t n = 0; n < batch; n++)
         for (int64_t f = 0; f < F; f++) {
           float s = 0.0f;
@@ -643,8 +640,8 @@ void kiln_conv2d_mean(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W,
   }
   for (int64_t n0 = 0; n0 < batch; n0 += step) {
     int64_t xs = C * H * W * n0, ys = F * plane * n0;
-    kiln_conv2d(step, F, C, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, X + xs * (int64_t)sizeof(float), Wt, bias,
-                res ? res + ys * (int64_t)sizeof(float) : 0, beta, relu, (int64_t)full, threads, slot);
+    kiln_conv2d_into(step, F, C, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, X + xs * (int64_t)sizeof(float), Wt,
+                     bias, res ? res + ys * (int64_t)sizeof(float) : 0, beta, relu, (int64_t)full, threads, slot, NULL);
     for (int64_t i = 0; i < step * F; i++) {
       const float *p = full + i * plane;
       kiln_vec acc = {0};
