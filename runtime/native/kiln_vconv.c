@@ -216,11 +216,13 @@ static inline void transpose8x16(__m512 r[8]) {
 }
 
 /* acc[p][q] += sum over k < K of xp[koff[k] + p * SW] * w[k][16q..16q+16)
- * for P pixels (P, Q, SW constants, so every loop unrolls into registers). */
+ * for P pixels (P, Q, SW constants, so every loop unrolls into registers);
+ * step k also prefetches pf + k * pfs into L2 (vc_pf_part). */
 static inline __attribute__((always_inline)) void vc_steps(kiln_vec acc[16][4], const float *xp, const float *w,
-                                                           const int32_t *koff, int64_t K, const int P, const int Q,
-                                                           const int SW) {
-  for (int64_t k = 0; k < K; k++) {
+                                                           const int32_t *koff, int64_t K, const char *pf,
+                                                           int64_t pfs, const int P, const int Q, const int SW) {
+  for (int64_t k = 0; k < K; k++, pf += pfs) {
+    __builtin_prefetch(pf, 0, 2);
     const float *xk = xp + koff[k], *wk = w + k * 16 * Q;
     kiln_vec wq[4];
     for (int q = 0; q < Q; q++) wq[q] = kiln_loadu(wk + 16 * q);
@@ -234,8 +236,8 @@ static inline __attribute__((always_inline)) void vc_steps(kiln_vec acc[16][4], 
 /* One tile's partial sums: out[p][16Q] = (out[p][16Q] if add, else 0) +
  * the steps [0, K) (vc_steps). */
 static inline __attribute__((always_inline)) void vc_tile(const float *xp, const float *w, const int32_t *koff,
-                                                          int64_t K, float *out, int add, const int P, const int Q,
-                                                          const int SW) {
+                                                          int64_t K, float *out, int add, const char *pf,
+                                                          int64_t pfs, const int P, const int Q, const int SW) {
   kiln_vec acc[16][4];
   for (int p = 0; p < P; p++)
     for (int q = 0; q < Q; q++)
@@ -243,7 +245,7 @@ static inline __attribute__((always_inline)) void vc_tile(const float *xp, const
         __builtin_memcpy(&acc[p][q], out + (p * Q + q) * 16, sizeof acc[p][q]);
       else
         acc[p][q] = (kiln_vec){0};
-  vc_steps(acc, xp, w, koff, K, P, Q, SW);
+  vc_steps(acc, xp, w, koff, K, pf, pfs, P, Q, SW);
   for (int p = 0; p < P; p++)
     for (int q = 0; q < Q; q++) __builtin_memcpy(out + (p * Q + q) * 16, &acc[p][q], sizeof acc[p][q]);
 }
@@ -265,11 +267,11 @@ static inline __attribute__((always_inline)) void vc_tile(const float *xp, const
 /* Steps [k0, k0 + kc) of the tile of channel group g, output row oh,
  * pixels from ow0, into (add: onto) out[P][16Q]. */
 static void vc_tile_steps(const vconv_args *v, const float *img, int64_t g, int64_t oh, int64_t ow0, int64_t k0,
-                          int64_t kc, float *out, int add) {
+                          int64_t kc, float *out, int add, const char *pf, int64_t pfs) {
   const float *xp = img + oh * v->sh * v->Wp + ow0 * v->sw;
   const float *w = v->Wv + (g * v->K + k0) * 16 * v->Q;
   const int32_t *koff = v->koff + k0;
-  VC_BY_SHAPE(v, vc_tile, xp, w, koff, kc, out, add);
+  VC_BY_SHAPE(v, vc_tile, xp, w, koff, kc, out, add, pf, pfs);
 }
 
 /* p[o..] under mask lo and p[o8..] under mask hi, as one register. */
@@ -377,8 +379,8 @@ static inline __attribute__((always_inline)) void vc_prefetch_out(const vconv_ar
 /* The whole tile (every step) in registers, from the bias, and stored from
  * them (no round trip through memory between the sums and the transpose). */
 static inline __attribute__((always_inline)) void vc_tile_whole(const vconv_args *v, const float *img, int64_t n,
-                                                                int64_t g, int64_t oh, int64_t ow0, const int P,
-                                                                const int Q, const int SW) {
+                                                                int64_t g, int64_t oh, int64_t ow0, const char *pf,
+                                                                int64_t pfs, const int P, const int Q, const int SW) {
   kiln_vec acc[16][4];
   for (int q = 0; q < Q; q++) {
     __m512 b = vc_bias16(v, g * 16 * Q + 16 * q);
@@ -389,7 +391,7 @@ static inline __attribute__((always_inline)) void vc_tile_whole(const vconv_args
    * the row's index arithmetic, one register per pixel (1.17x the time). */
   __asm__("" : "+r"(xp));
   if (!v->pool) vc_prefetch_out(v, n, g, oh, ow0, P, Q);
-  vc_steps(acc, xp, v->Wv + g * v->K * 16 * Q, v->koff, v->K, P, Q, SW);
+  vc_steps(acc, xp, v->Wv + g * v->K * 16 * Q, v->koff, v->K, pf, pfs, P, Q, SW);
   if (v->pool) {
     for (int q = 0; q < Q; q++) {
       __m512 r[16];
@@ -406,8 +408,43 @@ static inline __attribute__((always_inline)) void vc_tile_whole(const vconv_args
 }
 
 /* The whole tile, stored (vc_tile_whole for this tile shape and stride). */
-static void vc_tile_store(const vconv_args *v, const float *img, int64_t n, int64_t g, int64_t oh, int64_t ow0) {
-  VC_BY_SHAPE(v, vc_tile_whole, v, img, n, g, oh, ow0);
+static void vc_tile_store(const vconv_args *v, const float *img, int64_t n, int64_t g, int64_t oh, int64_t ow0,
+                          const char *pf, int64_t pfs) {
+  VC_BY_SHAPE(v, vc_tile_whole, v, img, n, g, oh, ow0, pf, pfs);
+}
+
+/* Tile i of n's share of the weight block [next, next + bytes) to fetch
+ * into L2 over its steps steps: *pf its start, *pfs the bytes a step; with
+ * no next block, a line the tile reads anyway (w) and no stride.  In a
+ * model the weights (ResNet-50's 100 MB) come from memory, and a block's
+ * first tile waited for them (512 -> 2048 at 7 x 7 took 228 us warm, 307
+ * with its 4 MB cold: 228 + 4 MB at 50 GB/s); one prefetch a step spread
+ * over the tiles before keeps that stream beside the FMAs (cold C harness,
+ * two threads: 0.83x there, 0.92x for 2048 -> 512, 0.94x for 1024 -> 512 at
+ * 14 and the strided 512 -> 1024; warm 1.00-1.02x; all at once before a
+ * tile, hundreds of prefetches gained nothing). */
+static inline void vc_pf_part(const float *next, int64_t bytes, int64_t i, int64_t n, int64_t steps, const float *w,
+                              const char **pf, int64_t *pfs) {
+  if (next == NULL || n <= 0 || steps <= 0) {
+    *pf = (const char *)w, *pfs = 0;
+    return;
+  }
+  int64_t share = (bytes + n - 1) / n;
+  *pf = (const char *)next + share * i, *pfs = (share + steps - 1) / steps;
+}
+
+/* The weight block tiles read after group g's steps [k0, k0 + kc): the
+ * group's next block, else the next group's first (the next task's, on
+ * this thread when the groups are shared out in ranges); NULL after the
+ * last.  *bytes its size. */
+static const float *vc_next_weight(const vconv_args *v, int64_t g, int64_t k0, int64_t kc, int64_t *bytes) {
+  int64_t width = 16 * v->Q, k = k0 + kc;
+  if (k >= v->K) {
+    if (++g >= v->groups) return NULL;
+    k = 0;
+  }
+  *bytes = (v->K - k < v->kstep ? v->K - k : v->kstep) * width * (int64_t)sizeof(float);
+  return v->Wv + (g * v->K + k) * width;
 }
 
 /* Channel group g's tiles of rows [r0, r1) with the steps in blocks of
@@ -418,10 +455,15 @@ static void vc_group_kblocked(const vconv_args *v, const float *img, int64_t n, 
                               int64_t t0, int64_t t1, float *sums) {
   int64_t tile = v->P * 16 * v->Q, nt = t1 - t0;
   for (int64_t k0 = 0; k0 < v->K; k0 += v->kstep) {
-    int64_t kc = v->K - k0 < v->kstep ? v->K - k0 : v->kstep;
+    int64_t kc = v->K - k0 < v->kstep ? v->K - k0 : v->kstep, bytes = 0, i = 0, n = (r1 - r0) * nt;
+    const float *next = vc_next_weight(v, g, k0, kc, &bytes);
     for (int64_t oh = r0; oh < r1; oh++)
-      for (int64_t t = t0; t < t1; t++)
-        vc_tile_steps(v, img, g, oh, t * v->P, k0, kc, sums + ((oh - r0) * nt + t - t0) * tile, k0 > 0);
+      for (int64_t t = t0; t < t1; t++, i++) {
+        const char *pf;
+        int64_t pfs;
+        vc_pf_part(next, bytes, i, n, kc, v->Wv, &pf, &pfs);
+        vc_tile_steps(v, img, g, oh, t * v->P, k0, kc, sums + ((oh - r0) * nt + t - t0) * tile, k0 > 0, pf, pfs);
+      }
   }
   for (int64_t oh = r0; oh < r1; oh++)
     for (int64_t t = t0; t < t1; t++)
@@ -437,14 +479,22 @@ static void vc_tiles(const vconv_args *v, const float *img, int64_t n, int64_t g
   if (v->rows_outer) {
     for (int64_t oh = r0; oh < r1; oh++)
       for (int64_t g = g0; g < g1; g++)
-        for (int64_t t = t0; t < t1; t++) vc_tile_store(v, img, n, g, oh, t * v->P);
+        for (int64_t t = t0; t < t1; t++) vc_tile_store(v, img, n, g, oh, t * v->P, (const char *)v->Wv, 0);
   } else if (v->kstep < v->K && (r1 - r0) * (t1 - t0) * v->P * 16 * v->Q <= VC_SUMS) {
     float sums[VC_SUMS] __attribute__((aligned(64)));
     for (int64_t g = g0; g < g1; g++) vc_group_kblocked(v, img, n, g, r0, r1, t0, t1, sums);
   } else {
-    for (int64_t g = g0; g < g1; g++)
+    for (int64_t g = g0; g < g1; g++) {
+      int64_t bytes = 0, i = 0, nt = (r1 - r0) * (t1 - t0);
+      const float *next = vc_next_weight(v, g, 0, v->K, &bytes);
       for (int64_t oh = r0; oh < r1; oh++)
-        for (int64_t t = t0; t < t1; t++) vc_tile_store(v, img, n, g, oh, t * v->P);
+        for (int64_t t = t0; t < t1; t++, i++) {
+          const char *pf;
+          int64_t pfs;
+          vc_pf_part(next, bytes, i, nt, v->K, v->Wv, &pf, &pfs);
+          vc_tile_store(v, img, n, g, oh, t * v->P, pf, pfs);
+        }
+    }
   }
 }
 
