@@ -87,6 +87,12 @@ static uint32_t current_gen(void) { return (uint32_t)(atomic_load_explicit(&job_
 
 static __thread int worker_slot = 0;
 
+/* Bound workers: worker i's thread and CPU (-1: not bound); free_cpu, the
+ * allowed CPU none of them holds (-1 unless every worker is bound). */
+static pthread_t worker_tid[KILN_MAX_THREADS];
+static int worker_cpu[KILN_MAX_THREADS];
+static int free_cpu = -1;
+
 int kiln_worker_slot(void) { return worker_slot; }
 
 /* Worker `slot` bound to the slot-th CPU this process may run on (modulo
@@ -96,7 +102,8 @@ int kiln_worker_slot(void) { return worker_slot; }
  * caller claimed every part, and the bench CNN at batch 1 ran at 55 µs a
  * call instead of 31 for seconds at a time (calls in bursts 50 ms apart; 10
  * of 24 bursts slow unbound, 0 of 24 bound; the machine's other slow spells,
- * in which one thread ran as fast as two, came bound too).  Only when the
+ * in which one thread ran as fast as two, came bound too; so, in later runs,
+ * did the caller on the worker's CPU: unshare_cpu below).  Only when the
  * pool is as big as the CPUs the process may use (threads = CPUs, the
  * default): a pool of fewer threads on a bigger machine leaves the
  * scheduler room to spread them, and several processes binding to the same
@@ -114,9 +121,36 @@ static int bind_attr(pthread_attr_t *attr, int slot, int threads) {
     if (CPU_ISSET(c, &allowed) && i++ == want) {
       CPU_ZERO(&one);
       CPU_SET(c, &one);
-      return pthread_attr_setaffinity_np(attr, sizeof one, &one) == 0;
+      if (pthread_attr_setaffinity_np(attr, sizeof one, &one) != 0) return 0;
+      worker_cpu[slot] = c;
+      return 1;
     }
   return 0;
+}
+
+/* The caller, unbound, can still land on a worker's CPU (woken there after
+ * a sleep, and kept there: the balancer does not pull a running thread off
+ * a CPU whose other thread is pinned).  The two then share that CPU, the
+ * caller claims every part, and the bench CNN at batch 1 ran at 54 µs a
+ * call instead of 31 for bursts at a time.  So a job that finds the caller
+ * on worker i's CPU moves worker i to the CPU no worker holds (free_cpu)
+ * and that CPU becomes the free one: one sched_getcpu a job, a
+ * pthread_setaffinity_np when they meet.  (The machine's other slow state,
+ * both threads on their own CPUs yet each at half speed, as one alone,
+ * is the host's: a 2-part job of spinning took 60 us there on one thread
+ * and on two.)  Under pool_lock. */
+static void unshare_cpu(void) {
+  if (free_cpu < 0) return;
+  int c = sched_getcpu();
+  if (c < 0 || c == free_cpu) return;
+  for (int i = 1; i <= pool_threads; i++)
+    if (worker_cpu[i] == c) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(free_cpu, &one);
+      if (pthread_setaffinity_np(worker_tid[i], sizeof one, &one) == 0) worker_cpu[i] = free_cpu, free_cpu = c;
+      return;
+    }
 }
 
 static void *worker(void *arg) {
@@ -152,14 +186,28 @@ int kiln_pool_init(int threads) {
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
+    worker_cpu[i] = -1;
     int bound = bind_attr(&attr, i, threads);
     int failed = pthread_create(&t, &attr, worker, (void *)(intptr_t)i) != 0;
     pthread_attr_destroy(&attr);
-    if (failed && bound) failed = pthread_create(&t, NULL, worker, (void *)(intptr_t)i) != 0;
+    if (failed && bound) worker_cpu[i] = -1, failed = pthread_create(&t, NULL, worker, (void *)(intptr_t)i) != 0;
     if (failed) break;
     pthread_detach(t);
+    worker_tid[i] = t;
     pool_threads = i;
   }
+  /* One thread per allowed CPU, every worker bound to one but the first
+   * (slot 0's): that one is the caller's (unshare_cpu). */
+  cpu_set_t allowed;
+  int all_bound = pool_threads > 0;
+  for (int i = 1; i <= pool_threads; i++) all_bound &= worker_cpu[i] >= 0;
+  free_cpu = -1;
+  if (all_bound && sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) == pool_threads + 1)
+    for (int c = 0; c < CPU_SETSIZE; c++)
+      if (CPU_ISSET(c, &allowed)) {
+        free_cpu = c;
+        break;
+      }
   int n = pool_threads + 1;
   pthread_mutex_unlock(&pool_lock);
   return n;
@@ -192,6 +240,7 @@ void kiln_parallel_for(kiln_task_fn fn, void *ctx, int64_t n, int64_t parts) {
     fn(ctx, 0, n);
     return;
   }
+  unshare_cpu();
   job_fn = fn;
   job_ctx = ctx;
   job_n = n;

@@ -75,3 +75,28 @@ def test_workers_are_bound_to_one_cpu_only_when_the_pool_takes_every_cpu(pin, th
     widths = [int(w) for w in out.stdout.split()]
     bound = [w for w in widths if w == 1]
     assert len(bound) == (cpus - 1 if pin == "1" and threads is None else 0), (widths, out.stderr)
+
+
+_UNSHARE = """
+import ctypes, os
+from kiln.runtime import native
+lib = native.load()
+main = os.getpid()
+workers = [int(t) for t in os.listdir("/proc/self/task")
+           if int(t) != main and len(os.sched_getaffinity(int(t))) == 1]
+before = os.sched_getaffinity(workers[0])
+os.sched_setaffinity(0, before)  # the caller onto the worker's CPU
+TASK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+lib.kiln_parallel_for.argtypes = [TASK, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
+lib.kiln_parallel_for(TASK(lambda ctx, lo, hi: None), None, 2, 2)
+print(sorted(before)[0], sorted(os.sched_getaffinity(workers[0]))[0], os.sched_getaffinity(0) == before)
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: there is no worker to bind")
+def test_a_job_moves_the_worker_off_the_callers_cpu():
+    env = {k: v for k, v in os.environ.items() if k not in ("KILN_PIN", "KILN_THREADS")}
+    out = subprocess.run([sys.executable, "-c", _UNSHARE], env=env, capture_output=True, text=True, check=True)
+    before, after, caller_kept = out.stdout.split()
+    free = min(os.sched_getaffinity(0))  # the CPU no worker was bound to (the caller's)
+    assert int(before) != free and (int(after), caller_kept) == (free, "True"), out.stdout
