@@ -30,10 +30,14 @@
 #define KILN_MAX_THREADS 64
 /* Workers spin this long after a job before sleeping: kernels of one call
  * come back to back, and a condition-variable wake costs tens of µs.  After
- * the first microseconds they spin with sched_yield, so a runnable thread
- * of someone else (OpenBLAS's workers, another process) gets the core. */
+ * the first KILN_PAUSE_NS they spin with sched_yield, so a runnable thread
+ * of someone else (OpenBLAS's workers, another process) gets the core.
+ * 50 µs of plain spinning, not 5: a worker in sched_yield took its syscall's
+ * time to see the next kernel, and the gap between two calls (the caller's
+ * Python) is past 5 µs (bench CNN 0.984x at batch 1 and 0.995x at 8, MLP
+ * B=8 0.982x, the rest 0.99-1.00x; worker pairs). */
 #define KILN_SPIN_NS 200000
-#define KILN_PAUSE_NS 5000
+#define KILN_PAUSE_NS 50000
 
 /* A job is `parts` parts that any thread may claim.  job_word holds the
  * job's generation (high 32 bits), its part count (bits 16..31) and the next
