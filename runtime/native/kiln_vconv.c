@@ -455,13 +455,13 @@ static void vc_group_kblocked(const vconv_args *v, const float *img, int64_t n, 
                               int64_t t0, int64_t t1, float *sums) {
   int64_t tile = v->P * 16 * v->Q, nt = t1 - t0;
   for (int64_t k0 = 0; k0 < v->K; k0 += v->kstep) {
-    int64_t kc = v->K - k0 < v->kstep ? v->K - k0 : v->kstep, bytes = 0, i = 0, n = (r1 - r0) * nt;
+    int64_t kc = v->K - k0 < v->kstep ? v->K - k0 : v->kstep, bytes = 0, i = 0, tiles = (r1 - r0) * nt;
     const float *next = vc_next_weight(v, g, k0, kc, &bytes);
     for (int64_t oh = r0; oh < r1; oh++)
       for (int64_t t = t0; t < t1; t++, i++) {
         const char *pf;
         int64_t pfs;
-        vc_pf_part(next, bytes, i, n, kc, v->Wv, &pf, &pfs);
+        vc_pf_part(next, bytes, i, tiles, kc, v->Wv, &pf, &pfs);
         vc_tile_steps(v, img, g, oh, t * v->P, k0, kc, sums + ((oh - r0) * nt + t - t0) * tile, k0 > 0, pf, pfs);
       }
   }
