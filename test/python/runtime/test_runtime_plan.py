@@ -2,6 +2,7 @@
 well below the no-reuse total; and kiln-run --report."""
 
 import itertools
+import os
 
 import pytest
 
@@ -10,7 +11,7 @@ from kiln.context import make_context
 from kiln.dialects.dims import evaluate
 from kiln.module import parse_module, symbols_of
 from kiln.pipelines import Pipeline
-from kiln.runtime.arena import ArenaPlan
+from kiln.runtime.arena import ArenaPlan, ArenaPool
 from kiln.transforms.plan_memory import plan_memory, read_plan
 
 
@@ -116,3 +117,29 @@ def test_kiln_run_report(tmp_path, capsys):
     assert "fallback ops: 0 (0.0% of ops" in out
     assert "arena at B=5: planned peak" in out
     assert "calls: 3 (2 timed" in out
+
+
+def _vm_flags(address: int) -> list[str]:
+    """The VmFlags of the mapping of this process that holds ``address``."""
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(a, 16) for a in head.split("-"))
+                inside = lo <= address < hi
+            elif inside and head == "VmFlags:":
+                return line.split()[1:]
+    return []
+
+
+@pytest.mark.skipif(not os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled"),
+                    reason="no transparent huge pages on this system")
+@pytest.mark.parametrize("switch, advised", [("1", True), ("0", False)])
+def test_big_arenas_are_advised_to_huge_pages(monkeypatch, switch, advised):
+    monkeypatch.setenv("KILN_HUGEPAGES", switch)
+    pool = ArenaPool()
+    buf = pool.acquire(8 << 20)
+    aligned = -(-buf.data_ptr() // (2 << 20)) * (2 << 20)  # the first whole huge page inside
+    assert ("hg" in _vm_flags(aligned)) == advised
+    pool.release(buf)
