@@ -34,8 +34,8 @@ __all__ = ["SOURCES", "library", "load", "packed_bytes", "release_on_collect", "
 #: The C files of the library, compiled together (the others use kiln_native.c's pool).
 #: (SOURCE_NAMES and FLAGS stay literals: bench/native_check.py reads them
 #: from this file without importing kiln.)
-SOURCE_NAMES = ("kiln_native.c", "kiln_conv.c", "kiln_winograd.c", "kiln_vconv.c", "kiln_attention.c",
-                "kiln_dispatch.c")
+SOURCE_NAMES = ("kiln_native.c", "kiln_conv.c", "kiln_dconv.c", "kiln_winograd.c", "kiln_vconv.c",
+                "kiln_attention.c", "kiln_dispatch.c")
 SOURCES = tuple(Path(__file__).with_name(name) for name in SOURCE_NAMES)
 #: What they include (part of the library's cache key, not compiled alone).
 HEADERS = (Path(__file__).with_name("kiln_native.h"), Path(__file__).with_name("kiln_wtile.h"))

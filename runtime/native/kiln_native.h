@@ -77,6 +77,16 @@ int kiln_conv2d_into(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, 
 /* Floats per image in kiln_vconv's pool sums: F rounded up to whole groups of 64 channels. */
 static inline int64_t kiln_pool_ld(int64_t F) { return (F + 63) / 64 * 64; }
 
+/* kiln_conv2d's contract computed directly (kiln_dconv.c): the input copied
+ * once per call into padded phase planes, the products read from them
+ * through an offset table; 0 when memory for the copies ran out or the
+ * geometry is not one it takes (nothing written: kiln_conv2d takes the
+ * im2col path). */
+int kiln_dconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW, int64_t OH,
+               int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl, const float *X,
+               const float *Wt, const float *bias, const float *res, int accumulate, int relu, float *Y,
+               int32_t threads, int64_t slot);
+
 /* kiln_conv2d's contract for a 3x3 stride-1 undilated convolution, by
  * Winograd's F(2x2, 3x3) (kiln_winograd.c), when it takes the channels and
  * output size (wino_takes); 0 when it does not or memory ran out (nothing

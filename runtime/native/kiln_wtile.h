@@ -132,6 +132,11 @@ static inline void zero_ends(float *row, int64_t lo, int64_t hi, int64_t n) {
   }
 }
 
+/* The packing slot's copy of the constant A (M x K, leading dim lda) in
+ * blocks of WMR rows, [K][WMR] each, for micro_w (kiln_conv.c); NULL when
+ * memory ran out. */
+const float *kiln_packed_a(int64_t slot, const float *A, int64_t M, int64_t K, int64_t lda);
+
 /* n rounded up to a multiple of 16 floats (64 bytes). */
 static inline int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
