@@ -120,7 +120,7 @@ FREE_PACKED = "kiln_free_packed"
 #: keeps them with OpenBLAS.
 WEIGHT_A_GEMM = "kiln_sgemm_wa"
 NATIVE_CONV = "kiln_conv2d"
-#: A convolution whose output only feeds a global average / sum pool (kiln_conv.c).
+#: A convolution whose output only feeds a global average / sum pool (kiln_vconv.c).
 NATIVE_CONV_MEAN = "kiln_conv2d_mean"
 #: OpenBLAS's sgemm in single-threaded slabs on the native pool (its own
 #: threads busy-wait for each other, and stall when a core is taken).
