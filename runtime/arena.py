@@ -118,16 +118,15 @@ def _advise_huge_pages(buf: torch.Tensor) -> None:
     global _madvise
     if not sys.platform.startswith("linux") or os.environ.get("KILN_HUGEPAGES", "1") == "0":
         return
-    start = -(-buf.data_ptr() // _HUGE_PAGE) * _HUGE_PAGE
-    end = (buf.data_ptr() + buf.numel()) // _HUGE_PAGE * _HUGE_PAGE
-    if end <= start:
-        return
     if _madvise is None:
         libc = ctypes.CDLL(None, use_errno=True)
         _madvise = libc.madvise
         _madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
         _madvise.restype = ctypes.c_int
-    _madvise(start, end - start, _MADV_HUGEPAGE)  # advice only: a refusal changes nothing
+    start = -(-buf.data_ptr() // _HUGE_PAGE) * _HUGE_PAGE
+    end = (buf.data_ptr() + buf.numel()) // _HUGE_PAGE * _HUGE_PAGE
+    if end > start:
+        _madvise(start, end - start, _MADV_HUGEPAGE)  # advice only: a refusal changes nothing
 
 
 class ArenaPool:

@@ -5,6 +5,7 @@ import itertools
 import os
 
 import pytest
+import torch
 
 from kiln._mlir import ir
 from kiln.context import make_context
@@ -137,9 +138,20 @@ def _vm_flags(address: int) -> list[str]:
                     reason="no transparent huge pages on this system")
 @pytest.mark.parametrize("switch, advised", [("1", True), ("0", False)])
 def test_big_arenas_are_advised_to_huge_pages(monkeypatch, switch, advised):
+    from kiln.runtime import arena
+
+    monkeypatch.delenv("KILN_HUGEPAGES", raising=False)
+    arena._advise_huge_pages(torch.empty(1, dtype=torch.uint8))  # binds libc's madvise (nothing to advise)
+    calls = []
+    real = arena._madvise
+    monkeypatch.setattr(arena, "_madvise", lambda *a: calls.append(a) or real(*a))
     monkeypatch.setenv("KILN_HUGEPAGES", switch)
     pool = ArenaPool()
     buf = pool.acquire(8 << 20)
-    aligned = -(-buf.data_ptr() // (2 << 20)) * (2 << 20)  # the first whole huge page inside
-    assert ("hg" in _vm_flags(aligned)) == advised
+    huge = 2 << 20
+    start = -(-buf.data_ptr() // huge) * huge  # the whole huge pages inside the arena
+    end = (buf.data_ptr() + buf.numel()) // huge * huge
+    assert calls == ([(start, end - start, 14)] if advised else [])
+    if advised:  # the mapping carries the advice (other memory of the process may carry it too)
+        assert "hg" in _vm_flags(start)
     pool.release(buf)
