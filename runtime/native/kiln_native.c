@@ -200,18 +200,18 @@ int kiln_pool_init(int threads) {
     worker_tid[i] = t;
     pool_threads = i;
   }
-  /* One thread per allowed CPU, every worker bound to one but the first
-   * (slot 0's): that one is the caller's (unshare_cpu). */
+  /* One thread per allowed CPU, every worker bound to one: the CPU none
+   * holds is the caller's (unshare_cpu; after a swap not the first). */
   cpu_set_t allowed;
   int all_bound = pool_threads > 0;
   for (int i = 1; i <= pool_threads; i++) all_bound &= worker_cpu[i] >= 0;
   free_cpu = -1;
   if (all_bound && sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) == pool_threads + 1)
-    for (int c = 0; c < CPU_SETSIZE; c++)
-      if (CPU_ISSET(c, &allowed)) {
-        free_cpu = c;
-        break;
-      }
+    for (int c = 0; c < CPU_SETSIZE && free_cpu < 0; c++) {
+      int held = !CPU_ISSET(c, &allowed);
+      for (int i = 1; i <= pool_threads && !held; i++) held = worker_cpu[i] == c;
+      if (!held) free_cpu = c;
+    }
   int n = pool_threads + 1;
   pthread_mutex_unlock(&pool_lock);
   return n;

@@ -126,7 +126,8 @@ static void vc_pad_rows(const vconv_args *v, const float *x, float *dst, int64_t
     float *row = dst + r * Wp;
     int64_t i = r - pt;
     int copy = i >= 0 && i < H && len > 0;
-    const float *xr = x + i * W - pl; /* xr[j]: input column j - pl (read only inside the masks) */
+    /* xr[j]: input column j - pl, read only inside the masks (a masked-off lane reads nothing) */
+    const float *xr = copy ? x + i * W - pl : x;
     /* Whole stores but the row's last: what passes its end is the next
      * row's, stored after it; the range's last row ends masked. */
     for (int64_t c = 0; c + 1 < chunks; c++)
