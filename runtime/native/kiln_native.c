@@ -40,11 +40,17 @@
 #define KILN_PAUSE_NS 50000
 
 /* A job is `parts` parts that any thread may claim.  job_word holds the
- * job's generation (high 32 bits), its part count (bits 16..31) and the next
- * unclaimed part (bits 0..15); a part is claimed by a compare-and-swap on
- * it, so a claim can only succeed on the job the word names, and the caller
- * claims whatever no worker has taken: a worker that is not running (both
- * cores busy elsewhere) costs nothing, instead of a scheduler slice. */
+ * job's generation (high 32 bits) and its unclaimed parts [front, back)
+ * (front in bits 0..15, back in bits 16..31: the part count at the start);
+ * a part is claimed by a compare-and-swap on it, so a claim can only
+ * succeed on the job the word names, and the caller claims whatever no
+ * worker has taken: a worker that is not running (both cores busy
+ * elsewhere) costs nothing, instead of a scheduler slice.  The caller
+ * claims from the front, the workers from the back (claim): with two
+ * threads each keeps its end of every job, so back-to-back kernels find
+ * their half of the data in the core that wrote it (bench CNN B=1 0.981x,
+ * MLP B=1 0.971x, transformer (4,128) 0.986x, the rest 0.999-1.012x;
+ * worker pairs). */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER; /* one job at a time */
 static pthread_mutex_t wake_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake_cond = PTHREAD_COND_INITIALIZER;
@@ -68,19 +74,27 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* A part of job `gen` claimed, or -1 when that job has none left (or is over). */
-static int64_t claim(uint32_t gen) {
+/* A part of job `gen` claimed, or -1 when that job has none left (or is
+ * over): the first unclaimed one (bits 0..15 of job_word) or, from_back,
+ * the last (bits 16..31 hold one past it).  The caller claims from the
+ * front and the workers from the back, so each thread's parts are
+ * neighbours (a run of tasks that share a weight block stays on one
+ * thread) however finely the job is cut, and the two meet where their
+ * speeds put them. */
+static int64_t claim(uint32_t gen, int from_back) {
   uint64_t w = atomic_load_explicit(&job_word, memory_order_acquire);
   for (;;) {
-    if ((uint32_t)(w >> 32) != gen || (w & 0xffff) >= ((w >> 16) & 0xffff)) return -1;
-    if (atomic_compare_exchange_weak_explicit(&job_word, &w, w + 1, memory_order_acq_rel, memory_order_acquire))
-      return (int64_t)(w & 0xffff);
+    uint64_t front = w & 0xffff, back = (w >> 16) & 0xffff;
+    if ((uint32_t)(w >> 32) != gen || front >= back) return -1;
+    uint64_t next = from_back ? w - (1ull << 16) : w + 1;
+    if (atomic_compare_exchange_weak_explicit(&job_word, &w, next, memory_order_acq_rel, memory_order_acquire))
+      return (int64_t)(from_back ? back - 1 : front);
   }
 }
 
-/* Claim and run parts of job `gen` until none is left. */
-static void work(uint32_t gen) {
-  for (int64_t part; (part = claim(gen)) >= 0;) {
+/* Claim and run parts of job `gen` until none is left (from_back: claim). */
+static void work(uint32_t gen, int from_back) {
+  for (int64_t part; (part = claim(gen, from_back)) >= 0;) {
     int64_t lo = job_n * part / job_parts, hi = job_n * (part + 1) / job_parts;
     if (lo < hi) job_fn(job_ctx, lo, hi);
     atomic_fetch_add_explicit(&job_done, 1, memory_order_release);
@@ -177,7 +191,7 @@ static void *worker(void *arg) {
         cpu_relax();
     }
     seen = current_gen();
-    work(seen);
+    work(seen, 1);
   }
   return NULL;
 }
@@ -255,7 +269,7 @@ void kiln_parallel_for(kiln_task_fn fn, void *ctx, int64_t n, int64_t parts) {
   pthread_mutex_lock(&wake_lock);
   pthread_cond_broadcast(&wake_cond);
   pthread_mutex_unlock(&wake_lock);
-  work(gen);
+  work(gen, 0);
   /* Only parts a worker claimed and is still running are waited for. */
   while (atomic_load_explicit(&job_done, memory_order_acquire) < parts) cpu_relax();
   pthread_mutex_unlock(&pool_lock);

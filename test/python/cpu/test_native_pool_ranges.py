@@ -100,3 +100,23 @@ def test_a_job_moves_the_worker_off_the_callers_cpu():
     before, after, caller_kept = out.stdout.split()
     free = min(os.sched_getaffinity(0))  # the CPU no worker was bound to (the caller's)
     assert int(before) != free and (int(after), caller_kept) == (free, "True"), out.stdout
+
+
+def test_the_caller_claims_from_the_front_and_workers_from_the_back():
+    lib = native.load()
+    if lib.kiln_pool_threads() < 2:
+        pytest.skip("one thread: the caller runs every part")
+    lib.kiln_parallel_for.argtypes = [TASK, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
+    lib.kiln_worker_slot.restype = ctypes.c_int
+    n, by_caller, lock = 64, [], threading.Lock()
+
+    def task(ctx, lo, hi):
+        if lib.kiln_worker_slot() == 0:
+            with lock:
+                by_caller.extend(range(lo, hi))
+
+    cb = TASK(task)
+    for _ in range(20):  # whatever share each thread gets, the caller's is a prefix
+        by_caller.clear()
+        lib.kiln_parallel_for(cb, None, n, 16)
+        assert sorted(by_caller) == list(range(len(by_caller))), by_caller
