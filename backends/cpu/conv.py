@@ -303,17 +303,23 @@ def output_init(g):
 _OLT = 4  # arith.cmpf's predicate number for "olt"
 
 
-def _is_zero(v) -> bool:
-    """``v`` is an ``arith.constant`` 0: a float (either sign) or an integer or index."""
+def _constant(v) -> float | int | None:
+    """The value of ``v`` when it is a scalar ``arith.constant`` (a float, an
+    integer or an index), else None."""
     owner = getattr(v.owner, "operation", None)
     if owner is None or owner.name != "arith.constant":
-        return False
+        return None
     for attr in (ir.FloatAttr, ir.IntegerAttr):
         try:
-            return attr(owner.attributes["value"]).value == 0
+            return attr(owner.attributes["value"]).value
         except ValueError:  # another kind of constant (or a vector)
             continue
-    return False
+    return None
+
+
+def _is_zero(v) -> bool:
+    """``v`` is an ``arith.constant`` 0: a float (either sign) or an integer or index."""
+    return _constant(v) == 0
 
 
 def _is_relu_body(block) -> bool:
@@ -405,12 +411,13 @@ def _ancestor_in(op, block):
     return op
 
 
-def _elementwise_4d(op, n_ins: int):
-    """``op``'s ins and out when it is a 4-D identity-map generic with ``n_ins`` inputs and one output."""
+def _elementwise(op, n_ins: int, rank: int = 4):
+    """``op``'s ins and out when it is an identity-map generic of ``rank``
+    dims with ``n_ins`` inputs and one output."""
     if len(op.operands) != n_ins + 1 or len(op.regions[0].blocks[0].arguments) != n_ins + 1:
         return None
     maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
-    if maps != [ir.AffineMap.get_identity(4)] * (n_ins + 1):
+    if maps != [ir.AffineMap.get_identity(rank)] * (n_ins + 1):
         return None
     return list(op.operands)[:n_ins], op.operands[n_ins]
 
@@ -468,7 +475,7 @@ def conv_epilogue(g) -> Epilogue | None:
     dead, residual, relu = [], None, False
     reader = _sole_reader(buffer, g, block_ops)
     if reader is not None and _is_add_body(reader.regions[0].blocks[0]):
-        io = _elementwise_4d(reader, 2)
+        io = _elementwise(reader, 2)
         if io is None:
             return None
         ins, out = io
@@ -481,7 +488,7 @@ def conv_epilogue(g) -> Epilogue | None:
         dead.append(reader)
         reader = _sole_reader(out, g, block_ops, skip=set(dead))
     if reader is not None and _is_relu_body(reader.regions[0].blocks[0]):
-        io = _elementwise_4d(reader, 1)
+        io = _elementwise(reader, 1)
         if io is not None and _plain_4d(io[1], g, block_ops):
             relu, buffer = True, io[1]
             dead.append(reader)
@@ -539,25 +546,20 @@ def _spatial_sum(op, buffer) -> bool:
 def _constant_divisor(op, value) -> float | None:
     """The constant ``c`` when the generic ``op`` computes ``x / c`` of its
     one input ``value`` element for element (same shape), else None."""
-    io = None
-    if op.name == "linalg.generic" and len(op.operands) == 2 and op.operands[0] == value:
-        rank = ir.MemRefType(value.type).rank
-        if _maps(op) == [str(ir.AffineMap.get_identity(rank))] * 2 and _iterators(op) == ["parallel"] * rank:
-            io = op.regions[0].blocks[0]
-    if io is None or ir.MemRefType(op.operands[1].type).shape != ir.MemRefType(value.type).shape:
+    rank = ir.MemRefType(value.type).rank
+    io = _elementwise(op, 1, rank) if op.name == "linalg.generic" else None
+    if io is None or io[0][0] != value or _iterators(op) != ["parallel"] * rank:
         return None
-    ops = [o.operation for o in io.operations]
-    if len(ops) != 2 or ops[0].name != "arith.divf" or ops[0].operands[0] != io.arguments[0]:
+    if ir.MemRefType(io[1].type).shape != ir.MemRefType(value.type).shape:
+        return None
+    body = op.regions[0].blocks[0]
+    ops = [o.operation for o in body.operations]
+    if len(ops) != 2 or ops[0].name != "arith.divf" or ops[0].operands[0] != body.arguments[0]:
         return None
     if ops[1].operands[0] != ops[0].results[0]:
         return None
-    c = getattr(ops[0].operands[1].owner, "operation", None)
-    if c is None or c.name != "arith.constant":
-        return None
-    try:
-        return ir.FloatAttr(c.attributes["value"]).value
-    except ValueError:
-        return None
+    c = _constant(ops[0].operands[1])
+    return float(c) if c is not None else None
 
 
 def _pool_after(reduce, buffer, g, block_ops):
