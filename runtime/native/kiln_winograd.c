@@ -275,12 +275,14 @@ static void wino_step_products(const wino_args *w, const float *v, float *m, int
 }
 
 /* Tasks [lo, hi) of the banded path: task t is (image, block of TB tiles),
- * all three steps in this part's buffer (one channel's planes, V, M) while
- * it stays in L2. */
+ * all three steps in this thread's buffer (one channel's planes, V, M, at
+ * its kiln_worker_slot) while it stays in L2.  (A buffer per part had
+ * cycled ResNet-50's 28-wide layers through 7 x 655 KB of scratch, which
+ * left L2 between parts: one per thread, 128 -> 128 at 28 x 28 0.98x, 64
+ * -> 64 at 56 x 56 0.98x, C harness, two threads, alternating.) */
 static void wino_bands(void *ctx, int64_t lo, int64_t hi) {
   wino_args *w = ctx;
-  int64_t part = __atomic_fetch_add(&w->next_part, 1, __ATOMIC_RELAXED);
-  float *p = w->buf + part * w->part_floats, *v = p + w->plane_floats, *m = v + 16 * w->C * w->ldv;
+  float *p = w->buf + kiln_worker_slot() * w->part_floats, *v = p + w->plane_floats, *m = v + 16 * w->C * w->ldv;
   wino_zero_tails(w, p);
   for (int64_t task = lo; task < hi; task++) {
     int64_t b = task / w->blocks, t0 = task % w->blocks * w->TB, t1 = t0 + w->TB < w->T ? t0 + w->TB : w->T;
@@ -392,10 +394,11 @@ int kiln_winograd(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int
   /* One channel's padded rows 2 r0 .. 2 r1 + 3 under tile rows r0 .. r1. */
   w.plane_floats = round16((2 * ((w.TB + tw - 1) / tw + 1) + 2) * 2 * w.Wq);
   if (!passes) {
-    int64_t tasks = batch * w.blocks, parts = kiln_parts(tasks, threads);
+    int64_t tasks = batch * w.blocks;
     w.part_floats = round16(w.plane_floats + 16 * C * w.ldv + 16 * F * w.TB + VW);
-    if ((w.buf = kiln_thread_scratch((size_t)(parts * w.part_floats) * sizeof(float))) == NULL) return 0;
-    kiln_parallel_for(wino_bands, &w, tasks, parts);
+    if ((w.buf = kiln_thread_scratch((size_t)(kiln_pool_threads() * w.part_floats) * sizeof(float))) == NULL)
+      return 0;
+    kiln_parallel_for(wino_bands, &w, tasks, kiln_parts(tasks, threads));
     return 1;
   }
   int64_t n_in = batch * C, parts = kiln_parts(n_in, threads);

@@ -13,6 +13,10 @@
 
 #include "kiln_native.h"
 
+#if KILN_VW == 16
+#include <immintrin.h>
+#endif
+
 #define VW KILN_VW
 #define WMR KILN_MR /* the small GEMM's register block (kiln_native.h) */
 #define WNR (2 * VW)
@@ -81,6 +85,13 @@ static inline __attribute__((always_inline)) void micro_w_step(kiln_vec acc[WMR]
   }
 }
 
+/* micro_w_step for a panel of VW columns or fewer: one vector of the row. */
+static inline __attribute__((always_inline)) void micro_w_step1(kiln_vec acc[WMR][2], const float *bk,
+                                                                 const float *ak) {
+  kiln_vec b0 = kiln_pinned(kiln_loadu(bk));
+  for (int m = 0; m < WMR; m++) acc[m][0] += ak[m] * b0;
+}
+
 /* c[0 .. mr, 0 .. nr] (leading dim ldc) = or += a[kc][WMR] . b[kc][WNR]
  * (row k of b at b + off[k] when off is not NULL, else at b + k * WNR),
  * starting from bias[m] for row m when bias is not NULL, plus res (same
@@ -104,10 +115,20 @@ static inline __attribute__((always_inline)) void micro_w(int mr, const float *a
    * a longer address computation in each K step (the bench CNN's 32 -> 64
    * layer 0.926-0.946x, ResNet-50's 3x3 at 56 / 14 0.934 / 0.916x on one
    * thread, same library, alternating; small_cnn 0.945-0.963x, worker pairs). */
-  if (off)
+  /* A panel of VW columns or fewer (a Winograd block's last: 16 of
+   * ResNet-50's 784 tiles at 56 x 56, 4 of 196 at 28 x 28) takes one
+   * vector of B a step: half the FMAs of a whole panel, which had made
+   * those blocks as long as the others and left a thread waiting. */
+  if (nr <= VW) {
+    if (off)
+      for (int64_t k = 0; k < kc; k++) micro_w_step1(acc, b + off[k], a + k * WMR);
+    else
+      for (int64_t k = 0; k < kc; k++) micro_w_step1(acc, b + k * WNR, a + k * WMR);
+  } else if (off) {
     for (int64_t k = 0; k < kc; k++) micro_w_step(acc, b + off[k], a + k * WMR);
-  else
+  } else {
     for (int64_t k = 0; k < kc; k++) micro_w_step(acc, b + k * WNR, a + k * WMR);
+  }
   if (unrolled) {
 #pragma GCC unroll 16
     for (int m = 0; m < mr; m++) micro_w_row(acc[m], c + m * ldc, res ? res + m * ldc : NULL, nr, add, relu);
@@ -150,27 +171,51 @@ static inline void phase_bounds(int64_t W, int64_t pl, int64_t s, int64_t e, int
 
 /* Input row xr (W floats) into the two column phases of stride 2 at once:
  * out[e][j] = xr[2j + e - pl] for j < Wq, zero outside the row (inside it
- * for j in [jlo[e], jhi[e])).  One pass that splits
- * 16 floats into their even and odd columns per step; two strided gathers,
- * one per phase, read the row twice in short loops (with the memset calls
- * above, the copy had been a sixth of the bench CNN's 32 -> 64 layer). */
+ * for j in [jlo[e], jhi[e])).  One pass that splits 2 VW floats into their
+ * even and odd columns per step (two strided gathers, one per phase, read
+ * the row twice in short loops; with the memset calls above, the copy had
+ * been a sixth of the bench CNN's 32 -> 64 layer).  Input column x goes to
+ * phase (x + pl) & 1 at index (x + pl) >> 1: the even columns all to one
+ * plane, the odd to the other, so both destinations are fixed per row; the
+ * row's last columns are one masked step with AVX-512 (ResNet-50's 28 x 28
+ * Winograd layers, whose 56-float rows had ended in 8 scalar stores, each
+ * picking its plane: 0.96x, C harness, two threads, alternating; its 7x7
+ * stem and 56 x 56 layers 0.99-1.01x). */
 static inline void copy_row_s2(const float *xr, int64_t W, int64_t pl, int64_t Wq, const int64_t jlo[2],
                                const int64_t jhi[2], float *out0, float *out1) {
   float *out[2] = {out0, out1};
   for (int e = 0; e < 2; e++) zero_ends(out[e], jlo[e], jhi[e], Wq);
   /* Input columns past 2 Wq - pl land past the planes' rows. */
   int64_t xend = 2 * Wq - pl < W ? 2 * Wq - pl : W, x = 0;
+  float *ev = out[pl & 1] + (pl >> 1), *od = out[(pl + 1) & 1] + ((pl + 1) >> 1); /* xr[2i] to ev[i], xr[2i + 1] to od[i] */
+#if KILN_VW == 16
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  for (; x + 32 <= xend; x += 32) {
+    __m512 lo = _mm512_loadu_ps(xr + x), hi = _mm512_loadu_ps(xr + x + 16);
+    _mm512_storeu_ps(ev + x / 2, _mm512_permutex2var_ps(lo, even, hi));
+    _mm512_storeu_ps(od + x / 2, _mm512_permutex2var_ps(lo, odd, hi));
+  }
+  if (x < xend) { /* n < 32 columns left: (n + 1) / 2 even, n / 2 odd */
+    int64_t n = xend - x;
+    __mmask16 mlo = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1), mhi = (__mmask16)(n > 16 ? (1u << (n - 16)) - 1 : 0);
+    __m512 lo = _mm512_maskz_loadu_ps(mlo, xr + x), hi = _mm512_maskz_loadu_ps(mhi, xr + x + 16);
+    _mm512_mask_storeu_ps(ev + x / 2, (__mmask16)((1u << ((n + 1) / 2)) - 1), _mm512_permutex2var_ps(lo, even, hi));
+    _mm512_mask_storeu_ps(od + x / 2, (__mmask16)((1u << (n / 2)) - 1), _mm512_permutex2var_ps(lo, odd, hi));
+  }
+#else
   for (; x + 16 <= xend; x += 16) {
     v8f lo, hi;
     __builtin_memcpy(&lo, xr + x, sizeof lo);
     __builtin_memcpy(&hi, xr + x + 8, sizeof hi);
-    v8f ev = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
-    v8f od = __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15);
-    int64_t p = x + pl; /* column x goes to phase p & 1, index p >> 1 */
-    __builtin_memcpy(out[p & 1] + (p >> 1), &ev, sizeof ev);
-    __builtin_memcpy(out[(p + 1) & 1] + ((p + 1) >> 1), &od, sizeof od);
+    v8f e8 = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
+    v8f o8 = __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15);
+    __builtin_memcpy(ev + x / 2, &e8, sizeof e8);
+    __builtin_memcpy(od + x / 2, &o8, sizeof o8);
   }
-  for (; x < xend; x++) out[(x + pl) & 1][(x + pl) >> 1] = xr[x];
+  for (; x + 1 < xend; x += 2) ev[x / 2] = xr[x], od[x / 2] = xr[x + 1];
+  if (x < xend) ev[x / 2] = xr[x];
+#endif
 }
 
 #endif
