@@ -38,7 +38,7 @@ SOURCE_NAMES = ("kiln_native.c", "kiln_conv.c", "kiln_dconv.c", "kiln_winograd.c
                 "kiln_attention.c", "kiln_dispatch.c")
 SOURCES = tuple(Path(__file__).with_name(name) for name in SOURCE_NAMES)
 #: What they include (part of the library's cache key, not compiled alone).
-HEADERS = (Path(__file__).with_name("kiln_native.h"), Path(__file__).with_name("kiln_wtile.h"))
+HEADERS = tuple(Path(__file__).with_name(name) for name in ("kiln_native.h", "kiln_wtile.h", "kiln_vtile.h"))
 #: -falign-loops=64: each hot loop starts a cache line, so where it lands does
 #: not move with unrelated edits (Winograd's product loop at 48 bytes into a
 #: line had read as a 3% slowdown of a change that moved it; aligned, the

@@ -76,23 +76,7 @@
 #define VC_KBLOCK_BYTES (256 << 10)
 #define VC_SUMS 16384
 
-typedef struct {
-  int64_t batch, F, C, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl;
-  int64_t P, Q, tiles, groups; /* tile shape; tiles per output row; channel groups of 16Q */
-  int64_t K, Hp, Wp, simg;     /* reduction steps; the padded image's rows, pitch and floats */
-  int64_t rows_per_task;       /* two-pass path: output rows per product task */
-  int64_t tiles_per_task;      /* two-pass path: tiles of a row per product task (tiles: whole rows) */
-  int64_t kstep;               /* steps per block of a group's weight (groups outer; K: one block) */
-  int64_t sub_h, sub_w;        /* a strided 1x1's strides, its copy subsampled (then sh = sw = 1); else 0 */
-  int rows_outer;              /* 1: each output row for every channel group before the next row */
-  int in_place;                /* 1: the padded image would be X's image itself: no copies */
-  const float *X, *Wv, *bias, *res;
-  float *Y, *pad;
-  float *pool;         /* pool mode: partial sums [pool thread][image][pool_ld], else NULL */
-  int64_t pool_ld;
-  const int32_t *koff; /* offset of step k = (c, kh, kw) in a padded image */
-  int accumulate, relu;
-} vconv_args;
+#include "kiln_vtile.h"
 
 /* Image x (C x H x W) into its zero-padded copy dst (C x Hp x Wp): input
  * row i at row i + pt, column j at j + pl; rows and columns no tap reaches
@@ -163,81 +147,13 @@ static void vc_copy_rows(const vconv_args *v, const float *x, float *dst, int64_
 
 static void vc_pad_channel(const vconv_args *v, const float *x, float *dst) { vc_copy_rows(v, x, dst, 0, v->Hp); }
 
-/* r[i][j] <- r[j][i] (16 x 16 floats): pairs of rows interleaved by floats,
- * then by pairs, then 128-bit lanes exchanged in two rounds. */
-static inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
-    __m512d c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
-    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-  }
-  for (int i = 0; i < 4; i++) {
-    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
-    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
-    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
-    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
-  }
-  for (int i = 0; i < 8; i++) {
-    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-  }
-}
-
-/* r[0..8) (pixel p's 16 channels) so that r[i] holds channel i's 8 pixels
- * in its low half and channel i + 8's in its high half: 24 shuffles where
- * transpose16 of the same 8 rows padded with zeros takes 64.  Pairs of rows
- * interleaved, then pairs of pairs within each 128-bit lane (lane L holds
- * channels 4L..4L+3), then the lanes gathered across two registers. */
-static inline void transpose8x16(__m512 r[8]) {
-  const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
-  const __m512i hi = _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
-  __m512 t[8], s[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 8; i += 4) { /* s[i + k], lane L: channel 4L + k, pixels i..i+3 */
-    s[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
-    s[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
-    s[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    s[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
-  }
-  for (int k = 0; k < 4; k++) {
-    r[k] = _mm512_permutex2var_ps(s[k], lo, s[k + 4]);     /* channels k, k + 8 */
-    r[k + 4] = _mm512_permutex2var_ps(s[k], hi, s[k + 4]); /* channels k + 4, k + 12 */
-  }
-}
-
-/* acc[p][q] += sum over k < K of xp[koff[k] + p * SW] * w[k][16q..16q+16)
- * for P pixels (P, Q, SW constants, so every loop unrolls into registers);
- * step k also prefetches pf + k * pfs into L2 (vc_pf_part). */
-static inline __attribute__((always_inline)) void vc_steps(kiln_vec acc[16][4], const float *xp, const float *w,
-                                                           const int32_t *koff, int64_t K, const char *pf,
-                                                           int64_t pfs, const int P, const int Q, const int SW) {
-  for (int64_t k = 0; k < K; k++, pf += pfs) {
-    __builtin_prefetch(pf, 0, 2);
-    const float *xk = xp + koff[k], *wk = w + k * 16 * Q;
-    kiln_vec wq[4];
-    for (int q = 0; q < Q; q++) wq[q] = kiln_loadu(wk + 16 * q);
-    for (int p = 0; p < P; p++) {
-      float xb = xk[p * SW]; /* scalar x vector: one broadcast load ((vec){0} + x adds a 0.0 first) */
-      for (int q = 0; q < Q; q++) acc[p][q] += xb * wq[q];
-    }
-  }
-}
 
 /* One tile's partial sums: out[p][16Q] = (out[p][16Q] if add, else 0) +
- * the steps [0, K) (vc_steps). */
-static inline __attribute__((always_inline)) void vc_tile(const float *xp, const float *w, const int32_t *koff,
-                                                          int64_t K, float *out, int add, const char *pf,
+ * the steps [k0, k0 + K) (vc_steps, or vc_steps_box over their channels
+ * with w the group's weight). */
+static inline __attribute__((always_inline)) void vc_tile(const vconv_args *v, const float *xp, const float *w,
+                                                          const int32_t *koff, int64_t k0, int64_t K, int64_t oh,
+                                                          int64_t ow0, float *out, int add, const char *pf,
                                                           int64_t pfs, const int P, const int Q, const int SW) {
   kiln_vec acc[16][4];
   for (int p = 0; p < P; p++)
@@ -246,7 +162,11 @@ static inline __attribute__((always_inline)) void vc_tile(const float *xp, const
         __builtin_memcpy(&acc[p][q], out + (p * Q + q) * 16, sizeof acc[p][q]);
       else
         acc[p][q] = (kiln_vec){0};
-  vc_steps(acc, xp, w, koff, K, pf, pfs, P, Q, SW);
+  int64_t taps = v->KH * v->KW;
+  if (v->unpadded)
+    vc_steps_box(acc, v, xp, w, k0 / taps, (k0 + K) / taps, oh, ow0, pf, pfs, P, Q, SW);
+  else
+    vc_steps(acc, xp, w + k0 * 16 * Q, koff + k0, K, pf, pfs, P, Q, SW);
   for (int p = 0; p < P; p++)
     for (int q = 0; q < Q; q++) __builtin_memcpy(out + (p * Q + q) * 16, &acc[p][q], sizeof acc[p][q]);
 }
@@ -269,76 +189,10 @@ static inline __attribute__((always_inline)) void vc_tile(const float *xp, const
  * pixels from ow0, into (add: onto) out[P][16Q]. */
 static void vc_tile_steps(const vconv_args *v, const float *img, int64_t g, int64_t oh, int64_t ow0, int64_t k0,
                           int64_t kc, float *out, int add, const char *pf, int64_t pfs) {
-  const float *xp = img + oh * v->sh * v->Wp + ow0 * v->sw;
-  const float *w = v->Wv + (g * v->K + k0) * 16 * v->Q;
-  const int32_t *koff = v->koff + k0;
-  VC_BY_SHAPE(v, vc_tile, xp, w, koff, kc, out, add, pf, pfs);
+  const float *w = v->Wv + g * v->K * 16 * v->Q;
+  VC_BY_SHAPE(v, vc_tile, v, vc_corner(v, img, oh, ow0), w, v->koff, k0, kc, oh, ow0, out, add, pf, pfs);
 }
 
-/* p[o..] under mask lo and p[o8..] under mask hi, as one register. */
-static inline __m512 vc_load2(const float *p, int64_t o, __mmask16 lo, int64_t o8, __mmask16 hi) {
-  __m512 s = _mm512_maskz_loadu_ps(lo, p + o);
-  return hi ? _mm512_mask_loadu_ps(s, hi, p + o8) : s;
-}
-
-/* Vector q of a finished tile of image n, channel group g, output row oh,
- * pixels from ow0: r[p] the sums of pixel p (rows past P zero), stored with
- * the bias (unless it is in the sums already), accumulation, residual and
- * ReLU.  The P x 16 block transposed in registers, so channel j's pixels
- * are vector j: one masked store per channel instead of P scalar ones
- * (0.94-0.99x on the layers in the header, same library, alternating).
- * Tiles of at most 8 pixels (eight, a constant) take transpose8x16, and
- * register j then holds channels j and j + 8 (the bench CNN's 32 -> 64
- * layer 0.95-0.99x, ResNet-50's 7-pixel layers 0.98-1.0x). */
-static inline __attribute__((always_inline)) void vc_emit_vector(const vconv_args *v, __m512 r[16], int64_t n,
-                                                                 int64_t g, int64_t q, int64_t oh, int64_t ow0,
-                                                                 int with_bias, const int eight) {
-  int64_t np = v->OW - ow0 < v->P ? v->OW - ow0 : v->P, plane = v->OH * v->OW;
-  __mmask16 keep = (__mmask16)((1u << np) - 1);
-  const __m512 zero = _mm512_setzero_ps();
-  if (eight)
-    transpose8x16(r);
-  else
-    transpose16(r);
-  for (int64_t j = 0; j < (eight ? 8 : 16); j++) {
-    int64_t f = g * 16 * v->Q + q * 16 + j;
-    if (f >= v->F) break;
-    int two = eight && f + 8 < v->F; /* the high half is channel f + 8's */
-    __mmask16 lo = keep, hi = two ? (__mmask16)(keep << 8) : 0; /* eight: keep is 8 bits at most */
-    int64_t o = ((n * v->F + f) * v->OH + oh) * v->OW + ow0, o8 = o + 8 * plane - 8; /* lane 8 at f + 8's o */
-    __m512 s = r[j];
-    if (with_bias && v->bias) {
-      __m512 b = _mm512_set1_ps(v->bias[f]);
-      s = _mm512_add_ps(s, two ? _mm512_mask_blend_ps(0xff00, b, _mm512_set1_ps(v->bias[f + 8])) : b);
-    }
-    if (v->accumulate) s = _mm512_add_ps(s, vc_load2(v->Y, o, lo, o8, hi));
-    if (v->res) s = _mm512_add_ps(s, vc_load2(v->res, o, lo, o8, hi));
-    if (v->relu) s = _mm512_max_ps(zero, s); /* max(0, NaN) is the NaN */
-    _mm512_mask_storeu_ps(v->Y + o, lo, s);
-    if (hi) _mm512_mask_storeu_ps(v->Y + o8, hi, s);
-  }
-}
-
-/* Pool mode: vector q of a finished tile (r[p]: pixel p's 16 channels, with
- * the bias), ReLU'd when v->relu, summed over the tile's pixels inside the
- * row and added to this thread's partial sums of image n. */
-static inline __attribute__((always_inline)) void vc_pool_vector(const vconv_args *v, const __m512 *r, int64_t n,
-                                                                 int64_t g, int64_t q, int64_t ow0, const int P) {
-  int64_t np = v->OW - ow0 < P ? v->OW - ow0 : P;
-  __m512 s = _mm512_setzero_ps();
-  for (int p = 0; p < P; p++) {
-    if (p >= np) break;
-    s = _mm512_add_ps(s, v->relu ? _mm512_max_ps(_mm512_setzero_ps(), r[p]) : r[p]);
-  }
-  float *ps = v->pool + ((int64_t)kiln_worker_slot() * v->batch + n) * v->pool_ld + (g * v->Q + q) * 16;
-  _mm512_storeu_ps(ps, _mm512_add_ps(_mm512_loadu_ps(ps), s));
-}
-
-/* The bias of channels [f0, f0 + 16) (zero past F or without one). */
-static inline __m512 vc_bias16(const vconv_args *v, int64_t f0) {
-  if (!v->bias) return _mm512_setzero_ps();
-  return _mm512_maskz_loadu_ps(v->F - f0 >= 16 ? 0xffff : (__mmask16)((1u << (v->F - f0)) - 1), v->bias + f0);
-}
 
 /* The finished tile out[P][16Q] (sums without the bias) stored (vc_emit_vector). */
 static void vc_tile_emit(const vconv_args *v, const float *out, int64_t n, int64_t g, int64_t oh, int64_t ow0) {
@@ -387,12 +241,15 @@ static inline __attribute__((always_inline)) void vc_tile_whole(const vconv_args
     __m512 b = vc_bias16(v, g * 16 * Q + 16 * q);
     for (int p = 0; p < P; p++) acc[p][q] = (kiln_vec)b;
   }
-  const float *xp = img + oh * v->sh * v->Wp + ow0 * v->sw;
+  const float *xp = vc_corner(v, img, oh, ow0);
   /* Opaque to the optimizer: else gcc folds the pixel offsets p * SW into
    * the row's index arithmetic, one register per pixel (1.17x the time). */
   __asm__("" : "+r"(xp));
   if (!v->pool) vc_prefetch_out(v, n, g, oh, ow0, P, Q);
-  vc_steps(acc, xp, v->Wv + g * v->K * 16 * Q, v->koff, v->K, pf, pfs, P, Q, SW);
+  if (v->unpadded)
+    vc_steps_box(acc, v, xp, v->Wv + g * v->K * 16 * Q, 0, v->C, oh, ow0, pf, pfs, P, Q, SW);
+  else
+    vc_steps(acc, xp, v->Wv + g * v->K * 16 * Q, v->koff, v->K, pf, pfs, P, Q, SW);
   if (v->pool) {
     for (int q = 0; q < Q; q++) {
       __m512 r[16];
@@ -503,7 +360,7 @@ static void vc_tiles(const vconv_args *v, const float *img, int64_t n, int64_t g
  * v->pad); else its copy's rows [p0, p1), every channel, made in this
  * thread's buffer (at its kiln_worker_slot, so it stays in L2). */
 static const float *vc_image(const vconv_args *v, int64_t n, int64_t p0, int64_t p1) {
-  if (v->in_place) return v->X + n * v->simg;
+  if (v->in_place || v->unpadded) return v->X + n * v->simg;
   float *copy = v->pad + kiln_worker_slot() * v->simg;
   for (int64_t c = 0; c < v->C; c++)
     vc_copy_rows(v, v->X + (n * v->C + c) * v->H * v->W, copy + c * v->Hp * v->Wp, p0, p1);
@@ -535,7 +392,7 @@ static void vc_row_tasks(void *ctx, int64_t lo, int64_t hi) {
     int64_t n = t / (tchunks * chunks * gtasks);
     int64_t r0 = chunk * v->rows_per_task, r1 = r0 + v->rows_per_task < v->OH ? r0 + v->rows_per_task : v->OH;
     int64_t t0 = tc * v->tiles_per_task, t1 = t0 + v->tiles_per_task < v->tiles ? t0 + v->tiles_per_task : v->tiles;
-    const float *img = (v->in_place ? v->X : v->pad) + n * v->simg;
+    const float *img = (v->in_place || v->unpadded ? v->X : v->pad) + n * v->simg;
     vc_tiles(v, img, n, v->rows_outer ? 0 : g, v->rows_outer ? v->groups : g + 1, r0, r1, t0, t1);
   }
 }
@@ -552,6 +409,22 @@ static void vc_band_tasks(void *ctx, int64_t lo, int64_t hi) {
     int64_t p0 = r0 * v->sh, p1 = (r1 - 1) * v->sh + (v->KH - 1) * v->dh + 1;
     vc_tiles(v, vc_image(v, n, p0, p1), n, 0, v->groups, r0, r1, 0, v->tiles);
   }
+}
+
+/* Whether the planes of C channels, plane_bytes apart, crowd L1's sets:
+ * their offsets modulo 4 KiB (a way of a 64-set L1) take 4096 / gcd(plane
+ * bytes, 4096) values, and a tile reads each of its rows in every channel,
+ * so more than 8 channels an offset overfill the sets of their lines.  The
+ * bench CNN's 32 x 32 planes (4 KiB): its 32 -> 64 layer took 1.07x the
+ * time unpadded that it takes on the padded copy (whose rows are 33 wide),
+ * while on 28 x 28 planes it took 0.87x. */
+static int vc_crowded(int64_t C, int64_t plane_bytes) {
+  int64_t a = 4096, b = plane_bytes % 4096;
+  while (b) {
+    int64_t t = a % b;
+    a = b, b = t;
+  }
+  return C > 8 * (4096 / a);
 }
 
 /* The weight (F x K) as groups of 16Q channels, each [K][16Q]. */
@@ -622,17 +495,40 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
    * tiles through every group (ResNet-50's 512 -> 128 at 28 x 28). */
   v.rows_outer = v.simg > F * v.K;
   if (s1 && v.rows_outer) return 0;
-  int64_t kblocks = (v.K * 16 * v.Q * (int64_t)sizeof(float) + VC_KBLOCK_BYTES - 1) / VC_KBLOCK_BYTES;
-  v.kstep = (v.K + kblocks - 1) / kblocks;
-  int per_image = batch >= 2 * threads || batch % threads == 0;
-  /* (A flattened row has nothing to pad: its chunks of tiles take the row tasks.) */
-  int banded = !per_image && !flat && v.rows_outer && v.simg * (int64_t)sizeof(float) <= VC_BAND_BYTES;
   /* No padding, no subsampling and no pitch past W (the flattened pointwise
    * convolutions: ResNet-50's 14 x 14 and 7 x 7 ones are whole tiles of 7):
-   * the tiles read X itself.  Else per image and banded, a padded copy per
-   * pool thread (kiln_worker_slot); else one per image. */
+   * the tiles read X itself.  So they do, unpadded, for a stride-2 3-wide
+   * window whose padding reaches no pixel of a tile but the row's first and
+   * last, with whole 14- or 8-pixel tiles a row (vc_steps_box: each tile
+   * takes only its taps inside X) on planes that do not crowd L1
+   * (vc_crowded): no copy, and no pass over the pool to make it.  ResNet-50's
+   * 128-channel layer at 56 -> 28 wide, one thread, 0.95x; in the model
+   * 525-544 -> 491-496 us, its 256-channel one at 28 0.96x alone, even in
+   * the model; the model 0.988x (worker pairs, 15 of 16 rounds).  Left
+   * padded: 7 x 4 tiles (the 512-channel layer at 14 took 1.09x: 28
+   * accumulators and the boundary variants' FMAs left gcc short of
+   * registers) and stride 1 (256 channels at 14 x 14 1.05x: its small
+   * copy keeps the rows close together).  KILN_VCONV_UNPADDED=0 keeps the
+   * copy everywhere. */
+  static int unpadded_on = -1;
   v.in_place = pt == 0 && pl == 0 && !v.sub_h && v.Hp == H && v.Wp == W;
-  int64_t copies = v.in_place ? 0 : per_image || banded ? kiln_pool_threads() : batch;
+  /* Taps kw < kwl miss the row's first pixel, kw >= kwr its last. */
+  v.kwl = (pl + dw - 1) / dw, v.kwr = (W + pl - (OW - 1) * sw + dw - 1) / dw;
+  v.kwl = v.kwl < KW ? v.kwl : KW, v.kwr = v.kwr < 0 ? 0 : v.kwr < KW ? v.kwr : KW;
+  v.unpadded = !v.in_place && !s1 && KW == 3 && v.Q <= 2 && v.kwl <= 1 && v.kwr >= 2 && v.tiles * v.P == OW &&
+               sw >= pl && (KW - 1) * dw - pl < W && (OW - 1) * sw >= pl && (OW - 2) * sw - pl + (KW - 1) * dw < W &&
+               !vc_crowded(C, H * W * (int64_t)sizeof(float)) && kiln_switch_on("KILN_VCONV_UNPADDED", &unpadded_on);
+  if (v.unpadded) v.Hp = H, v.Wp = W, v.simg = C * H * W;
+  int64_t kblocks = (v.K * 16 * v.Q * (int64_t)sizeof(float) + VC_KBLOCK_BYTES - 1) / VC_KBLOCK_BYTES;
+  v.kstep = (v.K + kblocks - 1) / kblocks;
+  /* Unpadded, a block of the steps is whole channels (vc_steps_box). */
+  if (v.unpadded) v.kstep = (C + kblocks - 1) / kblocks * KH * KW;
+  int per_image = batch >= 2 * threads || batch % threads == 0;
+  /* (A flattened row has nothing to pad: its chunks of tiles take the row tasks.) */
+  int banded = !per_image && !flat && !v.unpadded && v.rows_outer &&
+               v.simg * (int64_t)sizeof(float) <= VC_BAND_BYTES;
+  /* Else per image and banded, a padded copy per pool thread (kiln_worker_slot); else one per image. */
+  int64_t copies = v.in_place || v.unpadded ? 0 : per_image || banded ? kiln_pool_threads() : batch;
   if (copies && (v.pad = kiln_thread_scratch((size_t)(copies * v.simg) * sizeof(float))) == NULL) return 0;
   kiln_pack_fn pack = v.Q == 4 ? vc_pack4 : v.Q == 2 ? vc_pack2 : vc_pack1;
   int64_t width = 16 * v.Q;
@@ -644,7 +540,7 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
   v.X = X, v.bias = bias, v.res = res, v.Y = Y, v.accumulate = accumulate, v.relu = relu;
   v.pool = pool, v.pool_ld = kiln_pool_ld(F);
   int32_t koff[VC_MAXK];
-  for (int64_t c = 0, k = 0; c < C; c++)
+  for (int64_t c = 0, k = 0; c < C && !v.unpadded; c++)
     for (int64_t kh = 0; kh < KH; kh++)
       for (int64_t kw = 0; kw < KW; kw++, k++) koff[k] = (int32_t)((c * v.Hp + kh * dh) * v.Wp + kw * dw);
   v.koff = koff;
@@ -673,7 +569,7 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
    * group's weight (in kiln_parts ranges the Xeon's stride-2 3x3 at 56 wide
    * took 290-300 -> 360-385 us); chunks of tiles in kiln_parts ranges, as
    * measured above. */
-  if (!v.in_place) kiln_parallel_for(vc_pad_tasks, &v, batch * C, batch * C < threads ? batch * C : threads);
+  if (!v.in_place && !v.unpadded) kiln_parallel_for(vc_pad_tasks, &v, batch * C, batch * C < threads ? batch * C : threads);
   int64_t parts = tchunks > 1 ? kiln_parts(tasks, threads) : tasks < threads ? tasks : threads;
   kiln_parallel_for(vc_row_tasks, &v, tasks, parts);
   return 1;
