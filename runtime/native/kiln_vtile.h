@@ -125,13 +125,14 @@ static inline void vc_box(const vconv_args *v, int64_t oh, int64_t ow0, int64_t 
   *kwr = ow0 + v->P >= v->OW ? v->kwr : v->KW;
 }
 
-/* The taps of channels [c0, c1) inside X of a 3-wide window (vc_box), in
+/* The taps of channels [c0, c1) inside X of a window 3 wide (vc_box), in
  * the packed weight's order (w: channel 0's first), from X itself (xp at
  * the tile's top left tap, which may lie in the padding): the padded
  * copy's sums without its zeros.  FIRST: tap 0 misses the first pixel;
- * LAST: tap 2 the last (constants, as P, Q and SW).  A loop over the taps
- * with those bounds at run time took 1.04x the padded copy's time on
- * ResNet-50's 512-channel stride-2 layer (one tile a row, both ends). */
+ * LAST: tap 2 the last (constants, as P, Q and SW, so the three taps
+ * unroll: with the taps in loops bounded at run time, ResNet-50's
+ * 256-channel stride-2 layer took 1.01x the padded copy's time, one
+ * thread; unrolled 0.96x). */
 static inline __attribute__((always_inline)) void vc_steps_box3(kiln_vec acc[16][4], const vconv_args *v,
                                                                 const float *xp, const float *w, int64_t c0,
                                                                 int64_t c1, int64_t kh0, int64_t kh1,
@@ -141,7 +142,7 @@ static inline __attribute__((always_inline)) void vc_steps_box3(kiln_vec acc[16]
   const int64_t plane = v->H * v->W, rstep = v->dh * v->W, dw = v->dw;
   for (int64_t c = c0; c < c1; c++)
     for (int64_t kh = kh0; kh < kh1; kh++, pf += 3 * pfs) {
-      const float *xr = xp + c * plane + kh * rstep, *wr = w + (c * 3 + kh) * 3 * 16 * Q;
+      const float *xr = xp + c * plane + kh * rstep, *wr = w + (c * v->KH + kh) * 3 * 16 * Q;
       __asm__("" : "+r"(xr)); /* see vc_tile_whole */
       vc_step(acc, xr, wr, pf, FIRST, P, Q, SW);
       vc_step(acc, xr + dw, wr + 16 * Q, pf + pfs, 0, P, Q, SW);

@@ -61,7 +61,8 @@ sys.stdout.write(y.tobytes().hex())
 # 7 x 4 tiles keep the copy): two tiles a row on one image (the row tasks),
 # whole images per thread, three images, dilation 2 with padding 2 (one tile
 # a row, missing both its first and last pixel's padding), the weight in two
-# blocks of whole channels (groups outer), and 8-pixel tiles on 16 x 16.
+# blocks of whole channels (groups outer), 8-pixel tiles on 16 x 16, and a
+# 5 x 3 window (the top and bottom two rows of taps outside for the edge rows).
 GEOMETRIES = [
     (1, 32, 56, 56, 32, 3, 3, 2, 1, 1),
     (2, 29, 28, 28, 32, 3, 3, 2, 1, 1),
@@ -69,6 +70,7 @@ GEOMETRIES = [
     (1, 32, 28, 28, 32, 3, 3, 2, 2, 2),
     (1, 256, 28, 28, 128, 3, 3, 2, 1, 1),
     (2, 32, 16, 16, 24, 3, 3, 2, 1, 1),
+    (1, 32, 29, 28, 32, 5, 3, 2, 1, 1),
 ]
 
 
