@@ -499,7 +499,8 @@ int kiln_vconv(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int64_
    * convolutions: ResNet-50's 14 x 14 and 7 x 7 ones are whole tiles of 7):
    * the tiles read X itself.  So they do, unpadded, for a stride-2 3-wide
    * window whose padding reaches no pixel of a tile but the row's first and
-   * last, with whole 14- or 8-pixel tiles a row (vc_steps_box: each tile
+   * last, with whole tiles of one or two channel vectors a row (14 x 2,
+   * 8 x 2, 16 x 1; vc_steps_box: each tile
    * takes only its taps inside X) on planes that do not crowd L1
    * (vc_crowded): no copy, and no pass over the pool to make it.  ResNet-50's
    * 128-channel layer at 56 -> 28 wide, one thread, 0.95x; in the model

@@ -56,12 +56,13 @@ conv(n, f, c, h, w, kh, kw, oh, ow, s, s, d, d, p, p, x.ctypes.data, wt.ctypes.d
 sys.stdout.write(y.tobytes().hex())
 """
 
-# (batch, C, H, W, F, KH, KW, stride, dilation, pad): stride-2 3x3 windows
-# with whole 14 x 2 or 8 x 2 tiles a row on planes that do not crowd L1 (the
+# (batch, C, H, W, F, KH, KW, stride, dilation, pad): stride-2 windows 3
+# wide with whole tiles of one or two channel vectors a row on planes that do not crowd L1 (the
 # 7 x 4 tiles keep the copy): two tiles a row on one image (the row tasks),
 # whole images per thread, three images, dilation 2 with padding 2 (one tile
 # a row, missing both its first and last pixel's padding), the weight in two
-# blocks of whole channels (groups outer), 8-pixel tiles on 16 x 16, and a
+# blocks of whole channels (groups outer), 8-pixel tiles on 16 x 16, 16 x 1
+# tiles on an odd width (the row's last pixel misses its last tap), and a
 # 5 x 3 window (the top and bottom two rows of taps outside for the edge rows).
 GEOMETRIES = [
     (1, 32, 56, 56, 32, 3, 3, 2, 1, 1),
@@ -70,6 +71,7 @@ GEOMETRIES = [
     (1, 32, 28, 28, 32, 3, 3, 2, 2, 2),
     (1, 256, 28, 28, 128, 3, 3, 2, 1, 1),
     (2, 32, 16, 16, 24, 3, 3, 2, 1, 1),
+    (1, 32, 31, 31, 48, 3, 3, 2, 1, 1),
     (1, 32, 29, 28, 32, 5, 3, 2, 1, 1),
 ]
 
