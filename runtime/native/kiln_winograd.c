@@ -53,6 +53,7 @@ typedef struct {
   int64_t batch, F, C, H, W, OH, OW, pt, pl;
   int64_t tw, T;          /* tiles per tile row, tiles per image */
   int64_t TB, blocks;     /* tiles per task, tasks per image */
+  int split_last;         /* banded: each image's last block (VW tiles or fewer) taken as two halves of F */
   int64_t Wq;             /* floats of a row of the even / odd column planes */
   int64_t jlo[2], jhi[2]; /* plane columns inside the input row (copy_row_s2) */
   int64_t ldv;            /* floats between rows of V (TB and the last vector's spill) */
@@ -229,7 +230,11 @@ static void wino_step_in(const wino_args *w, int64_t b, int64_t t0, int64_t t1, 
                          float *v) {
   int64_t prow = 2 * w->Wq, r0 = t0 / w->tw, r1 = (t1 - 1) / w->tw;
   int64_t rows = 2 * (r1 - r0) + 4; /* padded rows 2 r0 .. 2 r1 + 3 */
-  int64_t n = t1 - t0, read = (n + WNR - 1) / WNR * WNR; /* V's columns the products read */
+  /* V's columns the products read: whole panels, but a last panel of VW
+   * columns or fewer reads one vector (micro_w).  (Zeroed a float at a time
+   * to the whole panel, they had been 15 of the 18 us of a 4-tile block's
+   * transform at 128 channels.) */
+  int64_t n = t1 - t0, last = n % WNR, read = n - last + (last == 0 ? 0 : last <= VW ? VW : WNR);
   for (int64_t c = c0; c < c1; c++) {
     const float *x = w->X + (b * w->C + c) * w->H * w->W;
     for (int64_t i = 0; i < rows; i++) {
@@ -241,8 +246,8 @@ static void wino_step_in(const wino_args *w, int64_t b, int64_t t0, int64_t t1, 
         copy_row_s2(x + ih * w->W, w->W, w->pl, w->tw + 1, w->jlo, w->jhi, e, o);
     }
     float *vc = v + c * w->ldv;
-    for (int xi = 0; xi < 16; xi++)
-      for (int64_t j = n; j < read; j++) vc[xi * w->C * w->ldv + j] = 0.0f;
+    for (int xi = 0; xi < 16 && read > n; xi++)
+      memset(vc + xi * w->C * w->ldv + n, 0, (size_t)(read - n) * sizeof(float));
     wino_in(w, p, r0, t0, t1, vc);
   }
 }
@@ -285,10 +290,23 @@ static void wino_bands(void *ctx, int64_t lo, int64_t hi) {
   float *p = w->buf + kiln_worker_slot() * w->part_floats, *v = p + w->plane_floats, *m = v + 16 * w->C * w->ldv;
   wino_zero_tails(w, p);
   for (int64_t task = lo; task < hi; task++) {
-    int64_t b = task / w->blocks, t0 = task % w->blocks * w->TB, t1 = t0 + w->TB < w->T ? t0 + w->TB : w->T;
+    int64_t b, block, mb0 = 0, mb1 = w->mblocks;
+    if (!w->split_last) {
+      b = task / w->blocks, block = task % w->blocks;
+    } else if (task < w->batch || task >= w->batch * w->blocks) {
+      /* The last blocks' halves: the first F half of every image before the
+       * other blocks, the second after them, so each end of the job (the
+       * caller's, the workers': kiln_parallel_for) starts with one. */
+      int second = task >= w->batch;
+      b = second ? task - w->batch * w->blocks : task, block = w->blocks - 1;
+      mb0 = second ? w->mblocks / 2 : 0, mb1 = second ? w->mblocks : w->mblocks / 2;
+    } else {
+      b = (task - w->batch) / (w->blocks - 1), block = (task - w->batch) % (w->blocks - 1);
+    }
+    int64_t t0 = block * w->TB, t1 = t0 + w->TB < w->T ? t0 + w->TB : w->T, f1 = mb1 * WMR < w->F ? mb1 * WMR : w->F;
     wino_step_in(w, b, t0, t1, 0, w->C, p, v);
-    wino_step_products(w, v, m, w->TB, t0, t1, 0, 16, 0, w->mblocks);
-    wino_out(w, m, w->TB, b, t0, t1, 0, w->F);
+    wino_step_products(w, v, m, w->TB, t0, t1, 0, 16, mb0, mb1);
+    wino_out(w, m, w->TB, b, t0, t1, mb0 * WMR, f1);
   }
 }
 
@@ -394,7 +412,15 @@ int kiln_winograd(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int
   /* One channel's padded rows 2 r0 .. 2 r1 + 3 under tile rows r0 .. r1. */
   w.plane_floats = round16((2 * ((w.TB + tw - 1) / tw + 1) + 2) * 2 * w.Wq);
   if (!passes) {
-    int64_t tasks = batch * w.blocks;
+    /* A last block of VW tiles or fewer (16 of ResNet-50's 784 at 56 x 56,
+     * 4 of 196 at 28 x 28) reads all of U for a few columns: as one task it
+     * took 73 us against a full block's 96 at 28 x 28 (U, 1 MB, from L3),
+     * and the thread that drew it finished last.  Its two halves of F go
+     * to both ends of the job instead (128 -> 128 at 28 x 28 0.94x, 64 ->
+     * 64 at 56 x 56 0.98x, C harness, two threads; ResNet-50 0.992x,
+     * worker pairs, 12 of 16 rounds). */
+    w.split_last = w.blocks > 1 && w.T - (w.blocks - 1) * w.TB <= VW && mblocks >= 2;
+    int64_t tasks = batch * (w.blocks + w.split_last);
     w.part_floats = round16(w.plane_floats + 16 * C * w.ldv + 16 * F * w.TB + VW);
     if ((w.buf = kiln_thread_scratch((size_t)(kiln_pool_threads() * w.part_floats) * sizeof(float))) == NULL)
       return 0;
