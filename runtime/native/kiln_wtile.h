@@ -59,6 +59,12 @@ static inline __attribute__((always_inline)) void micro_w_row(const kiln_vec acc
     }
     __builtin_memcpy(cm, &c0, sizeof c0);
     __builtin_memcpy(cm + VW, &c1, sizeof c1);
+  } else if (nr == VW) { /* a narrow panel's whole vector */
+    kiln_vec c0 = acc[0];
+    if (add) c0 += kiln_loadu(cm);
+    if (rm) c0 += kiln_loadu(rm);
+    if (relu) c0 = relu_w(c0);
+    __builtin_memcpy(cm, &c0, sizeof c0);
   } else {
     float out[WNR];
     __builtin_memcpy(out, &acc[0], sizeof acc[0]);

@@ -95,6 +95,9 @@ GEOMETRIES = [
     (2, 48, 32, 32, 20, 3, 3, 1, 1, 1),
     (1, 3, 64, 64, 16, 3, 3, 1, 1, 1),
     (1, 128, 32, 32, 264, 3, 3, 1, 1, 1),
+    # A row of one panel and a half (48 = 32 + 16 of Wq = 51): the last
+    # panel, one vector wide, straight into Y too (a 7x7 stride-2 stem).
+    (1, 3, 96, 96, 16, 7, 7, 2, 1, 3),
     # Stride 2 with K >= 256 (kiln_vconv.c on AVX-512): 16-pixel tiles over
     # 15 outputs (three images: bands of rows padded per task on two threads,
     # by image on one or three), 14 x 2 tiles (bands on three threads), a
