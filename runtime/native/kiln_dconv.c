@@ -341,12 +341,12 @@ static int dconv_run(dconv_args *d, const float *Wt, int32_t threads, int64_t sl
   /* Output rows whose panels tile them with no more columns than the wide
    * grid's (OW = 32 of Wq = 34 with AVX-512) go straight into Y: see
    * dconv_rows.  A last panel of VW columns or fewer reads one vector
-   * (micro_w), so only its VW columns count: ResNet-50's stem, 112 = 3 x 32
-   * + 16 of Wq = 115, had taken the wide result and its copy out (C
+   * (micro_w_cols), so only its VW columns count: ResNet-50's stem, 112 = 3
+   * x 32 + 16 of Wq = 115, had taken the wide result and its copy out (C
    * harness, two threads: 517-633 -> 477-510 us warm, 615-715 -> 534-576
    * with the caches swept). */
-  int64_t cpr = (d->OW + WNR - 1) / WNR, tail = d->OW - (cpr - 1) * WNR;
-  d->cpr = (cpr - 1) * WNR + (tail <= VW ? VW : WNR) <= d->Wq ? cpr : 0;
+  int64_t cpr = (d->OW + WNR - 1) / WNR;
+  d->cpr = micro_w_cols(d->OW) <= d->Wq ? cpr : 0;
   /* With no extra columns (a window no wider than the stride, as a 2x2
    * stride 2; strided 1x1 windows now take the GEMM, see kiln_conv2d) the
    * wide grid is Y's own layout: its panels go straight into Y too, with no

@@ -149,12 +149,11 @@ static void vc_pad_channel(const vconv_args *v, const float *x, float *dst) { vc
 
 
 /* One tile's partial sums: out[p][16Q] = (out[p][16Q] if add, else 0) +
- * the steps [k0, k0 + K) (vc_steps, or vc_steps_box over their channels
- * with w the group's weight). */
+ * the steps [k0, k0 + K) (vc_steps_at, w the group's weight). */
 static inline __attribute__((always_inline)) void vc_tile(const vconv_args *v, const float *xp, const float *w,
-                                                          const int32_t *koff, int64_t k0, int64_t K, int64_t oh,
-                                                          int64_t ow0, float *out, int add, const char *pf,
-                                                          int64_t pfs, const int P, const int Q, const int SW) {
+                                                          int64_t k0, int64_t K, int64_t oh, int64_t ow0, float *out,
+                                                          int add, const char *pf, int64_t pfs, const int P,
+                                                          const int Q, const int SW) {
   kiln_vec acc[16][4];
   for (int p = 0; p < P; p++)
     for (int q = 0; q < Q; q++)
@@ -162,11 +161,7 @@ static inline __attribute__((always_inline)) void vc_tile(const vconv_args *v, c
         __builtin_memcpy(&acc[p][q], out + (p * Q + q) * 16, sizeof acc[p][q]);
       else
         acc[p][q] = (kiln_vec){0};
-  int64_t taps = v->KH * v->KW;
-  if (v->unpadded)
-    vc_steps_box(acc, v, xp, w, k0 / taps, (k0 + K) / taps, oh, ow0, pf, pfs, P, Q, SW);
-  else
-    vc_steps(acc, xp, w + k0 * 16 * Q, koff + k0, K, pf, pfs, P, Q, SW);
+  vc_steps_at(acc, v, xp, w, k0, K, oh, ow0, pf, pfs, P, Q, SW);
   for (int p = 0; p < P; p++)
     for (int q = 0; q < Q; q++) __builtin_memcpy(out + (p * Q + q) * 16, &acc[p][q], sizeof acc[p][q]);
 }
@@ -190,7 +185,7 @@ static inline __attribute__((always_inline)) void vc_tile(const vconv_args *v, c
 static void vc_tile_steps(const vconv_args *v, const float *img, int64_t g, int64_t oh, int64_t ow0, int64_t k0,
                           int64_t kc, float *out, int add, const char *pf, int64_t pfs) {
   const float *w = v->Wv + g * v->K * 16 * v->Q;
-  VC_BY_SHAPE(v, vc_tile, v, vc_corner(v, img, oh, ow0), w, v->koff, k0, kc, oh, ow0, out, add, pf, pfs);
+  VC_BY_SHAPE(v, vc_tile, v, vc_corner(v, img, oh, ow0), w, k0, kc, oh, ow0, out, add, pf, pfs);
 }
 
 
@@ -246,10 +241,7 @@ static inline __attribute__((always_inline)) void vc_tile_whole(const vconv_args
    * the row's index arithmetic, one register per pixel (1.17x the time). */
   __asm__("" : "+r"(xp));
   if (!v->pool) vc_prefetch_out(v, n, g, oh, ow0, P, Q);
-  if (v->unpadded)
-    vc_steps_box(acc, v, xp, v->Wv + g * v->K * 16 * Q, 0, v->C, oh, ow0, pf, pfs, P, Q, SW);
-  else
-    vc_steps(acc, xp, v->Wv + g * v->K * 16 * Q, v->koff, v->K, pf, pfs, P, Q, SW);
+  vc_steps_at(acc, v, xp, v->Wv + g * v->K * 16 * Q, 0, v->K, oh, ow0, pf, pfs, P, Q, SW);
   if (v->pool) {
     for (int q = 0; q < Q; q++) {
       __m512 r[16];

@@ -168,6 +168,21 @@ static inline __attribute__((always_inline)) void vc_steps_box(kiln_vec acc[16][
     vc_steps_box3(acc, v, xp, w, c0, c1, kh0, kh1, pf, pfs, 0, 0, P, Q, SW);
 }
 
+/* Steps [k0, k0 + K) of the tile at output row oh, pixels from ow0 (xp:
+ * vc_corner), w its channel group's weight: through the padded copy's
+ * offset table, or unpadded over the steps' channels (K blocks are whole
+ * channels there). */
+static inline __attribute__((always_inline)) void vc_steps_at(kiln_vec acc[16][4], const vconv_args *v,
+                                                              const float *xp, const float *w, int64_t k0, int64_t K,
+                                                              int64_t oh, int64_t ow0, const char *pf, int64_t pfs,
+                                                              const int P, const int Q, const int SW) {
+  int64_t taps = v->KH * v->KW;
+  if (v->unpadded)
+    vc_steps_box(acc, v, xp, w, k0 / taps, (k0 + K) / taps, oh, ow0, pf, pfs, P, Q, SW);
+  else
+    vc_steps(acc, xp, w + k0 * 16 * Q, v->koff + k0, K, pf, pfs, P, Q, SW);
+}
+
 /* The top left tap of the tile at output row oh, pixels from ow0, in the
  * image img: in the padded copy, or in X itself (v->unpadded), where it
  * may lie in the padding (only taps inside X are read). */

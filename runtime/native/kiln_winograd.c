@@ -230,11 +230,10 @@ static void wino_step_in(const wino_args *w, int64_t b, int64_t t0, int64_t t1, 
                          float *v) {
   int64_t prow = 2 * w->Wq, r0 = t0 / w->tw, r1 = (t1 - 1) / w->tw;
   int64_t rows = 2 * (r1 - r0) + 4; /* padded rows 2 r0 .. 2 r1 + 3 */
-  /* V's columns the products read: whole panels, but a last panel of VW
-   * columns or fewer reads one vector (micro_w).  (Zeroed a float at a time
-   * to the whole panel, they had been 15 of the 18 us of a 4-tile block's
-   * transform at 128 channels.) */
-  int64_t n = t1 - t0, last = n % WNR, read = n - last + (last == 0 ? 0 : last <= VW ? VW : WNR);
+  /* V's columns the products read (micro_w_cols).  (Zeroed a float at a
+   * time to the whole panel, they had been 15 of the 18 us of a 4-tile
+   * block's transform at 128 channels.) */
+  int64_t n = t1 - t0, read = micro_w_cols(n);
   for (int64_t c = c0; c < c1; c++) {
     const float *x = w->X + (b * w->C + c) * w->H * w->W;
     for (int64_t i = 0; i < rows; i++) {

@@ -43,6 +43,9 @@ static inline kiln_vec first_lanes(kiln_vec x, int64_t n) {
  * when add, plus res's, ReLU'd when relu, into c's row (nr columns). */
 static inline __attribute__((always_inline)) void micro_w_row(const kiln_vec acc[2], float *cm, const float *rm,
                                                                int64_t nr, int add, int relu) {
+  /* Both vectors' loads before either store: one helper per vector, each
+   * store before the next vector's loads and its own tests of add and rm,
+   * made the bench CNN's 3 -> 32 layer 1.08x slower (C harness). */
   if (nr == WNR) {
     kiln_vec c0 = acc[0], c1 = acc[1];
     if (add) {
@@ -77,25 +80,40 @@ static inline __attribute__((always_inline)) void micro_w_row(const kiln_vec acc
   }
 }
 
-/* One K step of a tile: acc += column a[0 .. WMR] times row bk[0 .. WNR].
- * The row's two vectors pinned in registers (kiln_pinned): in the GEMM's
- * tasks gcc had folded the second into each of its six FMAs, 13 loads a
- * step; pinned, ResNet-50's pointwise layers 0.86-0.88x on two threads,
- * 0.86x on one (C harness, alternating). */
+/* One K step of a tile: acc += column a[0 .. WMR] times row bk[0 .. nv
+ * VW) (nv, a constant: 2, or 1 for a panel of VW columns or fewer).  The
+ * row's vectors pinned in registers (kiln_pinned): in the GEMM's tasks gcc
+ * had folded the second into each of its six FMAs, 13 loads a step; pinned,
+ * ResNet-50's pointwise layers 0.86-0.88x on two threads, 0.86x on one (C
+ * harness, alternating). */
 static inline __attribute__((always_inline)) void micro_w_step(kiln_vec acc[WMR][2], const float *bk,
-                                                                const float *ak) {
-  kiln_vec b0 = kiln_pinned(kiln_loadu(bk)), b1 = kiln_pinned(kiln_loadu(bk + VW));
+                                                                const float *ak, const int nv) {
+  kiln_vec b0 = kiln_pinned(kiln_loadu(bk)), b1 = nv == 2 ? kiln_pinned(kiln_loadu(bk + VW)) : b0;
   for (int m = 0; m < WMR; m++) {
     acc[m][0] += ak[m] * b0;
-    acc[m][1] += ak[m] * b1;
+    if (nv == 2) acc[m][1] += ak[m] * b1;
   }
 }
 
-/* micro_w_step for a panel of VW columns or fewer: one vector of the row. */
-static inline __attribute__((always_inline)) void micro_w_step1(kiln_vec acc[WMR][2], const float *bk,
-                                                                 const float *ak) {
-  kiln_vec b0 = kiln_pinned(kiln_loadu(bk));
-  for (int m = 0; m < WMR; m++) acc[m][0] += ak[m] * b0;
+/* Steps [0, kc) of micro_w (nv: micro_w_step), row k of b at b + off[k]
+ * or, off NULL, at b + k * WNR.  Two loops, not `off ? b + off[k] : ...` in
+ * one: gcc kept that test and a longer address computation in each K step
+ * (the bench CNN's 32 -> 64 layer 0.926-0.946x, ResNet-50's 3x3 at 56 / 14
+ * 0.934 / 0.916x on one thread, same library, alternating; small_cnn
+ * 0.945-0.963x, worker pairs). */
+static inline __attribute__((always_inline)) void micro_w_steps(kiln_vec acc[WMR][2], const float *a, const float *b,
+                                                                 const int64_t *off, int64_t kc, const int nv) {
+  if (off)
+    for (int64_t k = 0; k < kc; k++) micro_w_step(acc, b + off[k], a + k * WMR, nv);
+  else
+    for (int64_t k = 0; k < kc; k++) micro_w_step(acc, b + k * WNR, a + k * WMR, nv);
+}
+
+/* Columns of B the tiles read for n columns of output: whole panels of
+ * WNR, but a last panel of VW columns or fewer reads one vector (micro_w). */
+static inline int64_t micro_w_cols(int64_t n) {
+  int64_t last = n % WNR;
+  return n - last + (last == 0 ? 0 : last <= VW ? VW : WNR);
 }
 
 /* c[0 .. mr, 0 .. nr] (leading dim ldc) = or += a[kc][WMR] . b[kc][WNR]
@@ -117,24 +135,14 @@ static inline __attribute__((always_inline)) void micro_w(int mr, const float *a
     float b0 = bias && m < mr ? bias[m] : 0.0f;
     acc[m][0] = acc[m][1] = kiln_splat(b0);
   }
-  /* Two loops, not `off ? b + off[k] : ...` in one: gcc kept that test and
-   * a longer address computation in each K step (the bench CNN's 32 -> 64
-   * layer 0.926-0.946x, ResNet-50's 3x3 at 56 / 14 0.934 / 0.916x on one
-   * thread, same library, alternating; small_cnn 0.945-0.963x, worker pairs). */
   /* A panel of VW columns or fewer (a Winograd block's last: 16 of
    * ResNet-50's 784 tiles at 56 x 56, 4 of 196 at 28 x 28) takes one
    * vector of B a step: half the FMAs of a whole panel, which had made
    * those blocks as long as the others and left a thread waiting. */
-  if (nr <= VW) {
-    if (off)
-      for (int64_t k = 0; k < kc; k++) micro_w_step1(acc, b + off[k], a + k * WMR);
-    else
-      for (int64_t k = 0; k < kc; k++) micro_w_step1(acc, b + k * WNR, a + k * WMR);
-  } else if (off) {
-    for (int64_t k = 0; k < kc; k++) micro_w_step(acc, b + off[k], a + k * WMR);
-  } else {
-    for (int64_t k = 0; k < kc; k++) micro_w_step(acc, b + k * WNR, a + k * WMR);
-  }
+  if (nr <= VW)
+    micro_w_steps(acc, a, b, off, kc, 1);
+  else
+    micro_w_steps(acc, a, b, off, kc, 2);
   if (unrolled) {
 #pragma GCC unroll 16
     for (int m = 0; m < mr; m++) micro_w_row(acc[m], c + m * ldc, res ? res + m * ldc : NULL, nr, add, relu);
