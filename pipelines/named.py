@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..dialects.kiln import ONE_ANCHOR_KINDS
+
 __all__ = ["NAMED_PIPELINES", "NamedPipeline", "named_pipeline"]
 
 
@@ -70,7 +72,8 @@ NAMED_PIPELINES: dict[str, NamedPipeline] = {
             "Graph optimization for the Triton backend: as for the CPU, with batch_norm decomposed for fusion",
             _COMMON_HEAD
             + ("kiln-decompose{gelu=false softmax=false layer-norm=false attention=false batch-norm=true}",)
-            + _COMMON_TAIL,
+            + _COMMON_TAIL[:-1]
+            + (f"kiln-fuse{{kinds={','.join(ONE_ANCHOR_KINDS)}}}",),
         ),
     )
 }

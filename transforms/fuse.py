@@ -16,9 +16,15 @@ Four fusion rules, applied greedily in program order:
 - **reduction**: a ``softmax``, ``layer_norm`` or ``reduce_*`` takes the
   elementwise group computing its input as prologue (``x * scale + mask``
   before a softmax), and elementwise consumers of its result shape as
-  epilogue (``layer_norm(x) * g + b``).
+  epilogue (``layer_norm(x) * g + b``);
+- **conv_pair**: last, a conv_epilogue group ending in that pool takes the
+  conv_epilogue group (no pool, no residual) whose one result is its
+  convolution's input and read by nothing else: a small CNN's last two
+  convolutions, which the CPU backend runs in one call
+  (``kiln_conv2d_pair``: the first's output never leaves the thread's
+  cache).  The Triton pipeline leaves this rule out.
 
-A group has at most one anchor (matmul, conv2d or reduction).  Shapes are compared as
+A group has at most one anchor (matmul, conv2d or reduction), a conv_pair two.  Shapes are compared as
 symbolic dims (``["B", "L", 256]`` equals ``["B", "L", 256]`` whatever B and L
 are), so dynamic dims do not block fusion; only ``?`` dims, which cannot be
 proven equal, keep an op out of an anchored group.  A group is formed only
@@ -65,6 +71,10 @@ ELEMENTWISE_OPS = frozenset(
 REDUCTION_OPS = frozenset(["kiln.softmax", "kiln.layer_norm", "kiln.reduce_sum", "kiln.reduce_mean", "kiln.reduce_max"])
 
 
+
+#: The ops a conv_pair group's first and second convolution groups may hold.
+_PAIR_FIRST = frozenset(["kiln.conv2d", "kiln.relu"])
+_PAIR_SECOND = frozenset(["kiln.conv2d", "kiln.relu", "kiln.reduce_mean", "kiln.reduce_sum"])
 
 #: The fused kind of a group by its anchor (reductions: "reduction").
 _ANCHOR_KINDS = {"kiln.matmul": "matmul_epilogue", "kiln.conv2d": "conv_epilogue"}
@@ -114,9 +124,13 @@ class _Group:
     anchor: object = None
     # The anchor and the ops downstream of it (the epilogue).
     post: set = field(default_factory=set)
+    # The rule that formed the group when it is not the anchor's (conv_pair).
+    rule: str | None = None
 
     @property
     def kind(self) -> str:
+        if self.rule is not None:
+            return self.rule
         if self.anchor is None:
             return "elementwise"
         return _ANCHOR_KINDS.get(self.anchor.name, "reduction")
@@ -204,8 +218,10 @@ class Fuse(Pass):
             group = self._place(op, role, group_of, graph)
             for member in group.ops:
                 group_of[member] = group
-        groups = list(dict.fromkeys(g for g in group_of.values() if len(g.ops) > 1))
-        for g in groups:
+        groups = list(dict.fromkeys(group_of.values()))
+        if "conv_pair" in self.kinds:
+            groups = self._pair_convs(groups, group_of, graph)
+        for g in (g for g in groups if len(g.ops) > 1):
             self._materialize(block, g)
 
     def _producer_groups(self, op, group_of) -> list:
@@ -271,6 +287,31 @@ class Fuse(Pass):
             return False  # one pool a group
         axes = [int(a) % 4 for a in ir.DenseI64ArrayAttr(op.attributes["axes"])] if "axes" in op.attributes else []
         return sorted(axes) == [2, 3] and graph.fits(set(g.ops) | {op})
+
+    @staticmethod
+    def _pair_convs(groups: list, group_of: dict, graph: _Graph) -> list:
+        """``groups`` with each conv_epilogue group that ends in a pool
+        merged with the conv_epilogue group computing its convolution's input
+        (its only output, read only there) into a conv_pair group, where both
+        hold only the convolution, a ReLU and (the second) the pool, and the
+        union stays convex and within the limits."""
+        merged = set()
+        for second in groups:
+            if second.kind != "conv_epilogue" or not any(o.name in REDUCTION_OPS for o in second.ops):
+                continue
+            x = second.anchor.operands[0]
+            first = group_of.get(_producer(x))
+            if first is None or first is second or first in merged or first.kind != "conv_epilogue":
+                continue
+            if any(o.name not in _PAIR_FIRST for o in first.ops) or any(o.name not in _PAIR_SECOND for o in second.ops):
+                continue  # the pair's call applies a ReLU and the second's pool, nothing else
+            members = set(first.ops) | set(second.ops)
+            if graph.boundary(set(first.ops))[1] != [x] or len(list(x.uses)) != 1 or not graph.fits(members):
+                continue
+            second.ops = sorted(members, key=graph.order.__getitem__)
+            second.rule = "conv_pair"
+            merged.add(first)
+        return [g for g in groups if g not in merged]
 
     @staticmethod
     def _try_merge(group: _Group, other: _Group, graph: _Graph) -> None:

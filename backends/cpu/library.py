@@ -122,6 +122,8 @@ WEIGHT_A_GEMM = "kiln_sgemm_wa"
 NATIVE_CONV = "kiln_conv2d"
 #: A convolution whose output only feeds a global average / sum pool (kiln_vconv.c).
 NATIVE_CONV_MEAN = "kiln_conv2d_mean"
+#: Two convolutions, the second pooled, in one call (kiln_cpair.c; conv_pair.py).
+NATIVE_CONV_PAIR = "kiln_conv2d_pair"
 #: OpenBLAS's sgemm in single-threaded slabs on the native pool (its own
 #: threads busy-wait for each other, and stall when a core is taken).
 SGEMM_PAR = "kiln_sgemm_par"
@@ -494,6 +496,8 @@ _NATIVE_DECL = (f"func.func private @{SMALL_GEMM}(i64, i64, i64, i64, i64, i64, 
                 "i32, i64)\n"
                 f"func.func private @{NATIVE_CONV}({', '.join(['i64'] * 19)}, f32, i32, i64, i32, i64)\n"
                 f"func.func private @{NATIVE_CONV_MEAN}({', '.join(['i64'] * 19)}, f32, i32, i64, i32, i64, f32)\n"
+                f"func.func private @{NATIVE_CONV_PAIR}({', '.join(['i64'] * 25)}, i32, i64, i64, i32, i64, i32, i64, "
+                "i64, f32)\n"
                 f"func.func private @{SGEMM_PAR}(i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64, "
                 "i32)")
 
@@ -615,6 +619,7 @@ def rewrite_contractions(module) -> int:
     library call (sgemm, or the native GEMM or convolution); the count."""
     from ..._mlir import func
     from .conv import conv_epilogue, conv_text, match_conv, match_im2col, native_conv_text, output_init
+    from .conv_pair import ConvCall, native_pair_text, pair_args, pairs
 
     module = module.operation  # an ir.Module or its operation
     body = module.regions[0].blocks[0]
@@ -640,6 +645,7 @@ def rewrite_contractions(module) -> int:
         if native:
             texts.append(_NATIVE_DECL)
     calls, slots = [], []
+    convs = {}  # index in calls -> ConvCall, for the native calls of the im2col form
     constant_globals = {
         ir.StringAttr(op.operation.attributes["sym_name"]).value
         for op in body.operations
@@ -688,6 +694,9 @@ def rewrite_contractions(module) -> int:
                                               residual_type=res.type if res is not None else None,
                                               pool_divisor=epi.pool_divisor if epi is not None else None))
                 args = [g.a, im.x, out, im.oh, im.ow] + [v for v in (bias, res) if v is not None]
+                convs[len(calls)] = ConvCall(len(texts) - 1, g.a, im.x, out, im.oh, im.ow, bias, im.kernel, im.strides, im.dilations,
+                                             im.pads, epi is not None and epi.relu,
+                                             epi.pool_divisor if epi is not None else None, res is not None, slot)
                 dead = im.dead + dead + (epi.dead if epi is not None else [])
                 if epi is not None and g.op.parent not in cleanup:
                     cleanup.append(g.op.parent)
@@ -702,12 +711,23 @@ def rewrite_contractions(module) -> int:
             slots += [slot] if uses_slot else []
             args = [g.a, g.b, g.c]
         calls.append((name, g, fill, args, dead))
+    # A convolution whose output only a pooled one reads (kiln-fuse's
+    # conv_pair): both calls become one, at the second's place.
+    for i, j in pairs(convs):
+        name = unique_name(f"kiln_conv_pair_{i}", names)
+        texts[convs[i].text] = texts[convs[j].text] = None  # their helpers go unused
+        texts.append(native_pair_text(name, convs[i], convs[j]))
+        calls[j] = (name, calls[j][1], calls[j][2], pair_args(convs[i], convs[j]), calls[j][4])
+        calls[i] = (None,) + calls[i][1:]
+        if calls[j][1].op.parent not in cleanup:
+            cleanup.append(calls[j][1].op.parent)  # the buffer between them is left unread
     if slots and RELEASE not in names:
         texts.append(_release_text(slots))
-    insert_helpers(module, texts)
+    insert_helpers(module, [t for t in texts if t is not None])
     for name, g, fill, args, dead in calls:
-        with ir.InsertionPoint(g.op), g.op.location:
-            func.CallOp([], ir.FlatSymbolRefAttr.get(name), [_index_value(a) for a in args])
+        if name is not None:  # (None: the first of a pair, whose call the second's makes)
+            with ir.InsertionPoint(g.op), g.op.location:
+                func.CallOp([], ir.FlatSymbolRefAttr.get(name), [_index_value(a) for a in args])
         g.op.erase()
         for op in dead:  # users first: the reshape and deallocs, the copy, then the buffer
             op.erase()

@@ -17,6 +17,7 @@ import os
 from collections.abc import Sequence
 
 from ..._mlir import ir
+from ...dialects.kiln import ONE_ANCHOR_KINDS
 from ...errors import KilnError
 from ...runtime.model import CompiledModel, Step, ValueInfo
 from .emit import torch_dtype
@@ -101,7 +102,7 @@ def compile_cuda(source, example_args=None, dynamic_shapes=None, symbols=None, *
         p = Pipeline()
         p.add("kiln-infer-shapes")
         if options.get("fuse"):
-            p.add("kiln-fuse")
+            p.add("kiln-fuse", kinds=list(ONE_ANCHOR_KINDS))  # one anchor a kernel
         p.run(module)
         kept = {"kiln": str(module)} if options.get("keep_ir") else {}
         prog = compile_function(

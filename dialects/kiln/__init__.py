@@ -45,7 +45,16 @@ from .data import (  # noqa: F401
     TransposeOp,
 )
 from .elementwise import BINARY_OPS, COMPARE_OPS, UNARY_OPS, CastOp, WhereOp  # noqa: F401
-from .fused import FUSED_KINDS, MAX_FUSED_RESULTS, FusedOp, YieldOp, create_fused, create_yield, inline_fused  # noqa: F401
+from .fused import (  # noqa: F401
+    FUSED_KINDS,
+    MAX_FUSED_RESULTS,
+    ONE_ANCHOR_KINDS,
+    FusedOp,
+    YieldOp,
+    create_fused,
+    create_yield,
+    inline_fused,
+)
 from .nn import (  # noqa: F401
     AttentionOp,
     AvgPool2dOp,

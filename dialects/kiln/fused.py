@@ -28,7 +28,10 @@ tells which fusion rule formed the group:
 - ``"conv_epilogue"``: one ``kiln.conv2d`` and its elementwise consumers
   (a residual add, an activation);
 - ``"reduction"``: one reduction-like op (``softmax``, ``layer_norm``,
-  ``reduce_*``) with elementwise prologue and/or epilogue ops.
+  ``reduce_*``) with elementwise prologue and/or epilogue ops;
+- ``"conv_pair"``: two ``kiln.conv2d``, each with its activation, the
+  first's result read only by the second, which ends in a mean or sum over
+  its pixels (a small CNN's last two convolutions and its global pool).
 
 Up to 16 operands and 4 results (heterogeneous variadics are optional
 groups, see :data:`~kiln.dialects.kiln.base.MAX_VARIADIC`); ``kiln-fuse``
@@ -47,7 +50,11 @@ from .base import ATTR, MAX_VARIADIC, KilnOp, TensorInfo, check_result, optional
 MAX_FUSED_RESULTS = 4
 
 #: The values ``kind`` may take.
-FUSED_KINDS = ("elementwise", "matmul_epilogue", "conv_epilogue", "reduction")
+FUSED_KINDS = ("elementwise", "matmul_epilogue", "conv_epilogue", "reduction", "conv_pair")
+#: The kinds whose groups have one anchor: what a backend generating one
+#: kernel from a group's body takes (Triton); conv_pair's two convolutions
+#: run as one only in the CPU backend's native call.
+ONE_ANCHOR_KINDS = FUSED_KINDS[:4]
 
 
 class YieldOp(KilnOp, name="yield", traits=[ext.Pure, ir.IsTerminatorTrait]):

@@ -3,7 +3,8 @@
 ``kiln_native.c`` holds what JIT-compiled kernels call beyond the
 ExecutionEngine: a parallel-for thread pool and the GEMMs (see the file);
 ``kiln_conv.c`` the weight-first GEMM and the convolution, with
-``kiln_vconv.c`` its paths vectorized over output channels;
+``kiln_vconv.c`` its paths vectorized over output channels and
+``kiln_cpair.c`` two convolutions in one call (the second pooled);
 ``kiln_attention.c`` a flash-attention-style kernel;
 ``kiln_dispatch.c`` OpenBLAS slabs, split and batched kernel launches, the
 permuting copy and the max pool on the pool.
@@ -35,7 +36,7 @@ __all__ = ["SOURCES", "library", "load", "packed_bytes", "release_on_collect", "
 #: (SOURCE_NAMES and FLAGS stay literals: bench/native_check.py reads them
 #: from this file without importing kiln.)
 SOURCE_NAMES = ("kiln_native.c", "kiln_conv.c", "kiln_dconv.c", "kiln_winograd.c", "kiln_vconv.c",
-                "kiln_attention.c", "kiln_dispatch.c")
+                "kiln_cpair.c", "kiln_attention.c", "kiln_dispatch.c")
 SOURCES = tuple(Path(__file__).with_name(name) for name in SOURCE_NAMES)
 #: What they include (part of the library's cache key, not compiled alone).
 HEADERS = tuple(Path(__file__).with_name(name) for name in ("kiln_native.h", "kiln_wtile.h", "kiln_vtile.h"))

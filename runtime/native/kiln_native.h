@@ -33,8 +33,9 @@ float *kiln_thread_scratch(size_t bytes);
 /* Buffer `which` (< KILN_SCRATCHES) of the calling thread, as
  * kiln_thread_scratch (which is buffer 0): buffer 1 holds what a caller of
  * a scratch-using kernel keeps across that call (kiln_conv2d_mean's
- * convolution output). */
-#define KILN_SCRATCHES 2
+ * convolution output), buffer 2 what a caller of that keeps
+ * (kiln_conv2d_pair's first convolution's output). */
+#define KILN_SCRATCHES 3
 float *kiln_thread_buffer(int which, size_t bytes);
 /* Ranges for kiln_parallel_for over `tasks` on `threads`: a few per thread. */
 int64_t kiln_parts(int64_t tasks, int64_t threads);

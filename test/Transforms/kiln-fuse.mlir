@@ -1,6 +1,7 @@
 // RUN: kiln-opt %s --split-input-file --kiln-fuse | FileCheck %s
 // RUN: kiln-opt %s --split-input-file --kiln-fuse --mlir-pass-statistics 2>&1 >/dev/null | FileCheck %s --check-prefix=STATS
 // RUN: kiln-opt %s --split-input-file --kiln-fuse='kinds=elementwise' | FileCheck %s --check-prefix=EW
+// RUN: kiln-opt %s --split-input-file --kiln-fuse='kinds=elementwise,matmul_epilogue,conv_epilogue,reduction' | FileCheck %s --check-prefix=ONE
 
 "kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
 // matmul + bias + GELU, and matmul + bias + scale with a dynamic batch: two
@@ -231,4 +232,99 @@ func.func @conv_channel_mean(%x: !kiln.tensor<["N", 2, 6, 6], f32>) -> !kiln.ten
   %r = "kiln.relu"(%c) : (!kiln.tensor<["N", 4, 6, 6], f32>) -> !kiln.tensor<["N", 4, 6, 6], f32>
   %m = "kiln.reduce_mean"(%r) {axes = array<i64: 1>, keepdims = false} : (!kiln.tensor<["N", 4, 6, 6], f32>) -> !kiln.tensor<["N", 6, 6], f32>
   return %m : !kiln.tensor<["N", 6, 6], f32>
+}
+
+// -----
+
+"kiln.symbol"() {sym_name = "N", min = 1 : i64, max = 8 : i64} : () -> ()
+// A small CNN's last two convolutions: conv + ReLU whose result only the
+// next conv reads, that one with its ReLU and global pool, are one
+// conv_pair group (the CPU backend's kiln_conv2d_pair).  Without the rule
+// (the Triton pipeline's kinds) they are two conv_epilogue groups.
+// CHECK-LABEL: func.func @conv_pair
+// CHECK: %[[F:.*]] = "kiln.fused"(%arg0, %{{.*}}, %{{.*}}, %{{.*}}) ({
+// CHECK-NEXT: ^bb0(%[[X:.*]]: !kiln.tensor<["N", 3, 8, 8], f32>, %[[W1:.*]]: !kiln.tensor<[4, 3, 3, 3], f32>, %[[B1:.*]]: !kiln.tensor<[4], f32>, %[[W2:.*]]: !kiln.tensor<[8, 4, 3, 3], f32>):
+// CHECK-NEXT: %[[C1:.*]] = "kiln.conv2d"(%[[X]], %[[W1]], %[[B1]])
+// CHECK-NEXT: %[[R1:.*]] = "kiln.relu"(%[[C1]])
+// CHECK-NEXT: %[[C2:.*]] = "kiln.conv2d"(%[[R1]], %[[W2]])
+// CHECK-NEXT: %[[R2:.*]] = "kiln.relu"(%[[C2]])
+// CHECK-NEXT: %[[M:.*]] = "kiln.reduce_mean"(%[[R2]])
+// CHECK-NEXT: "kiln.yield"(%[[M]])
+// CHECK-NEXT: }) {kind = "conv_pair"
+// CHECK: return %[[F]]
+// STATS: (1) conv_pair groups
+// ONE-LABEL: func.func @conv_pair
+// ONE: }) {kind = "conv_epilogue"
+// ONE: }) {kind = "conv_epilogue"
+// ONE-NOT: conv_pair
+func.func @conv_pair(%x: !kiln.tensor<["N", 3, 8, 8], f32>) -> !kiln.tensor<["N", 8], f32> {
+  %w1 = "kiln.constant"() {value = dense<0.5> : tensor<4x3x3x3xf32>} : () -> !kiln.tensor<[4, 3, 3, 3], f32>
+  %b1 = "kiln.constant"() {value = dense<[0.1, 0.2, 0.3, 0.4]> : tensor<4xf32>} : () -> !kiln.tensor<[4], f32>
+  %w2 = "kiln.constant"() {value = dense<0.25> : tensor<8x4x3x3xf32>} : () -> !kiln.tensor<[8, 4, 3, 3], f32>
+  %c1 = "kiln.conv2d"(%x, %w1, %b1) {pads = array<i64: 1, 1, 1, 1>, operandSegmentSizes = array<i32: 1, 1, 1>} : (!kiln.tensor<["N", 3, 8, 8], f32>, !kiln.tensor<[4, 3, 3, 3], f32>, !kiln.tensor<[4], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32>
+  %r1 = "kiln.relu"(%c1) : (!kiln.tensor<["N", 4, 8, 8], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32>
+  %c2 = "kiln.conv2d"(%r1, %w2) {pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>, operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["N", 4, 8, 8], f32>, !kiln.tensor<[8, 4, 3, 3], f32>) -> !kiln.tensor<["N", 8, 4, 4], f32>
+  %r2 = "kiln.relu"(%c2) : (!kiln.tensor<["N", 8, 4, 4], f32>) -> !kiln.tensor<["N", 8, 4, 4], f32>
+  %m = "kiln.reduce_mean"(%r2) {axes = array<i64: 2, 3>, keepdims = false} : (!kiln.tensor<["N", 8, 4, 4], f32>) -> !kiln.tensor<["N", 8], f32>
+  return %m : !kiln.tensor<["N", 8], f32>
+}
+
+// -----
+
+"kiln.symbol"() {sym_name = "N", min = 1 : i64, max = 8 : i64} : () -> ()
+// Negatives: the first convolution's result also returned; a residual add
+// in the first group; a sigmoid (not a ReLU) after the first; no pool after
+// the second.  Each convolution keeps its own conv_epilogue group.
+// CHECK-LABEL: func.func @pair_first_read_twice
+// CHECK-NOT: conv_pair
+// CHECK: }) {kind = "conv_epilogue"
+// CHECK: }) {kind = "conv_epilogue"
+// CHECK-LABEL: func.func @pair_residual
+// CHECK-NOT: conv_pair
+// CHECK: }) {kind = "conv_epilogue"
+// CHECK: }) {kind = "conv_epilogue"
+// CHECK-LABEL: func.func @pair_sigmoid
+// CHECK-NOT: conv_pair
+// CHECK: }) {kind = "conv_epilogue"
+// CHECK: }) {kind = "conv_epilogue"
+// CHECK-LABEL: func.func @pair_no_pool
+// CHECK-NOT: conv_pair
+// CHECK: }) {kind = "conv_epilogue"
+// CHECK: }) {kind = "conv_epilogue"
+// CHECK-NOT: conv_pair
+func.func @pair_first_read_twice(%x: !kiln.tensor<["N", 4, 8, 8], f32>) -> (!kiln.tensor<["N", 4], f32>, !kiln.tensor<["N", 4, 8, 8], f32>) {
+  %w = "kiln.constant"() {value = dense<0.5> : tensor<4x4x3x3xf32>} : () -> !kiln.tensor<[4, 4, 3, 3], f32>
+  %c1 = "kiln.conv2d"(%x, %w) {pads = array<i64: 1, 1, 1, 1>, operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["N", 4, 8, 8], f32>, !kiln.tensor<[4, 4, 3, 3], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32>
+  %r1 = "kiln.relu"(%c1) : (!kiln.tensor<["N", 4, 8, 8], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32>
+  %c2 = "kiln.conv2d"(%r1, %w) {pads = array<i64: 1, 1, 1, 1>, operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["N", 4, 8, 8], f32>, !kiln.tensor<[4, 4, 3, 3], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32>
+  %r2 = "kiln.relu"(%c2) : (!kiln.tensor<["N", 4, 8, 8], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32>
+  %m = "kiln.reduce_mean"(%r2) {axes = array<i64: 2, 3>, keepdims = false} : (!kiln.tensor<["N", 4, 8, 8], f32>) -> !kiln.tensor<["N", 4], f32>
+  return %m, %r1 : !kiln.tensor<["N", 4], f32>, !kiln.tensor<["N", 4, 8, 8], f32>
+}
+func.func @pair_residual(%x: !kiln.tensor<["N", 4, 8, 8], f32>) -> !kiln.tensor<["N", 4], f32> {
+  %w = "kiln.constant"() {value = dense<0.5> : tensor<4x4x3x3xf32>} : () -> !kiln.tensor<[4, 4, 3, 3], f32>
+  %c1 = "kiln.conv2d"(%x, %w) {pads = array<i64: 1, 1, 1, 1>, operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["N", 4, 8, 8], f32>, !kiln.tensor<[4, 4, 3, 3], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32>
+  %a1 = "kiln.add"(%c1, %x) : (!kiln.tensor<["N", 4, 8, 8], f32>, !kiln.tensor<["N", 4, 8, 8], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32>
+  %r1 = "kiln.relu"(%a1) : (!kiln.tensor<["N", 4, 8, 8], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32>
+  %c2 = "kiln.conv2d"(%r1, %w) {pads = array<i64: 1, 1, 1, 1>, operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["N", 4, 8, 8], f32>, !kiln.tensor<[4, 4, 3, 3], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32>
+  %r2 = "kiln.relu"(%c2) : (!kiln.tensor<["N", 4, 8, 8], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32>
+  %m = "kiln.reduce_mean"(%r2) {axes = array<i64: 2, 3>, keepdims = false} : (!kiln.tensor<["N", 4, 8, 8], f32>) -> !kiln.tensor<["N", 4], f32>
+  return %m : !kiln.tensor<["N", 4], f32>
+}
+func.func @pair_sigmoid(%x: !kiln.tensor<["N", 4, 8, 8], f32>) -> !kiln.tensor<["N", 4], f32> {
+  %w = "kiln.constant"() {value = dense<0.5> : tensor<4x4x3x3xf32>} : () -> !kiln.tensor<[4, 4, 3, 3], f32>
+  %c1 = "kiln.conv2d"(%x, %w) {pads = array<i64: 1, 1, 1, 1>, operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["N", 4, 8, 8], f32>, !kiln.tensor<[4, 4, 3, 3], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32>
+  %r1 = "kiln.sigmoid"(%c1) : (!kiln.tensor<["N", 4, 8, 8], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32>
+  %c2 = "kiln.conv2d"(%r1, %w) {pads = array<i64: 1, 1, 1, 1>, operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["N", 4, 8, 8], f32>, !kiln.tensor<[4, 4, 3, 3], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32>
+  %r2 = "kiln.relu"(%c2) : (!kiln.tensor<["N", 4, 8, 8], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32>
+  %m = "kiln.reduce_mean"(%r2) {axes = array<i64: 2, 3>, keepdims = false} : (!kiln.tensor<["N", 4, 8, 8], f32>) -> !kiln.tensor<["N", 4], f32>
+  return %m : !kiln.tensor<["N", 4], f32>
+}
+func.func @pair_no_pool(%x: !kiln.tensor<["N", 4, 8, 8], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32> {
+  %w = "kiln.constant"() {value = dense<0.5> : tensor<4x4x3x3xf32>} : () -> !kiln.tensor<[4, 4, 3, 3], f32>
+  %c1 = "kiln.conv2d"(%x, %w) {pads = array<i64: 1, 1, 1, 1>, operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["N", 4, 8, 8], f32>, !kiln.tensor<[4, 4, 3, 3], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32>
+  %r1 = "kiln.relu"(%c1) : (!kiln.tensor<["N", 4, 8, 8], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32>
+  %c2 = "kiln.conv2d"(%r1, %w) {pads = array<i64: 1, 1, 1, 1>, operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["N", 4, 8, 8], f32>, !kiln.tensor<[4, 4, 3, 3], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32>
+  %r2 = "kiln.relu"(%c2) : (!kiln.tensor<["N", 4, 8, 8], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32>
+  return %r2 : !kiln.tensor<["N", 4, 8, 8], f32>
 }

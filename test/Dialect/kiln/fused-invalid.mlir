@@ -36,7 +36,7 @@ func.func @yield_outside(%x: !kiln.tensor<["B", 64], f32>) {
 
 "kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
 func.func @kind(%x: !kiln.tensor<["B", 64], f32>) -> !kiln.tensor<["B", 64], f32> {
-  // expected-error @below {{attribute 'kind' must be one of elementwise, matmul_epilogue, conv_epilogue, reduction, got "conv"}}
+  // expected-error @below {{attribute 'kind' must be one of elementwise, matmul_epilogue, conv_epilogue, reduction, conv_pair, got "conv"}}
   %u = "kiln.fused"(%x) ({
   ^bb0(%a: !kiln.tensor<["B", 64], f32>):
     "kiln.yield"(%a) {operandSegmentSizes = array<i32: 1, 0, 0, 0>} : (!kiln.tensor<["B", 64], f32>) -> ()
