@@ -197,9 +197,9 @@ static void dconv_block(const dconv_args *d, const float *src, float *cb, int64_
           float *c = cb + m0 * d->N + n0;
           dconv_panel p = dconv_panel_at(d, src, 0, bp, q, g0, k0, kc);
           if (mr == WMR)
-            micro_w(WMR, a, p.b, p.off, kc, c, d->N, nr, k0 > 0, bias, NULL, 0, 0);
+            micro_w(WMR, a, p.b, p.off, WNR, kc, c, d->N, nr, k0 > 0, bias, NULL, 0, 0);
           else
-            micro_w((int)mr, a, p.b, p.off, kc, c, d->N, nr, k0 > 0, bias, NULL, 0, 0);
+            micro_w((int)mr, a, p.b, p.off, WNR, kc, c, d->N, nr, k0 > 0, bias, NULL, 0, 0);
         }
       }
     }
@@ -232,9 +232,9 @@ static void dconv_rows(const dconv_args *d, const float *src, int64_t b, int64_t
           const float *res = d->res && k0 == 0 ? d->res + at : NULL;
           dconv_panel p = dconv_panel_at(d, src, cpr, bp, q, g0, k0, kc);
           if (mr == WMR)
-            micro_w(WMR, a, p.b, p.off, kc, d->Y + at, ldc, nr, add, bias, res, relu, 1);
+            micro_w(WMR, a, p.b, p.off, WNR, kc, d->Y + at, ldc, nr, add, bias, res, relu, 1);
           else
-            micro_w((int)mr, a, p.b, p.off, kc, d->Y + at, ldc, nr, add, bias, res, relu, 1);
+            micro_w((int)mr, a, p.b, p.off, WNR, kc, d->Y + at, ldc, nr, add, bias, res, relu, 1);
         }
       }
     }

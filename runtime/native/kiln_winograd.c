@@ -269,9 +269,9 @@ static void wino_step_products(const wino_args *w, const float *v, float *m, int
           int64_t n0 = q * WNR, nr = t1 - t0 - n0 < WNR ? t1 - t0 - n0 : WNR;
           float *c = mx + m0 * ldm + n0;
           if (mr == WMR)
-            micro_w(WMR, a, vx + n0, w->off + k0, kc, c, ldm, nr, k0 > 0, NULL, NULL, 0, 1);
+            micro_w(WMR, a, vx + n0, w->off + k0, WNR, kc, c, ldm, nr, k0 > 0, NULL, NULL, 0, 1);
           else
-            micro_w((int)mr, a, vx + n0, w->off + k0, kc, c, ldm, nr, k0 > 0, NULL, NULL, 0, 1);
+            micro_w((int)mr, a, vx + n0, w->off + k0, WNR, kc, c, ldm, nr, k0 > 0, NULL, NULL, 0, 1);
         }
       }
     }

@@ -96,17 +96,18 @@ static inline __attribute__((always_inline)) void micro_w_step(kiln_vec acc[WMR]
 }
 
 /* Steps [0, kc) of micro_w (nv: micro_w_step), row k of b at b + off[k]
- * or, off NULL, at b + k * WNR.  Two loops, not `off ? b + off[k] : ...` in
+ * or, off NULL, at b + k * stride.  Two loops, not `off ? b + off[k] : ...` in
  * one: gcc kept that test and a longer address computation in each K step
  * (the bench CNN's 32 -> 64 layer 0.926-0.946x, ResNet-50's 3x3 at 56 / 14
  * 0.934 / 0.916x on one thread, same library, alternating; small_cnn
  * 0.945-0.963x, worker pairs). */
 static inline __attribute__((always_inline)) void micro_w_steps(kiln_vec acc[WMR][2], const float *a, const float *b,
-                                                                 const int64_t *off, int64_t kc, const int nv) {
+                                                                 const int64_t *off, int64_t stride, int64_t kc,
+                                                                 const int nv) {
   if (off)
     for (int64_t k = 0; k < kc; k++) micro_w_step(acc, b + off[k], a + k * WMR, nv);
   else
-    for (int64_t k = 0; k < kc; k++) micro_w_step(acc, b + k * WNR, a + k * WMR, nv);
+    for (int64_t k = 0; k < kc; k++) micro_w_step(acc, b + k * stride, a + k * WMR, nv);
 }
 
 /* Columns of B the tiles read for n columns of output: whole panels of
@@ -117,7 +118,8 @@ static inline int64_t micro_w_cols(int64_t n) {
 }
 
 /* c[0 .. mr, 0 .. nr] (leading dim ldc) = or += a[kc][WMR] . b[kc][WNR]
- * (row k of b at b + off[k] when off is not NULL, else at b + k * WNR),
+ * (row k of b at b + off[k] when off is not NULL, else at b + k * stride:
+ * WNR for a packed panel),
  * starting from bias[m] for row m when bias is not NULL, plus res (same
  * layout as c; the first block of K only, so res may be c itself); `relu`
  * (the last block of K only) applies max(., 0) to what is stored.  With
@@ -127,7 +129,7 @@ static inline int64_t micro_w_cols(int64_t n) {
  * 28 0.92-0.98x, same library, alternating); the wide result's tiles
  * (dconv_block) keep the loop, unrolled 1.04-1.06x on ResNet-50's 3x3 at 56. */
 static inline __attribute__((always_inline)) void micro_w(int mr, const float *a, const float *b, const int64_t *off,
-                                                           int64_t kc, float *c, int64_t ldc, int64_t nr, int add,
+                                                           int64_t stride, int64_t kc, float *c, int64_t ldc, int64_t nr, int add,
                                                            const float *bias, const float *res, int relu,
                                                            const int unrolled) {
   kiln_vec acc[WMR][2];
@@ -140,9 +142,9 @@ static inline __attribute__((always_inline)) void micro_w(int mr, const float *a
    * vector of B a step: half the FMAs of a whole panel, which had made
    * those blocks as long as the others and left a thread waiting. */
   if (nr <= VW)
-    micro_w_steps(acc, a, b, off, kc, 1);
+    micro_w_steps(acc, a, b, off, stride, kc, 1);
   else
-    micro_w_steps(acc, a, b, off, kc, 2);
+    micro_w_steps(acc, a, b, off, stride, kc, 2);
   if (unrolled) {
 #pragma GCC unroll 16
     for (int m = 0; m < mr; m++) micro_w_row(acc[m], c + m * ldc, res ? res + m * ldc : NULL, nr, add, relu);

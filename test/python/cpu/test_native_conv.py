@@ -155,6 +155,12 @@ GEOMETRIES = [
     # A pointwise convolution whose output (625 KB an image) outgrows half of
     # L2 from a small B: B packed once, row blocks over every panel.
     (2, 16, 40, 40, 100, 1, 1, 1, 1, 0),
+    # Pointwise, panel by panel with B read in place (wgemm_tasks): a last
+    # panel of 2 columns (packed) on 30 x 31, K in two blocks (520 channels),
+    # and 32 x 32 planes, whose rows all start on one L1 set (packed).
+    (2, 300, 30, 31, 70, 1, 1, 1, 1, 0),
+    (1, 520, 30, 30, 40, 1, 1, 1, 1, 0),
+    (1, 256, 32, 32, 24, 1, 1, 1, 1, 0),
 ]
 
 
