@@ -27,13 +27,17 @@ pattern                  rewrite
                          ``* rsqrt(...)``) over trailing axes  ->  ``kiln.layer_norm``
 ``layer-norm-weight``    ``layer_norm(x) * g``  ->  ``layer_norm(x, weight=g)``
 ``layer-norm-bias``      ``layer_norm(x) + b``  ->  ``layer_norm(x, bias=b)``
+``avg-pool-global``      ``avg_pool2d(x)`` whose window is the whole (static) image,
+                         unpadded  ->  ``reduce_mean(x, axes=[2, 3], keepdims)``
 ``conv-batch-norm``      ``batch_norm(conv2d(x, w, b))`` with constant weights and
                          statistics  ->  ``conv2d(x, w * s, (b - mean) * s + beta)``,
                          ``s = gamma / sqrt(var + eps)`` per output channel
 =======================  =====================================================
 
 The recognitions undo a frontend's decomposition, so the backends see one
-op they have a kernel for.  ``conv-batch-norm`` is the inference-time folding
+op they have a kernel for; ``avg-pool-global`` lets a classifier's pool
+(ONNX's ``AveragePool`` over the last 7 x 7 map of ResNet-50) fuse with the
+convolution before it as ``GlobalAveragePool``'s mean does.  ``conv-batch-norm`` is the inference-time folding
 every CNN runtime does: the normalization costs a pass over the activation,
 the folded weights nothing.  Option ``disable`` (a list) turns patterns off.
 Statistics: one counter per pattern applied.
@@ -321,6 +325,17 @@ def conv_batch_norm(root):
     return folded
 
 
+def avg_pool_global(root):
+    attrs = root.opview.decoded_attrs()
+    x = root.operands[0]
+    dims = tensor_info(x.type).dims
+    if len(dims) != 4 or any(attrs["pads"]) or not all(d.is_static for d in dims[2:]):
+        return None
+    if list(attrs["kernel"]) != [dims[2].value, dims[3].value]:
+        return None
+    return _build(root, "kiln.reduce_mean", [x], {"axes": [2, 3], "keepdims": True})
+
+
 #: The rewrite table, tried in order at each op.
 PATTERNS: list[Pattern] = [
     Pattern("mul-one", "kiln.mul", mul_one),
@@ -339,6 +354,7 @@ PATTERNS: list[Pattern] = [
     Pattern("layer-norm", "kiln.mul", layer_norm),
     Pattern("layer-norm-weight", "kiln.mul", layer_norm_weight),
     Pattern("layer-norm-bias", "kiln.add", layer_norm_bias),
+    Pattern("avg-pool-global", "kiln.avg_pool2d", avg_pool_global),
     Pattern("conv-batch-norm", "kiln.batch_norm", conv_batch_norm),
 ]
 

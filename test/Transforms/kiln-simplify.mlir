@@ -288,3 +288,36 @@ func.func @conv_batch_norm_negative(%x: !kiln.tensor<["N", 1, 4, 4], f32>, %mean
   %z = "kiln.batch_norm"(%c2, %p, %p, %mean, %p) : (!kiln.tensor<["N", 2, 4, 4], f32>, !kiln.tensor<[2], f32>, !kiln.tensor<[2], f32>, !kiln.tensor<[2], f32>, !kiln.tensor<[2], f32>) -> !kiln.tensor<["N", 2, 4, 4], f32>
   return %y, %c, %z : !kiln.tensor<["N", 2, 4, 4], f32>, !kiln.tensor<["N", 2, 4, 4], f32>, !kiln.tensor<["N", 2, 4, 4], f32>
 }
+
+// -----
+
+"kiln.symbol"() {sym_name = "N", min = 1 : i64, max = 8 : i64} : () -> ()
+// avg-pool-global: an unpadded average pool whose window is the whole 7 x 7
+// image is the mean over dims 2 and 3, kept.  Not rewritten: a padded one,
+// a smaller window, and a window over an image whose side is a symbol.
+// CHECK-LABEL: func.func @global_avg_pool
+// CHECK-NEXT: %[[M:.*]] = "kiln.reduce_mean"(%arg0) {axes = array<i64: 2, 3>, keepdims = true} : (!kiln.tensor<["N", 4, 7, 7], f32>) -> !kiln.tensor<["N", 4, 1, 1], f32>
+// CHECK-NEXT: return %[[M]]
+// CHECK-LABEL: func.func @avg_pool_padded
+// CHECK: "kiln.avg_pool2d"
+// CHECK-LABEL: func.func @avg_pool_window
+// CHECK: "kiln.avg_pool2d"
+// CHECK-LABEL: func.func @avg_pool_symbolic
+// CHECK: "kiln.avg_pool2d"
+// STATS: (1) avg-pool-global
+func.func @global_avg_pool(%x: !kiln.tensor<["N", 4, 7, 7], f32>) -> !kiln.tensor<["N", 4, 1, 1], f32> {
+  %p = "kiln.avg_pool2d"(%x) {kernel = array<i64: 7, 7>, strides = array<i64: 1, 1>} : (!kiln.tensor<["N", 4, 7, 7], f32>) -> !kiln.tensor<["N", 4, 1, 1], f32>
+  return %p : !kiln.tensor<["N", 4, 1, 1], f32>
+}
+func.func @avg_pool_padded(%x: !kiln.tensor<["N", 4, 7, 7], f32>) -> !kiln.tensor<["N", 4, 3, 3], f32> {
+  %p = "kiln.avg_pool2d"(%x) {kernel = array<i64: 7, 7>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>} : (!kiln.tensor<["N", 4, 7, 7], f32>) -> !kiln.tensor<["N", 4, 3, 3], f32>
+  return %p : !kiln.tensor<["N", 4, 3, 3], f32>
+}
+func.func @avg_pool_window(%x: !kiln.tensor<["N", 4, 7, 7], f32>) -> !kiln.tensor<["N", 4, 1, 1], f32> {
+  %p = "kiln.avg_pool2d"(%x) {kernel = array<i64: 6, 6>, strides = array<i64: 6, 6>} : (!kiln.tensor<["N", 4, 7, 7], f32>) -> !kiln.tensor<["N", 4, 1, 1], f32>
+  return %p : !kiln.tensor<["N", 4, 1, 1], f32>
+}
+func.func @avg_pool_symbolic(%x: !kiln.tensor<["N", 4, "N", 7], f32>) -> !kiln.tensor<["N", 4, "N", 1], f32> {
+  %p = "kiln.avg_pool2d"(%x) {kernel = array<i64: 1, 7>, strides = array<i64: 1, 1>} : (!kiln.tensor<["N", 4, "N", 7], f32>) -> !kiln.tensor<["N", 4, "N", 1], f32>
+  return %p : !kiln.tensor<["N", 4, "N", 1], f32>
+}

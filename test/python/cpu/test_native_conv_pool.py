@@ -69,22 +69,28 @@ class _Head(torch.nn.Module):
     """conv (stride 2) -> ReLU -> global average pool -> linear: the bench
     CNN's tail; with ``residual`` a stride-1 conv whose input is added first."""
 
-    def __init__(self, residual: bool):
+    def __init__(self, residual: bool, window_pool: bool = False):
         super().__init__()
-        self.residual = residual
+        self.residual, self.window_pool = residual, window_pool
         self.conv = torch.nn.Conv2d(32, 32 if residual else 64, 3, stride=1 if residual else 2, padding=1)
         self.fc = torch.nn.Linear(self.conv.out_channels, 10)
 
     def forward(self, x):
         y = self.conv(x)
         y = torch.relu(y + x if self.residual else y)
-        return self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(y, 1), 1))
+        pooled = (torch.nn.functional.avg_pool2d(y, y.shape[2:]) if self.window_pool
+                  else torch.nn.functional.adaptive_avg_pool2d(y, 1))
+        return self.fc(torch.flatten(pooled, 1))
 
 
-@pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
-def test_global_pool_folds_into_the_convolution(residual):
+@pytest.mark.parametrize("residual, window_pool", [(False, False), (True, False), (True, True)],
+                         ids=["plain", "residual", "residual-avg-pool-window"])
+def test_global_pool_folds_into_the_convolution(residual, window_pool):
+    """The pool is the mean of torch's adaptive pool, or an average pool
+    whose window is the whole map (ResNet-50's ONNX AveragePool), which
+    kiln-simplify makes that mean."""
     torch.manual_seed(0)
-    model = _Head(residual).eval()
+    model = _Head(residual, window_pool).eval()
     x = torch.randn(2, 32, 16, 16)
     batch = torch.export.Dim("B", min=1, max=24)
     m = kiln.compile(model, (x,), dynamic_shapes={"x": {0: batch}})
