@@ -26,12 +26,12 @@ from .library import (
     MT_MNK,
     NATIVE_CONV,
     NATIVE_CONV_MEAN,
-    SET_THREADS,
     SGEMM,
     _dims,
     _is_contiguous,
     _is_mul_add,
     blas_threads,
+    blas_threads_lines,
     contiguous_f32,
     native_threads,
 )
@@ -90,7 +90,11 @@ def match_conv(op) -> Conv | None:
     return Conv(op, op.operands[0], op.operands[1], op.operands[2], strides, dilations)
 
 
-def conv_text(name: str, g: Conv, beta: float) -> str:
+def conv_text(name: str, g: Conv, beta: float, native: bool = False) -> str:
+    """The helper ``@name(X, W, Y)`` computing convolution ``g`` as one OpenBLAS
+    sgemm per image (over an im2col copy, or over x itself for a 1x1 stride-1
+    window); ``native``: the native runtime is loaded (its pool may run two
+    helpers at once, see :func:`~kiln.backends.cpu.library.blas_threads_lines`)."""
     tx, tw, ty = (ir.MemRefType(v.type) for v in (g.x, g.w, g.c))
     (sh, sw), (dh, dw) = g.strides, g.dilations
     # A 1x1 window with stride 1 reads x[n] as the [C, H*W] matrix itself.
@@ -128,7 +132,8 @@ def conv_text(name: str, g: Conv, beta: float) -> str:
     add("  %one = arith.constant 1 : i32")
     add(f"  %many = arith.constant {blas_threads()} : i32")
     add("  %nt = arith.select %big, %many, %one : i32")
-    add(f"  %prev = func.call @{SET_THREADS}(%nt) : (i32) -> i32")
+    enter, leave = blas_threads_lines("%nt", native)
+    add(enter)
     if not direct:
         add("  %col = memref.alloc(%CK, %P) : memref<?x?xf32>")
         add("  %qc = memref.extract_aligned_pointer_as_index %col : memref<?x?xf32> -> index")
@@ -175,7 +180,7 @@ def conv_text(name: str, g: Conv, beta: float) -> str:
     add("  }")
     if not direct:
         add("  memref.dealloc %col : memref<?x?xf32>")
-    add(f"  %back = func.call @{SET_THREADS}(%prev) : (i32) -> i32")
+    add(leave)
     add("  return")
     add("}")
     text = "\n".join(lines)

@@ -57,8 +57,14 @@ __all__ = ["SGEMM", "CpuLibrary", "blas_library", "enabled", "rewrite_contractio
 #: The CBLAS symbol (numpy's bundled OpenBLAS, 64-bit integer interface).
 SGEMM = "scipy_cblas_sgemm64_"
 SGEMV = "scipy_cblas_sgemv64_"
-#: OpenBLAS's per-calling-thread thread count (0.3.27+): set before each sgemm.
+#: OpenBLAS's thread-count setter (0.3.27+; it returns the previous count).
+#: In numpy's pthreads build it sets the process-wide count, not the calling
+#: thread's, so with the native runtime helpers go through BLAS_ENTER /
+#: BLAS_LEAVE instead (:func:`blas_threads_lines`).
 SET_THREADS = "openblas_set_num_threads_local"
+#: kiln_dispatch.c: set OpenBLAS's count for one helper's products, and put
+#: back the count from before the first helper in flight, under one lock.
+BLAS_ENTER, BLAS_LEAVE = "kiln_blas_enter", "kiln_blas_leave"
 #: Below this M*N*K a GEMM runs on one thread (OpenBLAS's own cut, 256K, is
 #: lower).  The previous cut, 2^29, was chosen on a machine shared with five
 #: other jobs, where OpenBLAS's second thread was often descheduled; on a
@@ -425,7 +431,8 @@ def _helper_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool
     add("  %one = arith.constant 1 : i32")
     add(f"  %many = arith.constant {blas_threads()} : i32")
     add("  %nt = arith.select %big, %many, %one : i32")
-    add(f"  %prev = func.call @{SET_THREADS}({'%one' if pool else '%nt'}) : (i32) -> i32")
+    enter, leave = blas_threads_lines("%one" if pool else "%nt", pool)
+    add(enter)
     add(f"  %gv_t = arith.constant {_NO_TRANS if trans_b else _TRANS} : i32")
     add("  %gv_rows = arith.select %tbsel, %N, %K : i64")
     add("  %gv_cols = arith.select %tbsel, %K, %N : i64")
@@ -481,7 +488,7 @@ def _helper_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool
     for _ in loops:
         indent = indent[:-2]
         add(f"{indent}}}")
-    add(f"  %back = func.call @{SET_THREADS}(%prev) : (i32) -> i32")  # numpy in this thread keeps its count
+    add(leave)  # numpy keeps its count
     add("  return")
     add("}")
     return "\n".join(lines), small
@@ -499,7 +506,23 @@ _NATIVE_DECL = (f"func.func private @{SMALL_GEMM}(i64, i64, i64, i64, i64, i64, 
                 f"func.func private @{NATIVE_CONV_PAIR}({', '.join(['i64'] * 25)}, i32, i64, i64, i32, i64, i32, i64, "
                 "i64, f32)\n"
                 f"func.func private @{SGEMM_PAR}(i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64, "
-                "i32)")
+                "i32)\n"
+                f"func.func private @{BLAS_ENTER}(i32) -> i32\n"
+                f"func.func private @{BLAS_LEAVE}()")
+
+
+def blas_threads_lines(threads: str, native: bool) -> tuple[str, str]:
+    """A helper's first and last lines around its OpenBLAS calls: set the
+    thread count to ``threads`` (an i32 value), then put the previous count
+    back.  With the native runtime two helpers can run at once (the halves of
+    a split launch), and a save-set-restore of OpenBLAS's process-wide count
+    from each would leave it at whichever ran last, so they go through
+    kiln_blas_enter / kiln_blas_leave; without it, OpenBLAS's setter itself."""
+    if native:
+        return (f"  %prev = func.call @{BLAS_ENTER}({threads}) : (i32) -> i32",
+                f"  func.call @{BLAS_LEAVE}() : () -> ()")
+    return (f"  %prev = func.call @{SET_THREADS}({threads}) : (i32) -> i32",
+            f"  %back = func.call @{SET_THREADS}(%prev) : (i32) -> i32")
 
 
 def _weight_a_ok(g: _Gemm) -> bool:
@@ -667,7 +690,7 @@ def rewrite_contractions(module) -> int:
             slots += [slot] if const else []
             args = [g.w, g.x, g.c]
         elif conv:
-            texts.append(conv_text(name, g, beta))
+            texts.append(conv_text(name, g, beta, native))
             args = [g.x, g.w, g.c]
         elif weight_a and _constant_global(g.a) in constant_globals and _weight_a_ok(g):
             # A weight times an activation: the native weight-A GEMM; a

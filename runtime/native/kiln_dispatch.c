@@ -6,6 +6,7 @@
  * kiln/runtime/native).
  */
 #include <math.h> /* INFINITY */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,8 +22,8 @@
  * process) a 0.1 ms product took 12 ms.  kiln_sgemm_par cuts C into `parts`
  * slabs (of columns, or of rows when C is narrow) and runs one
  * single-threaded sgemm per slab on the native pool, where a part no worker
- * takes is run by the caller.  kiln-cpu-library sets OpenBLAS to one thread
- * around the call. */
+ * takes is run by the caller; each slab holds OpenBLAS at one thread
+ * (kiln_blas_enter). */
 
 typedef void (*cblas_sgemm_fn)(int32_t order, int32_t ta, int32_t tb, int64_t M, int64_t N, int64_t K, float alpha,
                                const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
@@ -32,11 +33,38 @@ static cblas_sgemm_fn blas_sgemm = NULL;
 static blas_threads_fn blas_set_threads_local = NULL;
 
 /* The BLAS sgemm (a CBLAS interface with 64-bit integers) kiln_sgemm_par
- * calls, and OpenBLAS's openblas_set_num_threads_local: its thread count is
- * per calling thread, so each slab sets its own thread to one. */
+ * calls, and OpenBLAS's openblas_set_num_threads_local. */
 void kiln_set_sgemm(int64_t fn, int64_t set_threads_local) {
   blas_sgemm = (cblas_sgemm_fn)fn;
   blas_set_threads_local = (blas_threads_fn)set_threads_local;
+}
+
+/* OpenBLAS's thread count around kiln's library calls.  Despite its name,
+ * openblas_set_num_threads_local in numpy's (pthreads) OpenBLAS sets the
+ * process-wide count and returns the previous one, so two threads that each
+ * save it, set it and put it back race: the halves of a split launch, or two
+ * slabs of kiln_sgemm_par, left it at one, and numpy in the same process
+ * then ran its products on one thread (1024^3: 100 instead of 190 GFLOPS).
+ * kiln_blas_enter sets the count for a call and kiln_blas_leave puts back
+ * the count from before the first of the calls in flight, under one lock.
+ * Without a registered setter both do nothing. */
+static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
+static int blas_depth, blas_saved;
+
+int32_t kiln_blas_enter(int32_t threads) {
+  if (!blas_set_threads_local) return 0;
+  pthread_mutex_lock(&blas_lock);
+  int prev = blas_set_threads_local(threads);
+  if (blas_depth++ == 0) blas_saved = prev;
+  pthread_mutex_unlock(&blas_lock);
+  return prev;
+}
+
+void kiln_blas_leave(void) {
+  if (!blas_set_threads_local) return;
+  pthread_mutex_lock(&blas_lock);
+  if (blas_depth > 0 && --blas_depth == 0) blas_set_threads_local(blas_saved);
+  pthread_mutex_unlock(&blas_lock);
 }
 
 enum { CBLAS_TRANS = 112 };
@@ -52,7 +80,7 @@ typedef struct {
 
 static void par_slabs(void *ctx, int64_t lo, int64_t hi) {
   const par_args *g = ctx;
-  int prev = blas_set_threads_local ? blas_set_threads_local(1) : 0;
+  kiln_blas_enter(1);
   for (int64_t s = lo; s < hi; s++) {
     int64_t total = g->by_rows ? g->M : g->N, a0 = s * g->step;
     int64_t len = total - a0 < g->step ? total - a0 : g->step;
@@ -67,7 +95,7 @@ static void par_slabs(void *ctx, int64_t lo, int64_t hi) {
                  g->ldc);
     }
   }
-  if (blas_set_threads_local) blas_set_threads_local(prev);
+  kiln_blas_leave();
 }
 
 /* cblas_sgemm (row-major: order 101) on up to `parts` threads of the pool. */

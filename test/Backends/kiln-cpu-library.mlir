@@ -3,7 +3,8 @@
 
 // A product with a constant B (a weight) gets a packing slot: few rows go
 // to kiln's native GEMM with the slot's address, more rows to OpenBLAS
-// (one thread of its own; kiln_sgemm_par splits it over the native pool);
+// (one thread of its own; kiln_sgemm_par splits it over the native pool),
+// the thread count set and put back through kiln_blas_enter / leave;
 // the module gains kiln_release_packed, which frees what the slots hold.
 // Without the native runtime, OpenBLAS runs on its own threads.
 
@@ -14,10 +15,12 @@ memref.global "private" constant @w : memref<8x4xf32> = dense<1.0>
 
 // CHECK: func.func private @kiln_sgemm_small(i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64)
 // CHECK: func.func private @kiln_free_packed(i64)
+// CHECK: func.func private @kiln_blas_enter(i32) -> i32
+// CHECK: func.func private @kiln_blas_leave()
 // CHECK-LABEL: func.func private @kiln_gemm_0(
 // CHECK:   %[[ONE:.*]] = arith.constant 1 : i32
 // CHECK:   %[[NT:.*]] = arith.select %{{.*}}, %{{.*}}, %[[ONE]] : i32
-// CHECK:   call @openblas_set_num_threads_local(%[[ONE]])
+// CHECK:   call @kiln_blas_enter(%[[ONE]])
 // CHECK:   %[[SMALL:.*]] = arith.cmpi sle, %{{.*}}, %{{.*}} : i64
 // CHECK:   memref.get_global @kiln_pack_0 : memref<1xi64>
 // CHECK:   scf.if %[[SMALL]] {
@@ -25,6 +28,8 @@ memref.global "private" constant @w : memref<8x4xf32> = dense<1.0>
 // CHECK:   } else {
 // CHECK:     func.call @scipy_cblas_sgemv64_(
 // CHECK:     func.call @kiln_sgemm_par({{.*}}, %[[NT]])
+// CHECK:   call @kiln_blas_leave()
+// CHECK-NEXT: return
 // CHECK: memref.global "private" @kiln_pack_0 : memref<1xi64> = dense<0>
 // CHECK-LABEL: func.func @kiln_release_packed()
 // CHECK:   call @kiln_free_packed(
@@ -34,10 +39,13 @@ memref.global "private" constant @w : memref<8x4xf32> = dense<1.0>
 
 // BLAS-NOT: kiln_sgemm_small
 // BLAS-NOT: kiln_pack
+// BLAS-NOT: kiln_blas
 // BLAS: %[[NT:.*]] = arith.select
-// BLAS: call @openblas_set_num_threads_local(%[[NT]])
+// BLAS: %[[PREV:.*]] = call @openblas_set_num_threads_local(%[[NT]])
 // BLAS-NOT: kiln_sgemm_par
 // BLAS: func.call @scipy_cblas_sgemm64_(
+// BLAS: call @openblas_set_num_threads_local(%[[PREV]])
+// BLAS-NOT: kiln_blas
 func.func @main(%x: memref<?x8xf32>, %y: memref<?x4xf32>) {
   %w = memref.get_global @w : memref<8x4xf32>
   linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}

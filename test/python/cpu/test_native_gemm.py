@@ -165,3 +165,60 @@ def test_sgemm_par_splits_sgemm_over_the_pool(m, n, k, ta, tb):
             f(101, 112 if ta else 111, 112 if tb else 111, m, n, k, 1.0, a.ctypes.data, a.shape[1], b.ctypes.data,
               b.shape[1], beta, c.ctypes.data, n, parts)
             np.testing.assert_allclose(c, want + beta * c0, rtol=1e-4, atol=1e-4)
+
+
+def _blas_count():
+    """numpy's OpenBLAS: (get, set) of its process-wide thread count."""
+    import ctypes
+
+    blas = ctypes.CDLL(library.blas_library())
+    return blas.scipy_openblas_get_num_threads64_, blas.scipy_openblas_set_num_threads64_
+
+
+def test_blas_enter_leave_put_back_the_count_from_before_the_first():
+    """kiln_blas_enter / kiln_blas_leave interleaved as two helpers of a split
+    launch run them: the count from before the first enter comes back after
+    the last leave (a save-set-restore in each left 1); a leave too many is ignored."""
+    assert library.native_enabled()  # registers OpenBLAS's setter with the native library
+    get, set_count = _blas_count()
+    lib = native.load()
+    before = get()
+    try:
+        set_count(2)
+        assert lib.kiln_blas_enter(1) == 2  # one half
+        assert lib.kiln_blas_enter(1) == 1  # the other, before the first is done
+        lib.kiln_blas_leave()
+        assert get() == 1  # the other half is still inside
+        lib.kiln_blas_leave()
+        assert get() == 2
+        lib.kiln_blas_leave()
+        assert get() == 2
+    finally:
+        set_count(before)
+
+
+def test_split_launches_leave_numpys_blas_thread_count_alone():
+    """A batched product of activations runs as OpenBLAS calls in the two
+    halves of a split launch at once; before kiln_blas_enter each half saved,
+    set and restored OpenBLAS's process-wide count, and numpy was left on one
+    thread (its 1024^3 products at half speed)."""
+    t = lambda *d: "!kiln.tensor<[" + ", ".join(f'"{x}"' if isinstance(x, str) else str(x) for x in d) + "], f32>"  # noqa: E731
+    text = (
+        '"kiln.symbol"() {sym_name = "S", min = 1 : i64, max = 64 : i64} : () -> ()\n'
+        f"func.func @main(%a: {t('S', 128, 64)}, %b: {t('S', 64, 128)}) -> {t('S', 128, 128)} {{\n"
+        f'  %c = "kiln.matmul"(%a, %b) : ({t("S", 128, 64)}, {t("S", 64, 128)}) -> {t("S", 128, 128)}\n'
+        f"  return %c : {t('S', 128, 128)}\n}}\n")
+    model = kiln.compile(text)
+    get, set_count = _blas_count()
+    before = get()
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((16, 128, 64), dtype=np.float32)
+    b = rng.standard_normal((16, 64, 128), dtype=np.float32)
+    try:
+        set_count(2)
+        for _ in range(50):
+            c = model(a, b)
+        assert get() == 2
+        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    finally:
+        set_count(before)
