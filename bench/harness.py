@@ -108,8 +108,10 @@ def run_benchmark(workloads=None, peers=None, *, quick=False, threads=2, budget_
         wres = {}
         inputs = {row.label: row.inputs() for row in rows}
         refs = _references(workload, rows, inputs)
+        weights = workload.weight_bytes()
         entries = {row.label: {"workload": workload.name, "row": row.label,
-                               "shapes": [list(s) for s in row.shapes], "peers": {}} for row in rows}
+                               "shapes": [list(s) for s in row.shapes], "peers": {},
+                               "min_gflop": workload.min_gflop(row), "weight_bytes": weights} for row in rows}
         # Every peer set up first, then each row measured in rounds: a burst
         # of every peer in turn (the order rotating), so a slow spell of a
         # shared machine hits them alike.  After each burst the run sleeps

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from . import ceiling
+
 __all__ = ["markdown", "plot", "targets"]
 
 
@@ -19,7 +21,9 @@ def targets(result: dict) -> list[dict]:
     """The issue's ratio targets, checked row by row on ``result``: each
     ``{"row", "target", "ratio", "met"}`` (``met`` None when a peer is missing),
     and for a kiln/peer ratio ``rounds``, the lowest and highest per-round
-    ratio when the run recorded them."""
+    ratio when the run recorded them, and ``floor_share`` when the run probed
+    the machine's ceiling: the row's floor (:func:`~kiln.bench.ceiling.floor_ms`)
+    over the time the target allows kiln; above 1 no program meets it here."""
     out = []
     for e in result["rows"]:
         r = e.get("ratio_p50", {})
@@ -30,10 +34,16 @@ def targets(result: dict) -> list[dict]:
             bounds.append(("onnxruntime", 0.8))
         if e["workload"] == "transformer_block":
             bounds.append(("eager", 0.5))
+        floor = ceiling.floor_ms(result.get("ceiling"), e.get("min_gflop"), e.get("weight_bytes"))
+        kiln_p50 = e["peers"].get("kiln", {}).get("p50_ms")
         for peer, bound in bounds:
             v = r.get(peer)
-            out.append({"row": label, "target": f"kiln <= {bound}x {peer}", "ratio": v,
-                        "met": None if v is None else v <= bound, "rounds": spread.get(peer)})
+            check = {"row": label, "target": f"kiln <= {bound}x {peer}", "ratio": v,
+                     "met": None if v is None else v <= bound, "rounds": spread.get(peer)}
+            if floor is not None and v and kiln_p50:
+                # The time the target allows: bound x the peer's time implied by the ratio.
+                check["floor_share"] = floor / (bound * kiln_p50 / v)
+            out.append(check)
     gemm = {g["n"]: g for g in result.get("gemm", [])}
     if 1024 in gemm:
         ratio = gemm[1024]["kiln_vs_numpy"]
@@ -119,11 +129,22 @@ def markdown(result: dict) -> str:
         pts = ", ".join(f"{p['launches']} launches: {p['p50_us']:.1f} µs" for p in ov["points"])
         lines += ["", f"Per-call overhead (tiny [1, 4] chain models, p50): {pts}; fitted"
                   f" {ov['fixed_us']:.1f} µs per call + {ov['per_launch_us']:.2f} µs per launch."]
+    top = result.get("ceiling")
+    if top:
+        rates = ", ".join(f"{int(b) / 2**20:.1f} MiB at {r:.0f} GB/s" for b, r in top["stream_gbps"].items())
+        lines += ["", f"Machine ceiling ({top['threads']} threads, probed in this run): FMA peak"
+                  f" {top['fma_gflops']:.0f} GFLOPS; weights streamed {rates or '(none probed)'}. A row's floor is"
+                  " its unavoidable FLOPs at that peak or its weights at that rate, whichever takes longer;"
+                  " \"floor share\" is the floor over the time a target allows kiln: above 100% no program"
+                  " meets the target on this machine."]
     checks = targets(result)
     if checks:
-        lines += ["", "| row | target | value | met |", "|---|---|---|---|"]
+        lines += ["", "| row | target | value | met | floor share |", "|---|---|---|---|---|"]
         for c in checks:
             met = "n/a" if c["met"] is None else ("yes" if c["met"] else "no")
+            share = c.get("floor_share")
+            if share is not None and share > 1 and c["met"] is False:
+                met = "no (out of reach here)"
             if c["ratio"] is None:
                 value = "—"
             elif "rounds" in c:  # a kiln/peer ratio, in three places: 0.8001 must not read 0.80 beside "no"
@@ -132,7 +153,8 @@ def markdown(result: dict) -> str:
                     value += " (rounds {:.2f}-{:.2f})".format(*c["rounds"])
             else:
                 value = f"{c['ratio']:.2f}"
-            lines.append(f"| {c['row']} | {c['target']} | {value} | {met} |")
+            lines.append(f"| {c['row']} | {c['target']} | {value} | {met} |"
+                         f" {'—' if share is None else f'{share:.0%}'} |")
     return "\n".join(lines) + "\n"
 
 

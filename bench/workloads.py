@@ -48,12 +48,27 @@ class Workload:
     input_names: tuple[str, ...] = ("x",)
     dynamic_axes: dict = field(default_factory=dict)
     gflop: object = None  # row -> GFLOP per call, for the throughput column
+    floor_gflop: object = None  # row -> the GFLOP no program can skip (default: gflop), for the ceiling
 
     def torch_model(self):
         """``(module, example_args, dynamic_shapes)`` from the factory (kiln compiles with these)."""
         from . import models
 
         return models.FACTORIES[self.factory]()
+
+    def weight_bytes(self) -> int | None:
+        """Bytes of the torch model's parameters and buffers, which every call
+        reads; None for an ONNX workload."""
+        if self.factory is None:
+            return None
+        module = self.torch_model()[0]
+        tensors = list(module.parameters()) + list(module.buffers())
+        return int(sum(t.numel() * t.element_size() for t in tensors))
+
+    def min_gflop(self, row: Row) -> float | None:
+        """The GFLOP a call of ``row`` cannot do without (None when unknown)."""
+        f = self.floor_gflop or self.gflop
+        return None if f is None else f(row)
 
     def quick_rows(self) -> list[Row]:
         return [r for r in self.rows if r.quick]
@@ -79,6 +94,13 @@ def _block_gflop(row: Row) -> float:
     return (linear + attn) / 1e9
 
 
+def _block_floor_gflop(row: Row) -> float:
+    """:func:`_block_gflop` with the causal mask's saving: the attention
+    products over the upper triangle need not be computed."""
+    b, seq, h = row.shapes[0]
+    return _block_gflop(row) - 2.0 * b * seq * (seq - 1) * h / 1e9
+
+
 WORKLOADS: dict[str, Workload] = {
     "mlp": Workload(
         "mlp",
@@ -90,7 +112,7 @@ WORKLOADS: dict[str, Workload] = {
         [Row("B=1,L=32", ((1, 32, 256),)), Row("B=4,L=128", ((4, 128, 256),), quick=False),
          Row("B=8,L=512", ((8, 512, 256),), quick=False)],
         factory="transformer_block", dynamic_axes={"x": {0: "B", 1: "L"}, "y": {0: "B", 1: "L"}},
-        gflop=_block_gflop,
+        gflop=_block_gflop, floor_gflop=_block_floor_gflop,
     ),
     "small_cnn": Workload(
         "small_cnn",

@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kiln-option", action="append", default=[], metavar="KEY=VALUE",
                         help="a kiln.compile option (int values parsed), e.g. --kiln-option vectorize=0")
     parser.add_argument("--no-micro", action="store_true",
-                        help="skip the GEMM-vs-numpy and per-call-overhead micro-benchmarks")
+                        help="skip the GEMM-vs-numpy and per-call-overhead micro-benchmarks and the machine's"
+                             " ceiling (FMA peak, streaming rate)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args(argv)
     _set_threads(args.threads)
@@ -74,6 +75,12 @@ def main(argv: list[str] | None = None) -> int:
         log("== micro: GEMM vs numpy, per-call overhead")
         result["gemm"] = micro.gemm((256, 1024) if args.quick else (256, 512, 1024), budget_s=0.5 if args.quick else 1.5)
         result["overhead"] = micro.overhead(budget_s=0.5 if args.quick else 1.5)
+    if not args.no_micro:
+        from ..bench import ceiling
+
+        log("== ceiling: FMA peak, streaming rate")
+        weights = {e["weight_bytes"] for e in result["rows"] if e.get("weight_bytes")}
+        result["ceiling"] = ceiling.probe(args.threads, stream_bytes=weights)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "bench.json"), "w") as f:
         json.dump(result, f, indent=1, default=str)

@@ -185,3 +185,65 @@ def test_gemm_takes_turns_and_reports_the_median_round_ratio(monkeypatch):
     assert row["rounds"] == 3 and row["max_abs_err"] < 1e-4
     assert row["kiln_vs_numpy"] == 2.0
     assert row["kiln_p50_ms"] == 4.0 and row["numpy_p50_ms"] == 2.0
+
+
+def test_floor_is_the_flops_at_the_peak_or_the_weights_at_the_stream_rate():
+    from kiln.bench import ceiling
+
+    top = {"threads": 2, "fma_gflops": 100.0, "stream_gbps": {"2000000": 10.0}}
+    assert ceiling.floor_ms(top, 0.3, None) == 3.0  # 0.3 GFLOP at 100 GFLOPS
+    assert abs(ceiling.floor_ms(top, 0.01, 2_000_000) - 0.2) < 1e-12  # 2 MB at 10 GB/s outweighs 0.1 ms
+    assert ceiling.floor_ms(top, 0.01, 5) == 0.1  # weights of a size not probed: FLOPs only
+    assert ceiling.floor_ms(None, 0.3, None) is None
+    assert ceiling.floor_ms(top, None, 2_000_000) is None
+
+
+def test_targets_beyond_the_machines_ceiling_are_marked_out_of_reach():
+    """With the ceiling probed, each kiln/peer target gets the share of the
+    machine's best it asks for; an unmet one above 100% reads "out of reach"."""
+    result = _result()
+    result["ceiling"] = {"threads": 2, "fma_gflops": 100.0, "stream_gbps": {"2000000": 10.0}}
+    mlp, block = result["rows"]
+    mlp.update(min_gflop=0.01, weight_bytes=2_000_000)  # floor 0.2 ms (the weights)
+    block.update(min_gflop=0.3, weight_bytes=None)  # floor 3.0 ms (the FLOPs)
+    checks = {(c["row"], c["target"]): c for c in report.targets(result)}
+    # mlp: kiln 1.0 ms at 0.5x ORT, so ORT took 2.0 and 0.8x allows 1.6 ms.
+    assert abs(checks[("mlp B=1", "kiln <= 0.8x onnxruntime")]["floor_share"] - 0.2 / 1.6) < 1e-12
+    # block: kiln 3.0 ms at 0.75x eager, so 0.5x eager allows 2.0 ms: 150% of the floor.
+    assert abs(checks[("transformer_block B=1,L=32", "kiln <= 0.5x eager")]["floor_share"] - 1.5) < 1e-12
+    md = report.markdown(result)
+    assert "FMA peak 100 GFLOPS; weights streamed 1.9 MiB at 10 GB/s" in md
+    assert "| transformer_block B=1,L=32 | kiln <= 0.5x eager | 0.750 (rounds 0.50-0.90) | no (out of reach here)" \
+           " | 150% |" in md
+    assert "| mlp B=1 | kiln <= 0.8x onnxruntime | 0.500 | yes | 12% |" in md
+    del result["ceiling"]
+    assert "floor_share" not in report.targets(result)[0]
+    assert "| mlp B=1 | kiln <= 0.8x onnxruntime | 0.500 | yes | — |" in report.markdown(result)
+
+
+def test_the_ceiling_probe_measures_this_machine():
+    """The probes give plausible numbers: two threads at most ~2x one (each
+    thread times itself, so a caller scheduled late cannot shrink the time)."""
+    import shutil
+
+    from kiln.bench import ceiling
+
+    if shutil.which("cc") is None:
+        import pytest
+
+        pytest.skip("no C compiler")
+    one = ceiling.probe(1, [1 << 20], fma_seconds=0.05)
+    two = ceiling.probe(2, [1 << 20], fma_seconds=0.05)
+    assert 1 < one["fma_gflops"] < 2000
+    assert two["fma_gflops"] < 2.5 * one["fma_gflops"]
+    assert 0.1 < one["stream_gbps"][str(1 << 20)] < 2000
+    assert two["stream_gbps"][str(1 << 20)] < 5000  # a 2 MiB-per-microsecond sweep is a timing bug
+
+
+def test_workloads_know_their_weights_and_unavoidable_flops():
+    mlp, block = WORKLOADS["mlp"], WORKLOADS["transformer_block"]
+    assert mlp.weight_bytes() == 4 * (1024 * 4096 + 4096 + 4096 * 1024 + 1024)
+    assert WORKLOADS["light_resnet50"].weight_bytes() is None
+    row = block.rows[1]  # B=4, L=128: the causal mask spares the upper triangle of both attention products
+    assert abs(block.gflop(row) - block.min_gflop(row) - 2 * 4 * 128 * 127 * 256 / 1e9) < 1e-12
+    assert mlp.min_gflop(mlp.rows[0]) == mlp.gflop(mlp.rows[0])
