@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         from ..bench import ceiling
 
         log("== ceiling: FMA peak, streaming rate")
-        weights = {e["weight_bytes"] for e in result["rows"] if e.get("weight_bytes")}
+        # Only rows with known FLOPs get a floor, so only their weights are streamed.
+        weights = {e["weight_bytes"] for e in result["rows"] if e.get("weight_bytes") and e.get("min_gflop")}
         result["ceiling"] = ceiling.probe(args.threads, stream_bytes=weights)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "bench.json"), "w") as f:
