@@ -9,14 +9,14 @@ run:
 * ``fma_gflops``: ``threads`` threads, each running 12 independent chains of
   the widest vector FMA the compiler targets with ``-march=native``;
 * ``stream_gbps``: ``threads`` threads summing the halves of a buffer of the
-  workload's weight bytes (2 MiB-aligned, huge pages asked for, as kiln
-  packs its weights), the best of a few sweeps.
+  row's weight bytes (2 MiB-aligned, huge pages asked for, as kiln packs
+  its weights), swept between the row's rounds, the best sweep kept.
 
 A row's floor is the larger of its FLOPs at the peak and its weight bytes
 at the streaming rate: no program computes it faster on this machine, so a
-target asking for less time is out of reach here.  The probes are C,
-compiled with the system compiler; without one the report leaves the floor
-out.
+target asking for less time is out of reach here (the report also caps it
+at the fastest call any peer made).  The probes are C, compiled with the
+system compiler; without one the report leaves the floor out.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-__all__ = ["floor_ms", "probe"]
+__all__ = ["Ceiling", "floor_ms"]
 
 _SOURCE = r"""
 #define _GNU_SOURCE
@@ -126,29 +126,35 @@ double kiln_probe_fma(int threads, int64_t iters) {
   return threads * (double)iters * CHAINS * 16 * 2 / dt / 1e9;
 }
 
-/* The best of `reps` sweeps of `threads` threads over halves of a `bytes`
- * buffer, in GB/s; 0 when the buffer cannot be had. */
-double kiln_probe_stream(int threads, int64_t bytes, int reps) {
-  if (threads > 64) threads = 64;
+/* A buffer of `bytes` (rounded up to 2 MiB), 2 MiB-aligned with huge pages
+ * asked for (as kiln packs its weights) and written once; NULL if none. */
+float *kiln_probe_buffer(int64_t bytes) {
   const int64_t huge = 2 << 20;
   int64_t size = (bytes + huge - 1) / huge * huge;
   float *buf = aligned_alloc(huge, size);
-  if (!buf) return 0;
+  if (!buf) return NULL;
 #ifdef MADV_HUGEPAGE
   madvise(buf, size, MADV_HUGEPAGE);
 #endif
-  int64_t n = size / 4;
-  for (int64_t i = 0; i < n; i++) buf[i] = 1.0f;
+  for (int64_t i = 0; i < size / 4; i++) buf[i] = 1.0f;
+  return buf;
+}
+
+void kiln_probe_free(float *buf) { free(buf); }
+
+/* GB/s of the best of `reps` sweeps of `threads` threads, each summing its
+ * share of the first `bytes` of buf. */
+double kiln_probe_sweep(int threads, const float *buf, int64_t bytes, int reps) {
+  if (threads > 64) threads = 64;
   job jobs[64];
   memset(jobs, 0, sizeof jobs);
-  int64_t part = n / threads / 128 * 128;
+  int64_t part = bytes / 4 / threads / 128 * 128;
   for (int t = 0; t < threads; t++) jobs[t].buf = buf + t * part, jobs[t].n = part;
   double best = 1e30;
   for (int r = 0; r < reps; r++) {
     double dt = together(sum_body, jobs, threads);
     if (dt < best) best = dt;
   }
-  free(buf);
   return (double)part * threads * 4 / best / 1e9;
 }
 """
@@ -167,36 +173,65 @@ def _build() -> ctypes.CDLL | None:
     probe_lib = ctypes.CDLL(str(lib))
     probe_lib.kiln_probe_fma.argtypes = [ctypes.c_int, ctypes.c_int64]
     probe_lib.kiln_probe_fma.restype = ctypes.c_double
-    probe_lib.kiln_probe_stream.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int]
-    probe_lib.kiln_probe_stream.restype = ctypes.c_double
+    probe_lib.kiln_probe_buffer.argtypes = [ctypes.c_int64]
+    probe_lib.kiln_probe_buffer.restype = ctypes.c_void_p
+    probe_lib.kiln_probe_free.argtypes = [ctypes.c_void_p]
+    probe_lib.kiln_probe_sweep.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
+    probe_lib.kiln_probe_sweep.restype = ctypes.c_double
     return probe_lib
 
 
-def probe(threads: int, stream_bytes=(), fma_seconds: float = 0.2) -> dict | None:
-    """``{"threads", "fma_gflops", "stream_gbps": {str(bytes): GB/s}}`` on ``threads``
-    threads: the best of three FMA runs of about ``fma_seconds`` each, and
-    the best sweep over a buffer of each size in ``stream_bytes``.  None
-    without a C compiler."""
-    lib = _build()
-    if lib is None:
-        return None
-    calibrate = 2_000_000
-    rate = lib.kiln_probe_fma(1, calibrate)  # GFLOPS of one thread, to size the real runs
-    iters = max(calibrate, int(fma_seconds * rate * 1e9 / (12 * 16 * 2)))
-    fma = max(lib.kiln_probe_fma(threads, iters) for _ in range(3))
-    # Keys as strings: the result goes through JSON.
-    stream = {str(int(b)): lib.kiln_probe_stream(threads, int(b), 20) for b in sorted(set(stream_bytes))}
-    return {"threads": threads, "fma_gflops": fma, "stream_gbps": stream}
+class Ceiling:
+    """The probes of one machine, compiled once (:meth:`build`).
+
+    The FMA peak is steady; the streaming rate is not: on a shared host
+    it moved 2x within minutes with the neighbours' traffic, so the harness
+    sweeps a row's weight bytes between the row's rounds
+    (:meth:`stream_gbps`, buffers kept per size) and keeps the best.
+    """
+
+    def __init__(self, lib: ctypes.CDLL, threads: int):
+        self.lib, self.threads = lib, threads
+        self._buffers: dict[int, int] = {}
+
+    @classmethod
+    def build(cls, threads: int) -> Ceiling | None:
+        """The probes for ``threads`` threads; None without a C compiler."""
+        lib = _build()
+        return None if lib is None else cls(lib, threads)
+
+    def fma_gflops(self, seconds: float = 0.2) -> float:
+        """The best of three runs of about ``seconds`` each."""
+        calibrate = 2_000_000
+        rate = self.lib.kiln_probe_fma(1, calibrate)  # one thread's GFLOPS, to size the real runs
+        iters = max(calibrate, int(seconds * rate * 1e9 / (12 * 16 * 2)))
+        return max(self.lib.kiln_probe_fma(self.threads, iters) for _ in range(3))
+
+    def stream_gbps(self, nbytes: int, reps: int = 5) -> float:
+        """The best of ``reps`` sweeps over a buffer of ``nbytes`` (0 when
+        none could be allocated)."""
+        nbytes = int(nbytes)
+        if nbytes not in self._buffers:
+            self._buffers[nbytes] = self.lib.kiln_probe_buffer(nbytes) or 0
+        buf = self._buffers[nbytes]
+        return self.lib.kiln_probe_sweep(self.threads, buf, nbytes, reps) if buf else 0.0
+
+    def close(self) -> None:
+        """Free the sweep buffers."""
+        for buf in self._buffers.values():
+            if buf:
+                self.lib.kiln_probe_free(buf)
+        self._buffers.clear()
 
 
-def floor_ms(ceiling: dict | None, gflop: float | None, weight_bytes: int | None) -> float | None:
-    """The shortest time a row can take on the probed machine: its FLOPs at
-    the FMA peak or its weights at the streaming rate, whichever is longer;
-    None without a probe or without the row's FLOPs."""
-    if not ceiling or gflop is None:
+def floor_ms(fma_gflops: float | None, gflop: float | None, weight_bytes: int | None = None,
+             stream_gbps: float | None = None) -> float | None:
+    """The shortest time a row can take: its FLOPs at the FMA peak or its
+    weights at the streaming rate, whichever is longer; None without the
+    peak or the row's FLOPs."""
+    if not fma_gflops or gflop is None:
         return None
-    floor = gflop / ceiling["fma_gflops"] * 1e3
-    rate = ceiling["stream_gbps"].get(str(int(weight_bytes))) if weight_bytes else None
-    if rate:
-        floor = max(floor, weight_bytes / (rate * 1e9) * 1e3)
+    floor = gflop / fma_gflops * 1e3
+    if weight_bytes and stream_gbps:
+        floor = max(floor, weight_bytes / (stream_gbps * 1e9) * 1e3)
     return floor

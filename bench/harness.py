@@ -12,6 +12,7 @@ cancels out of it.
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import platform
@@ -92,17 +93,26 @@ def _machine() -> dict:
 
 
 def run_benchmark(workloads=None, peers=None, *, quick=False, threads=2, budget_s=None, log=print,
-                  kiln_options=None) -> dict:
+                  kiln_options=None, ceiling=False) -> dict:
     """Benchmark ``peers`` (names in :data:`~kiln.bench.peers.PEERS`) on ``workloads``.
 
     ``quick`` uses the rows marked quick and a shorter time budget per
     measurement.  Errors of one peer on one workload are recorded in the
-    result (``"error"``) and the run goes on.
+    result (``"error"``) and the run goes on.  ``ceiling``: probe the
+    machine's FMA peak once and, between the rounds of each row with known
+    FLOPs, the rate its weights stream at (:mod:`kiln.bench.ceiling`).
     """
     peers = list(peers or PEERS)
     budget_s = budget_s if budget_s is not None else (0.5 if quick else 2.0)
     result = {"quick": quick, "threads": threads, "peers": peers, "machine": _machine(),
               "started": time.strftime("%Y-%m-%d %H:%M:%S"), "workloads": {}, "rows": []}
+    probes = None
+    if ceiling:
+        from .ceiling import Ceiling
+
+        probes = Ceiling.build(threads)
+        if probes is not None:
+            result["ceiling"] = {"threads": threads, "fma_gflops": probes.fma_gflops()}
     for workload, rows in select(workloads, quick):
         log(f"== {workload.name}: rows {', '.join(r.label for r in rows)}")
         wres = {}
@@ -133,13 +143,19 @@ def run_benchmark(workloads=None, peers=None, *, quick=False, threads=2, budget_
                 log(f"   {name}: setup FAILED {wres[name]['error']}")
                 log(traceback.format_exc(limit=4))
         for row in rows:
-            _measure_row(workload, row, alive, inputs[row.label], refs.get(row.label), entries[row.label],
-                         quick=quick, budget_s=budget_s, log=log)
+            entry = entries[row.label]
+            stream = None
+            if probes is not None and entry["weight_bytes"] and entry["min_gflop"] is not None:
+                stream = functools.partial(probes.stream_gbps, entry["weight_bytes"])
+            _measure_row(workload, row, alive, inputs[row.label], refs.get(row.label), entry,
+                         quick=quick, budget_s=budget_s, log=log, stream=stream)
         del alive
         gc.collect()
         result["workloads"][workload.name] = wres
         for row in rows:
             result["rows"].append(entries[row.label])
+    if probes is not None:
+        probes.close()
     result["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
     try:
         result["machine"]["load_avg_at_end"] = os.getloadavg()
@@ -152,10 +168,12 @@ def run_benchmark(workloads=None, peers=None, *, quick=False, threads=2, budget_
 ROUNDS, QUICK_ROUNDS, GAP_S = 5, 3, 0.05
 
 
-def _measure_row(workload, row, peers: dict, inputs, ref, entry: dict, *, quick: bool, budget_s: float, log) -> None:
+def _measure_row(workload, row, peers: dict, inputs, ref, entry: dict, *, quick: bool, budget_s: float, log,
+                 stream=None) -> None:
     """Fill ``entry`` for ``row``: each peer's statistics over all its timed
     calls, and ``ratio_p50`` = kiln/peer as the median over rounds of the
-    ratio of the two p50s within a round."""
+    ratio of the two p50s within a round.  ``stream`` (a call returning
+    GB/s), when given, runs after each round; ``stream_gbps`` is its best."""
     fns, slow = {}, {}
     for name, peer in peers.items():
         try:
@@ -193,6 +211,8 @@ def _measure_row(workload, row, peers: dict, inputs, ref, entry: dict, *, quick:
             times[name] += burst
             round_p50[name].append(float(np.median(burst)))
             time.sleep(GAP_S)
+        if stream is not None:
+            entry["stream_gbps"] = max(entry.get("stream_gbps", 0.0), stream())
     batch = row.shapes[0][0]
     for name in fns:
         stats = entry["peers"][name]

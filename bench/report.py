@@ -22,8 +22,9 @@ def targets(result: dict) -> list[dict]:
     ``{"row", "target", "ratio", "met"}`` (``met`` None when a peer is missing),
     and for a kiln/peer ratio ``rounds``, the lowest and highest per-round
     ratio when the run recorded them, and ``floor_share`` when the run probed
-    the machine's ceiling: the row's floor (:func:`~kiln.bench.ceiling.floor_ms`)
-    over the time the target allows kiln; above 1 no program meets it here."""
+    the machine's ceiling: the row's floor (:func:`~kiln.bench.ceiling.floor_ms`,
+    at most the fastest call of any peer) over the time the target allows
+    kiln; above 1 no program meets it here."""
     out = []
     for e in result["rows"]:
         r = e.get("ratio_p50", {})
@@ -34,7 +35,10 @@ def targets(result: dict) -> list[dict]:
             bounds.append(("onnxruntime", 0.8))
         if e["workload"] == "transformer_block":
             bounds.append(("eager", 0.5))
-        floor = ceiling.floor_ms(result.get("ceiling"), e.get("min_gflop"), e.get("weight_bytes"))
+        floor = ceiling.floor_ms((result.get("ceiling") or {}).get("fma_gflops"), e.get("min_gflop"),
+                                 e.get("weight_bytes"), e.get("stream_gbps"))
+        if floor is not None:  # a call that was faster proves the floor lower (a probe in a slow spell)
+            floor = min([floor] + [s["min_ms"] for s in e["peers"].values() if "min_ms" in s])
         kiln_p50 = e["peers"].get("kiln", {}).get("p50_ms")
         for peer, bound in bounds:
             v = r.get(peer)
@@ -131,10 +135,12 @@ def markdown(result: dict) -> str:
                   f" {ov['fixed_us']:.1f} µs per call + {ov['per_launch_us']:.2f} µs per launch."]
     top = result.get("ceiling")
     if top:
-        rates = ", ".join(f"{int(b) / 2**20:.1f} MiB at {r:.0f} GB/s" for b, r in top["stream_gbps"].items())
+        rates = ", ".join(f"{e['workload']} {e['row']} {e['weight_bytes'] / 2**20:.1f} MiB at {e['stream_gbps']:.0f}"
+                          " GB/s" for e in result["rows"] if e.get("stream_gbps"))
         lines += ["", f"Machine ceiling ({top['threads']} threads, probed in this run): FMA peak"
-                  f" {top['fma_gflops']:.0f} GFLOPS; weights streamed {rates or '(none probed)'}. A row's floor is"
-                  " its unavoidable FLOPs at that peak or its weights at that rate, whichever takes longer;"
+                  f" {top['fma_gflops']:.0f} GFLOPS; weights streamed (best sweep between a row's rounds)"
+                  f" {rates or '(none probed)'}. A row's floor is its unavoidable FLOPs at that peak or its weights"
+                  " at that rate, whichever takes longer (and no more than the fastest call any peer made);"
                   " \"floor share\" is the floor over the time a target allows kiln: above 100% no program"
                   " meets the target on this machine."]
     checks = targets(result)

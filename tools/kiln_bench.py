@@ -39,8 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kiln-option", action="append", default=[], metavar="KEY=VALUE",
                         help="a kiln.compile option (int values parsed), e.g. --kiln-option vectorize=0")
     parser.add_argument("--no-micro", action="store_true",
-                        help="skip the GEMM-vs-numpy and per-call-overhead micro-benchmarks and the machine's"
-                             " ceiling (FMA peak, streaming rate)")
+                        help="skip the GEMM-vs-numpy and per-call-overhead micro-benchmarks")
+    parser.add_argument("--no-ceiling", action="store_true",
+                        help="do not probe the machine's FMA peak and streaming rate (no floor per target)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args(argv)
     _set_threads(args.threads)
@@ -68,20 +69,13 @@ def main(argv: list[str] | None = None) -> int:
             print(msg, file=sys.stderr, flush=True)
 
     result = run_benchmark(workloads, peers, quick=args.quick, threads=args.threads, budget_s=args.budget,
-                           log=log, kiln_options=options)
+                           log=log, kiln_options=options, ceiling=not args.no_ceiling)
     if not args.no_micro and (peers is None or "kiln" in peers):
         from ..bench import micro
 
         log("== micro: GEMM vs numpy, per-call overhead")
         result["gemm"] = micro.gemm((256, 1024) if args.quick else (256, 512, 1024), budget_s=0.5 if args.quick else 1.5)
         result["overhead"] = micro.overhead(budget_s=0.5 if args.quick else 1.5)
-    if not args.no_micro:
-        from ..bench import ceiling
-
-        log("== ceiling: FMA peak, streaming rate")
-        # Only rows with known FLOPs get a floor, so only their weights are streamed.
-        weights = {e["weight_bytes"] for e in result["rows"] if e.get("weight_bytes") and e.get("min_gflop")}
-        result["ceiling"] = ceiling.probe(args.threads, stream_bytes=weights)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "bench.json"), "w") as f:
         json.dump(result, f, indent=1, default=str)

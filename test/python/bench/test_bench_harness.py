@@ -190,32 +190,37 @@ def test_gemm_takes_turns_and_reports_the_median_round_ratio(monkeypatch):
 def test_floor_is_the_flops_at_the_peak_or_the_weights_at_the_stream_rate():
     from kiln.bench import ceiling
 
-    top = {"threads": 2, "fma_gflops": 100.0, "stream_gbps": {"2000000": 10.0}}
-    assert ceiling.floor_ms(top, 0.3, None) == 3.0  # 0.3 GFLOP at 100 GFLOPS
-    assert abs(ceiling.floor_ms(top, 0.01, 2_000_000) - 0.2) < 1e-12  # 2 MB at 10 GB/s outweighs 0.1 ms
-    assert ceiling.floor_ms(top, 0.01, 5) == 0.1  # weights of a size not probed: FLOPs only
-    assert ceiling.floor_ms(None, 0.3, None) is None
-    assert ceiling.floor_ms(top, None, 2_000_000) is None
+    assert ceiling.floor_ms(100.0, 0.3) == 3.0  # 0.3 GFLOP at 100 GFLOPS
+    assert abs(ceiling.floor_ms(100.0, 0.01, 2_000_000, 10.0) - 0.2) < 1e-12  # 2 MB at 10 GB/s outweighs 0.1 ms
+    assert ceiling.floor_ms(100.0, 0.01, 2_000_000, None) == 0.1  # no rate probed: FLOPs only
+    assert ceiling.floor_ms(None, 0.3) is None
+    assert ceiling.floor_ms(100.0, None, 2_000_000, 10.0) is None
 
 
 def test_targets_beyond_the_machines_ceiling_are_marked_out_of_reach():
     """With the ceiling probed, each kiln/peer target gets the share of the
     machine's best it asks for; an unmet one above 100% reads "out of reach"."""
     result = _result()
-    result["ceiling"] = {"threads": 2, "fma_gflops": 100.0, "stream_gbps": {"2000000": 10.0}}
+    result["ceiling"] = {"threads": 2, "fma_gflops": 100.0}
     mlp, block = result["rows"]
-    mlp.update(min_gflop=0.01, weight_bytes=2_000_000)  # floor 0.2 ms (the weights)
+    mlp.update(min_gflop=0.01, weight_bytes=2_000_000, stream_gbps=10.0)  # floor 0.2 ms (the weights)
     block.update(min_gflop=0.3, weight_bytes=None)  # floor 3.0 ms (the FLOPs)
+    for peer in block["peers"].values():
+        peer["min_ms"] = 3.5
     checks = {(c["row"], c["target"]): c for c in report.targets(result)}
     # mlp: kiln 1.0 ms at 0.5x ORT, so ORT took 2.0 and 0.8x allows 1.6 ms.
     assert abs(checks[("mlp B=1", "kiln <= 0.8x onnxruntime")]["floor_share"] - 0.2 / 1.6) < 1e-12
     # block: kiln 3.0 ms at 0.75x eager, so 0.5x eager allows 2.0 ms: 150% of the floor.
     assert abs(checks[("transformer_block B=1,L=32", "kiln <= 0.5x eager")]["floor_share"] - 1.5) < 1e-12
     md = report.markdown(result)
-    assert "FMA peak 100 GFLOPS; weights streamed 1.9 MiB at 10 GB/s" in md
+    assert "FMA peak 100 GFLOPS; weights streamed (best sweep between a row's rounds) mlp B=1 1.9 MiB at 10 GB/s" in md
     assert "| transformer_block B=1,L=32 | kiln <= 0.5x eager | 0.750 (rounds 0.50-0.90) | no (out of reach here)" \
            " | 150% |" in md
     assert "| mlp B=1 | kiln <= 0.8x onnxruntime | 0.500 | yes | 12% |" in md
+    # A call faster than the probed floor proves it lower: the floor is capped there.
+    block["peers"]["onnxruntime"]["min_ms"] = 1.0
+    checks = {(c["row"], c["target"]): c for c in report.targets(result)}
+    assert abs(checks[("transformer_block B=1,L=32", "kiln <= 0.5x eager")]["floor_share"] - 0.5) < 1e-12
     del result["ceiling"]
     assert "floor_share" not in report.targets(result)[0]
     assert "| mlp B=1 | kiln <= 0.8x onnxruntime | 0.500 | yes | — |" in report.markdown(result)
@@ -226,18 +231,46 @@ def test_the_ceiling_probe_measures_this_machine():
     thread times itself, so a caller scheduled late cannot shrink the time)."""
     import shutil
 
-    from kiln.bench import ceiling
+    import pytest
+
+    from kiln.bench.ceiling import Ceiling
 
     if shutil.which("cc") is None:
-        import pytest
-
         pytest.skip("no C compiler")
-    one = ceiling.probe(1, [1 << 20], fma_seconds=0.05)
-    two = ceiling.probe(2, [1 << 20], fma_seconds=0.05)
-    assert 1 < one["fma_gflops"] < 2000
-    assert two["fma_gflops"] < 2.5 * one["fma_gflops"]
-    assert 0.1 < one["stream_gbps"][str(1 << 20)] < 2000
-    assert two["stream_gbps"][str(1 << 20)] < 5000  # a 2 MiB-per-microsecond sweep is a timing bug
+    one, two = Ceiling.build(1), Ceiling.build(2)
+    try:
+        fma1, fma2 = one.fma_gflops(0.05), two.fma_gflops(0.05)
+        assert 1 < fma1 < 2000
+        assert fma2 < 2.5 * fma1
+        assert 0.1 < one.stream_gbps(1 << 20) < 2000
+        assert two.stream_gbps(1 << 20) < 5000  # a 2 MiB-per-microsecond sweep is a timing bug
+    finally:
+        one.close()
+        two.close()
+
+
+def test_rows_with_a_stream_probe_keep_its_best_rate(monkeypatch):
+    """The harness sweeps a row's weights after each round and keeps the best rate."""
+    from kiln.bench.workloads import Row
+
+    monkeypatch.setattr(harness, "measure", lambda fn, **kw: [1.0, 1.0, 1.0])
+    monkeypatch.setattr(harness, "GAP_S", 0.0)
+
+    class Peer:
+        def runner(self, row, inputs):
+            return lambda: np.zeros(3, np.float32)
+
+        def row_info(self, row):
+            return {}
+
+    class W:
+        gflop = None
+
+    rates = iter([5.0, 9.0, 7.0, 6.0, 8.0])
+    entry = {"peers": {}}
+    harness._measure_row(W(), Row("B=1", ((1, 4),)), {"kiln": Peer()}, [np.zeros((1, 4), np.float32)], None, entry,
+                         quick=False, budget_s=0.1, log=lambda *a: None, stream=lambda: next(rates))
+    assert entry["stream_gbps"] == 9.0
 
 
 def test_workloads_know_their_weights_and_unavoidable_flops():
