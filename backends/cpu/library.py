@@ -46,10 +46,14 @@ from __future__ import annotations
 
 import glob
 import os
+from typing import TYPE_CHECKING
 
 from ..._mlir import ir
 from ...pipelines.registry import Option, Pass, register_pass
 from .buffers import erase_dead_buffers, view_root
+
+if TYPE_CHECKING:
+    from .gemm_epilogue import Epilogue
 
 __all__ = ["SGEMM", "CpuLibrary", "blas_library", "enabled", "rewrite_contractions", "shared_libs",
            "weight_a_enabled"]
@@ -65,6 +69,8 @@ SET_THREADS = "openblas_set_num_threads_local"
 #: kiln_dispatch.c: set OpenBLAS's count for one helper's products, and put
 #: back the count from before the first helper in flight, under one lock.
 BLAS_ENTER, BLAS_LEAVE = "kiln_blas_enter", "kiln_blas_leave"
+#: kiln_dispatch.c: a product's bias add and activation (:mod:`.gemm_epilogue`).
+BIAS_ACT = "kiln_bias_act"
 #: Below this M*N*K a GEMM runs on one thread (OpenBLAS's own cut, 256K, is
 #: lower).  The previous cut, 2^29, was chosen on a machine shared with five
 #: other jobs, where OpenBLAS's second thread was often descheduled; on a
@@ -371,12 +377,17 @@ def _strided_pointers(add, types: dict) -> None:
         add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
 
 
-def _helper_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: bool = False) -> tuple[str, bool]:
-    """The helper ``@name(A, B, C)`` computing ``g`` with library calls, and
-    whether it uses ``slot``: the packing slot global a constant B may get
-    (see :func:`rewrite_contractions`), used when the native GEMM applies.
-    ``pool``: a multi-threaded sgemm runs as single-threaded slabs on the
-    native pool (``kiln_sgemm_par``) instead of on OpenBLAS's threads."""
+def _helper_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: bool = False,
+                 epi: Epilogue | None = None) -> tuple[str, bool, bool]:
+    """The helper ``@name(A, B, C)`` computing ``g`` with library calls,
+    whether it uses ``slot`` (the packing slot global a constant B may get,
+    see :func:`rewrite_contractions`, used when the native GEMM applies) and
+    whether it applies ``epi``.  ``pool``: a multi-threaded sgemm runs as
+    single-threaded slabs on the native pool (``kiln_sgemm_par``) instead of
+    on OpenBLAS's threads.  ``epi`` (native runtime only): the bias add and
+    activation after the product, one ``kiln_bias_act`` call at the end
+    (its bias the helper's fourth argument ``%E``), when the product's batch
+    dims all fold into its rows."""
     ta, tb, tc = (ir.MemRefType(v.type) for v in (g.a, g.b, g.c))
     ma, mb, mc = g.maps
     lines = [f"func.func private @{name}(%A: {ta}, %B: {tb}, %C: {tc}) {{"]
@@ -488,10 +499,25 @@ def _helper_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool
     for _ in loops:
         indent = indent[:-2]
         add(f"{indent}}}")
+    fused = epi is not None and not loops
+    if fused:
+        te = ir.MemRefType(epi.bias.type) if epi.bias is not None else None
+        if te is not None:
+            lines[0] = lines[0][:-3] + f", %E: {te}) {{"
+            _strided_pointers(add, {"E": te})
+            add("  %oE64 = arith.index_cast %oE : index to i64")
+            add("  %xE = arith.muli %oE64, %c4 : i64")
+            add("  %yE = arith.addi %pE, %xE : i64")
+        else:
+            add("  %yE = arith.constant 0 : i64")
+        add(f"  %act = arith.constant {epi.code} : i32")
+        add(f"  %ethr = arith.constant {native_threads()} : i32")
+        add(f"  func.call @{BIAS_ACT}({m_expr}, %N, %yC, %ldc, %yE, %act, %ethr) : "
+            "(i64, i64, i64, i64, i64, i32, i32) -> ()")
     add(leave)  # numpy keeps its count
     add("  return")
     add("}")
-    return "\n".join(lines), small
+    return "\n".join(lines), small, fused
 
 
 _DECL = (f"func.func private @{SGEMM}(i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64)\n"
@@ -508,7 +534,8 @@ _NATIVE_DECL = (f"func.func private @{SMALL_GEMM}(i64, i64, i64, i64, i64, i64, 
                 f"func.func private @{SGEMM_PAR}(i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64, "
                 "i32)\n"
                 f"func.func private @{BLAS_ENTER}(i32) -> i32\n"
-                f"func.func private @{BLAS_LEAVE}()")
+                f"func.func private @{BLAS_LEAVE}()\n"
+                f"func.func private @{BIAS_ACT}(i64, i64, i64, i64, i64, i32, i32)")
 
 
 def blas_threads_lines(threads: str, native: bool) -> tuple[str, str]:
@@ -643,6 +670,7 @@ def rewrite_contractions(module) -> int:
     from ..._mlir import func
     from .conv import conv_epilogue, conv_text, match_conv, match_im2col, native_conv_text, output_init
     from .conv_pair import ConvCall, native_pair_text, pair_args, pairs
+    from .gemm_epilogue import match_epilogue
 
     module = module.operation  # an ir.Module or its operation
     body = module.regions[0].blocks[0]
@@ -728,11 +756,15 @@ def rewrite_contractions(module) -> int:
                 args = [g.a, g.b, g.c]
         else:
             # A weight B may get a slot the native GEMM packs it into once.
-            text, uses_slot = _helper_text(name, g, beta, slot if native and _constant_global(g.b) in
-                                           constant_globals else None, pool=native)
+            epi = match_epilogue(g, g.c) if native else None
+            text, uses_slot, fused = _helper_text(name, g, beta, slot if native and _constant_global(g.b) in
+                                                  constant_globals else None, pool=native, epi=epi)
             texts.append(text)
             slots += [slot] if uses_slot else []
             args = [g.a, g.b, g.c]
+            if fused:  # the bias add and activation passes go: the helper's call applies them
+                args += [epi.bias] if epi.bias is not None else []
+                dead = list(epi.ops)
         calls.append((name, g, fill, args, dead))
     # A convolution whose output only a pooled one reads (kiln-fuse's
     # conv_pair): both calls become one, at the second's place.

@@ -1,0 +1,103 @@
+"""A matrix product's bias add and activation, applied by one native call.
+
+After bufferization a ``Linear`` + GELU kernel is the product's generic, then
+two in-place passes over its output: ``C += bias`` (the bias broadcast along
+the rows) and ``C = gelu(C)``.  Both ran on the calling thread alone, so a
+product the native pool computed on two threads waited for one thread to
+add and activate: the bench MLP at B=64 spent 160 us in GELU after a 2.5 ms
+product.  :func:`match_epilogue` finds those passes right after the product
+and ``kiln-cpu-library`` replaces them with ``kiln_bias_act`` (the native
+runtime's ``kiln_dispatch.c``: one pass, rows over the pool) at the end of
+the product's helper, whichever library path computed it.
+
+The activation generics are recognized by the tag the linalg lowering puts
+on them (:data:`~kiln.conversions.kiln_to_linalg.elementwise.ACT_ATTR`),
+not by their bodies.
+"""
+
+from __future__ import annotations
+
+from ..._mlir import ir
+from ...conversions.kiln_to_linalg.elementwise import ACT_ATTR
+from .buffers import op_of
+from .conv import _is_add_body
+from .library import contiguous_f32
+
+__all__ = ["ACTIVATIONS", "Epilogue", "match_epilogue"]
+
+#: The codes of ``kiln_bias_act``'s activations (``KILN_ACT_*`` in kiln_dispatch.c).
+ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2}
+
+
+class Epilogue:
+    """What follows a product: ``bias`` (a 1-D f32 memref, or None), ``act``
+    (a key of :data:`ACTIVATIONS`) and the generics the call replaces."""
+
+    def __init__(self, bias, act: str | None, ops: list):
+        self.bias, self.act, self.ops = bias, act, ops
+
+    @property
+    def code(self) -> int:
+        """The activation's code for ``kiln_bias_act``."""
+        return ACTIVATIONS[self.act]
+
+
+def _maps(op) -> list:
+    return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+
+
+def _parallel(op, rank: int) -> bool:
+    kinds = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+    return len(kinds) == rank and all("parallel" in k for k in kinds)
+
+
+def _bias_add(op, c, rank: int, n: int):
+    """The bias when ``op`` is ``c = c + bias`` (either order), ``bias`` a
+    static f32 ``[n]`` indexed by the last of ``rank`` dims; else None."""
+    if op.name != "linalg.generic" or len(op.operands) != 3 or op.operands[2] != c or not _parallel(op, rank):
+        return None
+    ins = list(op.operands)[:2]
+    if c not in ins or ins[0] == ins[1]:
+        return None
+    at = ins.index(c)
+    bias = ins[1 - at]
+    if not contiguous_f32(bias, 1) or ir.MemRefType(bias.type).shape != [n]:
+        return None
+    last = ir.AffineMap.get(rank, 0, [ir.AffineExpr.get_dim(rank - 1)])
+    maps = _maps(op)
+    if maps[at] != ir.AffineMap.get_identity(rank) or maps[2] != ir.AffineMap.get_identity(rank) \
+            or maps[1 - at] != last or not _is_add_body(op.regions[0].blocks[0]):
+        return None
+    return bias
+
+
+def _activation(op, c, rank: int) -> str | None:
+    """The tagged activation when ``op`` is ``c = act(c)``, else None."""
+    if op.name != "linalg.generic" or ACT_ATTR not in op.attributes:
+        return None
+    act = ir.StringAttr(op.attributes[ACT_ATTR]).value
+    if act not in ACTIVATIONS or list(op.operands) != [c, c] or not _parallel(op, rank) \
+            or _maps(op) != [ir.AffineMap.get_identity(rank)] * 2:
+        return None
+    return act
+
+
+def match_epilogue(g, c) -> Epilogue | None:
+    """The bias add and/or tagged activation right after the product ``g``
+    (the next ops of its block, in that order) rewriting its output ``c`` in
+    place: a contiguous f32 memref whose last dim is static.  None when
+    neither follows."""
+    if not contiguous_f32(c):
+        return None
+    t = ir.MemRefType(c.type)
+    if t.rank < 2 or ir.ShapedType.is_dynamic_size(t.shape[-1]):
+        return None
+    ops = [op_of(o) for o in g.op.block.operations]
+    at = ops.index(g.op)
+    following = ops[at + 1:at + 3]
+    bias = _bias_add(following[0], c, t.rank, t.shape[-1]) if following else None
+    rest = following[1:] if bias is not None else following[:1]
+    act = _activation(rest[0], c, t.rank) if rest else None
+    if bias is None and act is None:
+        return None
+    return Epilogue(bias, act, following[: (bias is not None) + (act is not None)])
