@@ -34,7 +34,9 @@ keeps its innermost dim one ``kiln_permute`` call (:mod:`.permute`: a
 permuting copy on the native pool), a strided max pool one
 ``kiln_maxpool2d`` call (:mod:`.pool`).  The products left to
 OpenBLAS run as single-threaded slabs on the native pool
-(``kiln_sgemm_par``), not on OpenBLAS's own threads.
+(``kiln_sgemm_par``), not on OpenBLAS's own threads.  A bias add and a
+ReLU / exact GELU rewriting a product's output right after it become one
+``kiln_bias_act`` call at the end of its helper (:mod:`.gemm_epilogue`).
 
 Pointers cross as ``i64`` (same registers as a pointer in the x86-64 and
 AArch64 C ABIs).  The ExecutionEngine resolves the symbol from the shared

@@ -6,8 +6,9 @@ ExecutionEngine: a parallel-for thread pool and the GEMMs (see the file);
 ``kiln_vconv.c`` its paths vectorized over output channels and
 ``kiln_cpair.c`` two convolutions in one call (the second pooled);
 ``kiln_attention.c`` a flash-attention-style kernel;
-``kiln_dispatch.c`` OpenBLAS slabs, split and batched kernel launches, the
-permuting copy and the max pool on the pool.
+``kiln_dispatch.c`` OpenBLAS slabs and its thread count, split and batched
+kernel launches, the permuting copy, the max pool and a product's bias +
+activation epilogue on the pool.
 :func:`library` compiles them into one library with the system C
 compiler (``cc -O3 -march=native -falign-loops=64``: it only ever runs on the machine that
 built it) into the kernel cache's ``native/`` folder, named by the hash of
