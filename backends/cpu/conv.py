@@ -14,7 +14,6 @@ its copy and has its contraction handled like any other product.
 
 from __future__ import annotations
 
-import os
 import re
 
 from ..._mlir import ir
@@ -23,7 +22,6 @@ from .buffers import RESHAPES, loaded_memref, op_of, view_closure, view_root
 from .library import (
     _NO_TRANS,
     _ROW_MAJOR,
-    MT_MNK,
     NATIVE_CONV,
     NATIVE_CONV_MEAN,
     SGEMM,
@@ -33,6 +31,7 @@ from .library import (
     blas_threads,
     blas_threads_lines,
     contiguous_f32,
+    mt_mnk,
     native_threads,
 )
 
@@ -127,7 +126,7 @@ def conv_text(name: str, g: Conv, beta: float, native: bool = False) -> str:
     add(f"  %beta = arith.constant {beta:.1f} : f32")
     add("  %fp = arith.muli %F64, %P64 : i64")
     add("  %mnk = arith.muli %fp, %CK64 : i64")
-    add(f"  %cut = arith.constant {int(os.environ.get('KILN_BLAS_MT_MNK', MT_MNK))} : i64")
+    add(f"  %cut = arith.constant {mt_mnk()} : i64")
     add("  %big = arith.cmpi sge, %mnk, %cut : i64")
     add("  %one = arith.constant 1 : i32")
     add(f"  %many = arith.constant {blas_threads()} : i32")

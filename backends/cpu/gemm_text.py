@@ -1,0 +1,239 @@
+"""The helpers ``kiln-cpu-library`` calls in place of a matrix product, as MLIR text.
+
+:func:`gemm_text` emits ``@kiln_gemm_<i>(A, B, C)``: the memrefs' strided
+metadata, then the library call for the product's shape (kiln's native
+small-M GEMM for few rows times a packed constant B, sgemv for one row,
+OpenBLAS's sgemm (in slabs on the native pool) otherwise), in loops over
+the batch dims that do not fold into the rows, and a product's bias +
+activation epilogue (:mod:`.gemm_epilogue`).  :func:`weight_a_text` emits the
+call of the native weight-A GEMM (a constant A times activations).  Split
+from :mod:`.library`, which matches the products and rewrites the module.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..._mlir import ir
+from .library import (
+    _NO_TRANS,
+    _ROW_MAJOR,
+    _TRANS,
+    BIAS_ACT,
+    SGEMM,
+    SGEMM_PAR,
+    SGEMV,
+    SMALL_GEMM,
+    WEIGHT_A_GEMM,
+    _Gemm,
+    _is_contiguous,
+    blas_threads,
+    blas_threads_lines,
+    mt_mnk,
+    native_threads,
+    small_m,
+)
+
+if TYPE_CHECKING:
+    from .gemm_epilogue import Epilogue
+
+__all__ = ["gemm_text", "weight_a_ok", "weight_a_text"]
+
+
+def _strided_pointers(add, types: dict) -> None:
+    """Emit, per memref argument ``%<tag>`` of ``types``, its strided metadata
+    (offset ``%o<tag>``, sizes ``%s<tag>#i``, strides ``%t<tag>#i``) and its
+    aligned pointer as an i64 (``%p<tag>``)."""
+    for tag, t in types.items():
+        r = t.rank
+        idx = ", ".join(["index"] * r)
+        add(f"  %b{tag}, %o{tag}, %s{tag}:{r}, %t{tag}:{r} = memref.extract_strided_metadata %{tag} : {t} -> "
+            f"memref<f32>, index, {idx}, {idx}")
+        add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %b{tag} : memref<f32> -> index")
+        add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
+
+
+def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: bool = False,
+              epi: Epilogue | None = None) -> tuple[str, bool, bool]:
+    """The helper ``@name(A, B, C)`` computing ``g`` with library calls,
+    whether it uses ``slot`` (the packing slot global a constant B may get,
+    see :func:`rewrite_contractions`, used when the native GEMM applies) and
+    whether it applies ``epi``.  ``pool``: a multi-threaded sgemm runs as
+    single-threaded slabs on the native pool (``kiln_sgemm_par``) instead of
+    on OpenBLAS's threads.  ``epi`` (native runtime only): the bias add and
+    activation after the product, one ``kiln_bias_act`` call at the end
+    (its bias the helper's fourth argument ``%E``), when the product's batch
+    dims all fold into its rows."""
+    ta, tb, tc = (ir.MemRefType(v.type) for v in (g.a, g.b, g.c))
+    ma, mb, mc = g.maps
+    lines = [f"func.func private @{name}(%A: {ta}, %B: {tb}, %C: {tc}) {{"]
+    add = lines.append
+    _strided_pointers(add, {"A": ta, "B": tb, "C": tc})
+    add("  %c0 = arith.constant 0 : index")
+    add("  %c1 = arith.constant 1 : index")
+    add("  %c4 = arith.constant 4 : i64")
+    add(f"  %order = arith.constant {_ROW_MAJOR} : i32")
+    trans_a = ma[-1] != g.k  # a is [.., k, m]
+    trans_b = mb[-1] != g.n  # b is [.., n, k]
+    add(f"  %ta = arith.constant {_TRANS if trans_a else _NO_TRANS} : i32")
+    add(f"  %tb = arith.constant {_TRANS if trans_b else _NO_TRANS} : i32")
+    add(f"  %tbsel = arith.constant {'true' if trans_b else 'false'}")
+    add("  %zero64 = arith.constant 0 : i64")
+    add("  %alpha = arith.constant 1.0 : f32")
+    add(f"  %beta = arith.constant {beta:.1f} : f32")
+    rc = len(mc)
+    # Fold batch dims that b does not index into m: a and c contiguous,
+    # a not transposed, and the folded dims lead both a and c.
+    fold = []
+    if not trans_a and _is_contiguous(ta) and _is_contiguous(tc):
+        for d in g.batch:
+            if d not in mb and d in ma and ma.index(d) == len(fold) and mc.index(d) == len(fold):
+                fold.append(d)
+            else:
+                break
+    loops = [d for d in g.batch if d not in fold]
+    add(f"  %M0 = arith.index_cast %sC#{rc - 2} : index to i64")
+    m_expr = "%M0"
+    for j, d in enumerate(fold):
+        add(f"  %Mf{j} = arith.index_cast %sC#{mc.index(d)} : index to i64")
+        add(f"  %Mm{j} = arith.muli {m_expr}, %Mf{j} : i64")
+        m_expr = f"%Mm{j}"
+    add(f"  %N = arith.index_cast %sC#{rc - 1} : index to i64")
+    add(f"  %K = arith.index_cast %sA#{ma.index(g.k)} : index to i64")
+    add(f"  %lda = arith.index_cast %tA#{len(ma) - 2} : index to i64")
+    add(f"  %ldb = arith.index_cast %tB#{len(mb) - 2} : index to i64")
+    add(f"  %ldc = arith.index_cast %tC#{rc - 2} : index to i64")
+    # One thread below MT_MNK multiply-adds per GEMM, else blas_threads().
+    add(f"  %mn = arith.muli {m_expr}, %N : i64")
+    add("  %mnk = arith.muli %mn, %K : i64")
+    add(f"  %cut = arith.constant {mt_mnk()} : i64")
+    add("  %m1 = arith.constant 1 : i64")
+    add(f"  %isvec = arith.cmpi eq, {m_expr}, %m1 : i64")
+    # sgemv always on one thread: with two, OpenBLAS's M = 1 path took
+    # 16 ms instead of 1.3 ms for 1x1024x4096 on this shared machine.
+    add("  %big0 = arith.cmpi sge, %mnk, %cut : i64")
+    add("  %true = arith.constant true")
+    add("  %notvec = arith.xori %isvec, %true : i1")
+    add("  %big = arith.andi %big0, %notvec : i1")
+    add("  %one = arith.constant 1 : i32")
+    add(f"  %many = arith.constant {blas_threads()} : i32")
+    add("  %nt = arith.select %big, %many, %one : i32")
+    enter, leave = blas_threads_lines("%one" if pool else "%nt", pool)
+    add(enter)
+    add(f"  %gv_t = arith.constant {_NO_TRANS if trans_b else _TRANS} : i32")
+    add("  %gv_rows = arith.select %tbsel, %N, %K : i64")
+    add("  %gv_cols = arith.select %tbsel, %K, %N : i64")
+    add(f"  %incx = {'arith.addi %lda, %zero64 : i64' if trans_a else 'arith.constant 1 : i64'}")
+    # Nested loops over the remaining batch dims; offsets in elements.
+    offs = {"A": "%oA", "B": "%oB", "C": "%oC"}
+    indent = "  "
+    for j, d in enumerate(loops):
+        add(f"{indent}scf.for %i{j} = %c0 to %sC#{mc.index(d)} step %c1 {{")
+        indent += "  "
+        for tag, mp in (("A", ma), ("B", mb), ("C", mc)):
+            if d in mp:
+                add(f"{indent}%m{tag}{j} = arith.muli %i{j}, %t{tag}#{mp.index(d)} : index")
+                add(f"{indent}%a{tag}{j} = arith.addi {offs[tag]}, %m{tag}{j} : index")
+                offs[tag] = f"%a{tag}{j}"
+    for tag in ("A", "B", "C"):
+        add(f"{indent}%e{tag} = arith.index_cast {offs[tag]} : index to i64")
+        add(f"{indent}%x{tag} = arith.muli %e{tag}, %c4 : i64")
+        add(f"{indent}%y{tag} = arith.addi %p{tag}, %x{tag} : i64")
+    # Few rows times a weight (one constant B for every call): kiln's native
+    # GEMM, which packs B once into the slot and runs on the native pool.
+    # Products of activations stay with OpenBLAS: unpacked, a B with a long
+    # K is read a page per row (16x1024x4096: 6.6 ms vs OpenBLAS's 2.0 ms).
+    small = slot is not None and not trans_a and not trans_b and not any(d in mb for d in loops)
+    if small:
+        add(f"{indent}%smax = arith.constant {small_m()} : i64")
+        add(f"{indent}%small = arith.cmpi sle, {m_expr}, %smax : i64")
+        add(f"{indent}%nthr = arith.constant {native_threads()} : i32")
+        add(f"{indent}%slotm = memref.get_global @{slot} : memref<1xi64>")
+        add(f"{indent}%slotq = memref.extract_aligned_pointer_as_index %slotm : memref<1xi64> -> index")
+        add(f"{indent}%slot = arith.index_cast %slotq : index to i64")
+        add(f"{indent}scf.if %small {{")
+        add(f"{indent}  func.call @{SMALL_GEMM}({m_expr}, %N, %K, %yA, %lda, %yB, %ldb, %beta, %yC, %ldc, %nthr, "
+            "%slot) : (i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64) -> ()")
+        add(f"{indent}}} else {{")
+        indent += "  "
+    # One row (batch-1 inference): sgemv, y = B^T x (b stored [K, N]) or B x (stored [N, K]);
+    # this OpenBLAS's sgemm does not forward M = 1 to gemv and ran 3x slower.
+    add(f"{indent}scf.if %isvec {{")
+    add(f"{indent}  func.call @{SGEMV}(%order, %gv_t, %gv_rows, %gv_cols, %alpha, %yB, %ldb, %yA, %incx, %beta, %yC, "
+        "%m1) : (i32, i32, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64) -> ()")
+    add(f"{indent}}} else {{")
+    if pool:
+        add(f"{indent}  func.call @{SGEMM_PAR}(%order, %ta, %tb, {m_expr}, %N, %K, %alpha, %yA, %lda, %yB, %ldb, "
+            "%beta, %yC, %ldc, %nt) : (i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64, i32) -> ()")
+    else:
+        add(f"{indent}  func.call @{SGEMM}(%order, %ta, %tb, {m_expr}, %N, %K, %alpha, %yA, %lda, %yB, %ldb, %beta, "
+            "%yC, %ldc) : (i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64) -> ()")
+    add(f"{indent}}}")
+    if small:
+        indent = indent[:-2]
+        add(f"{indent}}}")
+    for _ in loops:
+        indent = indent[:-2]
+        add(f"{indent}}}")
+    fused = epi is not None and not loops
+    if fused:
+        te = ir.MemRefType(epi.bias.type) if epi.bias is not None else None
+        if te is not None:
+            lines[0] = lines[0][:-3] + f", %E: {te}) {{"
+            _strided_pointers(add, {"E": te})
+            add("  %oE64 = arith.index_cast %oE : index to i64")
+            add("  %xE = arith.muli %oE64, %c4 : i64")
+            add("  %yE = arith.addi %pE, %xE : i64")
+        else:
+            add("  %yE = arith.constant 0 : i64")
+        add(f"  %act = arith.constant {epi.code} : i32")
+        add(f"  %ethr = arith.constant {native_threads()} : i32")
+        add(f"  func.call @{BIAS_ACT}({m_expr}, %N, %yC, %ldc, %yE, %act, %ethr) : "
+            "(i64, i64, i64, i64, i64, i32, i32) -> ()")
+    add(leave)  # numpy keeps its count
+    add("  return")
+    add("}")
+    return "\n".join(lines), small, fused
+
+
+def weight_a_ok(g: _Gemm) -> bool:
+    """Whether the weight-A GEMM computes ``g``: A is ``[M, K]`` (no batch
+    dims, not transposed), B not transposed, at most one batch dim, in B and C."""
+    ma, mb, mc = g.maps
+    return ma == [g.m, g.k] and mb[-1] == g.n and len(g.batch) <= 1 and all(d in mb for d in g.batch)
+
+
+def weight_a_text(name: str, g: _Gemm, beta: float, slot: str) -> str:
+    """The helper ``@name(A, B, C)`` calling ``kiln_sgemm_wa`` once for all of C's batch."""
+    ta, tb, tc = (ir.MemRefType(v.type) for v in (g.a, g.b, g.c))
+    mb, mc = g.maps[1], g.maps[2]
+    lines = [f"func.func private @{name}(%A: {ta}, %B: {tb}, %C: {tc}) {{"]
+    add = lines.append
+    add("  %c4 = arith.constant 4 : i64")
+    _strided_pointers(add, {"A": ta, "B": tb, "C": tc})
+    for tag in ("A", "B", "C"):
+        add(f"  %e{tag} = arith.index_cast %o{tag} : index to i64")
+        add(f"  %x{tag} = arith.muli %e{tag}, %c4 : i64")
+        add(f"  %y{tag} = arith.addi %p{tag}, %x{tag} : i64")
+    rc = len(mc)
+    values = {"M": f"%sC#{rc - 2}", "N": f"%sC#{rc - 1}", "K": "%sA#1", "lda": "%tA#0",
+              "ldb": f"%tB#{len(mb) - 2}", "ldc": f"%tC#{rc - 2}"}
+    if g.batch:
+        d = g.batch[0]
+        values.update(nb=f"%sC#{mc.index(d)}", sb=f"%tB#{mb.index(d)}", sc=f"%tC#{mc.index(d)}")
+    else:
+        add("  %one = arith.constant 1 : index")
+        add("  %zero = arith.constant 0 : index")
+        values.update(nb="%one", sb="%zero", sc="%zero")
+    for v, src in values.items():
+        add(f"  %{v} = arith.index_cast {src} : index to i64")
+    add(f"  %beta = arith.constant {beta:.1f} : f32")
+    add(f"  %nthr = arith.constant {native_threads()} : i32")
+    add(f"  %slotm = memref.get_global @{slot} : memref<1xi64>")
+    add("  %slotq = memref.extract_aligned_pointer_as_index %slotm : memref<1xi64> -> index")
+    add("  %slot = arith.index_cast %slotq : index to i64")
+    add(f"  func.call @{WEIGHT_A_GEMM}(%nb, %M, %N, %K, %yA, %lda, %yB, %ldb, %sb, %beta, %yC, %ldc, %sc, %nthr, "
+        "%slot) : (i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i64, i32, i64) -> ()")
+    add("  return")
+    add("}")
+    return "\n".join(lines)
