@@ -161,16 +161,18 @@ double kiln_probe_sweep(int threads, const float *buf, int64_t bytes, int reps) 
 
 
 def _build() -> ctypes.CDLL | None:
+    """The probes compiled into a shared library and loaded (the files go
+    once loaded); None without a working C compiler."""
     cc = os.environ.get("CC", "cc")
-    folder = Path(tempfile.mkdtemp(prefix="kiln-ceiling-"))
-    src, lib = folder / "probe.c", folder / "probe.so"
-    src.write_text(_SOURCE)
-    try:
-        subprocess.run([cc, "-O2", "-march=native", "-ffp-contract=fast", "-fPIC", "-shared", "-pthread",
-                        "-o", str(lib), str(src)], check=True, capture_output=True)
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    probe_lib = ctypes.CDLL(str(lib))
+    with tempfile.TemporaryDirectory(prefix="kiln-ceiling-") as folder:
+        src, lib = Path(folder) / "probe.c", Path(folder) / "probe.so"
+        src.write_text(_SOURCE)
+        try:
+            subprocess.run([cc, "-O2", "-march=native", "-ffp-contract=fast", "-fPIC", "-shared", "-pthread",
+                            "-o", str(lib), str(src)], check=True, capture_output=True)
+        except (OSError, subprocess.CalledProcessError):
+            return None
+        probe_lib = ctypes.CDLL(str(lib))  # the mapping outlives the file
     probe_lib.kiln_probe_fma.argtypes = [ctypes.c_int, ctypes.c_int64]
     probe_lib.kiln_probe_fma.restype = ctypes.c_double
     probe_lib.kiln_probe_buffer.argtypes = [ctypes.c_int64]
