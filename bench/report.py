@@ -102,9 +102,10 @@ def markdown(result: dict) -> str:
               " burst each, the order rotating), and kiln/peer is the median over rounds of the ratio of the"
               " two p50s within a round, so it can differ from the ratio of the pooled p50s; the targets"
               " below give it with the lowest and highest round's ratio.", ""]
-    lines += ["Compile / setup time (s): kiln cold = first compile in the process with an empty kernel cache"
-              " (the native runtime library already built), warm = the same model compiled again; onnxruntime = session creation (export excluded);"
-              " torch.compile = first call of each row.", ""]
+    lines += ["Compile / setup time (s): kiln cold = first compile of the model with an empty kernel cache"
+              " (after the once-per-process setup noted on the first workload), warm = the same model compiled"
+              " again; onnxruntime = session creation (export excluded); torch.compile = first call of each row.",
+              ""]
     lines.append("| workload | peer | cold s | warm s | notes |")
     lines.append("|---|---|---|---|---|")
     for wname, wres in result["workloads"].items():
