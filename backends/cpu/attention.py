@@ -26,6 +26,7 @@ from .library import (
     _dims,
     _is_contiguous,
     _zero_fill_before,
+    add_pointer,
     function_names,
     insert_helpers,
     native_enabled,
@@ -100,8 +101,7 @@ def _helper_text(name: str, a: _Attention) -> str:
     add(f"  %D = arith.constant {tq.shape[-1]} : i64")
     add(f"  %Dv = arith.constant {tv.shape[-1]} : i64")
     for tag, t in (("Q", tq), ("K", tk), ("V", tv), ("O", to)):
-        add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %{tag} : {t} -> index")
-        add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
+        add_pointer(add, tag, t)
     add(f"  %scale = arith.constant {a.scale!r} : f32")
     add(f"  %causal = arith.constant {int(a.causal)} : i32")
     add(f"  %nthr = arith.constant {native_threads()} : i32")

@@ -28,6 +28,8 @@ from .library import (
     _dims,
     _is_contiguous,
     _is_mul_add,
+    add_pointer,
+    add_slot,
     blas_threads,
     blas_threads_lines,
     contiguous_f32,
@@ -636,6 +638,15 @@ def _zero_pad_source(x):
     return source, (top, left), [pad, *dead, alloc]
 
 
+def add_input_dims(add, tx) -> None:
+    """Emit ``%i0 .. %i3`` (index constants) and ``%Nx, %Cx, %Hx, %Wdx``,
+    the dims of the NCHW input argument ``%X`` of type ``tx``."""
+    for i in range(4):
+        add(f"  %i{i} = arith.constant {i} : index")
+    for j, v in enumerate(("N", "C", "H", "Wd")):
+        add(f"  %{v}x = memref.dim %X, %i{j} : {tx}")
+
+
 def native_conv_text(name: str, tw, tx, ty, strides, dilations, kernel, beta: float, slot: str | None,
                      size_args: bool, pads=(0, 0), bias_type=None, relu: bool = False, residual_type=None,
                      pool_divisor: float | None = None) -> str:
@@ -658,10 +669,7 @@ def native_conv_text(name: str, tw, tx, ty, strides, dilations, kernel, beta: fl
     sig += f", %Res: {residual_type}" if residual_type is not None else ""
     lines = [f"func.func private @{name}({sig}) {{"]
     add = lines.append
-    for i in range(4):
-        add(f"  %i{i} = arith.constant {i} : index")
-    for j, v in enumerate(("N", "C", "H", "Wd")):
-        add(f"  %{v}x = memref.dim %X, %i{j} : {tx}")
+    add_input_dims(add, tx)
     add(f"  %Fx = memref.dim %Y, %i1 : {ty}")
     if not size_args:
         add(f"  %OH = memref.dim %Y, %i2 : {ty}")
@@ -672,27 +680,13 @@ def native_conv_text(name: str, tw, tx, ty, strides, dilations, kernel, beta: fl
                      ("dh", dilations[0]), ("dw", dilations[1]), ("pt", pads[0]), ("pl", pads[1])):
         add(f"  %{v} = arith.constant {value} : i64")
     for tag, t in (("W", tw), ("X", tx), ("Y", ty)):
-        add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %{tag} : {t} -> index")
-        add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
+        add_pointer(add, tag, t)
     add(f"  %beta = arith.constant {beta:.1f} : f32")
     add(f"  %relu = arith.constant {int(relu)} : i32")
     add(f"  %nthr = arith.constant {native_threads()} : i32")
-    if bias_type is not None:
-        add(f"  %qB = memref.extract_aligned_pointer_as_index %Bias : {bias_type} -> index")
-        add("  %pB = arith.index_cast %qB : index to i64")
-    else:
-        add("  %pB = arith.constant 0 : i64")
-    if residual_type is not None:
-        add(f"  %qR = memref.extract_aligned_pointer_as_index %Res : {residual_type} -> index")
-        add("  %pR = arith.index_cast %qR : index to i64")
-    else:
-        add("  %pR = arith.constant 0 : i64")
-    if slot is not None:
-        add(f"  %slotm = memref.get_global @{slot} : memref<1xi64>")
-        add("  %slotq = memref.extract_aligned_pointer_as_index %slotm : memref<1xi64> -> index")
-        add("  %slot = arith.index_cast %slotq : index to i64")
-    else:
-        add("  %slot = arith.constant 0 : i64")
+    add_pointer(add, "B", bias_type, "Bias")
+    add_pointer(add, "R", residual_type, "Res")
+    add_slot(add, slot)
     callee, extra, extra_type = NATIVE_CONV, "", ""
     if pool_divisor is not None:
         add(f"  %div = arith.constant {float(pool_divisor)!r} : f32")

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .library import NATIVE_CONV_PAIR, native_threads
+from .conv import add_input_dims
+from .library import NATIVE_CONV_PAIR, add_pointer, add_slot, native_threads
 
 __all__ = ["ConvCall", "native_pair_text", "pairs"]
 
@@ -81,10 +82,7 @@ def native_pair_text(name: str, a: ConvCall, b: ConvCall) -> str:
     sig += f", %B2: {b.bias.type}" if b.bias is not None else ""
     lines = [f"func.func private @{name}({sig}) {{"]
     add = lines.append
-    for i in range(4):
-        add(f"  %i{i} = arith.constant {i} : index")
-    for j, v in enumerate(("N", "C", "H", "Wd")):
-        add(f"  %{v}x = memref.dim %X, %i{j} : {tx}")
+    add_input_dims(add, tx)
     add(f"  %F1x = memref.dim %W1, %i0 : {tw1}")
     add(f"  %F2x = memref.dim %W2, %i0 : {tw2}")
     for v in ("Nx", "Cx", "Hx", "Wdx", "F1x", "F2x", "OH1", "OW1", "OH2", "OW2"):
@@ -94,18 +92,11 @@ def native_pair_text(name: str, a: ConvCall, b: ConvCall) -> str:
                          ("pt", c.pads[0]), ("pl", c.pads[1])):
             add(f"  %{v}{tag} = arith.constant {value} : i64")
         add(f"  %relu{tag} = arith.constant {int(c.relu)} : i32")
-        add(f"  %slotm{tag} = memref.get_global @{c.slot} : memref<1xi64>")
-        add(f"  %slotq{tag} = memref.extract_aligned_pointer_as_index %slotm{tag} : memref<1xi64> -> index")
-        add(f"  %slot{tag} = arith.index_cast %slotq{tag} : index to i64")
+        add_slot(add, c.slot, tag)
     for tag, t in (("W1", tw1), ("X", tx), ("W2", tw2), ("Y", ty)):
-        add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %{tag} : {t} -> index")
-        add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
+        add_pointer(add, tag, t)
     for tag, c in (("B1", a), ("B2", b)):
-        if c.bias is not None:
-            add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %{tag} : {c.bias.type} -> index")
-            add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
-        else:
-            add(f"  %p{tag} = arith.constant 0 : i64")
+        add_pointer(add, tag, c.bias.type if c.bias is not None else None)
     add(f"  %nthr = arith.constant {native_threads()} : i32")
     add(f"  %div = arith.constant {float(b.pool)!r} : f32")
     add(f"  func.call @{NATIVE_CONV_PAIR}(%Nx64, %Cx64, %Hx64, %Wdx64, %F1x64, %KH1, %KW1, %OH164, %OW164, %sh1, %sw1, "

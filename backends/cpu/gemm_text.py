@@ -27,6 +27,7 @@ from .library import (
     WEIGHT_A_GEMM,
     _Gemm,
     _is_contiguous,
+    add_slot,
     blas_threads,
     blas_threads_lines,
     mt_mnk,
@@ -148,9 +149,7 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
         add(f"{indent}%smax = arith.constant {small_m()} : i64")
         add(f"{indent}%small = arith.cmpi sle, {m_expr}, %smax : i64")
         add(f"{indent}%nthr = arith.constant {native_threads()} : i32")
-        add(f"{indent}%slotm = memref.get_global @{slot} : memref<1xi64>")
-        add(f"{indent}%slotq = memref.extract_aligned_pointer_as_index %slotm : memref<1xi64> -> index")
-        add(f"{indent}%slot = arith.index_cast %slotq : index to i64")
+        add_slot(add, slot, indent=indent)
         add(f"{indent}scf.if %small {{")
         add(f"{indent}  func.call @{SMALL_GEMM}({m_expr}, %N, %K, %yA, %lda, %yB, %ldb, %beta, %yC, %ldc, %nthr, "
             "%slot) : (i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64) -> ()")
@@ -229,9 +228,7 @@ def weight_a_text(name: str, g: _Gemm, beta: float, slot: str) -> str:
         add(f"  %{v} = arith.index_cast {src} : index to i64")
     add(f"  %beta = arith.constant {beta:.1f} : f32")
     add(f"  %nthr = arith.constant {native_threads()} : i32")
-    add(f"  %slotm = memref.get_global @{slot} : memref<1xi64>")
-    add("  %slotq = memref.extract_aligned_pointer_as_index %slotm : memref<1xi64> -> index")
-    add("  %slot = arith.index_cast %slotq : index to i64")
+    add_slot(add, slot)
     add(f"  func.call @{WEIGHT_A_GEMM}(%nb, %M, %N, %K, %yA, %lda, %yB, %ldb, %sb, %beta, %yC, %ldc, %sc, %nthr, "
         "%slot) : (i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i64, i32, i64) -> ()")
     add("  return")

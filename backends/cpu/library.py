@@ -264,6 +264,28 @@ def _is_contiguous(t: ir.MemRefType) -> bool:
         return False
 
 
+def add_pointer(add, tag: str, t, arg: str | None = None, indent: str = "  ") -> None:
+    """Emit ``%p<tag>``, the aligned pointer of memref ``%<arg>`` (default
+    ``%<tag>``) of type ``t`` as an i64 (what the native calls take), or 0
+    when ``t`` is None (an optional argument left out)."""
+    if t is None:
+        add(f"{indent}%p{tag} = arith.constant 0 : i64")
+        return
+    add(f"{indent}%q{tag} = memref.extract_aligned_pointer_as_index %{arg or tag} : {t} -> index")
+    add(f"{indent}%p{tag} = arith.index_cast %q{tag} : index to i64")
+
+
+def add_slot(add, slot: str | None, suffix: str = "", indent: str = "  ") -> None:
+    """Emit ``%slot<suffix>``, the address of the packing slot global ``slot``
+    as an i64, or 0 when ``slot`` is None (the weight packed per call)."""
+    if slot is None:
+        add(f"{indent}%slot{suffix} = arith.constant 0 : i64")
+        return
+    add(f"{indent}%slotm{suffix} = memref.get_global @{slot} : memref<1xi64>")
+    add(f"{indent}%slotq{suffix} = memref.extract_aligned_pointer_as_index %slotm{suffix} : memref<1xi64> -> index")
+    add(f"{indent}%slot{suffix} = arith.index_cast %slotq{suffix} : index to i64")
+
+
 def contiguous_f32(value, rank: int | None = None) -> bool:
     """Whether ``value`` is an f32 memref with the identity layout (of
     ``rank`` dims, when given): what the native calls take."""

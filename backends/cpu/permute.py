@@ -19,7 +19,7 @@ the rank is at most :data:`MAX_RANK`; anything else keeps the generic.
 from __future__ import annotations
 
 from ..._mlir import ir
-from .library import _dims, _is_contiguous, native_enabled, native_threads, replace_generics
+from .library import _dims, _is_contiguous, add_pointer, native_enabled, native_threads, replace_generics
 
 __all__ = ["MAX_RANK", "NATIVE_PERMUTE", "rewrite_permutes"]
 
@@ -83,8 +83,7 @@ def _helper_text(name: str, tin: ir.MemRefType, tout: ir.MemRefType, perm: list[
         add(f"  %s{i}64 = arith.index_cast %s{i} : index to i64")
         add(f"  memref.store %s{i}64, %meta[%i{rank + perm[i]}] : memref<{2 * rank}xi64>")
     for tag, t in (("meta", f"memref<{2 * rank}xi64>"), ("I", str(tin)), ("O", str(tout))):
-        add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %{tag} : {t} -> index")
-        add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
+        add_pointer(add, tag, t)
     add(f"  %rank = arith.constant {rank} : i64")
     add("  %elem = arith.constant 4 : i64")
     add(f"  %nthr = arith.constant {native_threads()} : i32")
