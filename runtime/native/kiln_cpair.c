@@ -98,24 +98,33 @@ static void cp_zero_border(const cpair_args *a, float *grid) {
 
 /* Tile (oh, ow0) of the first convolution's channel group g (32 channels):
  * P pixels of the padded input xp at stride SW, into the grid (bias, ReLU). */
-static inline __attribute__((always_inline)) void cp_tile1(const cpair_args *a, const float *xp, float *grid,
-                                                           int64_t g, int64_t oh, int64_t ow0, const int SW) {
-  __m512 acc[CP_P][2];
+/* acc[p] = bias (32 channels, or 0) + sum over the K taps of w[k] times the
+ * input at xb + koff[k] + p * PS, for CP_P pixels p: both convolutions' tile.
+ * xb is hidden from the optimizer so the pixel offsets p * PS stay
+ * immediates (see kiln_vconv.c). */
+static inline __attribute__((always_inline)) void cp_accumulate(__m512 acc[CP_P][2], const float *bias,
+                                                                const float *w, int64_t K, const int32_t *koff,
+                                                                const float *xb, const int PS) {
   __m512 b0 = _mm512_setzero_ps(), b1 = b0;
-  if (a->b1) b0 = _mm512_loadu_ps(a->b1 + 32 * g), b1 = _mm512_loadu_ps(a->b1 + 32 * g + 16);
+  if (bias) b0 = _mm512_loadu_ps(bias), b1 = _mm512_loadu_ps(bias + 16);
   for (int p = 0; p < CP_P; p++) acc[p][0] = b0, acc[p][1] = b1;
-  const float *xb = xp + oh * a->sh1 * a->Wp1 + ow0 * SW;
-  __asm__("" : "+r"(xb)); /* keep the pixel offsets immediates (see kiln_vconv.c) */
-  const float *w = a->W1 + g * a->K1 * 32;
-  for (int64_t k = 0; k < a->K1; k++, w += 32) {
+  __asm__("" : "+r"(xb));
+  for (int64_t k = 0; k < K; k++, w += 32) {
     __m512 w0 = _mm512_loadu_ps(w), w1 = _mm512_loadu_ps(w + 16);
-    const float *xr = xb + a->koff1[k];
+    const float *xr = xb + koff[k];
     for (int p = 0; p < CP_P; p++) {
-      __m512 x = _mm512_set1_ps(xr[p * SW]);
+      __m512 x = _mm512_set1_ps(xr[p * PS]);
       acc[p][0] = _mm512_fmadd_ps(x, w0, acc[p][0]);
       acc[p][1] = _mm512_fmadd_ps(x, w1, acc[p][1]);
     }
   }
+}
+
+static inline __attribute__((always_inline)) void cp_tile1(const cpair_args *a, const float *xp, float *grid,
+                                                           int64_t g, int64_t oh, int64_t ow0, const int SW) {
+  __m512 acc[CP_P][2];
+  cp_accumulate(acc, a->b1 ? a->b1 + 32 * g : NULL, a->W1 + g * a->K1 * 32, a->K1, a->koff1,
+                xp + oh * a->sh1 * a->Wp1 + ow0 * SW, SW);
   float *out = grid + ((a->pt2 + oh) * a->Wt + a->pl2 + ow0) * a->F1 + 32 * g;
   __m512 z = _mm512_setzero_ps();
   for (int p = 0; p < CP_P; p++) {
@@ -131,21 +140,8 @@ static inline __attribute__((always_inline)) void cp_tile1(const cpair_args *a, 
 static inline __attribute__((always_inline)) void cp_tile2(const cpair_args *a, const float *grid, int64_t g,
                                                            int64_t oh, int64_t ow0, float *sums, const int PS) {
   __m512 acc[CP_P][2];
-  __m512 b0 = _mm512_setzero_ps(), b1 = b0;
-  if (a->b2) b0 = _mm512_loadu_ps(a->b2 + 32 * g), b1 = _mm512_loadu_ps(a->b2 + 32 * g + 16);
-  for (int p = 0; p < CP_P; p++) acc[p][0] = b0, acc[p][1] = b1;
-  const float *xb = grid + (oh * a->sh2 * a->Wt + ow0 * a->sw2) * a->F1;
-  __asm__("" : "+r"(xb));
-  const float *w = a->W2 + g * a->K2 * 32;
-  for (int64_t k = 0; k < a->K2; k++, w += 32) {
-    __m512 w0 = _mm512_loadu_ps(w), w1 = _mm512_loadu_ps(w + 16);
-    const float *xr = xb + a->koff2[k];
-    for (int p = 0; p < CP_P; p++) {
-      __m512 x = _mm512_set1_ps(xr[p * PS]);
-      acc[p][0] = _mm512_fmadd_ps(x, w0, acc[p][0]);
-      acc[p][1] = _mm512_fmadd_ps(x, w1, acc[p][1]);
-    }
-  }
+  cp_accumulate(acc, a->b2 ? a->b2 + 32 * g : NULL, a->W2 + g * a->K2 * 32, a->K2, a->koff2,
+                grid + (oh * a->sh2 * a->Wt + ow0 * a->sw2) * a->F1, PS);
   __m512 z = _mm512_setzero_ps(), s0 = z, s1 = z;
   for (int p = 0; p < CP_P; p++) {
     __m512 r0 = acc[p][0], r1 = acc[p][1];
