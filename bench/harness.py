@@ -118,7 +118,7 @@ def run_benchmark(workloads=None, peers=None, *, quick=False, threads=2, budget_
         wres = {}
         inputs = {row.label: row.inputs() for row in rows}
         refs = _references(workload, rows, inputs)
-        weights = workload.weight_bytes()
+        weights = workload.weight_bytes() if probes is not None else None  # builds the model: only for the floor
         entries = {row.label: {"workload": workload.name, "row": row.label,
                                "shapes": [list(s) for s in row.shapes], "peers": {},
                                "min_gflop": workload.min_gflop(row), "weight_bytes": weights} for row in rows}
