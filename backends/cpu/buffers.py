@@ -73,7 +73,8 @@ def erase_dead_buffers(fn) -> int:
     def visit(op):
         if op.name == "memref.alloc":
             allocs.append(op)
-        elif op.name.startswith("linalg.") and len(op.results) == 0 and op.name != "linalg.yield":
+        elif (op.name.startswith("linalg.") and len(op.results) == 0 and op.name != "linalg.yield"
+              or op.name == "memref.copy"):
             writers.append(op)
         return ir.WalkResult.ADVANCE
 
@@ -115,7 +116,10 @@ def erase_dead_buffers(fn) -> int:
 
 
 def _outs(op) -> list:
-    """The ``outs`` operands of a destination-style linalg op (bufferized)."""
+    """The ``outs`` operands of a destination-style linalg op (bufferized), or
+    a ``memref.copy``'s target."""
+    if op.name == "memref.copy":
+        return [op.operands[1]]
     sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
     n_ins, n_outs = sizes[0], sizes[1]
     return list(op.operands)[n_ins:n_ins + n_outs]

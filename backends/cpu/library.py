@@ -659,6 +659,7 @@ class CpuLibrary(Pass):
     def run(self, module) -> None:
         if self.option("enabled") and enabled():
             from .attention import rewrite_attention
+            from .norm import rewrite_layer_norms
             from .permute import rewrite_permutes
             from .pool import rewrite_max_pools
 
@@ -666,3 +667,4 @@ class CpuLibrary(Pass):
             rewrite_contractions(module)
             rewrite_permutes(module)
             rewrite_max_pools(module)
+            rewrite_layer_norms(module)

@@ -43,6 +43,11 @@ PAD_ATTR = "kiln.conv_pad"
 #: native call.
 ATTENTION_ATTR = "kiln.attention"
 _attention_ids = itertools.count()
+#: The attribute of a layer norm's last generic (``(x - mean) * inv`` times
+#: the weight plus the bias): ``{epsilon, weight, bias}`` (the two flags say
+#: which of them its inputs after ``x, mean, inv`` are), so kiln-cpu-library
+#: can replace the norm with one native call.
+LAYER_NORM_ATTR = "kiln.layer_norm"
 #: The attribute of a max pool's window generic (``[KH, KW, sh, sw, dh, dw,
 #: top, left, bottom, right]``) and of its padding generic (its pads ``[top,
 #: left, bottom, right]``; none without padding), so kiln-cpu-library can
@@ -293,7 +298,13 @@ def lower_layer_norm(lw: Lowering):
             y = arith.mulf(y, val) if name == "weight" else arith.addf(y, val)
         return y
 
-    return [elementwise([x, mean, inv, *extra], out.dims, t, lw.env, body)]
+    y = elementwise([x, mean, inv, *extra], out.dims, t, lw.env, body)
+    y.owner.attributes[LAYER_NORM_ATTR] = ir.DictAttr.get({
+        "epsilon": ir.FloatAttr.get(ir.F64Type.get(), lw.attrs["epsilon"]),
+        "weight": ir.BoolAttr.get("weight" in names),
+        "bias": ir.BoolAttr.get("bias" in names),
+    })
+    return [y]
 
 
 def _kept(dims, axes):
