@@ -69,8 +69,10 @@ NAMED_PIPELINES: dict[str, NamedPipeline] = {
         ),
         NamedPipeline(
             "kiln-default-triton",
-            "Graph optimization for the Triton backend: as for the CPU, with batch_norm decomposed for fusion",
-            _COMMON_HEAD
+            "Graph optimization for the Triton backend: as for the CPU, with batch_norm decomposed for fusion "
+            "and attention left unpacked",
+            _COMMON_HEAD[:-1]
+            + ("kiln-simplify{disable=packed-attention}",)
             + ("kiln-decompose{gelu=false softmax=false layer-norm=false attention=false batch-norm=true}",)
             + _COMMON_TAIL[:-1]
             + (f"kiln-fuse{{kinds={','.join(ONE_ANCHOR_KINDS)}}}",),

@@ -32,12 +32,19 @@ pattern                  rewrite
 ``conv-batch-norm``      ``batch_norm(conv2d(x, w, b))`` with constant weights and
                          statistics  ->  ``conv2d(x, w * s, (b - mean) * s + beta)``,
                          ``s = gamma / sqrt(var + eps)`` per output channel
+``packed-attention``     the heads of one projection ``p [.., L, 3 * H * D]`` split
+                         (reshape to ``[.., L, 3, H, D]``, transpose to ``[3, .., H,
+                         L, D]``, a slice and reshape per q, k, v), attended, and
+                         merged back (transpose, reshape to ``[.., L, H * D]``)
+                         ->  ``kiln.packed_attention(p, heads = H)``
 =======================  =====================================================
 
 The recognitions undo a frontend's decomposition, so the backends see one
 op they have a kernel for; ``avg-pool-global`` lets a classifier's pool
 (ONNX's ``AveragePool`` over the last 7 x 7 map of ResNet-50) fuse with the
-convolution before it as ``GlobalAveragePool``'s mean does.  ``conv-batch-norm`` is the inference-time folding
+convolution before it as ``GlobalAveragePool``'s mean does; ``packed-attention``
+lets the CPU backend read the heads where the projection wrote them (the
+Triton pipeline disables it: its kernels take ``kiln.attention``).  ``conv-batch-norm`` is the inference-time folding
 every CNN runtime does: the normalization costs a pass over the activation,
 the folded weights nothing.  Option ``disable`` (a list) turns patterns off.
 Statistics: one counter per pattern applied.
@@ -51,6 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._mlir import ir
+from ..dialects.dims import dim
 from ..dialects.kiln import create_op, tensor_info
 from ..errors import KilnError, VerifyError
 from ..pipelines.registry import Option, Pass, register_pass
@@ -336,6 +344,66 @@ def avg_pool_global(root):
     return _build(root, "kiln.reduce_mean", [x], {"axes": [2, 3], "keepdims": True})
 
 
+def _dims_of(value) -> list:
+    return list(tensor_info(value.type).dims)
+
+
+def _one_use(value) -> bool:
+    return len(list(value.uses)) == 1
+
+
+def _head_part(value, i: int):
+    """The packed projection ``p`` when ``value`` is part ``i`` (0 q, 1 k,
+    2 v) of ``transpose(reshape(p, [.., L, 3, H, D]))`` split per head:
+    ``reshape(slice(t, axis 0, i .. i + 1))`` with ``t`` that transpose to
+    ``[3, .., H, L, D]``; else None."""
+    r = _producer(value, "kiln.reshape")
+    sl = _producer(r.operands[0], "kiln.slice") if r is not None else None
+    if sl is None:
+        return None
+    a = sl.opview.decoded_attrs()
+    if list(a["axes"]) != [0] or list(a["starts"]) != [i] or list(a["ends"]) != [i + 1] or \
+            list(a["steps"] or [1]) != [1] or _dims_of(r.results[0]) != _dims_of(sl.results[0])[1:]:
+        return None
+    t = _producer(sl.operands[0], "kiln.transpose")
+    split = _producer(t.operands[0], "kiln.reshape") if t is not None else None
+    if split is None:
+        return None
+    nb = len(_dims_of(split.results[0])) - 4  # [.., L, 3, H, D]
+    if nb < 0 or list(t.opview.attr("perm")) != [nb + 1, *range(nb), nb + 2, nb, nb + 3]:
+        return None
+    p = split.operands[0]
+    pd, rd = _dims_of(p), _dims_of(split.results[0])
+    if pd[:-1] != rd[:nb + 1] or not all(d.is_static for d in pd[-1:] + rd[nb + 1:]) or rd[nb + 1].value != 3 \
+            or pd[-1].value != 3 * rd[nb + 2].value * rd[nb + 3].value:
+        return None
+    return p
+
+
+def packed_attention(root):
+    t = _producer(root.operands[0], "kiln.transpose")
+    att = _producer(t.operands[0], "kiln.attention") if t is not None else None
+    if att is None or len(att.operands) != 3 or not (_one_use(att.results[0]) and _one_use(t.results[0])):
+        return None
+    ad = _dims_of(att.results[0])  # [.., H, L, D]
+    nb = len(ad) - 3
+    if nb < 0 or list(t.opview.attr("perm")) != [*range(nb), nb + 1, nb, nb + 2]:
+        return None
+    parts = [_head_part(v, i) for i, v in enumerate(att.operands)]
+    if any(q is None for q in parts) or not parts[0] == parts[1] == parts[2]:
+        return None
+    p = parts[0]
+    heads, d = ad[nb], ad[-1]
+    out = _dims_of(root.results[0])
+    if not (heads.is_static and d.is_static) or out != ad[:nb] + [ad[nb + 1], dim(heads.value * d.value)]:
+        return None
+    a = att.opview.decoded_attrs()
+    attrs = {"heads": heads.value, "causal": a["causal"]}
+    if a["scale"] is not None:
+        attrs["scale"] = a["scale"]
+    return _build(root, "kiln.packed_attention", [p], attrs)
+
+
 #: The rewrite table, tried in order at each op.
 PATTERNS: list[Pattern] = [
     Pattern("mul-one", "kiln.mul", mul_one),
@@ -356,6 +424,7 @@ PATTERNS: list[Pattern] = [
     Pattern("layer-norm-bias", "kiln.add", layer_norm_bias),
     Pattern("avg-pool-global", "kiln.avg_pool2d", avg_pool_global),
     Pattern("conv-batch-norm", "kiln.batch_norm", conv_batch_norm),
+    Pattern("packed-attention", "kiln.reshape", packed_attention),
 ]
 
 PATTERN_NAMES = tuple(dict.fromkeys(p.name for p in PATTERNS))

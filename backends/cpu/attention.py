@@ -15,11 +15,20 @@ It applies when q, k, v and the output are contiguous f32 memrefs of one
 rank with the same batch dims (no broadcasting) and static head dims of at
 most :data:`MAX_HEAD_DIM`; anything else keeps the generated chain, whose
 contractions then go to sgemm like any other.
+
+A ``kiln.packed_attention``'s chain (its tag carries ``heads``) reads q, k
+and v from one ``[.., L, 3, H, D]`` view of the projection and writes the
+output ``[.., L, H * D]`` at column ``h * D + e``; it becomes a
+``kiln_attention_packed`` call, which reads and writes the heads strided
+where they lie (the transformer block at (1, 32) had spent 4 and 3 us
+copying them out of the projection and back).  Without the native runtime
+that chain stays generated code (its contractions' maps are not sgemm's).
 """
 
 from __future__ import annotations
 
 from ..._mlir import ir
+from ...conversions.kiln_to_linalg.common import affine_map
 from ...conversions.kiln_to_linalg.nn import ATTENTION_ATTR
 from .buffers import erase_dead_buffers
 from .library import (
@@ -27,6 +36,7 @@ from .library import (
     _is_contiguous,
     _zero_fill_before,
     add_pointer,
+    contiguous_f32,
     function_names,
     insert_helpers,
     native_enabled,
@@ -34,10 +44,12 @@ from .library import (
     unique_name,
 )
 
-__all__ = ["MAX_HEAD_DIM", "NATIVE_ATTENTION", "rewrite_attention"]
+__all__ = ["MAX_HEAD_DIM", "NATIVE_ATTENTION", "NATIVE_PACKED", "rewrite_attention"]
 
-#: The C entry point, and the largest head dim it takes (its MAX_HEAD_DIM).
+#: The C entry points (the second for kiln.packed_attention), and the largest
+#: head dim they take (its MAX_HEAD_DIM).
 NATIVE_ATTENTION = "kiln_attention"
+NATIVE_PACKED = "kiln_attention_packed"
 MAX_HEAD_DIM = 256
 
 def _tag(op) -> dict | None:
@@ -45,15 +57,44 @@ def _tag(op) -> dict | None:
         return None
     d = ir.DictAttr(op.attributes[ATTENTION_ATTR])
     return {"id": ir.IntegerAttr(d["id"]).value, "scale": ir.FloatAttr(d["scale"]).value,
-            "causal": ir.BoolAttr(d["causal"]).value}
+            "causal": ir.BoolAttr(d["causal"]).value,
+            "heads": ir.IntegerAttr(d["heads"]).value if "heads" in d else None}
 
 
 class _Attention:
     """A matched pair: the ``q k^T`` and ``p v`` generics and q, k, v, out."""
 
-    def __init__(self, qk, pv, q, k, v, out, scale, causal):
+    def __init__(self, qk, pv, q, k, v, out, scale, causal, heads=None):
         self.qk, self.pv, self.q, self.k, self.v, self.out = qk, pv, q, k, v, out
         self.scale, self.causal = scale, causal
+        self.heads = heads  # kiln.packed_attention's: q, k and v are one [.., L, 3, H, D] view
+
+
+def _maps(op) -> list:
+    return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+
+
+def _match_packed(qk, pv, tag) -> _Attention | None:
+    """The chain of a ``kiln.packed_attention``: q, k and v one contiguous
+    ``[.., L, 3, H, D]`` view read at parts 0, 1, 2, the output ``[.., L, H
+    * D]`` written at column ``h * D + e`` (as ``lower_packed_attention``
+    emits them)."""
+    x, out = qk.operands[0], pv.operands[2]
+    if not (qk.operands[1] == x and pv.operands[1] == x and contiguous_f32(x) and contiguous_f32(out)):
+        return None
+    xt = ir.MemRefType(x.type)
+    nb = xt.rank - 4
+    heads, d = xt.shape[-2], xt.shape[-1]
+    if nb < 0 or xt.shape[-3] != 3 or heads != tag["heads"] or ir.ShapedType.is_dynamic_size(d) \
+            or not 1 <= d <= MAX_HEAD_DIM or ir.MemRefType(out.type).rank != nb + 2:
+        return None
+    b, h, ld, sd, rd = list(range(nb)), nb, nb + 1, nb + 2, nb + 3
+    column = ir.AffineDimExpr.get(h) * ir.AffineConstantExpr.get(d) + ir.AffineDimExpr.get(sd)
+    want_qk = [affine_map(nb + 4, b + [ld, ("c", 0), h, rd]), affine_map(nb + 4, b + [sd, ("c", 1), h, rd])]
+    want_pv = [affine_map(nb + 4, b + [rd, ("c", 2), h, sd]), affine_map(nb + 4, b + [ld, column])]
+    if _maps(qk)[:2] != want_qk or _maps(pv)[1:] != want_pv:
+        return None
+    return _Attention(qk, pv, x, x, x, out, tag["scale"], tag["causal"], heads)
 
 
 def _match(pv, qk_by_id) -> _Attention | None:
@@ -61,6 +102,8 @@ def _match(pv, qk_by_id) -> _Attention | None:
     qk = qk_by_id.get(tag["id"]) if tag is not None else None
     if qk is None or qk.block != pv.block or len(pv.operands) != 3 or len(qk.operands) != 3:
         return None
+    if tag["heads"] is not None:
+        return _match_packed(qk, pv, tag)
     q, k, v, out = qk.operands[0], qk.operands[1], pv.operands[1], pv.operands[2]
     try:
         types = [ir.MemRefType(x.type) for x in (q, k, v, out)]
@@ -83,7 +126,36 @@ def _match(pv, qk_by_id) -> _Attention | None:
     return _Attention(qk, pv, q, k, v, out, tag["scale"], tag["causal"])
 
 
+def _packed_text(name: str, a: _Attention) -> str:
+    tx, to = ir.MemRefType(a.q.type), ir.MemRefType(a.out.type)
+    nb = tx.rank - 4
+    lines = [f"func.func private @{name}(%X: {tx}, %O: {to}) {{"]
+    add = lines.append
+    add("  %n0 = arith.constant 1 : index")
+    for i in range(nb + 1):  # the batch dims flattened, then L
+        add(f"  %i{i} = arith.constant {i} : index")
+        add(f"  %d{i} = memref.dim %X, %i{i} : {tx}")
+        if i < nb:
+            add(f"  %n{i + 1} = arith.muli %n{i}, %d{i} : index")
+    add(f"  %batch = arith.index_cast %n{nb} : index to i64")
+    add(f"  %L = arith.index_cast %d{nb} : index to i64")
+    add(f"  %H = arith.constant {tx.shape[-2]} : i64")
+    add(f"  %D = arith.constant {tx.shape[-1]} : i64")
+    for tag, t in (("X", tx), ("O", to)):
+        add_pointer(add, tag, t)
+    add(f"  %scale = arith.constant {a.scale!r} : f32")
+    add(f"  %causal = arith.constant {int(a.causal)} : i32")
+    add(f"  %nthr = arith.constant {native_threads()} : i32")
+    add(f"  %rc = func.call @{NATIVE_PACKED}(%batch, %H, %L, %D, %pX, %pO, %scale, %causal, %nthr) : "
+        "(i64, i64, i64, i64, i64, i64, f32, i32, i32) -> i32")
+    add("  return")
+    add("}")
+    return "\n".join(lines)
+
+
 def _helper_text(name: str, a: _Attention) -> str:
+    if a.heads is not None:
+        return _packed_text(name, a)
     tq, tk, tv, to = (ir.MemRefType(x.type) for x in (a.q, a.k, a.v, a.out))
     rank = tq.rank
     lines = [f"func.func private @{name}(%Q: {tq}, %K: {tk}, %V: {tv}, %O: {to}) {{"]
@@ -114,6 +186,7 @@ def _helper_text(name: str, a: _Attention) -> str:
 
 _DECL = (f"func.func private @{NATIVE_ATTENTION}(i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i32) "
          "-> i32")
+_PACKED_DECL = f"func.func private @{NATIVE_PACKED}(i64, i64, i64, i64, i64, i64, f32, i32, i32) -> i32"
 
 
 def rewrite_attention(module) -> int:
@@ -142,7 +215,8 @@ def rewrite_attention(module) -> int:
     if not found:
         return 0
     names = function_names(module)
-    texts = [] if NATIVE_ATTENTION in names else [_DECL]
+    texts = [decl for entry, decl in ((NATIVE_ATTENTION, _DECL), (NATIVE_PACKED, _PACKED_DECL))
+             if entry not in names and any((a.heads is not None) == (entry == NATIVE_PACKED) for a in found)]
     calls = []
     for i, a in enumerate(found):
         name = unique_name(f"kiln_attention_{i}", names)
@@ -152,8 +226,9 @@ def rewrite_attention(module) -> int:
     functions = []
     for name, a in calls:
         fill = _zero_fill_before(a.pv, a.out)  # the call writes every element of out
+        operands = [a.q, a.out] if a.heads is not None else [a.q, a.k, a.v, a.out]
         with ir.InsertionPoint(a.pv), a.pv.location:
-            func.CallOp([], ir.FlatSymbolRefAttr.get(name), [a.q, a.k, a.v, a.out])
+            func.CallOp([], ir.FlatSymbolRefAttr.get(name), operands)
         fn = a.pv.parent
         a.pv.erase()
         if fill is not None:

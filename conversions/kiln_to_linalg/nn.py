@@ -550,39 +550,27 @@ def lower_avg_pool2d(lw: Lowering):
 # -- attention -----------------------------------------------------------------
 
 
-def lower_attention(lw: Lowering):
-    q, k, v = lw.operands[:3]
-    mask = lw.operands[3] if len(lw.operands) > 3 else None
-    out = lw.results[0]
-    t = out.dtype
-    qi = lw.infos[0]
-    ki = lw.infos[1]
-    batch = list(out.dims[:-2])
-    nb = len(batch)
-    seq_q, seq_k = out.dims[-2], ki.dims[-2]
-    qt, kt, vt = (ir.RankedTensorType(x.type) for x in (q, k, v))
-    scale = lw.attrs["scale"]
-    if scale is None:
-        hd = qt.shape[-1]
-        if hd == DYN:
-            raise lw.error("needs a static head dim (or an explicit 'scale')")
-        scale = 1.0 / pymath.sqrt(hd)
-    del qi
-    # scores[b.., l, s] = sum_d q[b.., l, d] * k[b.., s, d]
-    sdims = batch + [seq_q, seq_k]
+def _attention_chain(q, k, v, mask, maps, sdims, out_init, env, scale: float, causal: bool, tag: dict | None):
+    """The lowered attention over loops ``(b.., l, s, d)`` (``b..`` the batch
+    loops, ``nb = len(sdims) - 2`` of them): the ``q k^T`` contraction into a
+    scores tensor of ``sdims``, the scale and mask pass, the softmax and the
+    ``p v`` contraction (loops ``(b.., l, e, s)``) into ``out_init``.
+    ``maps``: q's and k's in the first loop space, v's and the output's in
+    the second (lists for :func:`affine_map`).  ``tag`` (no mask only): the
+    entries besides ``id`` of the tag both contractions get."""
+    t = ir.RankedTensorType(out_init.type).element_type
+    nb = len(sdims) - 2
     n = nb + 3
-    qmap = _batch_exprs(qt.shape[:-2], batch, nb) + [nb, nb + 2]
-    kmap = _batch_exprs(kt.shape[:-2], batch, nb) + [nb + 1, nb + 2]
-    init = fill(scalar_const(t, 0.0), empty_tensor(sdims, t, lw.env))
+    qmap, kmap, vmap, omap = maps
+    init = fill(scalar_const(t, 0.0), empty_tensor(sdims, t, env))
     scores = generic([q, k], [init], [affine_map(n, qmap), affine_map(n, kmap), affine_map(n, list(range(nb + 2)))],
                      ["parallel"] * (nb + 2) + ["reduction"], lambda a, b, acc: arith.addf(acc, arith.mulf(a, b)))[0]
-    causal = lw.attrs["causal"]
     sc = scalar_const(t, scale)
     ninf = scalar_const(t, float("-inf"))
     inputs = [scores] + ([mask] if mask is not None else [])
     r = nb + 2
-    maps = [identity_map(r)] + ([broadcast_map(ir.RankedTensorType(mask.type), sdims)] if mask is not None else [])
-    maps.append(identity_map(r))
+    smaps = [identity_map(r)] + ([broadcast_map(ir.RankedTensorType(mask.type), sdims)] if mask is not None else [])
+    smaps.append(identity_map(r))
 
     def body(s, *rest):
         y = arith.mulf(s, sc)
@@ -594,23 +582,73 @@ def lower_attention(lw: Lowering):
             y = arith.select(arith.cmpi(arith.CmpIPredicate.ugt, si, li), ninf, y)
         return y
 
-    scaled = generic(inputs, [empty_tensor(sdims, t, lw.env)], maps, ["parallel"] * r, lambda *a: body(*a[:-1]))[0]
-    p = softmax(scaled, r - 1, sdims, lw.env)
+    scaled = generic(inputs, [empty_tensor(sdims, t, env)], smaps, ["parallel"] * r, lambda *a: body(*a[:-1]))[0]
+    p = softmax(scaled, r - 1, sdims, env)
     # out[b.., l, e] = sum_s p[b.., l, s] * v[b.., s, e]
     pmap = list(range(nb)) + [nb, nb + 2]
-    vmap = _batch_exprs(vt.shape[:-2], batch, nb) + [nb + 2, nb + 1]
-    init = fill(scalar_const(t, 0.0), lw.empty(out.dims, t))
-    res = generic([p, v], [init], [affine_map(n, pmap), affine_map(n, vmap), affine_map(n, list(range(nb + 2)))],
+    res = generic([p, v], [fill(scalar_const(t, 0.0), out_init)],
+                  [affine_map(n, pmap), affine_map(n, vmap), affine_map(n, omap)],
                   ["parallel"] * (nb + 2) + ["reduction"], lambda a, b, acc: arith.addf(acc, arith.mulf(a, b)))[0]
-    if mask is None:
-        tag = ir.DictAttr.get({
-            "id": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), next(_attention_ids)),
-            "scale": ir.FloatAttr.get(ir.F64Type.get(), scale),
-            "causal": ir.BoolAttr.get(bool(causal)),
-        })
-        scores.owner.attributes[ATTENTION_ATTR] = tag
-        res.owner.attributes[ATTENTION_ATTR] = tag
-    return [res]
+    if tag is not None:
+        entries = {"id": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), next(_attention_ids)),
+                   "scale": ir.FloatAttr.get(ir.F64Type.get(), scale), "causal": ir.BoolAttr.get(bool(causal))}
+        entries.update(tag)
+        attr = ir.DictAttr.get(entries)
+        scores.owner.attributes[ATTENTION_ATTR] = attr
+        res.owner.attributes[ATTENTION_ATTR] = attr
+    return res
+
+
+def _default_scale(lw: Lowering, head_dim: int) -> float:
+    scale = lw.attrs["scale"]
+    if scale is None:
+        if head_dim == DYN:
+            raise lw.error("needs a static head dim (or an explicit 'scale')")
+        scale = 1.0 / pymath.sqrt(head_dim)
+    return scale
+
+
+def lower_attention(lw: Lowering):
+    q, k, v = lw.operands[:3]
+    mask = lw.operands[3] if len(lw.operands) > 3 else None
+    out = lw.results[0]
+    batch = list(out.dims[:-2])
+    nb = len(batch)
+    qt, kt, vt = (ir.RankedTensorType(x.type) for x in (q, k, v))
+    scale = _default_scale(lw, qt.shape[-1])
+    # scores[b.., l, s] = sum_d q[b.., l, d] * k[b.., s, d]
+    maps = (_batch_exprs(qt.shape[:-2], batch, nb) + [nb, nb + 2],
+            _batch_exprs(kt.shape[:-2], batch, nb) + [nb + 1, nb + 2],
+            _batch_exprs(vt.shape[:-2], batch, nb) + [nb + 2, nb + 1],
+            list(range(nb + 2)))
+    sdims = batch + [out.dims[-2], lw.infos[1].dims[-2]]
+    return [_attention_chain(q, k, v, mask, maps, sdims, lw.empty(out.dims, out.dtype), lw.env, scale,
+                             lw.attrs["causal"], {} if mask is None else None)]
+
+
+def lower_packed_attention(lw: Lowering):
+    """``kiln.packed_attention`` as :func:`lower_attention`'s chain with the
+    heads a batch loop ``h`` after the op's own batch dims: q, k and v read
+    from the packed operand viewed as ``[.., L, 3, H, D]`` (a reshape, no
+    copy), the output written at column ``h * D + e`` of ``[.., L, H * D]``
+    (no transpose either way)."""
+    x = lw.operands[0]
+    out = lw.results[0]
+    heads = lw.attrs["heads"]
+    batch = list(out.dims[:-2])
+    nb = len(batch)
+    d = ir.RankedTensorType(x.type).shape[-1] // (3 * heads)
+    scale = _default_scale(lw, d)
+    xt = ir.RankedTensorType(x.type)
+    sizes = [n if n != DYN else tensor.dim(x, const_index(i)) for i, n in enumerate(xt.shape[:-1])]
+    x5 = _reshape(x, sizes + [3, heads, d], xt.element_type)
+    # Loops (b.., h, l, s, d) and (b.., h, l, e, s): h is loop nb.
+    b, h, ld, sd, rd = list(range(nb)), nb, nb + 1, nb + 2, nb + 3
+    column = ir.AffineDimExpr.get(h) * ir.AffineConstantExpr.get(d) + ir.AffineDimExpr.get(sd)
+    maps = (b + [ld, ("c", 0), h, rd], b + [sd, ("c", 1), h, rd], b + [rd, ("c", 2), h, sd], b + [ld, column])
+    sdims = batch + [dim(heads), out.dims[-2], out.dims[-2]]
+    return [_attention_chain(x5, x5, x5, None, maps, sdims, lw.empty(out.dims, out.dtype), lw.env, scale,
+                             lw.attrs["causal"], {"heads": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), heads)})]
 
 
 def table() -> dict:
@@ -627,4 +665,5 @@ def table() -> dict:
         "kiln.max_pool2d": lower_max_pool2d,
         "kiln.avg_pool2d": lower_avg_pool2d,
         "kiln.attention": lower_attention,
+        "kiln.packed_attention": lower_packed_attention,
     }

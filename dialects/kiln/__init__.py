@@ -63,6 +63,7 @@ from .nn import (  # noqa: F401
     LayerNormOp,
     MatmulOp,
     MaxPool2dOp,
+    PackedAttentionOp,
     ReduceMaxOp,
     ReduceMeanOp,
     ReduceSumOp,

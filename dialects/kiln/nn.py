@@ -280,3 +280,37 @@ class AttentionOp(KilnOp, name="attention", traits=[ext.Pure]):
             m = operands[3]
             broadcast_dims([m.dims, batch + (q.dims[-2], k.dims[-2])], "mask and scores")
         return [TensorInfo(out, q.dtype)]
+
+
+class PackedAttentionOp(KilnOp, name="packed_attention", traits=[ext.Pure]):
+    """Multi-head self-attention over a packed projection, heads in place.
+
+    ``qkv: [..., L, 3 * heads * D]`` holds q, k and v side by side in its
+    last dim, each ``heads`` heads of ``D``; the result ``[..., L, heads *
+    D]`` holds head ``h`` of the output at ``h * D .. (h + 1) * D``:
+    ``kiln.attention`` of that head's q, k and v (``causal`` and ``scale``
+    as there, ``scale`` defaulting to ``1/sqrt(D)``).  ``kiln-pack-attention``
+    forms it from the reshape / transpose / slice chain that splits a
+    transformer's heads out of the projection and the transpose / reshape
+    that merges them back, so the CPU backend reads and writes the heads
+    where they lie instead of copying them twice.
+
+    ``%r = "kiln.packed_attention"(%qkv) {causal = true, heads = 4 : i64} : (!kiln.tensor<["B", "L", 768], f32>) -> !kiln.tensor<["B", "L", 256], f32>``
+    """
+
+    qkv: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+    ATTRS = {"heads": ATTR.int(), "causal": ATTR.bool(default=False), "scale": ATTR.float(optional=True)}
+
+    def shape(self, operands, attrs):
+        x = operands[0]
+        heads = attrs["heads"]
+        if x.rank < 2:
+            raise VerifyError(f"qkv must have rank >= 2, got {shape_text(x.dims)}")
+        if heads < 1:
+            raise VerifyError(f"heads must be positive, got {heads}")
+        last = x.dims[-1]
+        if not last.is_static or last.value % (3 * heads):
+            raise VerifyError(f"qkv's last dim must be a static multiple of 3 * heads = {3 * heads}, "
+                              f"got {shape_text(x.dims)}")
+        return [TensorInfo(x.dims[:-1] + (dim(last.value // 3),), x.dtype)]

@@ -117,43 +117,50 @@ static inline __attribute__((always_inline)) void atranspose(kiln_vec r[AW]) {
  * AW x AW tiles transposed in registers, columns past the last whole tile
  * one by one.  Element by element (a strided load and a store each) this
  * was a fifth to a third of a task at L = 128 and 32. */
-static void transpose_queries(const float *q, int64_t ql, int64_t D, float *qt) {
+static void transpose_queries(const float *q, int64_t ql, int64_t D, int64_t qrow, float *qt) {
   int64_t d0 = 0;
   for (; d0 + AW <= D; d0 += AW)
     for (int64_t r0 = 0; r0 < QB; r0 += AW) {
       kiln_vec t[AW];
-      for (int i = 0; i < AW; i++) t[i] = r0 + i < ql ? kiln_loadu(q + (r0 + i) * D + d0) : (kiln_vec){0};
+      for (int i = 0; i < AW; i++) t[i] = r0 + i < ql ? kiln_loadu(q + (r0 + i) * qrow + d0) : (kiln_vec){0};
       atranspose(t);
       for (int i = 0; i < AW; i++) astore(qt + (d0 + i) * QB + r0, t[i]);
     }
   for (; d0 < D; d0++)
-    for (int64_t r = 0; r < QB; r++) qt[d0 * QB + r] = r < ql ? q[r * D + d0] : 0.0f;
+    for (int64_t r = 0; r < QB; r++) qt[d0 * QB + r] = r < ql ? q[r * qrow + d0] : 0.0f;
 }
 
 #define QV (QB / AW) /* vectors of queries in a block (even: 2 with AVX-512, 4 with AVX2) */
 
+/* Where an operand's heads and rows lie: element strides between batch
+ * entries, between the heads of one entry, and between rows. */
 typedef struct {
-  int64_t heads, L, S, D, Dv;
+  int64_t batch, head, row;
+} astrides;
+
+typedef struct {
+  int64_t heads, H, L, S, D, Dv; /* heads = batch entries x H */
   const float *q, *k, *v;
   float *o;
+  astrides qs, ks, vs, os;
   float scale;
   int causal;
   int64_t qblocks;
 } attn_args;
 
 /* st[j][v * AW ..) = scale * k[j] . qt[., v * AW ..) for RB keys (row j of
- * k at kr + j * D) and query vectors [v0, v0 + nv) (nv 1 or 2; qt is the
+ * k at kr + j * krow) and query vectors [v0, v0 + nv) (nv 1 or 2; qt is the
  * query block transposed, [D][QB]): scores with the keys as rows, so a
  * query's softmax runs down a column, lane by lane. */
-static inline __attribute__((always_inline)) void scores_block(int nv, const float *kr, int64_t D, const float *qt,
-                                                                int64_t v0, float scale, float *st) {
+static inline __attribute__((always_inline)) void scores_block(int nv, const float *kr, int64_t krow, int64_t D,
+                                                                const float *qt, int64_t v0, float scale, float *st) {
   kiln_vec acc[RB][2];
   for (int r = 0; r < RB; r++) acc[r][0] = acc[r][1] = (kiln_vec){0};
   for (int64_t d = 0; d < D; d++) {
     kiln_vec b[2];
     for (int u = 0; u < nv; u++) b[u] = kiln_pinned(kiln_loadu(qt + d * QB + (v0 + u) * AW));
     for (int r = 0; r < RB; r++) {
-      float a = kr[r * D + d];
+      float a = kr[r * krow + d];
       for (int u = 0; u < nv; u++) acc[r][u] += a * b[u];
     }
   }
@@ -235,11 +242,12 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
   float st[KB * QB] __attribute__((aligned(64)));            /* scores, then probabilities: [key][query] */
   kiln_vec mx[QV], sum[QV];                                  /* per query, lane by lane */
   for (int64_t t = lo; t < hi; t++) {
-    int64_t h = t / g->qblocks, l0 = t % g->qblocks * QB;
+    int64_t h = t / g->qblocks, l0 = t % g->qblocks * QB, b = h / g->H, hh = h % g->H;
     int64_t ql = g->L - l0 < QB ? g->L - l0 : QB;
     int64_t rows = (ql + RB - 1) / RB * RB, qvs = (ql + AW - 1) / AW; /* rows of acc, query vectors in use */
-    const float *q = g->q + (h * g->L + l0) * D, *k = g->k + h * g->S * D, *v = g->v + h * g->S * Dv;
-    transpose_queries(q, ql, D, qt);
+    const float *q = g->q + b * g->qs.batch + hh * g->qs.head + l0 * g->qs.row;
+    const float *k = g->k + b * g->ks.batch + hh * g->ks.head, *v = g->v + b * g->vs.batch + hh * g->vs.head;
+    transpose_queries(q, ql, D, g->qs.row, qt);
     for (int64_t i = 0; i < QV; i++) mx[i] = kiln_splat(-INFINITY), sum[i] = (kiln_vec){0};
     for (int64_t r = 0; r < rows; r++) memset(acc + r * DVP, 0, dvp * sizeof(float));
     /* A causal query i sees keys j <= i: the block needs keys up to l0 + ql - 1. */
@@ -247,18 +255,19 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
     for (int64_t s0 = 0; s0 < send; s0 += KB) {
       int64_t kb = send - s0 < KB ? send - s0 : KB, krows = (kb + RB - 1) / RB * RB;
       /* K's rows are read in place, but for a last block whose register blocks reach past S. */
-      const float *kr = k + s0 * D;
+      const float *kr = k + s0 * g->ks.row;
+      int64_t krow = g->ks.row;
       if (s0 + krows > g->S) {
-        memcpy(kp, kr, kb * D * sizeof(float));
+        for (int64_t j = 0; j < kb; j++) memcpy(kp + j * D, kr + j * krow, D * sizeof(float));
         memset(kp + kb * D, 0, (krows - kb) * D * sizeof(float));
-        kr = kp;
+        kr = kp, krow = D;
       }
       /* V's rows are read in place when whole vectors (Dv a multiple of AW). */
-      const float *vbk = v + s0 * Dv;
-      int64_t vstride = Dv;
+      const float *vbk = v + s0 * g->vs.row;
+      int64_t vstride = g->vs.row;
       if (dvp != Dv) {
         for (int64_t j = 0; j < kb; j++) {
-          memcpy(vb + j * DVP, v + (s0 + j) * Dv, Dv * sizeof(float));
+          memcpy(vb + j * DVP, v + (s0 + j) * g->vs.row, Dv * sizeof(float));
           memset(vb + j * DVP + Dv, 0, (dvp - Dv) * sizeof(float));
         }
         vbk = vb, vstride = DVP;
@@ -266,9 +275,9 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
       for (int64_t j0 = 0; j0 < krows; j0 += RB)
         for (int64_t v0 = 0; v0 < qvs; v0 += 2) {
           if (qvs - v0 >= 2)
-            scores_block(2, kr + j0 * D, D, qt, v0, g->scale, st + j0 * QB);
+            scores_block(2, kr + j0 * krow, krow, D, qt, v0, g->scale, st + j0 * QB);
           else
-            scores_block(1, kr + j0 * D, D, qt, v0, g->scale, st + j0 * QB);
+            scores_block(1, kr + j0 * krow, krow, D, qt, v0, g->scale, st + j0 * QB);
         }
       int masked = g->causal && s0 + kb - 1 > l0; /* some key of the block after some query of it */
       for (int64_t i = 0; i < qvs; i++) softmax_column(st, kb, i, s0, l0, masked, &mx[i], &sum[i], acc, rows, dvp);
@@ -282,12 +291,18 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
     }
     float sums[QB];
     for (int64_t i = 0; i < QV; i++) astore(sums + i * AW, sum[i]);
-    float *o = g->o + (h * g->L + l0) * Dv;
+    float *o = g->o + b * g->os.batch + hh * g->os.head + l0 * g->os.row;
     for (int64_t r = 0; r < ql; r++) {
       float inv = 1.0f / sums[r];
-      for (int64_t e = 0; e < Dv; e++) o[r * Dv + e] = acc[r * DVP + e] * inv;
+      for (int64_t e = 0; e < Dv; e++) o[r * g->os.row + e] = acc[r * DVP + e] * inv;
     }
   }
+}
+
+static void run_attention(attn_args *g, int32_t threads) {
+  g->qblocks = (g->L + QB - 1) / QB;
+  int64_t tasks = g->heads * g->qblocks;
+  kiln_parallel_for(attn_tasks, g, tasks, kiln_parts(tasks, threads));
 }
 
 /* out[h, l, :] = softmax_s(q[h, l, :] . k[h, s, :] * scale, s <= l when causal)
@@ -298,9 +313,23 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
 int32_t kiln_attention(int64_t heads, int64_t L, int64_t S, int64_t D, int64_t Dv, int64_t q, int64_t k,
                        int64_t v, int64_t out, float scale, int32_t causal, int32_t threads) {
   if (D < 1 || Dv < 1 || D > MAX_HEAD_DIM || Dv > MAX_HEAD_DIM) return -1;
-  attn_args g = {heads, L, S, D, Dv, (const float *)q, (const float *)k, (const float *)v, (float *)out,
-                 scale, causal != 0, (L + QB - 1) / QB};
-  int64_t tasks = heads * g.qblocks;
-  kiln_parallel_for(attn_tasks, &g, tasks, kiln_parts(tasks, threads));
+  attn_args g = {heads, 1, L, S, D, Dv, (const float *)q, (const float *)k, (const float *)v, (float *)out,
+                 {L * D, 0, D}, {S * D, 0, D}, {S * Dv, 0, Dv}, {L * Dv, 0, Dv}, scale, causal != 0, 0};
+  run_attention(&g, threads);
+  return 0;
+}
+
+/* kiln.packed_attention: qkv [batch, L, 3, H, D] (q, k, v side by side in a
+ * row, each H heads of D) gives out [batch, L, H, D], both contiguous f32:
+ * the heads are read and written where they lie, strided, instead of
+ * copied out of the projection into [3, batch, H, L, D] and back. */
+int32_t kiln_attention_packed(int64_t batch, int64_t H, int64_t L, int64_t D, int64_t qkv, int64_t out,
+                              float scale, int32_t causal, int32_t threads) {
+  if (D < 1 || D > MAX_HEAD_DIM) return -1;
+  const float *p = (const float *)qkv;
+  astrides in = {L * 3 * H * D, D, 3 * H * D}, o = {L * H * D, D, H * D};
+  attn_args g = {batch * H, H, L, L, D, D, p, p + H * D, p + 2 * H * D, (float *)out,
+                 in, in, in, o, scale, causal != 0, 0};
+  run_attention(&g, threads);
   return 0;
 }

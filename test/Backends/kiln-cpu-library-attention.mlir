@@ -52,3 +52,40 @@ func.func @not_matched(%q: !kiln.tensor<[3, "L", 8], f32>, %k: !kiln.tensor<[1, 
   %b = "kiln.attention"(%q, %k, %k) {scale = 0.5 : f64, operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (!kiln.tensor<[3, "L", 8], f32>, !kiln.tensor<[1, "L", 8], f32>, !kiln.tensor<[1, "L", 8], f32>) -> !kiln.tensor<[3, "L", 8], f32>
   return %a, %b : !kiln.tensor<[3, "L", 8], f32>, !kiln.tensor<[3, "L", 8], f32>
 }
+
+// -----
+
+// kiln.packed_attention: the chain reads q, k and v from the projection
+// viewed as [B, L, 3, 2, 8] (parts 0, 1, 2 of dim 2) and writes head h's
+// output at column h * 8 + e; with the native runtime it is one
+// kiln_attention_packed call on that view (batch B, H = 2, L, D = 8) and
+// the output, nothing copied.  Without it the chain stays, reading the
+// heads through its maps.
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 8 : i64} : () -> ()
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 64 : i64} : () -> ()
+// CHECK: func.func private @kiln_attention_packed(i64, i64, i64, i64, i64, i64, f32, i32, i32) -> i32
+// CHECK-LABEL: func.func private @kiln_attention_0(
+// CHECK-SAME: %[[X:.*]]: memref<?x?x3x2x8xf32>, %[[O:.*]]: memref<?x?x16xf32>)
+// CHECK: %[[B:.*]] = memref.dim %[[X]], %c0
+// CHECK: %[[L:.*]] = memref.dim %[[X]], %c1
+// CHECK: %[[H:.*]] = arith.constant 2 : i64
+// CHECK: %[[D:.*]] = arith.constant 8 : i64
+// CHECK: %[[SCALE:.*]] = arith.constant 0.353553385 : f32
+// CHECK: call @kiln_attention_packed(%{{.*}}, %[[H]], %{{.*}}, %[[D]], %{{.*}}, %{{.*}}, %[[SCALE]], %{{.*}}, %{{.*}})
+// CHECK-LABEL: func.func @packed(
+// CHECK-NOT: linalg.generic
+// CHECK: %[[V:.*]] = memref.reshape %arg0
+// CHECK: call @kiln_attention_0(%[[V]], %arg1)
+// CHECK-NOT: linalg.generic
+
+// BLAS-DAG: #[[Q:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d2, 0, d1, d4)>
+// BLAS-DAG: #[[K:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d3, 1, d1, d4)>
+// BLAS-DAG: #[[V:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4, 2, d1, d3)>
+// BLAS-DAG: #[[OUT:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d2, d1 * 8 + d3)>
+// BLAS-LABEL: func.func @packed(
+// BLAS: linalg.generic {indexing_maps = [#[[Q]], #[[K]],
+// BLAS: linalg.generic {indexing_maps = [#{{.*}}, #[[V]], #[[OUT]]]
+func.func @packed(%p: !kiln.tensor<["B", "L", 48], f32>) -> !kiln.tensor<["B", "L", 16], f32> {
+  %r = "kiln.packed_attention"(%p) {causal = true, heads = 2 : i64} : (!kiln.tensor<["B", "L", 48], f32>) -> !kiln.tensor<["B", "L", 16], f32>
+  return %r : !kiln.tensor<["B", "L", 16], f32>
+}

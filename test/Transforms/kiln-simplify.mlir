@@ -321,3 +321,82 @@ func.func @avg_pool_symbolic(%x: !kiln.tensor<["N", 4, "N", 7], f32>) -> !kiln.t
   %p = "kiln.avg_pool2d"(%x) {kernel = array<i64: 1, 7>, strides = array<i64: 1, 1>} : (!kiln.tensor<["N", 4, "N", 7], f32>) -> !kiln.tensor<["N", 4, "N", 1], f32>
   return %p : !kiln.tensor<["N", 4, "N", 1], f32>
 }
+
+// -----
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 8 : i64} : () -> ()
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 64 : i64} : () -> ()
+// packed-attention: one projection [B, L, 3 * 2 * 8] split into q, k, v of
+// two heads (reshape, transpose, a slice and reshape each), attended and
+// merged back (transpose, reshape) is one kiln.packed_attention, its scale
+// kept; the chain goes.  Not rewritten: k and v taken from each other's
+// part, the attention's result used besides the merge, and a merge that
+// is not the heads' transpose.
+// CHECK-LABEL: func.func @packed
+// CHECK-NEXT: %[[A:.*]] = "kiln.packed_attention"(%arg0) {causal = true, heads = 2 : i64, scale = 5.000000e-01 : f64} : (!kiln.tensor<["B", "L", 48], f32>) -> !kiln.tensor<["B", "L", 16], f32>
+// CHECK-NEXT: return %[[A]]
+// CHECK-LABEL: func.func @packed_swapped
+// CHECK-NOT: packed_attention
+// CHECK: "kiln.attention"
+// CHECK-LABEL: func.func @packed_used_twice
+// CHECK-NOT: packed_attention
+// CHECK: "kiln.attention"
+// CHECK-LABEL: func.func @packed_other_merge
+// CHECK-NOT: packed_attention
+// CHECK: "kiln.attention"
+// STATS: (1) packed-attention
+func.func @packed(%p: !kiln.tensor<["B", "L", 48], f32>) -> (!kiln.tensor<["B", "L", 16], f32>) {
+  %r = "kiln.reshape"(%p) {shape = ["B", "L", 3, 2, 8]} : (!kiln.tensor<["B", "L", 48], f32>) -> !kiln.tensor<["B", "L", 3, 2, 8], f32>
+  %t = "kiln.transpose"(%r) {perm = array<i64: 2, 0, 3, 1, 4>} : (!kiln.tensor<["B", "L", 3, 2, 8], f32>) -> !kiln.tensor<[3, "B", 2, "L", 8], f32>
+  %sq = "kiln.slice"(%t) {axes = array<i64: 0>, starts = array<i64: 0>, ends = array<i64: 1>, steps = array<i64: 1>} : (!kiln.tensor<[3, "B", 2, "L", 8], f32>) -> !kiln.tensor<[1, "B", 2, "L", 8], f32>
+  %q = "kiln.reshape"(%sq) {shape = ["B", 2, "L", 8]} : (!kiln.tensor<[1, "B", 2, "L", 8], f32>) -> !kiln.tensor<["B", 2, "L", 8], f32>
+  %sk = "kiln.slice"(%t) {axes = array<i64: 0>, starts = array<i64: 1>, ends = array<i64: 2>, steps = array<i64: 1>} : (!kiln.tensor<[3, "B", 2, "L", 8], f32>) -> !kiln.tensor<[1, "B", 2, "L", 8], f32>
+  %k = "kiln.reshape"(%sk) {shape = ["B", 2, "L", 8]} : (!kiln.tensor<[1, "B", 2, "L", 8], f32>) -> !kiln.tensor<["B", 2, "L", 8], f32>
+  %sv = "kiln.slice"(%t) {axes = array<i64: 0>, starts = array<i64: 2>, ends = array<i64: 3>, steps = array<i64: 1>} : (!kiln.tensor<[3, "B", 2, "L", 8], f32>) -> !kiln.tensor<[1, "B", 2, "L", 8], f32>
+  %v = "kiln.reshape"(%sv) {shape = ["B", 2, "L", 8]} : (!kiln.tensor<[1, "B", 2, "L", 8], f32>) -> !kiln.tensor<["B", 2, "L", 8], f32>
+  %a = "kiln.attention"(%q, %k, %v) {causal = true, scale = 5.000000e-01 : f64, operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (!kiln.tensor<["B", 2, "L", 8], f32>, !kiln.tensor<["B", 2, "L", 8], f32>, !kiln.tensor<["B", 2, "L", 8], f32>) -> !kiln.tensor<["B", 2, "L", 8], f32>
+  %m = "kiln.transpose"(%a) {perm = array<i64: 0, 2, 1, 3>} : (!kiln.tensor<["B", 2, "L", 8], f32>) -> !kiln.tensor<["B", "L", 2, 8], f32>
+  %o = "kiln.reshape"(%m) {shape = ["B", "L", 16]} : (!kiln.tensor<["B", "L", 2, 8], f32>) -> !kiln.tensor<["B", "L", 16], f32>
+  return %o : !kiln.tensor<["B", "L", 16], f32>
+}
+func.func @packed_swapped(%p: !kiln.tensor<["B", "L", 48], f32>) -> (!kiln.tensor<["B", "L", 16], f32>) {
+  %r = "kiln.reshape"(%p) {shape = ["B", "L", 3, 2, 8]} : (!kiln.tensor<["B", "L", 48], f32>) -> !kiln.tensor<["B", "L", 3, 2, 8], f32>
+  %t = "kiln.transpose"(%r) {perm = array<i64: 2, 0, 3, 1, 4>} : (!kiln.tensor<["B", "L", 3, 2, 8], f32>) -> !kiln.tensor<[3, "B", 2, "L", 8], f32>
+  %sq = "kiln.slice"(%t) {axes = array<i64: 0>, starts = array<i64: 0>, ends = array<i64: 1>, steps = array<i64: 1>} : (!kiln.tensor<[3, "B", 2, "L", 8], f32>) -> !kiln.tensor<[1, "B", 2, "L", 8], f32>
+  %q = "kiln.reshape"(%sq) {shape = ["B", 2, "L", 8]} : (!kiln.tensor<[1, "B", 2, "L", 8], f32>) -> !kiln.tensor<["B", 2, "L", 8], f32>
+  %sk = "kiln.slice"(%t) {axes = array<i64: 0>, starts = array<i64: 2>, ends = array<i64: 3>, steps = array<i64: 1>} : (!kiln.tensor<[3, "B", 2, "L", 8], f32>) -> !kiln.tensor<[1, "B", 2, "L", 8], f32>
+  %k = "kiln.reshape"(%sk) {shape = ["B", 2, "L", 8]} : (!kiln.tensor<[1, "B", 2, "L", 8], f32>) -> !kiln.tensor<["B", 2, "L", 8], f32>
+  %sv = "kiln.slice"(%t) {axes = array<i64: 0>, starts = array<i64: 1>, ends = array<i64: 2>, steps = array<i64: 1>} : (!kiln.tensor<[3, "B", 2, "L", 8], f32>) -> !kiln.tensor<[1, "B", 2, "L", 8], f32>
+  %v = "kiln.reshape"(%sv) {shape = ["B", 2, "L", 8]} : (!kiln.tensor<[1, "B", 2, "L", 8], f32>) -> !kiln.tensor<["B", 2, "L", 8], f32>
+  %a = "kiln.attention"(%q, %k, %v) {causal = true, operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (!kiln.tensor<["B", 2, "L", 8], f32>, !kiln.tensor<["B", 2, "L", 8], f32>, !kiln.tensor<["B", 2, "L", 8], f32>) -> !kiln.tensor<["B", 2, "L", 8], f32>
+  %m = "kiln.transpose"(%a) {perm = array<i64: 0, 2, 1, 3>} : (!kiln.tensor<["B", 2, "L", 8], f32>) -> !kiln.tensor<["B", "L", 2, 8], f32>
+  %o = "kiln.reshape"(%m) {shape = ["B", "L", 16]} : (!kiln.tensor<["B", "L", 2, 8], f32>) -> !kiln.tensor<["B", "L", 16], f32>
+  return %o : !kiln.tensor<["B", "L", 16], f32>
+}
+func.func @packed_used_twice(%p: !kiln.tensor<["B", "L", 48], f32>) -> (!kiln.tensor<["B", "L", 16], f32>, !kiln.tensor<["B", 2, "L", 8], f32>) {
+  %r = "kiln.reshape"(%p) {shape = ["B", "L", 3, 2, 8]} : (!kiln.tensor<["B", "L", 48], f32>) -> !kiln.tensor<["B", "L", 3, 2, 8], f32>
+  %t = "kiln.transpose"(%r) {perm = array<i64: 2, 0, 3, 1, 4>} : (!kiln.tensor<["B", "L", 3, 2, 8], f32>) -> !kiln.tensor<[3, "B", 2, "L", 8], f32>
+  %sq = "kiln.slice"(%t) {axes = array<i64: 0>, starts = array<i64: 0>, ends = array<i64: 1>, steps = array<i64: 1>} : (!kiln.tensor<[3, "B", 2, "L", 8], f32>) -> !kiln.tensor<[1, "B", 2, "L", 8], f32>
+  %q = "kiln.reshape"(%sq) {shape = ["B", 2, "L", 8]} : (!kiln.tensor<[1, "B", 2, "L", 8], f32>) -> !kiln.tensor<["B", 2, "L", 8], f32>
+  %sk = "kiln.slice"(%t) {axes = array<i64: 0>, starts = array<i64: 1>, ends = array<i64: 2>, steps = array<i64: 1>} : (!kiln.tensor<[3, "B", 2, "L", 8], f32>) -> !kiln.tensor<[1, "B", 2, "L", 8], f32>
+  %k = "kiln.reshape"(%sk) {shape = ["B", 2, "L", 8]} : (!kiln.tensor<[1, "B", 2, "L", 8], f32>) -> !kiln.tensor<["B", 2, "L", 8], f32>
+  %sv = "kiln.slice"(%t) {axes = array<i64: 0>, starts = array<i64: 2>, ends = array<i64: 3>, steps = array<i64: 1>} : (!kiln.tensor<[3, "B", 2, "L", 8], f32>) -> !kiln.tensor<[1, "B", 2, "L", 8], f32>
+  %v = "kiln.reshape"(%sv) {shape = ["B", 2, "L", 8]} : (!kiln.tensor<[1, "B", 2, "L", 8], f32>) -> !kiln.tensor<["B", 2, "L", 8], f32>
+  %a = "kiln.attention"(%q, %k, %v) {causal = true, operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (!kiln.tensor<["B", 2, "L", 8], f32>, !kiln.tensor<["B", 2, "L", 8], f32>, !kiln.tensor<["B", 2, "L", 8], f32>) -> !kiln.tensor<["B", 2, "L", 8], f32>
+  %m = "kiln.transpose"(%a) {perm = array<i64: 0, 2, 1, 3>} : (!kiln.tensor<["B", 2, "L", 8], f32>) -> !kiln.tensor<["B", "L", 2, 8], f32>
+  %o = "kiln.reshape"(%m) {shape = ["B", "L", 16]} : (!kiln.tensor<["B", "L", 2, 8], f32>) -> !kiln.tensor<["B", "L", 16], f32>
+  return %o, %a : !kiln.tensor<["B", "L", 16], f32>, !kiln.tensor<["B", 2, "L", 8], f32>
+}
+func.func @packed_other_merge(%p: !kiln.tensor<["B", "L", 48], f32>) -> !kiln.tensor<["B", "L", 16], f32> {
+  %r = "kiln.reshape"(%p) {shape = ["B", "L", 3, 2, 8]} : (!kiln.tensor<["B", "L", 48], f32>) -> !kiln.tensor<["B", "L", 3, 2, 8], f32>
+  %t = "kiln.transpose"(%r) {perm = array<i64: 2, 0, 3, 1, 4>} : (!kiln.tensor<["B", "L", 3, 2, 8], f32>) -> !kiln.tensor<[3, "B", 2, "L", 8], f32>
+  %sq = "kiln.slice"(%t) {axes = array<i64: 0>, starts = array<i64: 0>, ends = array<i64: 1>, steps = array<i64: 1>} : (!kiln.tensor<[3, "B", 2, "L", 8], f32>) -> !kiln.tensor<[1, "B", 2, "L", 8], f32>
+  %q = "kiln.reshape"(%sq) {shape = ["B", 2, "L", 8]} : (!kiln.tensor<[1, "B", 2, "L", 8], f32>) -> !kiln.tensor<["B", 2, "L", 8], f32>
+  %sk = "kiln.slice"(%t) {axes = array<i64: 0>, starts = array<i64: 1>, ends = array<i64: 2>, steps = array<i64: 1>} : (!kiln.tensor<[3, "B", 2, "L", 8], f32>) -> !kiln.tensor<[1, "B", 2, "L", 8], f32>
+  %k = "kiln.reshape"(%sk) {shape = ["B", 2, "L", 8]} : (!kiln.tensor<[1, "B", 2, "L", 8], f32>) -> !kiln.tensor<["B", 2, "L", 8], f32>
+  %sv = "kiln.slice"(%t) {axes = array<i64: 0>, starts = array<i64: 2>, ends = array<i64: 3>, steps = array<i64: 1>} : (!kiln.tensor<[3, "B", 2, "L", 8], f32>) -> !kiln.tensor<[1, "B", 2, "L", 8], f32>
+  %v = "kiln.reshape"(%sv) {shape = ["B", 2, "L", 8]} : (!kiln.tensor<[1, "B", 2, "L", 8], f32>) -> !kiln.tensor<["B", 2, "L", 8], f32>
+  %a = "kiln.attention"(%q, %k, %v) {causal = true, operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (!kiln.tensor<["B", 2, "L", 8], f32>, !kiln.tensor<["B", 2, "L", 8], f32>, !kiln.tensor<["B", 2, "L", 8], f32>) -> !kiln.tensor<["B", 2, "L", 8], f32>
+  %o = "kiln.reshape"(%a) {shape = ["B", "L", 16]} : (!kiln.tensor<["B", 2, "L", 8], f32>) -> !kiln.tensor<["B", "L", 16], f32>
+  return %o : !kiln.tensor<["B", "L", 16], f32>
+}

@@ -213,6 +213,24 @@ func.func @attention$head_dims(%q: !kiln.tensor<[2, 8, 16], f32>, %k: !kiln.tens
   return
 }
 // -----
+func.func @packed_attention$heads(%x: !kiln.tensor<["B", 8, 48], f32>) {
+  // expected-error @below {{'kiln.packed_attention' op qkv's last dim must be a static multiple of 3 * heads = 15, got [B, 8, 48]}}
+  %0 = "kiln.packed_attention"(%x) {heads = 5 : i64} : (!kiln.tensor<["B", 8, 48], f32>) -> !kiln.tensor<["B", 8, 16], f32>
+  return
+}
+// -----
+func.func @packed_attention$no_heads(%x: !kiln.tensor<[8, 48], f32>) {
+  // expected-error @below {{'kiln.packed_attention' op heads must be positive, got 0}}
+  %0 = "kiln.packed_attention"(%x) {heads = 0 : i64} : (!kiln.tensor<[8, 48], f32>) -> !kiln.tensor<[8, 16], f32>
+  return
+}
+// -----
+func.func @packed_attention$rank(%x: !kiln.tensor<[48], f32>) {
+  // expected-error @below {{'kiln.packed_attention' op qkv must have rank >= 2, got [48]}}
+  %0 = "kiln.packed_attention"(%x) {heads = 2 : i64} : (!kiln.tensor<[48], f32>) -> !kiln.tensor<[16], f32>
+  return
+}
+// -----
 func.func @constant$shape_mismatch() {
   // expected-error @below {{'kiln.constant' op result #0 dim 0 is 4, but its shape function gives 3 (result [4] vs inferred [3])}}
   %0 = "kiln.constant"() {value = dense<1.0> : tensor<3xf32>} : () -> !kiln.tensor<[4], f32>

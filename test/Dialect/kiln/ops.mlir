@@ -153,6 +153,13 @@ func.func @attention$causal_and_masked(%q: !kiln.tensor<["B", 4, "L", 32], f32>,
   return
 }
 
+// CHECK-LABEL: func.func @packed_attention
+func.func @packed_attention(%x: !kiln.tensor<["B", "L", 48], f32>) {
+  // CHECK: "kiln.packed_attention"(%arg0) {causal = true, heads = 2 : i64} : (!kiln.tensor<["B", "L", 48], f32>) -> !kiln.tensor<["B", "L", 16], f32>
+  %0 = "kiln.packed_attention"(%x) {causal = true, heads = 2 : i64} : (!kiln.tensor<["B", "L", 48], f32>) -> !kiln.tensor<["B", "L", 16], f32>
+  return
+}
+
 // CHECK-LABEL: func.func @data$movement
 func.func @data$movement(%x: !kiln.tensor<["B", "L", 16], f32>, %t: !kiln.tensor<[100, 16], f32>, %i: !kiln.tensor<["B", "L"], i64>) {
   // CHECK: "kiln.reshape"(%arg0) {shape = ["B*L", 16]} : {{.*}} -> !kiln.tensor<["B*L", 16], f32>

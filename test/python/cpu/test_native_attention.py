@@ -94,3 +94,68 @@ def test_compiled_attention_is_one_native_call_and_matches_torch(causal, scale):
         with torch.no_grad():
             ref = net(q, k, v)
         np.testing.assert_allclose(model(q, k, v).numpy(), ref.numpy(), rtol=1e-4, atol=1e-5)
+
+
+class _Heads(torch.nn.Module):
+    """A transformer's attention between its projections: one [B, L, 3 * hidden]
+    projection split into heads, attended, merged (kiln-simplify's
+    packed-attention pattern makes it one kiln.packed_attention)."""
+
+    def __init__(self, hidden, heads, causal):
+        super().__init__()
+        torch.manual_seed(hidden + heads)
+        self.qkv = torch.nn.Linear(hidden, 3 * hidden)
+        self.heads, self.causal = heads, causal
+
+    def forward(self, x):
+        b, seq, hidden = x.shape
+        qkv = self.qkv(x).reshape(b, seq, 3, self.heads, hidden // self.heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        return out.transpose(1, 2).reshape(b, seq, hidden)
+
+
+# (hidden, heads, causal): the bench block's 4 heads of 64; heads of 24 (not
+# whole vectors: V's rows are copied, strided, into padded ones) and of 5
+# (a query's row is read lane by lane); not causal.
+PACKED = [(256, 4, True), (48, 2, True), (20, 4, False)]
+
+
+@pytest.mark.parametrize("hidden, heads, causal", PACKED)
+def test_packed_heads_are_one_native_call_and_match_torch(hidden, heads, causal):
+    net = _Heads(hidden, heads, causal)
+    dims = {0: Dim("B", min=1, max=16), 1: Dim("L", min=1, max=300)}
+    model = kiln.compile(net, (torch.randn(2, 16, hidden),), dynamic_shapes={"x": dims}, keep_ir=True)
+    llvm = model.ir["llvm"]
+    if kiln.backends.cpu.library.native_enabled():
+        assert f"call @{attention.NATIVE_PACKED}(" in llvm and f"@{attention.NATIVE_ATTENTION}(" not in llvm
+    assert "kiln_permute" not in llvm  # the heads stay where the projection wrote them
+    for b, seq in ((1, 1), (3, 45), (16, 300)):  # 45 and 300: a last key block that is not whole
+        x = torch.randn(b, seq, hidden)
+        with torch.no_grad():
+            ref = net(x).numpy()
+        np.testing.assert_allclose(model(x).numpy(), ref, rtol=1e-4, atol=2e-5)
+
+
+def test_packed_kernel_refuses_head_dims_past_its_limit():
+    f = native.load().kiln_attention_packed
+    f.argtypes = [I64] * 6 + [ctypes.c_float, ctypes.c_int32, ctypes.c_int32]
+    f.restype = ctypes.c_int32
+    d = attention.MAX_HEAD_DIM + 1
+    x = np.zeros(3 * d, np.float32)
+    out = np.full(d, 7.0, np.float32)
+    assert f(1, 1, 1, d, x.ctypes.data, out.ctypes.data, 1.0, 0, 1) == -1
+    assert (out == 7.0).all()  # nothing written
+
+
+def test_packed_heads_without_the_native_runtime_match_torch(monkeypatch):
+    monkeypatch.setenv("KILN_NATIVE", "0")  # the generated chain, reading the heads through its maps
+    net = _Heads(48, 2, True)
+    dims = {0: Dim("B", min=1, max=16), 1: Dim("L", min=1, max=300)}
+    model = kiln.compile(net, (torch.randn(2, 16, 48),), dynamic_shapes={"x": dims}, keep_ir=True)
+    assert attention.NATIVE_PACKED not in model.ir["llvm"] and "kiln_permute" not in model.ir["llvm"]
+    for b, seq in ((1, 1), (3, 45)):
+        x = torch.randn(b, seq, 48)
+        with torch.no_grad():
+            ref = net(x).numpy()
+        np.testing.assert_allclose(model(x).numpy(), ref, rtol=1e-4, atol=2e-5)
