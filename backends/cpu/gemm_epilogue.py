@@ -1,14 +1,16 @@
-"""A matrix product's bias add and activation, applied by one native call.
+"""A matrix product's bias add, activation and residual add, applied natively.
 
 After bufferization a ``Linear`` + GELU kernel is the product's generic, then
 two in-place passes over its output: ``C += bias`` (the bias broadcast along
-the rows) and ``C = gelu(C)``.  Both ran on the calling thread alone, so a
-product the native pool computed on two threads waited for one thread to
-add and activate: the bench MLP at B=64 spent about 0.1 ms in GELU after a
-2.5 ms product.  :func:`match_epilogue` finds those passes right after the product
-and ``kiln-cpu-library`` replaces them with ``kiln_bias_act`` (the native
-runtime's ``kiln_dispatch.c``: one pass, rows over the pool) at the end of
-the product's helper, whichever library path computed it.
+the rows) and ``C = gelu(C)``; a transformer's projection before a residual
+connection has ``C += bias`` and ``C = R + C``.  They ran on the calling
+thread alone, so a product the native pool computed on two threads waited
+for one thread to add and activate: the bench MLP at B=64 spent about 0.1
+ms in GELU after a 2.5 ms product.  :func:`match_epilogue` finds those
+passes right after the product and ``kiln-cpu-library`` replaces them: the
+native small GEMM applies them to each tile in its registers
+(``kiln_sgemm_small_epi``), the other paths (sgemv, OpenBLAS) are followed by
+``kiln_bias_act`` (``kiln_dispatch.c``: one pass, rows over the pool).
 
 The activation generics are recognized by the tag the linalg lowering puts
 on them (:data:`~kiln.conversions.kiln_to_linalg.elementwise.ACT_ATTR`),
@@ -25,20 +27,22 @@ from .library import contiguous_f32
 
 __all__ = ["ACTIVATIONS", "Epilogue", "match_epilogue"]
 
-#: The codes of ``kiln_bias_act``'s activations (``KILN_ACT_*`` in kiln_dispatch.c).
+#: The codes of the epilogue's activations (``KILN_ACT_*`` in kiln_native.h).
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2}
 
 
 class Epilogue:
-    """What follows a product: ``bias`` (a 1-D f32 memref, or None), ``act``
-    (a key of :data:`ACTIVATIONS`) and the generics the call replaces."""
+    """What follows a product, applied in this order: ``bias`` (a 1-D f32
+    memref, or None), ``act`` (a key of :data:`ACTIVATIONS`), ``residual``
+    (an f32 memref of the output's type added last, or None), and the
+    generics the calls replace."""
 
-    def __init__(self, bias, act: str | None, ops: list):
-        self.bias, self.act, self.ops = bias, act, ops
+    def __init__(self, bias, act: str | None, ops: list, residual=None):
+        self.bias, self.act, self.ops, self.residual = bias, act, ops, residual
 
     @property
     def code(self) -> int:
-        """The activation's code for ``kiln_bias_act``."""
+        """The activation's code for the native calls."""
         return ACTIVATIONS[self.act]
 
 
@@ -82,22 +86,41 @@ def _activation(op, c, rank: int) -> str | None:
     return act
 
 
+def _residual_add(op, c):
+    """The other operand when ``op`` is ``c = c + r`` (either order), ``r`` a
+    contiguous f32 memref of ``c``'s type read element for element; else None."""
+    if op.name != "linalg.generic" or len(op.operands) != 3 or op.operands[2] != c:
+        return None
+    ins = list(op.operands)[:2]
+    if c not in ins or ins[0] == ins[1]:
+        return None
+    r = ins[1 - ins.index(c)]
+    rank = ir.MemRefType(c.type).rank
+    if r.type != c.type or not contiguous_f32(r) or not _parallel(op, rank) \
+            or _maps(op) != [ir.AffineMap.get_identity(rank)] * 3 or not _is_add_body(op.regions[0].blocks[0]):
+        return None
+    return r
+
+
 def match_epilogue(g, c) -> Epilogue | None:
-    """The bias add and/or tagged activation right after the product ``g``
-    (the next ops of its block, in that order) rewriting its output ``c`` in
-    place: a contiguous f32 memref whose last dim is static.  None when
-    neither follows."""
+    """The bias add, tagged activation and residual add (each optional, in
+    that order) right after the product ``g`` (the next ops of its block)
+    rewriting its output ``c`` in place: a contiguous f32 memref whose last
+    dim is static.  None when none follows."""
     if not contiguous_f32(c):
         return None
     t = ir.MemRefType(c.type)
     if t.rank < 2 or ir.ShapedType.is_dynamic_size(t.shape[-1]):
         return None
     ops = [op_of(o) for o in g.op.block.operations]
-    at = ops.index(g.op)
-    following = ops[at + 1:at + 3]
-    bias = _bias_add(following[0], c, t.rank, t.shape[-1]) if following else None
-    rest = following[1:] if bias is not None else following[:1]
-    act = _activation(rest[0], c, t.rank) if rest else None
-    if bias is None and act is None:
+    at = ops.index(g.op) + 1
+    bias = _bias_add(ops[at], c, t.rank, t.shape[-1]) if at < len(ops) else None
+    at += bias is not None
+    act = _activation(ops[at], c, t.rank) if at < len(ops) else None
+    at += act is not None
+    residual = _residual_add(ops[at], c) if at < len(ops) else None
+    at += residual is not None
+    first = ops.index(g.op) + 1
+    if at == first:
         return None
-    return Epilogue(bias, act, following[: (bias is not None) + (act is not None)])
+    return Epilogue(bias, act, ops[first:at], residual)

@@ -24,6 +24,7 @@ from .library import (
     SGEMM_PAR,
     SGEMV,
     SMALL_GEMM,
+    SMALL_GEMM_EPI,
     WEIGHT_A_GEMM,
     _Gemm,
     _is_contiguous,
@@ -61,10 +62,12 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
     see :func:`rewrite_contractions`, used when the native GEMM applies) and
     whether it applies ``epi``.  ``pool``: a multi-threaded sgemm runs as
     single-threaded slabs on the native pool (``kiln_sgemm_par``) instead of
-    on OpenBLAS's threads.  ``epi`` (native runtime only): the bias add and
-    activation after the product, one ``kiln_bias_act`` call at the end
-    (its bias the helper's fourth argument ``%E``), when the product's batch
-    dims all fold into its rows."""
+    on OpenBLAS's threads.  ``epi`` (native runtime only): the bias add,
+    activation and residual add after the product, when its batch dims all
+    fold into its rows: applied in the native small GEMM's registers
+    (``kiln_sgemm_small_epi``), or by one ``kiln_bias_act`` call after
+    sgemv / sgemm; the bias and the residual are the helper's arguments
+    after ``C`` (``%E``, ``%R``), each when present."""
     ta, tb, tc = (ir.MemRefType(v.type) for v in (g.a, g.b, g.c))
     ma, mb, mc = g.maps
     lines = [f"func.func private @{name}(%A: {ta}, %B: {tb}, %C: {tc}) {{"]
@@ -93,6 +96,23 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
             else:
                 break
     loops = [d for d in g.batch if d not in fold]
+    fused = epi is not None and not loops
+    if fused:  # the epilogue's operands, as pointers: %yE (bias), %yR (residual) and %ldr, 0 when absent
+        extra = {tag: ir.MemRefType(v.type) for tag, v in (("E", epi.bias), ("R", epi.residual)) if v is not None}
+        lines[0] = lines[0][:-3] + "".join(f", %{tag}: {t}" for tag, t in extra.items()) + ") {"
+        _strided_pointers(add, extra)
+        for tag in ("E", "R"):
+            if tag in extra:
+                add(f"  %o{tag}64 = arith.index_cast %o{tag} : index to i64")
+                add(f"  %x{tag} = arith.muli %o{tag}64, %c4 : i64")
+                add(f"  %y{tag} = arith.addi %p{tag}, %x{tag} : i64")
+            else:
+                add(f"  %y{tag} = arith.constant 0 : i64")
+        rank_r = extra["R"].rank if "R" in extra else 0
+        add(f"  %ldr = arith.index_cast %tR#{rank_r - 2} : index to i64" if "R" in extra
+            else "  %ldr = arith.constant 0 : i64")
+        add(f"  %act = arith.constant {epi.code} : i32")
+        add(f"  %ethr = arith.constant {native_threads()} : i32")
     add(f"  %M0 = arith.index_cast %sC#{rc - 2} : index to i64")
     m_expr = "%M0"
     for j, d in enumerate(fold):
@@ -151,8 +171,13 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
         add(f"{indent}%nthr = arith.constant {native_threads()} : i32")
         add_slot(add, slot, indent=indent)
         add(f"{indent}scf.if %small {{")
-        add(f"{indent}  func.call @{SMALL_GEMM}({m_expr}, %N, %K, %yA, %lda, %yB, %ldb, %beta, %yC, %ldc, %nthr, "
-            "%slot) : (i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64) -> ()")
+        if fused:  # the epilogue in the tiles' registers
+            add(f"{indent}  func.call @{SMALL_GEMM_EPI}({m_expr}, %N, %K, %yA, %lda, %yB, %ldb, %beta, %yC, %ldc, "
+                "%nthr, %slot, %yE, %act, %yR, %ldr) : (i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64, "
+                "i64, i32, i64, i64) -> ()")
+        else:
+            add(f"{indent}  func.call @{SMALL_GEMM}({m_expr}, %N, %K, %yA, %lda, %yB, %ldb, %beta, %yC, %ldc, "
+                "%nthr, %slot) : (i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64) -> ()")
         add(f"{indent}}} else {{")
         indent += "  "
     # One row (batch-1 inference): sgemv, y = B^T x (b stored [K, N]) or B x (stored [N, K]);
@@ -168,27 +193,15 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
         add(f"{indent}  func.call @{SGEMM}(%order, %ta, %tb, {m_expr}, %N, %K, %alpha, %yA, %lda, %yB, %ldb, %beta, "
             "%yC, %ldc) : (i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64) -> ()")
     add(f"{indent}}}")
+    if fused:  # after sgemv / sgemm: one pass over C (in the small GEMM's branch when there is one)
+        add(f"{indent}func.call @{BIAS_ACT}({m_expr}, %N, %yC, %ldc, %yE, %act, %yR, %ldr, %ethr) : "
+            "(i64, i64, i64, i64, i64, i32, i64, i64, i32) -> ()")
     if small:
         indent = indent[:-2]
         add(f"{indent}}}")
     for _ in loops:
         indent = indent[:-2]
         add(f"{indent}}}")
-    fused = epi is not None and not loops
-    if fused:
-        te = ir.MemRefType(epi.bias.type) if epi.bias is not None else None
-        if te is not None:
-            lines[0] = lines[0][:-3] + f", %E: {te}) {{"
-            _strided_pointers(add, {"E": te})
-            add("  %oE64 = arith.index_cast %oE : index to i64")
-            add("  %xE = arith.muli %oE64, %c4 : i64")
-            add("  %yE = arith.addi %pE, %xE : i64")
-        else:
-            add("  %yE = arith.constant 0 : i64")
-        add(f"  %act = arith.constant {epi.code} : i32")
-        add(f"  %ethr = arith.constant {native_threads()} : i32")
-        add(f"  func.call @{BIAS_ACT}({m_expr}, %N, %yC, %ldc, %yE, %act, %ethr) : "
-            "(i64, i64, i64, i64, i64, i32, i32) -> ()")
     add(leave)  # numpy keeps its count
     add("  return")
     add("}")

@@ -32,11 +32,14 @@ are folded into the call); an unmasked attention becomes one
 ``kiln_attention`` call first (:mod:`.attention`), and a transpose that
 keeps its innermost dim one ``kiln_permute`` call (:mod:`.permute`: a
 permuting copy on the native pool), a strided max pool one
-``kiln_maxpool2d`` call (:mod:`.pool`).  The products left to
+``kiln_maxpool2d`` call (:mod:`.pool`), a layer norm one ``kiln_layer_norm``
+call (:mod:`.norm`).  The products left to
 OpenBLAS run as single-threaded slabs on the native pool
-(``kiln_sgemm_par``), not on OpenBLAS's own threads.  A bias add and a
-ReLU / exact GELU rewriting a product's output right after it become one
-``kiln_bias_act`` call at the end of its helper (:mod:`.gemm_epilogue`).
+(``kiln_sgemm_par``), not on OpenBLAS's own threads.  A bias add, a
+ReLU / exact GELU and a residual add rewriting a product's output right
+after it are applied in the native small GEMM's registers
+(``kiln_sgemm_small_epi``) or by one ``kiln_bias_act`` call after the
+other paths (:mod:`.gemm_epilogue`).
 
 Pointers cross as ``i64`` (same registers as a pointer in the x86-64 and
 AArch64 C ABIs).  The ExecutionEngine resolves the symbol from the shared
@@ -128,6 +131,8 @@ def small_m() -> int:
 
 #: The native small-M GEMM's symbol, and the one freeing a packed B.
 SMALL_GEMM = "kiln_sgemm_small"
+#: The same with a product's epilogue (bias, activation, residual) applied in its registers.
+SMALL_GEMM_EPI = "kiln_sgemm_small_epi"
 FREE_PACKED = "kiln_free_packed"
 #: Products whose A is a constant (a convolution's weight times its im2col)
 #: run in the native weight-A GEMM, over all images at once on the native
@@ -394,6 +399,8 @@ _DECL = (f"func.func private @{SGEMM}(i32, i32, i32, i64, i64, i64, f32, i64, i6
          f"func.func private @{SGEMV}(i32, i32, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64)\n"
          f"func.func private @{SET_THREADS}(i32) -> i32")
 _NATIVE_DECL = (f"func.func private @{SMALL_GEMM}(i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64)\n"
+                f"func.func private @{SMALL_GEMM_EPI}(i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64, "
+                "i64, i32, i64, i64)\n"
                 f"func.func private @{FREE_PACKED}(i64)\n"
                 f"func.func private @{WEIGHT_A_GEMM}(i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i64, "
                 "i32, i64)\n"
@@ -405,7 +412,7 @@ _NATIVE_DECL = (f"func.func private @{SMALL_GEMM}(i64, i64, i64, i64, i64, i64, 
                 "i32)\n"
                 f"func.func private @{BLAS_ENTER}(i32) -> i32\n"
                 f"func.func private @{BLAS_LEAVE}()\n"
-                f"func.func private @{BIAS_ACT}(i64, i64, i64, i64, i64, i32, i32)")
+                f"func.func private @{BIAS_ACT}(i64, i64, i64, i64, i64, i32, i64, i64, i32)")
 
 
 def blas_threads_lines(threads: str, native: bool) -> tuple[str, str]:
@@ -590,8 +597,8 @@ def rewrite_contractions(module) -> int:
             texts.append(text)
             slots += [slot] if uses_slot else []
             args = [g.a, g.b, g.c]
-            if fused:  # the bias add and activation passes go: the helper's call applies them
-                args += [epi.bias] if epi.bias is not None else []
+            if fused:  # the epilogue's passes go: the helper's calls apply them
+                args += [v for v in (epi.bias, epi.residual) if v is not None]
                 dead = list(epi.ops)
         calls.append((name, g, fill, args, dead))
     # A convolution whose output only a pooled one reads (kiln-fuse's

@@ -509,87 +509,45 @@ void kiln_maxpool2d(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW
 
 /* ---------------------------------------------- a matrix product's epilogue */
 
-/* The activations kiln_bias_act applies (backends/cpu/gemm_epilogue.py). */
-enum { KILN_ACT_NONE = 0, KILN_ACT_RELU = 1, KILN_ACT_GELU = 2 };
-
 typedef struct {
   int64_t N, ldc;
   float *C;
   const float *bias;
   int32_t act;
+  const float *R; /* a residual added last, rows ldr apart, or NULL */
+  int64_t ldr;
 } bias_act_args;
 
-/* GELU with erf as the generated code computes it (conversions/
- * kiln_to_linalg/elementwise.py: x / sqrt(2) clamped to [-4, 4], an odd
- * degree-13 numerator over an even degree-8 denominator), so a fused
- * epilogue gives the generic's values; a NaN stays NaN (the clamps
- * compare).  Written once for vectors (a row's body) and once for floats
- * (its tail).  The division is its cost: 262K elements took 100 us on one
- * thread (14 without it), about what LLVM's vectorized generic takes. */
-#define GELU_BODY(T, SPLAT, SEL)                                                              \
-  static inline T gelu_##T(T x) {                                                            \
-    T z = x * SPLAT(0.70710678118654752f);                                                   \
-    z = SEL(z < SPLAT(-4.0f), SPLAT(-4.0f), z);                                              \
-    z = SEL(z > SPLAT(4.0f), SPLAT(4.0f), z);                                                \
-    T z2 = z * z;                                                                            \
-    T p = SPLAT(-2.72614225801306e-10f);                                                     \
-    p = p * z2 + SPLAT(2.77068142495902e-08f);                                               \
-    p = p * z2 + SPLAT(-2.10102402082508e-06f);                                              \
-    p = p * z2 + SPLAT(-5.69250639462346e-05f);                                              \
-    p = p * z2 + SPLAT(-7.34990630326855e-04f);                                              \
-    p = p * z2 + SPLAT(-2.95459980854025e-03f);                                              \
-    p = p * z2 + SPLAT(-1.60960333262415e-02f);                                              \
-    T q = SPLAT(-1.45660718464996e-05f);                                                     \
-    q = q * z2 + SPLAT(-2.13374055278905e-04f);                                              \
-    q = q * z2 + SPLAT(-1.68282697438203e-03f);                                              \
-    q = q * z2 + SPLAT(-7.37332916720468e-03f);                                              \
-    q = q * z2 + SPLAT(-1.42647390514189e-02f);                                              \
-    return (SPLAT(0.5f) * x) * (SPLAT(1.0f) + z * p / q);                                    \
-  }
-#define SCALAR_SPLAT(v) (v)
-#define SCALAR_SEL(m, a, b) ((m) ? (a) : (b))
-#define VEC_SEL(m, a, b) ((kiln_vec)(((kiln_veci)(a) & (m)) | ((kiln_veci)(b) & ~(m))))
-typedef int32_t kiln_veci __attribute__((vector_size(KILN_VW * 4)));
-GELU_BODY(float, SCALAR_SPLAT, SCALAR_SEL)
-GELU_BODY(kiln_vec, kiln_splat, VEC_SEL)
-
-/* Rows [lo, hi) of C: C[i, :] (+ bias), then the activation, in one sweep
- * of each row (the test of `b` is loop-invariant: gcc unswitches it; no
- * bias adds nothing, not 0, so a -0 keeps its sign). */
+/* Rows [lo, hi) of C: C[i, :] (+ bias), the activation, (+ R[i, :]), in
+ * one sweep of each row (the tests of what is present are loop-invariant:
+ * gcc unswitches them). */
 static void bias_act_rows(void *ctx, int64_t lo, int64_t hi) {
   const bias_act_args *g = ctx;
   const int64_t N = g->N;
   const float *b = g->bias;
   for (int64_t i = lo; i < hi; i++) {
     float *c = g->C + i * g->ldc;
+    const float *r = g->R ? g->R + i * g->ldr : NULL;
     int64_t j = 0;
-    if (g->act == KILN_ACT_GELU) {
-      for (; j + KILN_VW <= N; j += KILN_VW) {
-        kiln_vec v = kiln_loadu(c + j);
-        if (b) v += kiln_loadu(b + j);
-        v = gelu_kiln_vec(v);
-        __builtin_memcpy(c + j, &v, sizeof v);
-      }
-      for (; j < N; j++) c[j] = gelu_float(b ? c[j] + b[j] : c[j]);
-    } else if (g->act == KILN_ACT_RELU) { /* NaN stays NaN, as torch.relu */
-      for (; j < N; j++) {
-        float v = b ? c[j] + b[j] : c[j];
-        c[j] = v < 0.0f ? 0.0f : v;
-      }
-    } else if (b) {
-      for (; j < N; j++) c[j] += b[j];
+    for (; j + KILN_VW <= N; j += KILN_VW) {
+      kiln_vec v = kiln_epilogue_vec(kiln_loadu(c + j), b ? b + j : NULL, g->act, r ? r + j : NULL);
+      __builtin_memcpy(c + j, &v, sizeof v);
     }
+    for (; j < N; j++) c[j] = kiln_epilogue_float(c[j], b ? b + j : NULL, g->act, r ? r + j : NULL);
   }
 }
 
-/* C[i, :] = act(C[i, :] + bias) for i < M (bias 0: no add; act one of
- * KILN_ACT_*): the bias add and ReLU / exact GELU after a matrix product,
- * which had been two passes over C of their own on the calling thread alone
- * (the bench MLP at B=64: about 0.1 ms of GELU after a 2.5 ms product), here one
- * pass, rows over up to `threads` threads of the pool.  C f32 with rows ldc
- * apart, bias f32 [N]. */
-void kiln_bias_act(int64_t M, int64_t N, int64_t C, int64_t ldc, int64_t bias, int32_t act, int32_t threads) {
-  bias_act_args g = {N, ldc, (float *)C, (const float *)bias, act};
+/* C[i, :] = act(C[i, :] + bias) + R[i, :] for i < M (bias, R 0: no add; act
+ * one of KILN_ACT_*): the bias add, ReLU / exact GELU and residual add after
+ * a matrix product, which had been passes over C of their own on the
+ * calling thread alone (the bench MLP at B=64: about 0.1 ms of GELU after a
+ * 2.5 ms product), here one pass, rows over up to `threads` threads of the
+ * pool (the native small GEMM applies them in its registers instead:
+ * kiln_sgemm_small_epi).  C f32 with rows ldc apart, bias f32 [N], R f32
+ * with rows ldr apart. */
+void kiln_bias_act(int64_t M, int64_t N, int64_t C, int64_t ldc, int64_t bias, int32_t act, int64_t R, int64_t ldr,
+                   int32_t threads) {
+  bias_act_args g = {N, ldc, (float *)C, (const float *)bias, act, (const float *)R, ldr};
   int64_t bytes = M * N * (int64_t)sizeof(float);
   /* GELU is a few dozen operations an element: worth a handoff from 32 KiB. */
   int64_t parts = act == KILN_ACT_GELU ? (bytes >= (32 << 10) ? threads : 1) : memory_parts(bytes, M, threads);

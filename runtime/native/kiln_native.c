@@ -431,7 +431,15 @@ typedef struct {
   float *C;
   int accumulate;
   const float *Ap; /* A packed in blocks of MR rows ([K][MR] each), or NULL */
+  /* The epilogue applied to each tile before it is stored (kiln_epilogue_vec):
+   * bias [N] or NULL, act KILN_ACT_*, residual R (rows ldr apart) or NULL. */
+  const float *bias;
+  int act;
+  const float *R;
+  int64_t ldr;
 } gemm_args;
+
+static inline int has_epilogue(const gemm_args *g) { return g->bias || g->act || g->R; }
 
 /* C[m0 .. m0 + mr, panel] (nr <= NR columns of it) over all K, from a panel
  * whose row k starts at b + k * bstride; mr is a compile-time constant at
@@ -439,9 +447,10 @@ typedef struct {
  * With `prefetch` (0 where the panel is already in cache: PF_FIRST_ROWS)
  * the panel is prefetched ahead and pf_lines of the next one (pfn) spread
  * over the K steps. */
-static inline __attribute__((always_inline)) void micro(const gemm_args *g, int mr, int64_t m0, const float *b,
-                                                         int64_t bstride, float *c, int64_t nr, const float *pfn,
-                                                         int64_t pf_lines, int packed_a, int prefetch) {
+static inline __attribute__((always_inline)) void micro(const gemm_args *g, int mr, int64_t m0, int64_t n0,
+                                                         const float *b, int64_t bstride, float *c, int64_t nr,
+                                                         const float *pfn, int64_t pf_lines, int packed_a,
+                                                         int prefetch) {
   const char *pf = (const char *)pfn;
   int64_t pf_acc = 0;
   kiln_vec acc[MR][2];
@@ -481,6 +490,11 @@ static inline __attribute__((always_inline)) void micro(const gemm_args *g, int 
   /* A whole panel is stored from the registers, in a loop of its own (through
    * a buffer and a loop over its columns: the transformer block's products
    * at (1, 32) 1.01-1.04x as long, same library, alternating). */
+  /* The epilogue (bias, activation, residual) while the tile is in
+   * registers: a separate pass over C had cost the transformer block at
+   * (1, 32) a handoff to the pool and a sweep of C per product. */
+  const int epi = has_epilogue(g);
+  const float *bias = g->bias ? g->bias + n0 : NULL;
   if (nr == NR) {
     for (int m = 0; m < mr; m++) {
       float *cm = c + m * g->ldc;
@@ -488,6 +502,11 @@ static inline __attribute__((always_inline)) void micro(const gemm_args *g, int 
       if (g->accumulate) {
         c0 += kiln_loadu(cm);
         c1 += kiln_loadu(cm + SV);
+      }
+      if (epi) {
+        const float *r = g->R ? g->R + (m0 + m) * g->ldr + n0 : NULL;
+        c0 = kiln_epilogue_vec(c0, bias, g->act, r);
+        c1 = kiln_epilogue_vec(c1, bias ? bias + SV : NULL, g->act, r ? r + SV : NULL);
       }
       __builtin_memcpy(cm, &c0, sizeof c0);
       __builtin_memcpy(cm + SV, &c1, sizeof c1);
@@ -500,9 +519,12 @@ static inline __attribute__((always_inline)) void micro(const gemm_args *g, int 
     __builtin_memcpy(out, &acc[m][0], sizeof acc[m][0]);
     __builtin_memcpy(out + SV, &acc[m][1], sizeof acc[m][1]);
     if (g->accumulate)
-      for (int64_t j = 0; j < nr; j++) cm[j] += out[j];
-    else
-      for (int64_t j = 0; j < nr; j++) cm[j] = out[j];
+      for (int64_t j = 0; j < nr; j++) out[j] += cm[j];
+    if (epi) {
+      const float *r = g->R ? g->R + (m0 + m) * g->ldr + n0 : NULL;
+      for (int64_t j = 0; j < nr; j++) out[j] = kiln_epilogue_float(out[j], bias ? bias + j : NULL, g->act, r ? r + j : NULL);
+    }
+    for (int64_t j = 0; j < nr; j++) cm[j] = out[j];
   }
 }
 
@@ -529,7 +551,7 @@ static inline __attribute__((always_inline)) void panel_rows(const gemm_args *g,
                                                               int64_t bstride, int64_t nr, const float *next,
                                                               int64_t per, int packed_a, int first_only) {
   int64_t m0 = 0;
-#define MICRO(mr, pf) micro(g, mr, m0, b, bstride, g->C + m0 * g->ldc + n0, nr, \
+#define MICRO(mr, pf) micro(g, mr, m0, n0, b, bstride, g->C + m0 * g->ldc + n0, nr, \
                             next ? next + m0 / MR * per * (64 / 4) : NULL, per, packed_a, pf)
   if (first_only) { /* M >= PF_FIRST_ROWS: a whole first block */
     MICRO(MR, 1);
@@ -605,6 +627,12 @@ static void gemv_panels(const gemm_args *g, int64_t q) {
   float *cq = g->C + q * NR;
   for (int p = 0; p < GEMV_PANELS; p++) {
     if (g->accumulate) c[p][0] += kiln_loadu(cq + p * NR), c[p][1] += kiln_loadu(cq + p * NR + SV);
+    if (has_epilogue(g)) {
+      int64_t n0 = (q + p) * NR;
+      const float *bias = g->bias ? g->bias + n0 : NULL, *r = g->R ? g->R + n0 : NULL;
+      c[p][0] = kiln_epilogue_vec(c[p][0], bias, g->act, r);
+      c[p][1] = kiln_epilogue_vec(c[p][1], bias ? bias + SV : NULL, g->act, r ? r + SV : NULL);
+    }
     __builtin_memcpy(cq + p * NR, &c[p][0], sizeof c[p][0]);
     __builtin_memcpy(cq + p * NR + SV, &c[p][1], sizeof c[p][1]);
   }
@@ -634,6 +662,7 @@ static void panel_range(const gemm_args *g, int64_t lo, int64_t hi) {
         part.A = g->A + k0;
         part.Ap = NULL; /* A read in place: the packed one is K rows long */
         part.accumulate = g->accumulate || k0 > 0;
+        if (k0 + kc < g->K) part.bias = NULL, part.act = KILN_ACT_NONE, part.R = NULL; /* the last chunk's */
         panel(&part, q, tail, NR, nr, NULL);
       }
     }
@@ -671,6 +700,7 @@ static void panels(void *ctx, int64_t lo, int64_t hi) {
     part.A = g->A + r0 * g->lda;
     part.Ap = g->Ap != NULL ? g->Ap + r0 * g->K : NULL; /* blocks of MR rows, [K][MR] each */
     part.C = g->C + r0 * g->ldc;
+    part.R = g->R != NULL ? g->R + r0 * g->ldr : NULL;
     panel_range(&part, lo, hi);
   }
 }
@@ -678,13 +708,19 @@ static void panels(void *ctx, int64_t lo, int64_t hi) {
 /* C[M, N] = A[M, K] B[K, N] (beta = 0) or C += A B (beta = 1); row-major,
  * leading dims in elements, on up to `threads` threads of the pool; `slot`
  * is the address of B's packing slot (B a constant) or 0.  Pointers cross
- * as int64 like the sgemm calls of kiln-cpu-library. */
-void kiln_sgemm_small(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int64_t B, int64_t ldb,
-                      float beta, int64_t C, int64_t ldc, int32_t threads, int64_t slot) {
-  gemm_args g = {M, N, K, lda, ldb, ldc, (const float *)A, (const float *)B, NULL, (float *)C, beta != 0.0f, NULL};
+ * as int64 like the sgemm calls of kiln-cpu-library.  Each tile then gets
+ * C = act(C + bias) + R in registers before it is stored (bias [N] or 0,
+ * act KILN_ACT_*, R rows ldr apart or 0): kiln_bias_act's epilogue without
+ * its pass over C. */
+void kiln_sgemm_small_epi(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int64_t B, int64_t ldb,
+                          float beta, int64_t C, int64_t ldc, int32_t threads, int64_t slot, int64_t bias,
+                          int32_t act, int64_t R, int64_t ldr) {
+  gemm_args g = {M, N, K, lda, ldb, ldc, (const float *)A, (const float *)B, NULL, (float *)C, beta != 0.0f, NULL,
+                 (const float *)bias, act, (const float *)R, ldr};
   if (K == 0) { /* an empty reduction: C = 0, or C unchanged (a partial panel's K loop would store nothing) */
     if (!g.accumulate)
       for (int64_t i = 0; i < M; i++) memset(g.C + i * ldc, 0, (size_t)N * sizeof(float));
+    if (has_epilogue(&g)) kiln_bias_act(M, N, C, ldc, bias, act, R, ldr, threads);
     return;
   }
   g.P = packed_for(slot, g.B, K, N, ldb);
@@ -712,4 +748,10 @@ void kiln_sgemm_small(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, i
    * range per thread (PF_FIRST_ROWS is unbounded there; not measured). */
   int64_t np = (N + NR - 1) / NR;
   kiln_parallel_for(panels, &g, np, M < PF_FIRST_ROWS ? threads : kiln_parts(np, threads));
+}
+
+/* kiln_sgemm_small_epi without an epilogue. */
+void kiln_sgemm_small(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int64_t B, int64_t ldb, float beta,
+                      int64_t C, int64_t ldc, int32_t threads, int64_t slot) {
+  kiln_sgemm_small_epi(M, N, K, A, lda, B, ldb, beta, C, ldc, threads, slot, 0, KILN_ACT_NONE, 0, 0);
 }

@@ -2,10 +2,11 @@
 // RUN: env KILN_NATIVE=0 kiln-opt %s --split-input-file --kiln-cpu-library | FileCheck %s --check-prefix=BLAS
 
 // A product's bias add (the bias indexed by the last dim) and tagged
-// activation right after it, rewriting its output in place, become one
-// kiln_bias_act call at the end of the product's helper (bias pointer,
-// activation code 2 = GELU); the two generics go.  Without the native
-// runtime they stay.
+// activation right after it, rewriting its output in place, become the
+// native small GEMM's epilogue (kiln_sgemm_small_epi: bias pointer,
+// activation code 2 = GELU, no residual) and, after sgemv / sgemm, one
+// kiln_bias_act call with the same operands; the two generics go.
+// Without the native runtime they stay.
 
 #a = affine_map<(m, n, k) -> (m, k)>
 #b = affine_map<(m, n, k) -> (k, n)>
@@ -15,13 +16,21 @@
 memref.global "private" constant @w : memref<8x4xf32> = dense<1.0>
 memref.global "private" constant @bias : memref<4xf32> = dense<0.5>
 
-// CHECK: func.func private @kiln_bias_act(i64, i64, i64, i64, i64, i32, i32)
+// CHECK: func.func private @kiln_sgemm_small_epi(i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64, i64, i32, i64, i64)
+// CHECK: func.func private @kiln_bias_act(i64, i64, i64, i64, i64, i32, i64, i64, i32)
 // CHECK-LABEL: func.func private @kiln_gemm_0(
 // CHECK-SAME: %{{.*}}: memref<4xf32>)
-// CHECK:   func.call @kiln_sgemm_par(
-// CHECK:   %[[ACT:.*]] = arith.constant 2 : i32
+// CHECK:      %[[BIAS:.*]] = arith.addi
+// CHECK-NEXT: %[[NOR:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: %[[NOLDR:.*]] = arith.constant 0 : i64
+// CHECK-NEXT: %[[ACT:.*]] = arith.constant 2 : i32
 // CHECK-NEXT: %[[THR:.*]] = arith.constant {{[0-9]+}} : i32
-// CHECK-NEXT: call @kiln_bias_act(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ACT]], %[[THR]]) : (i64, i64, i64, i64, i64, i32, i32) -> ()
+// CHECK:      scf.if
+// CHECK-NEXT:   func.call @kiln_sgemm_small_epi({{.*}}, %[[BIAS]], %[[ACT]], %[[NOR]], %[[NOLDR]])
+// CHECK-NEXT: } else {
+// CHECK:        func.call @kiln_sgemm_par(
+// CHECK:        func.call @kiln_bias_act(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[BIAS]], %[[ACT]], %[[NOR]], %[[NOLDR]], %[[THR]])
+// CHECK-NEXT: }
 // CHECK-NEXT: call @kiln_blas_leave()
 // CHECK-LABEL: func.func @main(
 // CHECK:   %[[B:.*]] = memref.get_global @bias
@@ -71,11 +80,10 @@ memref.global "private" constant @w : memref<8x4xf32> = dense<1.0>
 
 // CHECK-LABEL: func.func private @kiln_gemm_0(
 // CHECK-SAME: %{{.*}}: memref<?x?x4xf32>) {
-// CHECK:   func.call @kiln_sgemm_par(
-// CHECK:   %[[NULL:.*]] = arith.constant 0 : i64
-// CHECK-NEXT: %[[ACT:.*]] = arith.constant 1 : i32
-// CHECK-NEXT: %[[THR:.*]] = arith.constant {{[0-9]+}} : i32
-// CHECK-NEXT: call @kiln_bias_act(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[NULL]], %[[ACT]], %[[THR]])
+// CHECK:      %[[ACT:.*]] = arith.constant 1 : i32
+// CHECK:      func.call @kiln_sgemm_small_epi({{.*}}, %c0_i64{{[_0-9]*}}, %[[ACT]], %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}})
+// CHECK:      func.call @kiln_sgemm_par(
+// CHECK:      func.call @kiln_bias_act({{.*}}, %c0_i64{{[_0-9]*}}, %[[ACT]], %c0_i64{{[_0-9]*}}, %c0_i64{{[_0-9]*}}, %{{[a-z0-9_]+}})
 // CHECK-LABEL: func.func @main(
 // CHECK-NOT: linalg.generic
 // CHECK:   return
@@ -100,21 +108,34 @@ func.func @main(%x: memref<?x?x8xf32>, %y: memref<?x?x4xf32>) {
 // -----
 
 // Left alone: an untagged generic after the product, a tagged one writing
-// another buffer, and a "bias" of the product's full shape.
+// another buffer, and an add of a row broadcast over the product's rows
+// (neither a bias nor a residual).  An add of the product's full shape is
+// a residual: the epilogue's last step, its pointer and row stride passed.
 
 #a = affine_map<(m, n, k) -> (m, k)>
 #b = affine_map<(m, n, k) -> (k, n)>
 #c = affine_map<(m, n, k) -> (m, n)>
 #id = affine_map<(m, n) -> (m, n)>
+#first = affine_map<(m, n) -> (0, n)>
 memref.global "private" constant @w : memref<8x4xf32> = dense<1.0>
 
+// CHECK-LABEL: func.func private @kiln_gemm_2(
+// CHECK-SAME: %[[RES:arg[0-9]+]]: memref<?x4xf32>) {
+// CHECK:      %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}:2, %[[RSTRIDES:[a-z0-9_]+]]:2 = memref.extract_strided_metadata %[[RES]]
+// CHECK:      %[[RPTR:.*]] = arith.addi
+// CHECK-NEXT: %[[LDR:.*]] = arith.index_cast %[[RSTRIDES]]#0 : index to i64
+// CHECK:      func.call @kiln_sgemm_small_epi({{.*}}, %[[RPTR]], %[[LDR]])
+// CHECK:      func.call @kiln_bias_act({{.*}}, %[[RPTR]], %[[LDR]], %{{[a-z0-9_]+}})
 // CHECK-LABEL: func.func @untagged(
 // CHECK-NOT: kiln_bias_act
 // CHECK: linalg.generic
 // CHECK-LABEL: func.func @elsewhere(
 // CHECK-NOT: kiln_bias_act
 // CHECK: linalg.generic {{.*}} attrs = {kiln.act = "gelu"}
-// CHECK-LABEL: func.func @full_bias(
+// CHECK-LABEL: func.func @residual(
+// CHECK-NOT: linalg.generic
+// CHECK: call @kiln_gemm_{{[0-9]+}}(%arg0, %{{.*}}, %arg1, %arg2)
+// CHECK-LABEL: func.func @row_broadcast(
 // CHECK-NOT: kiln_bias_act
 // CHECK: linalg.generic
 func.func @untagged(%x: memref<?x8xf32>, %y: memref<?x4xf32>) {
@@ -151,7 +172,7 @@ func.func @elsewhere(%x: memref<?x8xf32>, %y: memref<?x4xf32>, %z: memref<?x4xf3
   }
   return
 }
-func.func @full_bias(%x: memref<?x8xf32>, %y: memref<?x4xf32>, %b: memref<?x4xf32>) {
+func.func @residual(%x: memref<?x8xf32>, %y: memref<?x4xf32>, %b: memref<?x4xf32>) {
   %w = memref.get_global @w : memref<8x4xf32>
   linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
       ins(%x, %w : memref<?x8xf32>, memref<8x4xf32>) outs(%y : memref<?x4xf32>) {
@@ -162,6 +183,23 @@ func.func @full_bias(%x: memref<?x8xf32>, %y: memref<?x4xf32>, %b: memref<?x4xf3
   }
   linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
       ins(%y, %b : memref<?x4xf32>, memref<?x4xf32>) outs(%y : memref<?x4xf32>) {
+  ^bb0(%p: f32, %q: f32, %r: f32):
+    %0 = arith.addf %p, %q : f32
+    linalg.yield %0 : f32
+  }
+  return
+}
+func.func @row_broadcast(%x: memref<?x8xf32>, %y: memref<?x4xf32>, %b: memref<1x4xf32>) {
+  %w = memref.get_global @w : memref<8x4xf32>
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<?x8xf32>, memref<8x4xf32>) outs(%y : memref<?x4xf32>) {
+  ^bb0(%p: f32, %q: f32, %r: f32):
+    %0 = arith.mulf %p, %q : f32
+    %1 = arith.addf %r, %0 : f32
+    linalg.yield %1 : f32
+  }
+  linalg.generic {indexing_maps = [#id, #first, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y, %b : memref<?x4xf32>, memref<1x4xf32>) outs(%y : memref<?x4xf32>) {
   ^bb0(%p: f32, %q: f32, %r: f32):
     %0 = arith.addf %p, %q : f32
     linalg.yield %0 : f32

@@ -1,7 +1,8 @@
-"""A matrix product's bias add and ReLU / exact GELU in one native call
-(kiln_bias_act, backends/cpu/gemm_epilogue.py), against torch, on every
-library path: the native small-M GEMM, sgemv (one row) and OpenBLAS (rows
-above KILN_SMALL_M)."""
+"""A matrix product's bias add, ReLU / exact GELU and residual add applied
+natively (backends/cpu/gemm_epilogue.py: in the small GEMM's registers,
+kiln_sgemm_small_epi, or by kiln_bias_act after sgemv / OpenBLAS), against
+torch, on every library path: the native small-M GEMM, sgemv (one row) and
+OpenBLAS (rows above KILN_SMALL_M)."""
 
 import numpy as np
 import pytest
@@ -88,3 +89,34 @@ def test_nan_stays_nan_and_infinities_saturate(act):
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     finite = ~np.isnan(want)
     np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5)
+
+
+class Residual(torch.nn.Module):
+    """``r + act(x W + b)``: a transformer's projection before its residual connection."""
+
+    def __init__(self, k, n, act):
+        super().__init__()
+        self.fc = Linear(k, n, True, act)
+
+    def forward(self, x, r):
+        return r + self.fc(x)
+
+
+@pytest.mark.parametrize("act", [None, "gelu"])
+@pytest.mark.parametrize("small_m", [None, "4"])  # the native GEMM's registers; OpenBLAS + kiln_bias_act
+def test_residual_add_joins_the_epilogue(act, small_m, monkeypatch):
+    if small_m:
+        monkeypatch.setenv("KILN_SMALL_M", small_m)
+    module = Residual(64, 90, act)
+    dims = {0: torch.export.Dim("B", min=1, max=64), 1: torch.export.Dim("L", min=1, max=64)}
+    model = kiln.compile(module, (torch.randn(2, 3, 64), torch.randn(2, 3, 90)), dynamic_shapes=(dims, dims),
+                         keep_ir=True)
+    llvm = model.ir["llvm"]
+    assert "kiln_sgemm_small_epi" in llvm and "kiln_bias_act" in llvm
+    for b, seq in ((1, 1), (3, 7), (64, 64)):  # sgemv; a partial row block; rows past KILN_SMALL_M
+        rng = np.random.default_rng(b * seq)
+        x = rng.standard_normal((b, seq, 64), dtype=np.float32)
+        r = rng.standard_normal((b, seq, 90), dtype=np.float32)
+        with torch.inference_mode():
+            want = module(torch.from_numpy(x), torch.from_numpy(r)).numpy()
+        np.testing.assert_allclose(model(x, r), want, rtol=1e-5, atol=2e-5)
