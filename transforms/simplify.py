@@ -42,9 +42,10 @@ pattern                  rewrite
 The recognitions undo a frontend's decomposition, so the backends see one
 op they have a kernel for; ``avg-pool-global`` lets a classifier's pool
 (ONNX's ``AveragePool`` over the last 7 x 7 map of ResNet-50) fuse with the
-convolution before it as ``GlobalAveragePool``'s mean does; ``packed-attention``
-lets the CPU backend read the heads where the projection wrote them (the
-Triton pipeline disables it: its kernels take ``kiln.attention``).  ``conv-batch-norm`` is the inference-time folding
+convolution before it as ``GlobalAveragePool``'s mean does;
+``packed-attention`` lets the CPU backend read the heads where the
+projection wrote them (the Triton pipeline disables it: its kernels take
+``kiln.attention``).  ``conv-batch-norm`` is the inference-time folding
 every CNN runtime does: the normalization costs a pass over the activation,
 the folded weights nothing.  Option ``disable`` (a list) turns patterns off.
 Statistics: one counter per pattern applied.

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from ..._mlir import ir
 from ...conversions.kiln_to_linalg.common import affine_map
-from ...conversions.kiln_to_linalg.nn import ATTENTION_ATTR
+from ...conversions.kiln_to_linalg.nn import ATTENTION_ATTR, packed_attention_maps
 from .buffers import erase_dead_buffers
 from .library import (
     _dims,
@@ -88,11 +88,8 @@ def _match_packed(qk, pv, tag) -> _Attention | None:
     if nb < 0 or xt.shape[-3] != 3 or heads != tag["heads"] or ir.ShapedType.is_dynamic_size(d) \
             or not 1 <= d <= MAX_HEAD_DIM or ir.MemRefType(out.type).rank != nb + 2:
         return None
-    b, h, ld, sd, rd = list(range(nb)), nb, nb + 1, nb + 2, nb + 3
-    column = ir.AffineDimExpr.get(h) * ir.AffineConstantExpr.get(d) + ir.AffineDimExpr.get(sd)
-    want_qk = [affine_map(nb + 4, b + [ld, ("c", 0), h, rd]), affine_map(nb + 4, b + [sd, ("c", 1), h, rd])]
-    want_pv = [affine_map(nb + 4, b + [rd, ("c", 2), h, sd]), affine_map(nb + 4, b + [ld, column])]
-    if _maps(qk)[:2] != want_qk or _maps(pv)[1:] != want_pv:
+    want = [affine_map(nb + 4, m) for m in packed_attention_maps(nb, d)]
+    if _maps(qk)[:2] != want[:2] or _maps(pv)[1:] != want[2:]:
         return None
     return _Attention(qk, pv, x, x, x, out, tag["scale"], tag["causal"], heads)
 

@@ -108,8 +108,7 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
                 add(f"  %y{tag} = arith.addi %p{tag}, %x{tag} : i64")
             else:
                 add(f"  %y{tag} = arith.constant 0 : i64")
-        rank_r = extra["R"].rank if "R" in extra else 0
-        add(f"  %ldr = arith.index_cast %tR#{rank_r - 2} : index to i64" if "R" in extra
+        add(f"  %ldr = arith.index_cast %tR#{extra['R'].rank - 2} : index to i64" if "R" in extra
             else "  %ldr = arith.constant 0 : i64")
         add(f"  %act = arith.constant {epi.code} : i32")
         add(f"  %ethr = arith.constant {native_threads()} : i32")

@@ -626,6 +626,17 @@ def lower_attention(lw: Lowering):
                              lw.attrs["causal"], {} if mask is None else None)]
 
 
+def packed_attention_maps(nb: int, d: int) -> tuple:
+    """The maps (lists for :func:`affine_map`) of a packed attention's
+    chain with ``nb`` batch dims and head dim ``d``: q's and k's into the
+    ``[.., L, 3, H, D]`` view over loops ``(b.., h, l, s, d)``, v's into it
+    and the output's ``[.., L, H * D]`` over ``(b.., h, l, e, s)``
+    (kiln-cpu-library matches the chain by them)."""
+    b, h, ld, sd, rd = list(range(nb)), nb, nb + 1, nb + 2, nb + 3
+    column = ir.AffineDimExpr.get(h) * ir.AffineConstantExpr.get(d) + ir.AffineDimExpr.get(sd)
+    return b + [ld, ("c", 0), h, rd], b + [sd, ("c", 1), h, rd], b + [rd, ("c", 2), h, sd], b + [ld, column]
+
+
 def lower_packed_attention(lw: Lowering):
     """``kiln.packed_attention`` as :func:`lower_attention`'s chain with the
     heads a batch loop ``h`` after the op's own batch dims: q, k and v read
@@ -642,12 +653,8 @@ def lower_packed_attention(lw: Lowering):
     xt = ir.RankedTensorType(x.type)
     sizes = [n if n != DYN else tensor.dim(x, const_index(i)) for i, n in enumerate(xt.shape[:-1])]
     x5 = _reshape(x, sizes + [3, heads, d], xt.element_type)
-    # Loops (b.., h, l, s, d) and (b.., h, l, e, s): h is loop nb.
-    b, h, ld, sd, rd = list(range(nb)), nb, nb + 1, nb + 2, nb + 3
-    column = ir.AffineDimExpr.get(h) * ir.AffineConstantExpr.get(d) + ir.AffineDimExpr.get(sd)
-    maps = (b + [ld, ("c", 0), h, rd], b + [sd, ("c", 1), h, rd], b + [rd, ("c", 2), h, sd], b + [ld, column])
     sdims = batch + [dim(heads), out.dims[-2], out.dims[-2]]
-    return [_attention_chain(x5, x5, x5, None, maps, sdims, lw.empty(out.dims, out.dtype), lw.env, scale,
+    return [_attention_chain(x5, x5, x5, None, packed_attention_maps(nb, d), sdims, lw.empty(out.dims, out.dtype), lw.env, scale,
                              lw.attrs["causal"], {"heads": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), heads)})]
 
 

@@ -489,10 +489,10 @@ static inline __attribute__((always_inline)) void micro(const gemm_args *g, int 
   }
   /* A whole panel is stored from the registers, in a loop of its own (through
    * a buffer and a loop over its columns: the transformer block's products
-   * at (1, 32) 1.01-1.04x as long, same library, alternating). */
-  /* The epilogue (bias, activation, residual) while the tile is in
-   * registers: a separate pass over C had cost the transformer block at
-   * (1, 32) a handoff to the pool and a sweep of C per product. */
+   * at (1, 32) 1.01-1.04x as long, same library, alternating), after the
+   * epilogue (bias, activation, residual) while the tile is still there: a
+   * separate pass over C had cost each product a handoff to the pool and a
+   * sweep of C (the block at (1, 32) 0.96x with it here, worker pairs). */
   const int epi = has_epilogue(g);
   const float *bias = g->bias ? g->bias + n0 : NULL;
   if (nr == NR) {
@@ -522,7 +522,8 @@ static inline __attribute__((always_inline)) void micro(const gemm_args *g, int 
       for (int64_t j = 0; j < nr; j++) out[j] += cm[j];
     if (epi) {
       const float *r = g->R ? g->R + (m0 + m) * g->ldr + n0 : NULL;
-      for (int64_t j = 0; j < nr; j++) out[j] = kiln_epilogue_float(out[j], bias ? bias + j : NULL, g->act, r ? r + j : NULL);
+      for (int64_t j = 0; j < nr; j++)
+        out[j] = kiln_epilogue_float(out[j], bias ? bias + j : NULL, g->act, r ? r + j : NULL);
     }
     for (int64_t j = 0; j < nr; j++) cm[j] = out[j];
   }
