@@ -16,7 +16,7 @@ torch tensors sharing its memory; ``.numpy()`` on them is free as well.
 
 from __future__ import annotations
 
-import ctypes
+import mmap
 import os
 import sys
 import threading
@@ -102,31 +102,30 @@ class ArenaPlan:
 
 
 _HUGE_PAGE = 2 << 20
-_MADV_HUGEPAGE = 14
-_madvise = None
 
 
-def _advise_huge_pages(buf: torch.Tensor) -> None:
-    """Ask Linux for 2 MiB pages under the whole 2 MiB-aligned pages of a
-    fresh arena (transparent huge pages in ``madvise`` mode back nothing
-    unasked).  A convolution reads its input a channel row at a time, each
-    row in another 4 KiB page: the packing of ResNet-50's 56-wide pointwise
-    layers missed the TLB on every row (C harness, those layers 0.95-0.96x
-    with their buffers in huge pages; ResNet-50 0.993x, worker pairs).
-    ``KILN_HUGEPAGES=0`` turns it off, as for the packed weights
-    (``kiln_alloc``)."""
-    global _madvise
-    if not sys.platform.startswith("linux") or os.environ.get("KILN_HUGEPAGES", "1") == "0":
-        return
-    if _madvise is None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        _madvise = libc.madvise
-        _madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-        _madvise.restype = ctypes.c_int
-    start = -(-buf.data_ptr() // _HUGE_PAGE) * _HUGE_PAGE
-    end = (buf.data_ptr() + buf.numel()) // _HUGE_PAGE * _HUGE_PAGE
-    if end > start:
-        _madvise(start, end - start, _MADV_HUGEPAGE)  # advice only: a refusal changes nothing
+def _huge_page_buffer(nbytes: int) -> torch.Tensor | None:
+    """``nbytes`` of a fresh anonymous mapping, from a 2 MiB boundary, that
+    Linux is asked to back with 2 MiB pages before any of it is touched
+    (transparent huge pages in ``madvise`` mode back nothing unasked), as a
+    flat ``uint8`` tensor; None off Linux or with ``KILN_HUGEPAGES=0``.
+
+    A convolution reads its input a channel row at a time, each row in
+    another 4 KiB page: the packing of ResNet-50's 56-wide pointwise layers
+    missed the TLB on every row (C harness, those layers 0.95-0.96x with
+    their buffers in huge pages; ResNet-50 0.993x, worker pairs).  The
+    advice had been given on ``torch.empty``'s memory, which malloc may hand
+    back from an earlier model with its small pages already faulted in: then
+    nothing changed.  The tensor keeps the mapping alive."""
+    if not sys.platform.startswith("linux") or os.environ.get("KILN_HUGEPAGES", "1") == "0" \
+            or not hasattr(mmap, "MADV_HUGEPAGE"):
+        return None
+    # Private: a shared anonymous mapping is shmem, whose huge pages are another setting.
+    mm = mmap.mmap(-1, nbytes + _HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    mm.madvise(mmap.MADV_HUGEPAGE)
+    whole = torch.frombuffer(mm, dtype=torch.uint8)
+    skip = -whole.data_ptr() % _HUGE_PAGE
+    return whole[skip:skip + nbytes]
 
 
 class ArenaPool:
@@ -156,9 +155,9 @@ class ArenaPool:
             self.in_use += 1
             self.peak_in_use = max(self.peak_in_use, self.in_use)
         if buf is None:
-            buf = torch.empty(max(nbytes, 1), dtype=torch.uint8)
-            if nbytes >= 2 * _HUGE_PAGE:
-                _advise_huge_pages(buf)
+            buf = _huge_page_buffer(nbytes) if nbytes >= 2 * _HUGE_PAGE else None
+            if buf is None:
+                buf = torch.empty(max(nbytes, 1), dtype=torch.uint8)
         return buf
 
     def release(self, buf: torch.Tensor, nbytes: int | None = None) -> None:
