@@ -349,10 +349,6 @@ def _dims_of(value) -> list:
     return list(tensor_info(value.type).dims)
 
 
-def _one_use(value) -> bool:
-    return len(list(value.uses)) == 1
-
-
 def _head_part(value, i: int):
     """The packed projection ``p`` when ``value`` is part ``i`` (0 q, 1 k,
     2 v) of ``transpose(reshape(p, [.., L, 3, H, D]))`` split per head:
@@ -384,7 +380,7 @@ def _head_part(value, i: int):
 def packed_attention(root):
     t = _producer(root.operands[0], "kiln.transpose")
     att = _producer(t.operands[0], "kiln.attention") if t is not None else None
-    if att is None or len(att.operands) != 3 or not (_one_use(att.results[0]) and _one_use(t.results[0])):
+    if att is None or len(att.operands) != 3 or not (_single_use(att.results[0]) and _single_use(t.results[0])):
         return None
     ad = _dims_of(att.results[0])  # [.., H, L, D]
     nb = len(ad) - 3

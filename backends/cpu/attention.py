@@ -30,7 +30,7 @@ from __future__ import annotations
 from ..._mlir import ir
 from ...conversions.kiln_to_linalg.common import affine_map
 from ...conversions.kiln_to_linalg.nn import ATTENTION_ATTR, packed_attention_maps
-from .buffers import erase_dead_buffers
+from .buffers import erase_dead_buffers, indexing_maps
 from .library import (
     _dims,
     _is_contiguous,
@@ -70,10 +70,6 @@ class _Attention:
         self.heads = heads  # kiln.packed_attention's: q, k and v are one [.., L, 3, H, D] view
 
 
-def _maps(op) -> list:
-    return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
-
-
 def _match_packed(qk, pv, tag) -> _Attention | None:
     """The chain of a ``kiln.packed_attention``: q, k and v one contiguous
     ``[.., L, 3, H, D]`` view read at parts 0, 1, 2, the output ``[.., L, H
@@ -89,7 +85,7 @@ def _match_packed(qk, pv, tag) -> _Attention | None:
             or not 1 <= d <= MAX_HEAD_DIM or ir.MemRefType(out.type).rank != nb + 2:
         return None
     want = [affine_map(nb + 4, m) for m in packed_attention_maps(nb, d)]
-    if _maps(qk)[:2] != want[:2] or _maps(pv)[1:] != want[2:]:
+    if indexing_maps(qk)[:2] != want[:2] or indexing_maps(pv)[1:] != want[2:]:
         return None
     return _Attention(qk, pv, x, x, x, out, tag["scale"], tag["causal"], heads)
 
@@ -116,8 +112,8 @@ def _match(pv, qk_by_id) -> _Attention | None:
     batch = list(range(nb))
     want_qk = [batch + [nb, nb + 2], batch + [nb + 1, nb + 2]]
     want_pv = batch + [nb + 2, nb + 1]
-    qk_maps = [_dims(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(qk.attributes["indexing_maps"])]
-    pv_maps = [_dims(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(pv.attributes["indexing_maps"])]
+    qk_maps = [_dims(m) for m in indexing_maps(qk)]
+    pv_maps = [_dims(m) for m in indexing_maps(pv)]
     if qk_maps[:2] != want_qk or pv_maps[1] != want_pv or pv_maps[2] != batch + [nb, nb + 1]:
         return None  # a broadcast batch dim (or another layout): keep the chain
     return _Attention(qk, pv, q, k, v, out, tag["scale"], tag["causal"])

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..._mlir import ir
 from ...module import ops_where
 
-__all__ = ["erase_dead_buffers", "op_of", "view_closure", "view_root"]
+__all__ = ["erase_dead_buffers", "indexing_maps", "op_of", "view_closure", "view_root"]
 
 #: Ops that only view a buffer (their result aliases operand 0).
 _VIEWS = frozenset(["memref.reshape", "memref.expand_shape", "memref.collapse_shape", "memref.subview",
@@ -24,6 +24,11 @@ RESHAPES = frozenset(["memref.reshape", "memref.expand_shape", "memref.collapse_
 def op_of(owner) -> ir.Operation:
     """``owner`` (an OpView or an Operation, e.g. a use's owner) as an ``ir.Operation``."""
     return owner.operation if hasattr(owner, "operation") else owner
+
+
+def indexing_maps(op) -> list:
+    """The ``ir.AffineMap``s of a linalg op's ``indexing_maps``, in operand order."""
+    return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
 
 
 def view_root(value, views=RESHAPES):

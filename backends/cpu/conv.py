@@ -18,7 +18,7 @@ import re
 
 from ..._mlir import ir
 from ...conversions.kiln_to_linalg.nn import PAD_ATTR
-from .buffers import RESHAPES, loaded_memref, op_of, view_closure, view_root
+from .buffers import RESHAPES, indexing_maps, loaded_memref, op_of, view_closure, view_root
 from .library import (
     _NO_TRANS,
     _ROW_MAJOR,
@@ -73,7 +73,7 @@ def match_conv(op) -> Conv | None:
     iters = ["reduction" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
     if iters != [False] * 4 + [True] * 3:
         return None
-    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    maps = indexing_maps(op)
     if _dims(maps[1]) != [1, 4, 5, 6] or _dims(maps[2]) != [0, 1, 2, 3]:
         return None
     xr = [str(e) for e in maps[0].results]
@@ -254,7 +254,7 @@ def match_im2col(g) -> Im2col | None:
     if any(ir.ShapedType.is_dynamic_size(d) for d in ct.shape[2:4]):
         return None
     iters = [str(a) for a in ir.ArrayAttr(copy.attributes["iterator_types"])]
-    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(copy.attributes["indexing_maps"])]
+    maps = indexing_maps(copy)
     if any("parallel" not in it for it in iters) or maps[1] != ir.AffineMap.get_identity(6):
         return None
     window = _window(maps[0])
@@ -293,7 +293,7 @@ def output_init(g):
         init = user
     if init is None or len(init.operands) != 2 or init.operands[1] != z:
         return None
-    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(init.attributes["indexing_maps"])]
+    maps = indexing_maps(init)
     body = init.regions[0].blocks[0]
     ops = list(body.operations)
     if len(ops) != 1 or ops[0].operands[0] != body.arguments[0] or maps[1] != ir.AffineMap.get_identity(4):
@@ -353,7 +353,7 @@ def _copies_whole(op, buffer) -> bool:
     when bufferization could not compute it in place."""
     if len(op.operands) != 1 or len(op.regions[0].blocks[0].arguments) != 1:
         return False
-    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    maps = indexing_maps(op)
     if maps != [ir.AffineMap.get_identity(4)]:
         return False
     ops = [o.operation for o in op.regions[0].blocks[0].operations]
@@ -422,7 +422,7 @@ def _elementwise(op, n_ins: int, rank: int = 4):
     dims with ``n_ins`` inputs and one output."""
     if len(op.operands) != n_ins + 1 or len(op.regions[0].blocks[0].arguments) != n_ins + 1:
         return None
-    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    maps = indexing_maps(op)
     if maps != [ir.AffineMap.get_identity(rank)] * (n_ins + 1):
         return None
     return list(op.operands)[:n_ins], op.operands[n_ins]
@@ -513,7 +513,7 @@ def conv_epilogue(g) -> Epilogue | None:
 
 
 def _maps(op) -> list[str]:
-    return [str(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    return [str(m) for m in indexing_maps(op)]
 
 
 def _iterators(op) -> list[str]:

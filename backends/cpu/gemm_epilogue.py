@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from ..._mlir import ir
 from ...conversions.kiln_to_linalg.elementwise import ACT_ATTR
-from .buffers import op_of
+from .buffers import indexing_maps, op_of
 from .conv import _is_add_body
 from .library import contiguous_f32
 
@@ -46,31 +46,36 @@ class Epilogue:
         return ACTIVATIONS[self.act]
 
 
-def _maps(op) -> list:
-    return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
-
-
 def _parallel(op, rank: int) -> bool:
     kinds = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
     return len(kinds) == rank and all("parallel" in k for k in kinds)
 
 
-def _bias_add(op, c, rank: int, n: int):
-    """The bias when ``op`` is ``c = c + bias`` (either order), ``bias`` a
-    static f32 ``[n]`` indexed by the last of ``rank`` dims; else None."""
+def _add_to(op, c, rank: int):
+    """``(other, maps)`` when ``op`` is ``c = c + other`` or ``c = other + c``
+    (a parallel generic over ``rank`` dims, ``other`` not ``c``), the maps
+    ordered ``(c's, other's, the output's)``; else None."""
     if op.name != "linalg.generic" or len(op.operands) != 3 or op.operands[2] != c or not _parallel(op, rank):
         return None
     ins = list(op.operands)[:2]
-    if c not in ins or ins[0] == ins[1]:
+    if c not in ins or ins[0] == ins[1] or not _is_add_body(op.regions[0].blocks[0]):
         return None
     at = ins.index(c)
-    bias = ins[1 - at]
+    maps = indexing_maps(op)
+    return ins[1 - at], (maps[at], maps[1 - at], maps[2])
+
+
+def _bias_add(op, c, rank: int, n: int):
+    """The bias when ``op`` is ``c = c + bias`` (either order), ``bias`` a
+    static f32 ``[n]`` indexed by the last of ``rank`` dims; else None."""
+    found = _add_to(op, c, rank)
+    if found is None:
+        return None
+    bias, (c_map, bias_map, out_map) = found
     if not contiguous_f32(bias, 1) or ir.MemRefType(bias.type).shape != [n]:
         return None
-    last = ir.AffineMap.get(rank, 0, [ir.AffineExpr.get_dim(rank - 1)])
-    maps = _maps(op)
-    if maps[at] != ir.AffineMap.get_identity(rank) or maps[2] != ir.AffineMap.get_identity(rank) \
-            or maps[1 - at] != last or not _is_add_body(op.regions[0].blocks[0]):
+    identity = ir.AffineMap.get_identity(rank)
+    if c_map != identity or out_map != identity or bias_map != ir.AffineMap.get(rank, 0, [ir.AffineExpr.get_dim(rank - 1)]):
         return None
     return bias
 
@@ -81,7 +86,7 @@ def _activation(op, c, rank: int) -> str | None:
         return None
     act = ir.StringAttr(op.attributes[ACT_ATTR]).value
     if act not in ACTIVATIONS or list(op.operands) != [c, c] or not _parallel(op, rank) \
-            or _maps(op) != [ir.AffineMap.get_identity(rank)] * 2:
+            or indexing_maps(op) != [ir.AffineMap.get_identity(rank)] * 2:
         return None
     return act
 
@@ -89,15 +94,12 @@ def _activation(op, c, rank: int) -> str | None:
 def _residual_add(op, c):
     """The other operand when ``op`` is ``c = c + r`` (either order), ``r`` a
     contiguous f32 memref of ``c``'s type read element for element; else None."""
-    if op.name != "linalg.generic" or len(op.operands) != 3 or op.operands[2] != c:
-        return None
-    ins = list(op.operands)[:2]
-    if c not in ins or ins[0] == ins[1]:
-        return None
-    r = ins[1 - ins.index(c)]
     rank = ir.MemRefType(c.type).rank
-    if r.type != c.type or not contiguous_f32(r) or not _parallel(op, rank) \
-            or _maps(op) != [ir.AffineMap.get_identity(rank)] * 3 or not _is_add_body(op.regions[0].blocks[0]):
+    found = _add_to(op, c, rank)
+    if found is None:
+        return None
+    r, maps = found
+    if r.type != c.type or not contiguous_f32(r) or list(maps) != [ir.AffineMap.get_identity(rank)] * 3:
         return None
     return r
 

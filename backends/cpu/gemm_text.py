@@ -55,6 +55,15 @@ def _strided_pointers(add, types: dict) -> None:
         add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
 
 
+def _add_address(add, tag: str, offset: str, indent: str = "  ") -> None:
+    """Emit ``%y<tag>``, the byte address of memref ``%<tag>``'s element at
+    ``offset`` (an index value, in elements) from its pointer ``%p<tag>``
+    (:func:`_strided_pointers`; ``%c4`` holds the f32 size)."""
+    add(f"{indent}%e{tag} = arith.index_cast {offset} : index to i64")
+    add(f"{indent}%x{tag} = arith.muli %e{tag}, %c4 : i64")
+    add(f"{indent}%y{tag} = arith.addi %p{tag}, %x{tag} : i64")
+
+
 def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: bool = False,
               epi: Epilogue | None = None) -> tuple[str, bool, bool]:
     """The helper ``@name(A, B, C)`` computing ``g`` with library calls,
@@ -103,9 +112,7 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
         _strided_pointers(add, extra)
         for tag in ("E", "R"):
             if tag in extra:
-                add(f"  %o{tag}64 = arith.index_cast %o{tag} : index to i64")
-                add(f"  %x{tag} = arith.muli %o{tag}64, %c4 : i64")
-                add(f"  %y{tag} = arith.addi %p{tag}, %x{tag} : i64")
+                _add_address(add, tag, f"%o{tag}")
             else:
                 add(f"  %y{tag} = arith.constant 0 : i64")
         add(f"  %ldr = arith.index_cast %tR#{extra['R'].rank - 2} : index to i64" if "R" in extra
@@ -156,9 +163,7 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
                 add(f"{indent}%a{tag}{j} = arith.addi {offs[tag]}, %m{tag}{j} : index")
                 offs[tag] = f"%a{tag}{j}"
     for tag in ("A", "B", "C"):
-        add(f"{indent}%e{tag} = arith.index_cast {offs[tag]} : index to i64")
-        add(f"{indent}%x{tag} = arith.muli %e{tag}, %c4 : i64")
-        add(f"{indent}%y{tag} = arith.addi %p{tag}, %x{tag} : i64")
+        _add_address(add, tag, offs[tag], indent)
     # Few rows times a weight (one constant B for every call): kiln's native
     # GEMM, which packs B once into the slot and runs on the native pool.
     # Products of activations stay with OpenBLAS: unpacked, a B with a long
@@ -223,9 +228,7 @@ def weight_a_text(name: str, g: _Gemm, beta: float, slot: str) -> str:
     add("  %c4 = arith.constant 4 : i64")
     _strided_pointers(add, {"A": ta, "B": tb, "C": tc})
     for tag in ("A", "B", "C"):
-        add(f"  %e{tag} = arith.index_cast %o{tag} : index to i64")
-        add(f"  %x{tag} = arith.muli %e{tag}, %c4 : i64")
-        add(f"  %y{tag} = arith.addi %p{tag}, %x{tag} : i64")
+        _add_address(add, tag, f"%o{tag}")
     rc = len(mc)
     values = {"M": f"%sC#{rc - 2}", "N": f"%sC#{rc - 1}", "K": "%sA#1", "lda": "%tA#0",
               "ldb": f"%tB#{len(mb) - 2}", "ldc": f"%tC#{rc - 2}"}

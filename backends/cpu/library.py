@@ -54,7 +54,7 @@ import os
 
 from ..._mlir import ir
 from ...pipelines.registry import Option, Pass, register_pass
-from .buffers import erase_dead_buffers, view_root
+from .buffers import erase_dead_buffers, indexing_maps, view_root
 
 __all__ = ["SGEMM", "CpuLibrary", "blas_library", "enabled", "rewrite_contractions", "shared_libs",
            "weight_a_enabled"]
@@ -337,7 +337,7 @@ def match(op) -> _Gemm | None:
     if len(red) != 1:
         return None
     k = red[0]
-    maps = [_dims(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    maps = [_dims(m) for m in indexing_maps(op)]
     if any(m is None for m in maps):
         return None
     a, b, c = (op.operands[i] for i in range(3))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ..._mlir import ir
 from ...conversions.kiln_to_linalg.nn import LAYER_NORM_ATTR
-from .buffers import erase_dead_buffers
+from .buffers import erase_dead_buffers, indexing_maps
 from .library import _dims, add_pointer, contiguous_f32, native_enabled, native_threads, replace_generics
 
 __all__ = ["NATIVE_LAYER_NORM", "rewrite_layer_norms"]
@@ -53,7 +53,7 @@ def _match(op) -> _Norm | None:
     if not (contiguous_f32(x) and x.type == y.type):
         return None
     rank = ir.MemRefType(x.type).rank
-    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    maps = indexing_maps(op)
     identity = list(range(rank))
     if _dims(maps[0]) != identity or _dims(maps[-1]) != identity:
         return None

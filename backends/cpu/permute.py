@@ -19,6 +19,7 @@ the rank is at most :data:`MAX_RANK`; anything else keeps the generic.
 from __future__ import annotations
 
 from ..._mlir import ir
+from .buffers import indexing_maps
 from .library import _dims, _is_contiguous, add_pointer, native_enabled, native_threads, replace_generics
 
 __all__ = ["MAX_RANK", "NATIVE_PERMUTE", "rewrite_permutes"]
@@ -52,7 +53,7 @@ def _match(op) -> list[int] | None:
         return None
     if str(tout.element_type) not in _ELEMENTS or not (_is_contiguous(tin) and _is_contiguous(tout)):
         return None
-    maps = [_dims(ir.AffineMapAttr(a).value) for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    maps = [_dims(m) for m in indexing_maps(op)]
     perm, ident = maps
     if perm is None or ident != list(range(rank)) or sorted(perm) != list(range(rank)):
         return None

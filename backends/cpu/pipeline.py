@@ -31,6 +31,7 @@ from ...context import DiagnosticCollector
 from ...errors import PipelineError, UnsupportedError, diagnostic_from_mlir
 from ...module import ops_where
 from ...pipelines.registry import Option, Pass, register_pass
+from .buffers import indexing_maps
 
 __all__ = ["BUFFERIZE", "TO_LLVM", "CpuLower", "prepare_module", "run_upstream"]
 
@@ -216,7 +217,7 @@ def epilogues_in_place(module) -> int:
             op = op.operation
             if op.name != "linalg.generic" or len(op.results) != 1 or not _all_parallel(op):
                 continue
-            maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+            maps = indexing_maps(op)
             n_in = len(op.operands) - 1
             body = op.regions[0].blocks[0]
             init, out_map = op.operands[n_in], maps[n_in]
