@@ -187,12 +187,18 @@ void kiln_run_split_seq(int64_t n, int64_t pairs_a, int64_t pairs_b) {
   kiln_parallel_for(split_seq_halves, &g, 2, 2);
 }
 
-/* Parts for a memory-bound pass over `items` (planes, rows) writing `bytes`:
- * below 128 KiB the caller alone (a handoff to the pool costs more), else
- * up to `threads`. */
+/* Parts for a pass over `items` (planes, rows) of `bytes`: the caller alone
+ * below `from` bytes (a handoff to the pool costs more), else up to
+ * `threads`, never more than the items (and at least 1). */
+static int64_t parts_from(int64_t bytes, int64_t from, int64_t items, int32_t threads) {
+  int64_t parts = bytes >= from ? threads : 1;
+  parts = parts < items ? parts : items;
+  return parts < 1 ? 1 : parts;
+}
+
+/* A memory-bound pass: from 128 KiB. */
 static int64_t memory_parts(int64_t bytes, int64_t items, int32_t threads) {
-  int64_t parts = bytes >= (128 << 10) ? threads : 1;
-  return parts < items ? parts : items;
+  return parts_from(bytes, 128 << 10, items, threads);
 }
 
 /* ------------------------------------------------------- permuting copies */
@@ -550,9 +556,7 @@ void kiln_bias_act(int64_t M, int64_t N, int64_t C, int64_t ldc, int64_t bias, i
   bias_act_args g = {N, ldc, (float *)C, (const float *)bias, act, (const float *)R, ldr};
   int64_t bytes = M * N * (int64_t)sizeof(float);
   /* GELU is a few dozen operations an element: worth a handoff from 32 KiB. */
-  int64_t parts = act == KILN_ACT_GELU ? (bytes >= (32 << 10) ? threads : 1) : memory_parts(bytes, M, threads);
-  if (parts > M) parts = M;
-  if (parts < 1) parts = 1;
+  int64_t parts = parts_from(bytes, act == KILN_ACT_GELU ? 32 << 10 : 128 << 10, M, threads);
   kiln_parallel_for(bias_act_rows, &g, M, parts);
 }
 
@@ -651,8 +655,6 @@ static void layer_norm_rows(void *ctx, int64_t lo, int64_t hi) {
 void kiln_layer_norm(int64_t rows, int64_t N, int64_t x, int64_t w, int64_t b, float eps, int64_t y,
                      int32_t threads) {
   layer_norm_args g = {N, (const float *)x, (const float *)w, (const float *)b, (float *)y, eps};
-  int64_t parts = rows * N * (int64_t)sizeof(float) >= LAYER_NORM_SPLIT_BYTES ? threads : 1;
-  if (parts > rows) parts = rows;
-  if (parts < 1) parts = 1;
+  int64_t parts = parts_from(rows * N * (int64_t)sizeof(float), LAYER_NORM_SPLIT_BYTES, rows, threads);
   kiln_parallel_for(layer_norm_rows, &g, rows, parts);
 }
