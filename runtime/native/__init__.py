@@ -5,10 +5,11 @@ ExecutionEngine: a parallel-for thread pool and the GEMMs (see the file);
 ``kiln_conv.c`` the weight-first GEMM and the convolution, with
 ``kiln_vconv.c`` its paths vectorized over output channels and
 ``kiln_cpair.c`` two convolutions in one call (the second pooled);
-``kiln_attention.c`` a flash-attention-style kernel;
+``kiln_attention.c`` a flash-attention-style kernel (heads contiguous, or
+strided in a packed projection);
 ``kiln_dispatch.c`` OpenBLAS slabs and its thread count, split and batched
-kernel launches, the permuting copy, the max pool and a product's bias +
-activation epilogue on the pool.
+kernel launches, the permuting copy, the max pool, a product's bias +
+activation + residual epilogue and the layer norm on the pool.
 :func:`library` compiles them into one library with the system C
 compiler (``cc -O3 -march=native -falign-loops=64``: it only ever runs on the machine that
 built it) into the kernel cache's ``native/`` folder, named by the hash of
