@@ -24,6 +24,7 @@
  * columns.  exp is a degree-6 polynomial after a range reduction by ln 2
  * (relative error about 2e-7 against expf).
  */
+#include <immintrin.h>
 #include <math.h> /* INFINITY */
 #include <stdint.h>
 #include <string.h>
@@ -53,15 +54,33 @@ static inline void astore(float *p, kiln_vec v) { __builtin_memcpy(p, &v, sizeof
 /* mask ? a : b, lane by lane (mask lanes all ones or zero). */
 static inline kiln_vec aselect(ai mask, kiln_vec a, kiln_vec b) { return (kiln_vec)(((ai)a & mask) | ((ai)b & ~mask)); }
 
+/* a > b ? a : b (and a < b ? a : b), lane by lane: one max (min) instruction,
+ * where the compare-and-select was two. */
+#if AW == 16
+static inline kiln_vec amax(kiln_vec a, kiln_vec b) { return (kiln_vec)_mm512_max_ps((__m512)a, (__m512)b); }
+static inline kiln_vec amin(kiln_vec a, kiln_vec b) { return (kiln_vec)_mm512_min_ps((__m512)a, (__m512)b); }
+#else
+static inline kiln_vec amax(kiln_vec a, kiln_vec b) { return (kiln_vec)_mm256_max_ps((__m256)a, (__m256)b); }
+static inline kiln_vec amin(kiln_vec a, kiln_vec b) { return (kiln_vec)_mm256_min_ps((__m256)a, (__m256)b); }
+#endif
+
 /* exp(x); below -87 (masked scores are -inf) gives 0, above 88 saturates. */
 static inline kiln_vec aexp(kiln_vec x) {
-  const kiln_vec lo = kiln_splat(-87.0f), hi = kiln_splat(88.0f);
+  const kiln_vec lo = kiln_splat(-87.0f);
+#if AW == 16
+  __mmask16 live = _mm512_cmp_ps_mask((__m512)x, (__m512)lo, _CMP_NLT_UQ); /* NaN lives on */
+#else
   ai dead = x < lo;
-  x = aselect(x < lo, lo, x);
-  x = aselect(x > hi, hi, x);
-  /* x = n ln2 + r, |r| <= ln2 / 2; n rounded with the 1.5 * 2^23 trick. */
+#endif
+  x = amin(kiln_splat(88.0f), amax(lo, x)); /* the constants first: NaN stays NaN */
+  /* x = n ln2 + r, |r| <= ln2 / 2; n rounded to nearest (the 1.5 * 2^23 trick on AVX2). */
+#if AW == 16
+  kiln_vec n = (kiln_vec)_mm512_roundscale_ps((__m512)(x * kiln_splat(1.44269504088896341f)),
+                                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#else
   const kiln_vec magic = kiln_splat(12582912.0f);
   kiln_vec n = (x * kiln_splat(1.44269504088896341f) + magic) - magic;
+#endif
   kiln_vec r = x - n * kiln_splat(0.693359375f);
   r = r - n * kiln_splat(-2.12194440e-4f);
   kiln_vec p = kiln_splat(1.9875691500e-4f);
@@ -71,12 +90,13 @@ static inline kiln_vec aexp(kiln_vec x) {
   p = p * r + kiln_splat(1.6666665459e-1f);
   p = p * r + kiln_splat(5.0000001201e-1f);
   p = p * r * r + r + kiln_splat(1.0f);
+#if AW == 16 /* p 2^n in one instruction, the dead lanes zeroed by its mask */
+  return (kiln_vec)_mm512_maskz_scalef_ps(live, (__m512)p, (__m512)n);
+#else
   ai bits = (__builtin_convertvector(n, ai) + 127) << 23;
-  kiln_vec y = p * (kiln_vec)bits;
-  return aselect(dead, kiln_splat(0.0f), y);
+  return aselect(dead, kiln_splat(0.0f), p * (kiln_vec)bits);
+#endif
 }
-
-static inline kiln_vec amax(kiln_vec a, kiln_vec b) { return aselect(a > b, a, b); }
 
 /* Lane l of the new r[i] (bit h of i clear) and r[i + h] of one round of
  * atranspose: indices into the pair (a = r[i], b = r[i + h]) concatenated. */
@@ -272,22 +292,32 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
         }
         vbk = vb, vstride = DVP;
       }
+      /* A block with keys after some of its queries (causal, on the diagonal)
+       * skips what every query concerned masks: the register blocks of keys
+       * past a query vector's last query, those keys in the vector's softmax,
+       * and the keys past a row block's last query in O += P V (seen(n): the
+       * keys of the block up to the block's query n - 1).  About a third of
+       * a diagonal block's work. */
+      int masked = g->causal && s0 + kb - 1 > l0;
+#define SEEN(n) (!masked ? kb : l0 + (n) - s0 < 0 ? 0 : l0 + (n) - s0 < kb ? l0 + (n) - s0 : kb)
       for (int64_t j0 = 0; j0 < krows; j0 += RB)
         for (int64_t v0 = 0; v0 < qvs; v0 += 2) {
-          if (qvs - v0 >= 2)
+          int64_t u0 = j0 < SEEN(v0 * AW + AW) ? v0 : v0 + 1; /* the first vector that sees key j0 */
+          if (v0 + 2 <= qvs && u0 == v0)
             scores_block(2, kr + j0 * krow, krow, D, qt, v0, g->scale, st + j0 * QB);
-          else
-            scores_block(1, kr + j0 * krow, krow, D, qt, v0, g->scale, st + j0 * QB);
+          else if (u0 < qvs && u0 < v0 + 2 && j0 < SEEN(u0 * AW + AW))
+            scores_block(1, kr + j0 * krow, krow, D, qt, u0, g->scale, st + j0 * QB);
         }
-      int masked = g->causal && s0 + kb - 1 > l0; /* some key of the block after some query of it */
-      for (int64_t i = 0; i < qvs; i++) softmax_column(st, kb, i, s0, l0, masked, &mx[i], &sum[i], acc, rows, dvp);
+      for (int64_t i = 0; i < qvs; i++)
+        softmax_column(st, SEEN(i * AW + AW), i, s0, l0, masked, &mx[i], &sum[i], acc, rows, dvp);
       for (int64_t r0 = 0; r0 < rows; r0 += RB)
         for (int64_t e0 = 0; e0 < dvp; e0 += 2 * AW) {
           if (dvp - e0 >= 2 * AW)
-            pv_block(2, st + r0, vbk, vstride, kb, e0, acc + r0 * DVP);
+            pv_block(2, st + r0, vbk, vstride, SEEN(r0 + RB), e0, acc + r0 * DVP);
           else
-            pv_block(1, st + r0, vbk, vstride, kb, e0, acc + r0 * DVP);
+            pv_block(1, st + r0, vbk, vstride, SEEN(r0 + RB), e0, acc + r0 * DVP);
         }
+#undef SEEN
     }
     float sums[QB];
     for (int64_t i = 0; i < QV; i++) astore(sums + i * AW, sum[i]);

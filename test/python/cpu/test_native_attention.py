@@ -33,7 +33,8 @@ def _reference(q, k, v, scale, causal):
 
 # (heads, L, S, D, Dv, causal): one query, fewer keys than queries, more
 # keys than queries, head dims that are not multiples of a vector, a query
-# count past one block (32) and the largest head dim.
+# count past one block (32) and the largest head dim; causal with more and
+# with fewer keys than queries (a query sees the keys up to its own index).
 CASES = [
     (2, 1, 1, 64, 64, True),
     (3, 37, 37, 16, 24, True),
@@ -42,6 +43,8 @@ CASES = [
     (1, 5, 200, 64, 64, False),
     (4, 130, 130, 64, 64, True),
     (2, 45, 45, 256, 256, True),
+    (2, 20, 70, 64, 64, True),
+    (2, 70, 20, 32, 16, True),
 ]
 
 
