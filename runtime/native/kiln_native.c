@@ -474,7 +474,6 @@ typedef struct {
   const float *P; /* packed B, or NULL */
   float *C;
   int accumulate;
-  const float *Ap; /* A packed in blocks of MR rows ([K][MR] each), or NULL */
   /* The epilogue applied to each tile before it is stored (kiln_epilogue_vec):
    * bias [N] or NULL, act KILN_ACT_*, residual R (rows ldr apart) or NULL. */
   const float *bias;
@@ -493,15 +492,12 @@ static inline int has_epilogue(const gemm_args *g) { return g->bias || g->act ||
  * over the K steps. */
 static inline __attribute__((always_inline)) void micro(const gemm_args *g, int mr, int64_t m0, int64_t n0,
                                                          const float *b, int64_t bstride, float *c, int64_t nr,
-                                                         const float *pfn, int64_t pf_lines, int packed_a,
-                                                         int prefetch) {
+                                                         const float *pfn, int64_t pf_lines, int prefetch) {
   const char *pf = (const char *)pfn;
   int64_t pf_acc = 0;
   kiln_vec acc[MR][2];
   for (int m = 0; m < mr; m++) acc[m][0] = acc[m][1] = (kiln_vec){0};
-  /* packed_a (a constant at each call site): A from g->Ap, else in place. */
-  const float *A = packed_a ? g->Ap + m0 * g->K : g->A + m0 * g->lda;
-  int64_t sm = packed_a ? 1 : g->lda, sk = packed_a ? MR : 1;
+  const float *A = g->A + m0 * g->lda;
   for (int64_t k = 0; k < g->K; k++) {
     const float *bk = b + k * bstride;
     /* With several rows of A the FMAs fall behind the hardware prefetcher
@@ -526,7 +522,7 @@ static inline __attribute__((always_inline)) void micro(const gemm_args *g, int 
      * 1.07x (AVX2, two threads, same library otherwise, alternating). */
     if (mr < MR) b0 = kiln_pinned(b0), b1 = kiln_pinned(b1);
     for (int m = 0; m < mr; m++) {
-      float a = A[m * sm + k * sk];
+      float a = A[m * g->lda + k];
       acc[m][0] += a * b0;
       acc[m][1] += a * b1;
     }
@@ -591,13 +587,21 @@ static inline __attribute__((always_inline)) void micro(const gemm_args *g, int 
 #define PF_FIRST_ROWS INT64_MAX
 #endif
 
-/* panel's row blocks, with packed_a a constant at each of its two call sites. */
-static inline __attribute__((always_inline)) void panel_rows(const gemm_args *g, int64_t n0, const float *b,
-                                                              int64_t bstride, int64_t nr, const float *next,
-                                                              int64_t per, int packed_a, int first_only) {
+/* All row blocks of panel q.  `next` (a packed panel this thread takes
+ * next, or NULL) is prefetched while this one is computed, each row block
+ * a share of its lines spread over its K steps: otherwise the first row
+ * block of each panel waits on memory while the later ones find it in L2.
+ * Same library, alternating, two threads, the bench MLP's two products:
+ * M = 9 0.76-0.84x, 16 0.90x, 32 0.89-0.97x, 64 no change. */
+static void panel(const gemm_args *g, int64_t q, const float *b, int64_t bstride, int64_t nr, const float *next) {
+  /* Lines of 64 bytes (16 floats): the panel's, and each row block's share. */
+  int64_t blocks = (g->M + MR - 1) / MR, lines = (g->K * NR * 4 + 63) / 64, n0 = q * NR;
+  int first_only = g->M >= PF_FIRST_ROWS;
+  int64_t per = first_only ? lines : (lines + blocks - 1) / blocks;
+  if (blocks < 2) next = NULL;
   int64_t m0 = 0;
 #define MICRO(mr, pf) micro(g, mr, m0, n0, b, bstride, g->C + m0 * g->ldc + n0, nr, \
-                            next ? next + m0 / MR * per * (64 / 4) : NULL, per, packed_a, pf)
+                            next ? next + m0 / MR * per * (64 / 4) : NULL, per, pf)
   if (first_only) { /* M >= PF_FIRST_ROWS: a whole first block */
     MICRO(MR, 1);
     m0 += MR;
@@ -618,33 +622,6 @@ static inline __attribute__((always_inline)) void panel_rows(const gemm_args *g,
     default: break;
   }
 #undef MICRO
-}
-
-/* All row blocks of panel q.  `next` (a packed panel this thread takes
- * next, or NULL) is prefetched while this one is computed, each row block
- * a share of its lines spread over its K steps: otherwise the first row
- * block of each panel waits on memory while the later ones find it in L2.
- * Same library, alternating, two threads, the bench MLP's two products:
- * M = 9 0.76-0.84x, 16 0.90x, 32 0.89-0.97x, 64 no change. */
-static void panel(const gemm_args *g, int64_t q, const float *b, int64_t bstride, int64_t nr, const float *next) {
-  /* Lines of 64 bytes (16 floats): the panel's, and each row block's share. */
-  int64_t blocks = (g->M + MR - 1) / MR, lines = (g->K * NR * 4 + 63) / 64;
-  int first_only = g->M >= PF_FIRST_ROWS;
-  int64_t per = first_only ? lines : (lines + blocks - 1) / blocks;
-  if (blocks < 2) next = NULL;
-  if (g->Ap != NULL)
-    panel_rows(g, q * NR, b, bstride, nr, next, per, 1, first_only);
-  else
-    panel_rows(g, q * NR, b, bstride, nr, next, per, 0, first_only);
-}
-
-#define PACK_A_FMAS (1 << 24)
-
-/* Row blocks [lo, hi) of A into g->Ap. */
-static void pack_a_tasks(void *ctx, int64_t lo, int64_t hi) {
-  const gemm_args *g = ctx;
-  int64_t rows = (hi * MR < g->M ? hi * MR : g->M) - lo * MR;
-  pack_panels((float *)g->Ap + lo * MR * g->K, g->A + lo * MR * g->lda, g->K, rows, MR, 1, g->lda);
 }
 
 /* Panels [lo, hi) of NR columns, every row. */
@@ -705,7 +682,6 @@ static void panel_range(const gemm_args *g, int64_t lo, int64_t hi) {
         gemm_args part = *g;
         part.K = kc;
         part.A = g->A + k0;
-        part.Ap = NULL; /* A read in place: the packed one is K rows long */
         part.accumulate = g->accumulate || k0 > 0;
         if (k0 + kc < g->K) part.bias = NULL, part.act = KILN_ACT_NONE, part.R = NULL; /* the last chunk's */
         panel(&part, q, tail, NR, nr, NULL);
@@ -743,7 +719,6 @@ static void panels(void *ctx, int64_t lo, int64_t hi) {
     gemm_args part = *g;
     part.M = g->M - r0 < mc ? g->M - r0 : mc;
     part.A = g->A + r0 * g->lda;
-    part.Ap = g->Ap != NULL ? g->Ap + r0 * g->K : NULL; /* blocks of MR rows, [K][MR] each */
     part.C = g->C + r0 * g->ldc;
     part.R = g->R != NULL ? g->R + r0 * g->ldr : NULL;
     panel_range(&part, lo, hi);
@@ -760,7 +735,7 @@ static void panels(void *ctx, int64_t lo, int64_t hi) {
 void kiln_sgemm_small_epi(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int64_t B, int64_t ldb,
                           float beta, int64_t C, int64_t ldc, int32_t threads, int64_t slot, int64_t bias,
                           int32_t act, int64_t R, int64_t ldr) {
-  gemm_args g = {M, N, K, lda, ldb, ldc, (const float *)A, (const float *)B, NULL, (float *)C, beta != 0.0f, NULL,
+  gemm_args g = {M, N, K, lda, ldb, ldc, (const float *)A, (const float *)B, NULL, (float *)C, beta != 0.0f,
                  (const float *)bias, act, (const float *)R, ldr};
   if (K == 0) { /* an empty reduction: C = 0, or C unchanged (a partial panel's K loop would store nothing) */
     if (!g.accumulate)
@@ -769,21 +744,14 @@ void kiln_sgemm_small_epi(int64_t M, int64_t N, int64_t K, int64_t A, int64_t ld
     return;
   }
   g.P = packed_for(slot, g.B, K, N, ldb);
-  /* With several row blocks, A is packed first (a pass over A on the pool):
-   * its MR rows are read as one stream instead of MR streams a row apart
-   * (likely the cause: rows 4 or 16 KiB apart map to the same L1 sets).
-   * Same library, alternating, two threads, the bench MLP's two products:
-   * M = 9 / 32 / 64 0.87-0.97x.
-   * Not below PACK_A_FMAS: the extra handoff to the pool cost the
-   * transformer block at (1, 32) (M = 32, K = 256) 3%. */
-  if (M > MR && (double)M * N * K >= PACK_A_FMAS) {
-    float *ap = kiln_thread_scratch((size_t)((M + MR - 1) / MR * MR * K) * sizeof(float));
-    if (ap != NULL) {
-      g.Ap = ap;
-      int64_t blocks = (M + MR - 1) / MR;
-      kiln_parallel_for(pack_a_tasks, &g, blocks, kiln_parts(blocks, threads));
-    }
-  }
+  /* A is read in place, MR rows at a time.  It had been packed into blocks
+   * of MR rows first (a pass over A on the pool) from 16 M FMAs, which paid
+   * on an early build on Zen 5, when A's rows lay on small pages (M = 9 / 32
+   * / 64 0.87-0.97x); with huge-page arenas, on Zen 4 it cost every shape
+   * measured: 512 x 256 x 256 0.92x without, 512 x 1024 x 256 0.93x, 4096 x
+   * 1024 x 256 0.93x, 64 x 4096 x 1024 0.98x, 64 x 1024 x 4096 1.00x (C
+   * harness, two threads); the transformer block (4, 128) 0.970x, (8, 512)
+   * 0.964x, MLP B=64 0.99-1.01x (worker pairs). */
   /* Panels in balanced ranges (kiln_parts) from PF_FIRST_ROWS rows of A on:
    * two threads, AVX2, the weights from memory, same library, alternating:
    * 64 x 4096 x 1024 0.86-0.94x, 64 x 1024 x 4096 0.95x, 96 x 256 x 1024
