@@ -74,6 +74,8 @@ def _row_op(op, sym: str) -> bool:
         # Only a batch dim: rows of q attend to every key (and causal masks count them).
         return first.rank >= 3 and all(_leading(i, sym) for i in ins[:3]) and \
             all(i.rank < out.rank or _leading(i, sym) for i in ins[3:])
+    if name == "kiln.packed_attention":
+        return first.rank >= 3  # [S, L, 3 * H * D]: S a batch dim (of rank 2, S would be the queries)
     if name in ("kiln.softmax", "kiln.layer_norm"):
         return attrs.get("axis", -1) % first.rank != 0
     if name in ("kiln.reduce_sum", "kiln.reduce_mean", "kiln.reduce_max"):

@@ -55,6 +55,15 @@ T = '!kiln.tensor<["B", "L", 8], f32>'
      '(!kiln.tensor<["L", 8], f32>, !kiln.tensor<["L", 8], f32>, !kiln.tensor<["L", 8], f32>) -> '
      '!kiln.tensor<["L", 8], f32>\nreturn %0 : !kiln.tensor<["L", 8], f32>', '%q: !kiln.tensor<["L", 8], f32>',
      '!kiln.tensor<["L", 8], f32>', None),
+    # Heads packed in one projection: a leading batch dim splits, queries (rank 2) do not.
+    ('%0 = "kiln.packed_attention"(%x) {causal = true, heads = 2 : i64} : '
+     '(!kiln.tensor<["B", "L", 24], f32>) -> !kiln.tensor<["B", "L", 8], f32>\n'
+     'return %0 : !kiln.tensor<["B", "L", 8], f32>', '%x: !kiln.tensor<["B", "L", 24], f32>',
+     '!kiln.tensor<["B", "L", 8], f32>', "B"),
+    ('%0 = "kiln.packed_attention"(%x) {causal = true, heads = 2 : i64} : '
+     '(!kiln.tensor<["L", 24], f32>) -> !kiln.tensor<["L", 8], f32>\n'
+     'return %0 : !kiln.tensor<["L", 8], f32>', '%x: !kiln.tensor<["L", 24], f32>',
+     '!kiln.tensor<["L", 8], f32>', None),
     # A shared weight too large to read twice (8 MiB), as an argument or inlined in the kernel.
     ('%0 = "kiln.matmul"(%x, %w) : (!kiln.tensor<["B", 1024], f32>, !kiln.tensor<[1024, 2048], f32>) -> '
      '!kiln.tensor<["B", 2048], f32>\nreturn %0 : !kiln.tensor<["B", 2048], f32>',
@@ -73,7 +82,7 @@ T = '!kiln.tensor<["B", "L", 8], f32>'
      'return %0 : !kiln.tensor<["B*L", 8], f32>', '%x: !kiln.tensor<["B*L", 8], f32>',
      '!kiln.tensor<["B*L", 8], f32>', None),
 ], ids=["rowwise", "small-weight", "softmax-axis0", "sum-axis0", "transpose-moves-B", "attention-rows",
-        "large-weight", "large-inlined-weight", "B-twice", "expression"])
+        "packed-heads-batch", "packed-heads-rows", "large-weight", "large-inlined-weight", "B-twice", "expression"])
 def test_split_symbol(body, args, result, want):
     assert _symbol(body, args, result) == want
 
