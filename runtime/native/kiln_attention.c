@@ -24,7 +24,6 @@
  * columns.  exp is a degree-6 polynomial after a range reduction by ln 2
  * (relative error about 2e-7 against expf).
  */
-#include <immintrin.h>
 #include <math.h> /* INFINITY */
 #include <stdint.h>
 #include <string.h>
@@ -54,16 +53,6 @@ static inline void astore(float *p, kiln_vec v) { __builtin_memcpy(p, &v, sizeof
 /* mask ? a : b, lane by lane (mask lanes all ones or zero). */
 static inline kiln_vec aselect(ai mask, kiln_vec a, kiln_vec b) { return (kiln_vec)(((ai)a & mask) | ((ai)b & ~mask)); }
 
-/* a > b ? a : b (and a < b ? a : b), lane by lane: one max (min) instruction,
- * where the compare-and-select was two. */
-#if AW == 16
-static inline kiln_vec amax(kiln_vec a, kiln_vec b) { return (kiln_vec)_mm512_max_ps((__m512)a, (__m512)b); }
-static inline kiln_vec amin(kiln_vec a, kiln_vec b) { return (kiln_vec)_mm512_min_ps((__m512)a, (__m512)b); }
-#else
-static inline kiln_vec amax(kiln_vec a, kiln_vec b) { return (kiln_vec)_mm256_max_ps((__m256)a, (__m256)b); }
-static inline kiln_vec amin(kiln_vec a, kiln_vec b) { return (kiln_vec)_mm256_min_ps((__m256)a, (__m256)b); }
-#endif
-
 /* exp(x); below -87 (masked scores are -inf) gives 0, above 88 saturates. */
 static inline kiln_vec aexp(kiln_vec x) {
   const kiln_vec lo = kiln_splat(-87.0f);
@@ -72,7 +61,7 @@ static inline kiln_vec aexp(kiln_vec x) {
 #else
   ai dead = x < lo;
 #endif
-  x = amin(kiln_splat(88.0f), amax(lo, x)); /* the constants first: NaN stays NaN */
+  x = kiln_min(kiln_splat(88.0f), kiln_max(lo, x)); /* the constants first: NaN stays NaN */
   /* x = n ln2 + r, |r| <= ln2 / 2; n rounded to nearest (the 1.5 * 2^23 trick on AVX2). */
 #if AW == 16
   kiln_vec n = (kiln_vec)_mm512_roundscale_ps((__m512)(x * kiln_splat(1.44269504088896341f)),
@@ -228,9 +217,9 @@ static void softmax_column(float *st, int64_t kb, int64_t v, int64_t s0, int64_t
       x = aselect((ai){0} + (int32_t)(s0 + j) <= query, x, ninf);
       astore(sj, x);
     }
-    m = amax(m, x);
+    m = kiln_max(m, x);
   }
-  kiln_vec mnew = amax(*mx, m);
+  kiln_vec mnew = kiln_max(*mx, m);
   ai none = mnew == ninf; /* no finite score yet (every one -inf): probabilities 0, not NaN */
   kiln_vec base = aselect(none, kiln_splat(0.0f), mnew);
   kiln_vec alpha = aselect(*mx == mnew, kiln_splat(1.0f), aexp(*mx - base));
