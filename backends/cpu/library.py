@@ -98,8 +98,9 @@ def mt_mnk() -> int:
 #: at 4096 OpenBLAS was ahead (1.07-1.12x) until the kernel stored its
 #: panels from registers: then the transformer block at (8, 512) and (2,
 #: 512), M = 4096 and 1024, ran 0.966-0.979 / 0.976x with SMALL_M 512 ->
-#: 8192 (worker pairs).  4096: above it the packed A (M x K floats of
-#: scratch, 16 MiB at K = 1024) grows past what the gain is worth measuring.
+#: 8192 (worker pairs).  4096: the most rows the bench measures (the kernel
+#: packed A then, M x K floats of scratch; since the twenty-third session
+#: it reads A in place, and larger products are not measured).
 #: All of that was on AVX-512 (AMD Zen 4); see :func:`small_m` for AVX2.
 SMALL_M_AVX512 = 4096
 #: On AVX2 (8-float vectors: an AMD Zen 3, 2026-12-03) OpenBLAS's kernel
