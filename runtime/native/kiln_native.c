@@ -498,17 +498,20 @@ static inline __attribute__((always_inline)) void micro(const gemm_args *g, int 
   kiln_vec acc[MR][2];
   for (int m = 0; m < mr; m++) acc[m][0] = acc[m][1] = (kiln_vec){0};
   const float *A = g->A + m0 * g->lda;
-  /* The tile's residual rows, asked into L2 now so they are there when the
-   * epilogue adds them after the K loop: R is an earlier kernel's output
-   * or the call's input, out of L1 and L2 by then, and each tile stalled
-   * on its rows.  One thread, R from L3 (huge pages): 256 x 256 x 768
-   * 1034-1068 -> 951-953 us (892 without a residual), 256 x 256 x 256
-   * 337-339 -> 306-314 (295); into L1 (prefetcht0) 978 / 318-321, the
-   * next tile's rows instead 951 / 307-322. */
-  if (g->R)
-    for (int m = 0; m < mr; m++)
-      for (int64_t j = 0; j < NR; j += 64 / (int64_t)sizeof(float))
-        __builtin_prefetch(g->R + (m0 + m) * g->ldr + n0 + j, 0, 2);
+  /* The tile's rows of C (for writing) and of the residual (into L2),
+   * asked for now so they are there when the tile is stored after the K
+   * loop: in a model C and R are arena memory an earlier kernel left in L3,
+   * and each tile stalled on their lines.  One thread, C and R rotating
+   * through 16 huge-page copies: 256 x 256 x 768 with a cold C 987-998 ->
+   * 905-933 us (a hot C 893-904), with a cold C and residual 1053-1063 ->
+   * 963-970; 256 x 256 x 256 308-356 -> 296-317; 256 x 1024 x 256
+   * 1185-1190 -> 1163-1168.  R into L1 (prefetcht0) was slower (978 against
+   * 951 with a hot C), the next tile's rows no better. */
+  for (int m = 0; m < mr; m++)
+    for (int64_t j = 0; j < NR; j += 64 / (int64_t)sizeof(float)) {
+      __builtin_prefetch(c + m * g->ldc + j, 1);
+      if (g->R) __builtin_prefetch(g->R + (m0 + m) * g->ldr + n0 + j, 0, 2);
+    }
   for (int64_t k = 0; k < g->K; k++) {
     const float *bk = b + k * bstride;
     /* With several rows of A the FMAs fall behind the hardware prefetcher
