@@ -257,6 +257,11 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
     const float *q = g->q + b * g->qs.batch + hh * g->qs.head + l0 * g->qs.row;
     const float *k = g->k + b * g->ks.batch + hh * g->ks.head, *v = g->v + b * g->vs.batch + hh * g->vs.head;
     transpose_queries(q, ql, D, g->qs.row, qt);
+    /* The block's output rows, asked for (for writing) while the keys are
+     * walked: arena memory an earlier kernel left in L3. */
+    float *o = g->o + b * g->os.batch + hh * g->os.head + l0 * g->os.row;
+    for (int64_t r = 0; r < ql; r++)
+      for (int64_t e = 0; e < Dv; e += 64 / (int64_t)sizeof(float)) __builtin_prefetch(o + r * g->os.row + e, 1);
     for (int64_t i = 0; i < QV; i++) mx[i] = kiln_splat(-INFINITY), sum[i] = (kiln_vec){0};
     for (int64_t r = 0; r < rows; r++) memset(acc + r * DVP, 0, dvp * sizeof(float));
     /* A causal query i sees keys j <= i: the block needs keys up to l0 + ql - 1. */
@@ -310,7 +315,6 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
     }
     float sums[QB];
     for (int64_t i = 0; i < QV; i++) astore(sums + i * AW, sum[i]);
-    float *o = g->o + b * g->os.batch + hh * g->os.head + l0 * g->os.row;
     for (int64_t r = 0; r < ql; r++) {
       float inv = 1.0f / sums[r];
       for (int64_t e = 0; e < Dv; e++) o[r * g->os.row + e] = acc[r * DVP + e] * inv;
