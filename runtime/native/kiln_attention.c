@@ -147,6 +147,9 @@ typedef struct {
   int64_t batch, head, row;
 } astrides;
 
+/* Where head hh of batch entry b starts, in elements. */
+static inline int64_t head_at(astrides s, int64_t b, int64_t hh) { return b * s.batch + hh * s.head; }
+
 typedef struct {
   int64_t heads, H, L, S, D, Dv; /* heads = batch entries x H */
   const float *q, *k, *v;
@@ -254,12 +257,12 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
     int64_t h = t / g->qblocks, l0 = t % g->qblocks * QB, b = h / g->H, hh = h % g->H;
     int64_t ql = g->L - l0 < QB ? g->L - l0 : QB;
     int64_t rows = (ql + RB - 1) / RB * RB, qvs = (ql + AW - 1) / AW; /* rows of acc, query vectors in use */
-    const float *q = g->q + b * g->qs.batch + hh * g->qs.head + l0 * g->qs.row;
-    const float *k = g->k + b * g->ks.batch + hh * g->ks.head, *v = g->v + b * g->vs.batch + hh * g->vs.head;
+    const float *q = g->q + head_at(g->qs, b, hh) + l0 * g->qs.row;
+    const float *k = g->k + head_at(g->ks, b, hh), *v = g->v + head_at(g->vs, b, hh);
     transpose_queries(q, ql, D, g->qs.row, qt);
     /* The block's output rows, asked for (for writing) while the keys are
      * walked: arena memory an earlier kernel left in L3. */
-    float *o = g->o + b * g->os.batch + hh * g->os.head + l0 * g->os.row;
+    float *o = g->o + head_at(g->os, b, hh) + l0 * g->os.row;
     for (int64_t r = 0; r < ql; r++)
       for (int64_t e = 0; e < Dv; e += 64 / (int64_t)sizeof(float)) __builtin_prefetch(o + r * g->os.row + e, 1);
     for (int64_t i = 0; i < QV; i++) mx[i] = kiln_splat(-INFINITY), sum[i] = (kiln_vec){0};

@@ -498,6 +498,7 @@ static inline __attribute__((always_inline)) void micro(const gemm_args *g, int 
   kiln_vec acc[MR][2];
   for (int m = 0; m < mr; m++) acc[m][0] = acc[m][1] = (kiln_vec){0};
   const float *A = g->A + m0 * g->lda;
+  const float *rt = g->R ? g->R + m0 * g->ldr + n0 : NULL; /* the tile's residual, or NULL */
   /* The tile's rows of C (for writing) and of the residual (into L2),
    * asked for now so they are there when the tile is stored after the K
    * loop: in a model C and R are arena memory an earlier kernel left in L3,
@@ -510,7 +511,7 @@ static inline __attribute__((always_inline)) void micro(const gemm_args *g, int 
   for (int m = 0; m < mr; m++)
     for (int64_t j = 0; j < NR; j += 64 / (int64_t)sizeof(float)) {
       __builtin_prefetch(c + m * g->ldc + j, 1);
-      if (g->R) __builtin_prefetch(g->R + (m0 + m) * g->ldr + n0 + j, 0, 2);
+      if (rt) __builtin_prefetch(rt + m * g->ldr + j, 0, 2);
     }
   for (int64_t k = 0; k < g->K; k++) {
     const float *bk = b + k * bstride;
@@ -558,7 +559,7 @@ static inline __attribute__((always_inline)) void micro(const gemm_args *g, int 
         c1 += kiln_loadu(cm + SV);
       }
       if (epi) {
-        const float *r = g->R ? g->R + (m0 + m) * g->ldr + n0 : NULL;
+        const float *r = rt ? rt + m * g->ldr : NULL;
         c0 = kiln_epilogue_vec(c0, bias, g->act, r);
         c1 = kiln_epilogue_vec(c1, bias ? bias + SV : NULL, g->act, r ? r + SV : NULL);
       }
@@ -575,7 +576,7 @@ static inline __attribute__((always_inline)) void micro(const gemm_args *g, int 
     if (g->accumulate)
       for (int64_t j = 0; j < nr; j++) out[j] += cm[j];
     if (epi) {
-      const float *r = g->R ? g->R + (m0 + m) * g->ldr + n0 : NULL;
+      const float *r = rt ? rt + m * g->ldr : NULL;
       for (int64_t j = 0; j < nr; j++)
         out[j] = kiln_epilogue_float(out[j], bias ? bias + j : NULL, g->act, r ? r + j : NULL);
     }

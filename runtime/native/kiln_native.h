@@ -167,7 +167,6 @@ static inline __attribute__((always_inline)) void pack_panels(float *dst, const 
       }
 }
 
-
 /* ------------------------------------------- a matrix product's epilogue */
 
 /* The activations of a product's epilogue (kiln_bias_act, kiln_sgemm_small_epi;
