@@ -125,11 +125,26 @@ def _diagnostics(errors) -> list[Diagnostic]:
 
 
 class _Driver:
-    """State of one conversion run: the dim environments and the errors seen."""
+    """State of one conversion run: the dim environments and the errors seen.
+
+    A lowering builds its ops with the Python builders, which the conversion
+    driver does not see.  Were a pattern to fail after building some of them,
+    or the conversion to fail and roll back the rewrites it tracked, ops it
+    never knew of would be left using values the rollback frees: the heap
+    corruption that crashed the next compile in the process.  So each lowering
+    builds into a detached staging block, whose ops are moved before the kiln
+    op when it succeeds and erased when it fails; and a failed lowering still
+    *replaces* its op (with an operand-less cast of the result types), so the
+    conversion itself never fails on a lowering error and never rolls back.
+    The errors are raised once it has finished.
+    """
 
     def __init__(self):
         self.envs: dict[str, DimEnv] = {}
         self.errors: list[tuple[str, str]] = []
+        # A detached op whose one block stages each lowering's new ops (empty between patterns).
+        self._stage_op = ir.Operation.create("builtin.module", regions=1, loc=ir.Location.unknown())
+        self._stage = ir.Block.create_at_start(self._stage_op.regions[0], [])
 
     def diagnostics(self) -> list[Diagnostic]:
         """The lowering errors, as diagnostics at their ops' locations."""
@@ -139,6 +154,9 @@ class _Driver:
         fn = _parent_function(op)
         key = ir.StringAttr(fn.attributes["sym_name"]).value if fn is not None else ""
         return self.envs.get(key) or DimEnv({})
+
+    def _staged(self) -> list:
+        return list(self._stage.operations)
 
     def pattern(self, lower):
         def apply(op, adaptor, converter, rewriter):
@@ -151,15 +169,22 @@ class _Driver:
                     attrs=op.opview.decoded_attrs(),
                     env=self.env_of(op),
                 )
-                with rewriter.ip, op.location:
-                    values = lower(lw)
-            except KilnError as e:
-                self.errors.append((str(op.location), e.message))
-                return True  # no match: the conversion reports the op as illegal
+                with ir.InsertionPoint(self._stage), op.location:
+                    values = [_as_value(v) for v in lower(lw)]
             except Exception as e:  # a bug in a lowering must not crash MLIR (sharp edge 4)
-                self.errors.append((str(op.location), f"'{op.name}' lowering failed: {type(e).__name__}: {e}"))
-                return True
-            rewriter.replace_op(op, [_as_value(v) for v in values])
+                message = e.message if isinstance(e, KilnError) else (
+                    f"'{op.name}' lowering failed: {type(e).__name__}: {e}")
+                self.errors.append((str(op.location), message))
+                for staged in reversed(self._staged()):
+                    staged.erase()
+                with rewriter.ip, op.location:
+                    types = [converter.convert_type(r.type) or r.type for r in op.results]
+                    values = ir.Operation.create("builtin.unrealized_conversion_cast", results=types).results
+                rewriter.replace_op(op, list(values))
+                return False
+            for staged in self._staged():
+                staged.move_before(op)
+            rewriter.replace_op(op, values)
             return False
 
         return apply
@@ -257,11 +282,26 @@ def _fallback_feeds_lowered(module) -> list[tuple[str, str]]:
     return found
 
 
+#: Modules whose conversion failed inside MLIR (see convert_kiln_to_linalg): never freed.
+_QUARANTINE: list = []
+
+
+def _without_lowering(module) -> list[tuple[str, str]]:
+    """``(location, message)`` for each kiln op that no ``lower_<op>`` handles."""
+    kept = ("kiln.symbol", "kiln.fallback", "kiln.fused", "kiln.yield")
+    return [(str(op.location), f"'{op.name}' has no lowering to linalg")
+            for op in ops_where(module, lambda op: op.name.startswith("kiln.") and op.name not in kept
+                                and op.name not in LOWERINGS)]
+
+
 def convert_kiln_to_linalg(module) -> None:
     """Run the conversion on a ``builtin.module`` op in place; ConversionError on failure."""
-    fed = _fallback_feeds_lowered(module)
-    if fed:
-        raise ConversionError("convert-kiln-to-linalg failed", _diagnostics(fed))
+    # Every way the conversion itself could fail is checked before it runs: a
+    # failed conversion rolls back its tracked rewrites under the ops the
+    # lowerings built (see _Driver), which corrupts the heap.
+    blocked = _fallback_feeds_lowered(module) + _without_lowering(module)
+    if blocked:
+        raise ConversionError("convert-kiln-to-linalg failed", _diagnostics(blocked))
     _inline_fused(module)
     _annotate(module)
     converter = KilnTypeConverter()
@@ -276,6 +316,11 @@ def convert_kiln_to_linalg(module) -> None:
         try:
             rewrite.apply_partial_conversion(module, target, patterns.freeze())
         except ir.MLIRError as e:
+            # Not reached by any known input (the checks above); should it be,
+            # the rollback left the lowerings' ops using freed values, and
+            # destroying them would corrupt the heap: the module is kept alive
+            # (leaked) rather than freed.
+            _QUARANTINE.append(module)
             diags = [diagnostic_from_mlir(d) for d in e.error_diagnostics] or collector.errors
             raise ConversionError("convert-kiln-to-linalg failed", driver.diagnostics() + diags) from None
     if driver.errors:
