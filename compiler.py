@@ -81,8 +81,11 @@ def load_source(source, example_args=None, dynamic_shapes=None, symbols=None, fa
         text, name = str(source), "<string>"
         if "\n" not in text and os.path.exists(text):
             name = text
-            with open(text) as f:
-                text = f.read()
+            try:
+                with open(text, encoding="utf-8") as f:
+                    text = f.read()
+            except (OSError, UnicodeDecodeError) as e:
+                raise ParseError(f"cannot read '{name}': {e}") from None
     else:
         raise KilnError(f"cannot compile a {type(source).__name__}: expected a torch.nn.Module, an ONNX model "
                         "or path, a kiln ir.Module or MLIR text")
@@ -378,9 +381,25 @@ def load(directory, **options):
             meta = json.load(f)
     except (OSError, ValueError) as e:
         raise KilnError(f"'{directory}' is not a kiln artifact: {e}") from None
-    if meta.get("format") != "kiln-artifact/1":
-        raise KilnError(f"'{directory}' has an unknown artifact format {meta.get('format')!r}")
-    return compile(os.path.join(directory, meta["ir"]), **options)
+    if not isinstance(meta, dict) or meta.get("format") != "kiln-artifact/1":
+        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise KilnError(f"'{directory}' has an unknown artifact format {found!r}")
+    return compile(_artifact_file(directory, meta.get("ir")), **options)
+
+
+def _artifact_file(directory, name) -> str:
+    """The path of the artifact's file ``name``, which must be a regular file
+    inside ``directory`` (the manifest is untrusted input: a name such as
+    ``../../etc/passwd`` or a link out of the directory is refused)."""
+    if not isinstance(name, str) or not name:
+        raise KilnError(f"'{directory}': {ARTIFACT_META} names no IR file (its 'ir' entry is {name!r})")
+    root = os.path.realpath(directory)
+    path = os.path.realpath(os.path.join(root, name))
+    if os.path.commonpath([root, path]) != root:
+        raise KilnError(f"'{directory}': {ARTIFACT_META} names '{name}', which lies outside the artifact directory")
+    if not os.path.isfile(path):
+        raise KilnError(f"'{directory}': the artifact's IR file '{name}' is missing")
+    return path
 
 
 __all__ += ["is_artifact", "load", "save"]
