@@ -169,7 +169,7 @@ class Partition(Pass):
                 del groups[i + 1]
                 self.bump("kernels merged for symbols")
             else:
-                i += 1  # nothing to merge with: the backend names the symbol
+                i += 1  # nothing to merge with: _outline adds an argument that carries it
         return groups
 
     # -- outlining --------------------------------------------------------
@@ -178,12 +178,13 @@ class Partition(Pass):
         block = fn.regions[0].blocks[0]
         base = _sym_name(fn)
         names = []
+        carriers = _symbol_carriers(block)
         for index, group in enumerate(self._groups(block)):
             name = f"{base}_k{index}"
             while name in taken:
                 name += "_"
             taken.add(name)
-            self._outline(module, group, name)
+            self._outline(module, group, name, carriers)
             names.append(name)
             self.bump("kernels")
             if group.kind == "fallback":
@@ -194,7 +195,7 @@ class Partition(Pass):
                 op.erase()  # every user got a copy
         fn.attributes["kiln.schedule"] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])
 
-    def _outline(self, module, group: _Group, name: str) -> None:
+    def _outline(self, module, group: _Group, name: str, carriers: dict | None = None) -> None:
         loc = group.ops[0].location
         inner = group.ops
         fused = group.ops[0] if group.ops[0].name == "kiln.fused" else None
@@ -216,6 +217,15 @@ class Partition(Pass):
                 outputs = list(inner[-1].results)
             inner_outputs = outputs
 
+        if group.kind == "generated":
+            # A symbol no input has as an exact dim (a kiln.range over B next to
+            # fallbacks only): the function argument that carries it becomes one
+            # more input, so the kernel reads its value from that argument's dim.
+            for sym in sorted(_missing_symbols(group)):
+                carrier = (carriers or {}).get(sym)
+                if carrier is not None and not any(carrier == v for v in inputs):
+                    inputs.append(carrier)
+                    self.bump("symbol arguments added")
         consts = []
         if self.option("inline-constants") and group.kind == "generated":
             consts = [v for v in inputs if _is_constant(v)]
@@ -328,6 +338,17 @@ def _missing_symbols(group: _Group) -> set[str]:
         if isinstance(v.type, TensorType):
             bound.update(str(d) for d in tensor_info(v.type).dims if d.is_symbol)
     return needed - bound
+
+
+def _symbol_carriers(block) -> dict:
+    """``symbol -> the first argument of the function with it as an exact dim``."""
+    carriers: dict = {}
+    for arg in block.arguments:
+        if isinstance(arg.type, TensorType):
+            for d in tensor_info(arg.type).dims:
+                if d.is_symbol:
+                    carriers.setdefault(str(d), arg)
+    return carriers
 
 
 def _is_constant(v) -> bool:

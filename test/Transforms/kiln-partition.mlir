@@ -105,3 +105,26 @@ func.func @reshape$symbols(%x: !kiln.tensor<["B", "L", 16], f32>) -> !kiln.tenso
   %1 = "kiln.reshape"(%0) {shape = ["B", "L", 4, 4]} : (!kiln.tensor<["B*L", 16], f32>) -> !kiln.tensor<["B", "L", 4, 4], f32>
   return %1 : !kiln.tensor<["B", "L", 4, 4], f32>
 }
+
+// -----
+
+// A kernel over a symbol that none of its inputs carries, with only fallback
+// kernels beside it to merge with (a position range over B in a decoder's
+// mask): the function argument that carries B becomes one more input.
+// CHECK-LABEL: func.func @range$symbol_argument
+// CHECK-NEXT: %[[F:.*]] = call @range$symbol_argument_k0(%arg0)
+// CHECK-NEXT: %[[R:.*]] = call @range$symbol_argument_k1(%arg0)
+// CHECK-NEXT: call @range$symbol_argument_k2(%[[R]], %[[F]])
+// CHECK: func.func private @range$symbol_argument_k1(%arg0: !kiln.tensor<["B", "L"], f32>) -> !kiln.tensor<["B"], f32>
+// CHECK-SAME: kiln.group = "range", kiln.kernel = "generated"
+// CHECK-NEXT: "kiln.range"()
+// STATS: kiln-partition
+// STATS: (1) symbol arguments added
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
+func.func @range$symbol_argument(%x: !kiln.tensor<["B", "L"], f32>) -> !kiln.tensor<["B"], f32> {
+  %f = "kiln.fallback"(%x) {op_name = "aten.special_bessel_j0.default", operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0>} : (!kiln.tensor<["B", "L"], f32>) -> !kiln.tensor<["B", "L"], f32>
+  %r = "kiln.range"() {shape = ["B"], start = 0.000000e+00 : f64, step = 1.000000e+00 : f64} : () -> !kiln.tensor<["B"], f32>
+  %g = "kiln.fallback"(%r, %f) {op_name = "aten.special_bessel_j0.default", operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0>} : (!kiln.tensor<["B"], f32>, !kiln.tensor<["B", "L"], f32>) -> !kiln.tensor<["B"], f32>
+  return %g : !kiln.tensor<["B"], f32>
+}
