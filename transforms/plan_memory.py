@@ -195,6 +195,18 @@ def _public_functions(module):
             yield op
 
 
+def _check_known_dims(schedule: Schedule) -> None:
+    """Every planned tensor needs a size: a ``'?'`` dim is an error at the
+    op that defines it (shape inference has not run)."""
+    for v in schedule.values:
+        if v.kind in ("intermediate", "output") and v.step >= 0 and any(d.is_unknown for d in v.info.dims):
+            op = schedule.steps[v.step].op
+            op.location.emit_error(
+                f"'{op.name}' op result #{v.index} has a '?' dim: run kiln-infer-shapes before kiln-plan-memory"
+            )
+            raise KilnError("memory planning failed")
+
+
 def _i64(v: int) -> ir.Attribute:
     return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
 
@@ -215,6 +227,7 @@ class PlanMemory(Pass):
         for fn in list(_public_functions(module)):
             name = ir.StringAttr(fn.attributes["sym_name"]).value
             schedule = read_schedule(module, name)
+            _check_known_dims(schedule)
             plan, buffers = plan_memory(
                 schedule, symbols, alignment=self.option("alignment"), reuse=self.option("reuse")
             )
