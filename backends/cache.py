@@ -1,22 +1,29 @@
 """The persistent kernel cache shared by kiln's backends.
 
 Layout under the cache root (``$KILN_CACHE_DIR``, else
-``$XDG_CACHE_HOME/kiln``, else ``~/.cache/kiln``)::
+``$XDG_CACHE_HOME/kiln``, else ``~/.cache/kiln``; checked and, when others
+can write to it, replaced by a private per-user folder: see
+:mod:`kiln.backends.cache_root`)::
 
-    <root>/<kind>/<key[:2]>/<key>.entry   one entry (kinds: kernel, tune, binary, ...)
+    <root>/.kiln-cache                    the marker: kiln made this root (``kiln cache clear`` needs it)
+    <root>/<kind>/<key[:2]>/<key>.entry   one entry (kinds: kernel, tune, binary, choice, ...)
+    <root>/cpu/<key[:2]>/<key>.so         a CPU kernel library, + ``.so.sha256``, its digest
     <root>/src/<sha256>.py                generated Triton source, content-addressed
     <root>/triton/                        Triton's own compile cache (TRITON_CACHE_DIR)
 
 An entry is ``KILNCACHE1\\n`` + a JSON header line (``size``, ``sha256`` of
 the payload, free-form ``meta``) + the payload.  Reads check all three; an
 entry that fails (truncated, corrupted, foreign) is deleted and reported as a
-miss, so the caller rebuilds and rewrites it.  Writes go to a temporary file
-in the same folder and are moved into place with ``os.replace``: readers in
-other processes see the old entry or the new one, never half of one.
+miss, so the caller rebuilds and rewrites it.  Files loaded as they are (CPU
+libraries, the native runtime) carry a sidecar digest instead
+(:func:`write_digest` / :func:`verify_digest`).  Writes go to a temporary
+file in the same folder and are moved into place with ``os.replace``:
+readers in other processes see the old entry or the new one, never half of
+one.  Folders kiln creates are ``0o700``.
 
 Keys (:func:`make_key`) hash the kernel IR's digest, the shape bucket, the
 target, and the kiln / Triton / MLIR versions plus the cache format, so an
-upgrade never reads a stale entry.
+upgrade never reads a stale entry; no key holds the cache's own path.
 """
 
 from __future__ import annotations
@@ -32,11 +39,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import KilnError
+from .cache_root import KNOWN_DIRS, MARKER, configured_cache_dir, is_kind_dir, private_mkdir, safe_cache_root
+
 __all__ = [
     "CACHE_FORMAT",
     "DIGEST_SUFFIX",
     "CacheStats",
     "KernelCache",
+    "configured_cache_dir",
     "default_cache",
     "default_cache_dir",
     "digest_path",
@@ -53,12 +64,11 @@ _MAGIC = b"KILNCACHE1\n"
 
 
 def default_cache_dir() -> Path:
-    """``$KILN_CACHE_DIR``, else the user cache dir + ``/kiln``."""
-    env = os.environ.get("KILN_CACHE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "kiln"
+    """The cache root in use: ``$KILN_CACHE_DIR``, else the user cache dir +
+    ``/kiln``, when it is safe (owned by this user, not world-writable, see
+    :mod:`kiln.backends.cache_root`); else a private per-user folder, with a
+    warning.  Created (``0o700``) when missing."""
+    return safe_cache_root(configured_cache_dir())
 
 
 _VERSIONS: dict[str, str] | None = None
@@ -130,7 +140,7 @@ class CacheStats:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_mkdir(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -199,7 +209,7 @@ def digest_problem(path: str | os.PathLike, key: str | None = None, data: bytes 
             raise ValueError
         record = json.loads(raw[len(_DIGEST_MAGIC):])
         name, size, sha, stored_key = record["name"], record["size"], record["sha256"], record["key"]
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         return f"unreadable digest file {side.name}"
     if name != os.path.basename(os.fspath(path)):
         return f"digest written for {name!r}"
@@ -227,7 +237,9 @@ class KernelCache:
     """A persistent, process-safe key -> bytes store (see the module docstring)."""
 
     def __init__(self, root: str | os.PathLike | None = None):
-        self.root = Path(root) if root is not None else default_cache_dir()
+        # Checked like the default root: a root others can write to is
+        # replaced by the private fallback (see kiln.backends.cache_root).
+        self.root = safe_cache_root(root) if root is not None else default_cache_dir()
         self.stats = CacheStats()
         self._lock = threading.Lock()
 
@@ -270,8 +282,9 @@ class KernelCache:
             payload = rest[nl + 1 :]
             if len(payload) != header["size"] or hashlib.sha256(payload).hexdigest() != header["sha256"]:
                 return None
-            return payload, header.get("meta", {})
-        except (ValueError, KeyError, TypeError):
+            meta = header.get("meta", {})
+            return (payload, meta) if isinstance(meta, dict) else None
+        except (ValueError, KeyError, TypeError, RecursionError):  # a damaged header: a miss
             return None
 
     def put(self, kind: str, key: str, payload: bytes, meta: dict | None = None) -> Path:
@@ -290,7 +303,7 @@ class KernelCache:
             return None
         try:
             return json.loads(got[0])
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON (or nested past the parser): a miss
             self.path(kind, key).unlink(missing_ok=True)
             return None
 
@@ -350,16 +363,30 @@ class KernelCache:
         }
 
     def clear(self) -> int:
-        """Delete every entry; returns how many files were removed."""
+        """Delete kiln's entries; returns how many files were removed.
+
+        Only a root with kiln's marker file (written when kiln created the
+        root, or found it empty) is cleared, and only kiln's folders in it
+        (``cpu``, ``native``, ``src``, ``triton`` and the entry kinds'
+        ``<kind>/<xx>/*.entry``) and its temporary files; the marker stays.
+        Raises :class:`KilnError` for a root without the marker.
+        """
+        root = self.root
+        if not root.is_dir():
+            return 0
+        if not (root / MARKER).is_file():
+            raise KilnError(f"refusing to clear {root}: it has no {MARKER} marker, so it is not a cache "
+                            f"kiln created (it may hold other files); delete its kiln folders yourself")
         n = 0
-        if self.root.is_dir():
-            for sub in list(self.root.iterdir()):
-                if sub.is_dir():
-                    n += sum(1 for f in sub.rglob("*") if f.is_file())
-                    shutil.rmtree(sub, ignore_errors=True)
-                else:
-                    sub.unlink(missing_ok=True)
-                    n += 1
+        for sub in list(root.iterdir()):
+            if sub.is_symlink():
+                continue
+            if sub.is_dir() and (sub.name in KNOWN_DIRS or is_kind_dir(sub)):
+                n += sum(1 for f in sub.rglob("*") if f.is_file())
+                shutil.rmtree(sub, ignore_errors=True)
+            elif sub.is_file() and sub.name.startswith(".tmp-"):
+                sub.unlink(missing_ok=True)
+                n += 1
         return n
 
 

@@ -13,9 +13,23 @@ LLVM, behind the same ``lookup`` / ``raw_lookup`` interface the kernels use.
 (:func:`kernel_key`) and looks it up first (:func:`load`), so a hit skips
 the lowering stages too.
 
-Each load dlopens a private copy of the cached file: the loader shares one
+The cache is untrusted input: every entry has a sidecar digest
+(``<key>.so.sha256``, :func:`kiln.backends.cache.write_digest`: size,
+sha256 and the key it was stored under), and :func:`load` reads the entry
+once, checks those bytes against it and loads exactly them.  A truncated,
+corrupted or swapped-in entry is deleted with a warning on the
+``kiln.cache`` logger and rebuilt; it is never passed to ``dlopen``.
+
+Each load dlopens a private copy of the checked bytes: the loader shares one
 mapping per file, and two models loaded from one entry must not share the
-mutable globals of the module (the native GEMM's packing slots).
+mutable globals of the module (the native GEMM's packing slots).  The copy
+is unlinked at once and closed (``dlclose``) when its :class:`SharedObjectEngine`
+is collected (the last kernel holding it died).
+
+Keys hold no path of the cache dir: libraries inside the cache (the native
+runtime) count by file name (which hashes their sources and flags), and
+entries do not link them by path but resolve their symbols from the copy
+the process loaded (``RTLD_GLOBAL``), so a copied or moved cache still hits.
 ``KILN_CPU_CACHE=0`` turns the cache off; without a C compiler to link with
 it is off too.
 """
@@ -24,14 +38,19 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import logging
 import os
 import platform
 import shutil
 import subprocess
 import tempfile
+import weakref
 from pathlib import Path
 
-__all__ = ["SharedObjectEngine", "cache_key", "enabled", "host_cpu", "jit_cached", "kernel_key", "load", "source_digest"]
+__all__ = ["CODEGEN_SETTINGS", "SharedObjectEngine", "cache_key", "codegen_settings", "enabled", "host_cpu",
+           "jit_cached", "kernel_key", "load", "source_digest"]
+
+_log = logging.getLogger("kiln.cache")
 
 
 def enabled() -> bool:
@@ -77,9 +96,43 @@ def cache_key(module, opt_level: int, shared_libs, extra=()) -> str:
     # weights print as hex (0.25 s for the bench MLP's 32 MiB); they are
     # elided from the text and hashed from their buffers instead (0.02 s).
     h = hashlib.sha256(_weights_elided_key(module) or module.operation.get_asm(binary=True))
-    for part in (repr(sorted(versions().items())), host_cpu(), str(opt_level), *shared_libs, *extra):
+    # The libraries by file name, not path: the native runtime's lives in
+    # the cache dir (a moved cache must still hit), and both names hash
+    # their build (the native sources and flags; numpy's OpenBLAS build).
+    libs = [os.path.basename(lib) for lib in shared_libs]
+    for part in (repr(sorted(versions().items())), host_cpu(), str(opt_level), *libs, *extra):
         h.update(b"\0" + part.encode())
     return h.hexdigest()
+
+
+#: The settings the lowering reads, each changing the generated code: the
+#: environment variable and the :mod:`.library` function giving the value
+#: the lowering uses.  That value is hashed, not the variable, so setting one
+#: to its default is the same entry.  ``KILN_THREADS`` and the OpenBLAS
+#: thread count are here because the library helpers bake the pool size
+#: into the code (``%nthr = arith.constant``).  Everything else is runtime
+#: only and stays out of the key: ``KILN_DEBUG``, ``KILN_VERIFY_EACH``,
+#: ``KILN_FAST``, ``KILN_SPLIT`` / ``KILN_SEQ`` / ``KILN_SPLIT_SEQ``,
+#: ``KILN_PIN``, ``KILN_HUGEPAGES``, ``KILN_RESHAPE_VIEWS``, the native
+#: library's ``KILN_WINOGRAD`` / ``KILN_CONV_PAIR`` / ``KILN_VCONV_UNPADDED``
+#: switches and ``KILN_CACHE_DIR``.  (``KILN_NATIVE`` also shows in the
+#: shared libraries; ``KILN_CPU_CACHE=0`` means no key at all.)
+CODEGEN_SETTINGS = (
+    ("KILN_CPU_LIBRARY", "enabled"),
+    ("KILN_NATIVE", "native_enabled"),
+    ("KILN_NATIVE_WA", "weight_a_enabled"),
+    ("KILN_SMALL_M", "small_m"),
+    ("KILN_BLAS_MT_MNK", "mt_mnk"),
+    ("KILN_BLAS_THREADS", "blas_threads"),
+    ("KILN_THREADS", "native_threads"),
+)
+
+
+def codegen_settings() -> list[tuple[str, str]]:
+    """``(variable, value the lowering uses)`` for each of :data:`CODEGEN_SETTINGS`."""
+    from . import library
+
+    return [(name, repr(getattr(library, fn)())) for name, fn in CODEGEN_SETTINGS]
 
 
 def kernel_key(module, vectorize: int, opt_level: int = 3) -> str | None:
@@ -88,17 +141,17 @@ def kernel_key(module, vectorize: int, opt_level: int = 3) -> str | None:
 
     A hit on it skips the lowering as well as LLVM (0.7 of ResNet-50's
     1.5 s warm compile).  The lowered code also depends on what the module
-    text does not show, so the key adds it: the vectorize level, every
-    ``KILN_*`` setting (library thresholds, native switches) and a digest of
-    kiln's own source (an edited lowering must not load stale code).
+    text does not show, so the key adds it: the vectorize level, the
+    settings of :data:`CODEGEN_SETTINGS` (library thresholds, native
+    switches, baked thread counts) and a digest of kiln's own source (an
+    edited lowering must not load stale code).
     """
     if not enabled():
         return None
     from .library import shared_libs
 
-    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("KILN_") and k != "KILN_CACHE_DIR")
     return cache_key(module, opt_level, shared_libs(),
-                     ("kiln-dialect", f"vectorize={vectorize}", repr(env), source_digest()))
+                     ("kiln-dialect", f"vectorize={vectorize}", repr(codegen_settings()), source_digest()))
 
 
 _SOURCE: str | None = None
@@ -157,13 +210,21 @@ def _weights_elided_key(module) -> bytes | None:
 
 class SharedObjectEngine:
     """A cached kernel library loaded with ``dlopen``: what :class:`CpuKernel`
-    needs of an ``ExecutionEngine`` (``lookup``, ``raw_lookup``)."""
+    needs of an ``ExecutionEngine`` (``lookup``, ``raw_lookup``).
+
+    The library is closed (``dlclose``) when this object is collected: whatever
+    calls into it (kernels, their callers, the packed-weight release) must
+    hold the engine (MLIR_NOTES sharp edge 9), as they do an ExecutionEngine.
+    """
 
     cache = "hit"
 
     def __init__(self, path: str):
         self.path = path
         self._lib = ctypes.CDLL(path)
+        # Not at exit: the process unmaps everything then, and a finalizer
+        # still to run (a model's packed-weight release) may call into it.
+        weakref.finalize(self, _dlclose, self._lib._handle).atexit = False
 
     def raw_lookup(self, name: str) -> int:
         """The address of the packed wrapper of ``name`` (as ExecutionEngine.raw_lookup), or 0."""
@@ -180,11 +241,22 @@ class SharedObjectEngine:
         return address
 
 
-def _load_copy(entry: Path) -> SharedObjectEngine:
-    fd, tmp = tempfile.mkstemp(suffix=".so", prefix="kiln-kernels-")
-    os.close(fd)
+def _dlclose(handle: int) -> None:
+    import _ctypes
+
     try:
-        shutil.copyfile(entry, tmp)
+        _ctypes.dlclose(handle)
+    except OSError:  # pragma: no cover - the loader refused: the mapping just stays
+        pass
+
+
+def _load_copy(data: bytes) -> SharedObjectEngine:
+    """``data`` (checked bytes of an entry) loaded from a private file: each
+    load has its own mapping, and the file is gone once it is mapped."""
+    fd, tmp = tempfile.mkstemp(suffix=".so", prefix="kiln-kernels-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         return SharedObjectEngine(tmp)
     finally:
         os.unlink(tmp)  # the mapping stays valid; nothing is left on disk
@@ -197,19 +269,69 @@ def _entry(key: str) -> Path:
     return default_cache_dir() / "cpu" / key[:2] / f"{key}.so"
 
 
+def _discard(entry: Path, why: str) -> None:
+    """Delete a damaged entry (and its digest) with a warning: the caller rebuilds it."""
+    from ..cache import digest_path
+
+    _log.warning("kiln: CPU kernel cache entry %s is damaged or foreign (%s): deleted, recompiling", entry, why)
+    entry.unlink(missing_ok=True)
+    digest_path(entry).unlink(missing_ok=True)
+
+
+_GLOBAL: set[str] = set()
+
+
+def _split_libs(libs) -> tuple[list[str], list[str]]:
+    """``(linked, in_process)``: the libraries an entry links by path
+    (OpenBLAS, outside the cache), and kiln's native runtime, which lives in
+    the cache dir (its path moves with a copied cache): an entry resolves
+    its symbols from the copy this process loaded instead."""
+    from ...runtime import native
+
+    own = native.library()
+    linked = [lib for lib in libs if lib != own]
+    return linked, [lib for lib in libs if lib == own]
+
+
+def _make_global(libs) -> None:
+    """Load ``libs`` with ``RTLD_GLOBAL`` (once each): an entry's calls of the
+    native runtime resolve to the copy this process loaded."""
+    for lib in libs:
+        if lib not in _GLOBAL:
+            ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+            _GLOBAL.add(lib)
+
+
 def load(key: str, names) -> SharedObjectEngine | None:
     """The cached library of ``key`` with ``names`` found in it, or None (a
-    damaged entry is deleted, so the caller rebuilds it)."""
+    damaged or foreign entry is deleted, so the caller rebuilds it).
+
+    The entry is read once; those bytes are checked against its digest (and
+    the key it was stored under) before anything is loaded, and are what is
+    loaded."""
+    from ..cache import digest_problem
+    from .library import shared_libs
+
     entry = _entry(key)
-    if not entry.exists():
+    try:
+        data = entry.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        _discard(entry, f"unreadable: {e.strerror or e}")
+        return None
+    problem = digest_problem(entry, key, data)
+    if problem is not None:
+        _discard(entry, problem)
         return None
     try:
-        engine = _load_copy(entry)
+        _make_global(_split_libs(shared_libs())[1])
+        engine = _load_copy(data)
         for name in names:
             engine.lookup(name)
         return engine
-    except (OSError, RuntimeError):  # truncated, foreign, or missing a kernel: rebuild it
-        entry.unlink(missing_ok=True)
+    except (OSError, RuntimeError) as e:  # intact, but built against something else: rebuild it
+        _discard(entry, f"does not load: {e}")
         return None
 
 
@@ -237,22 +359,30 @@ def jit_cached(module, names, opt_level: int = 3, key: str | None = None):
     engine = execution_engine.ExecutionEngine(module, opt_level=opt_level, shared_libs=libs, enable_pic=True)
     for name in names:
         engine.lookup(name)
-    _store(engine, _entry(key), libs)
+    _store(engine, _entry(key), libs, key)
     return _Tagged(engine, "miss")
 
 
-def _store(engine, entry: Path, libs) -> None:
-    """Link the engine's object code into ``entry``; a failure only costs the next compile."""
+def _store(engine, entry: Path, libs, key: str) -> None:
+    """Link the engine's object code into ``entry`` with its digest; a
+    failure only costs the next compile."""
+    from ..cache import write_digest
+    from ..cache_root import private_mkdir
+
     try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
+        private_mkdir(entry.parent)
+        linked, _ = _split_libs(libs)
         with tempfile.TemporaryDirectory(dir=entry.parent) as tmp:
             obj, so = os.path.join(tmp, "k.o"), os.path.join(tmp, "k.so")
             engine.dump_to_object_file(obj)
-            # The libraries by path, with their folders as rpaths: a dlopen of
-            # the entry resolves sgemm and the native kernels by itself.
-            rpaths = [f"-Wl,-rpath,{os.path.dirname(lib)}" for lib in libs]
-            subprocess.run([_linker(), "-shared", "-o", so, obj, *libs, *rpaths],
+            # Libraries outside the cache by path, with their folders as
+            # rpaths; the native runtime's symbols stay undefined and bind to
+            # the copy the process loaded (see _make_global).
+            rpaths = [f"-Wl,-rpath,{os.path.dirname(lib)}" for lib in linked]
+            subprocess.run([_linker(), "-shared", "-o", so, obj, *linked, *rpaths],
                            check=True, capture_output=True, timeout=300)
+            # The digest first: a reader never finds the new entry without it.
+            write_digest(entry, key, Path(so).read_bytes())
             os.replace(so, entry)
     except (OSError, subprocess.SubprocessError):
         pass
