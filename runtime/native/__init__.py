@@ -1,4 +1,4 @@
-"""kiln's native runtime library: built on first use, loaded into the CPU JIT.
+"""kiln's native runtime library: built at setup (``kiln build-native``) or on first use, loaded into the CPU JIT.
 
 ``kiln_native.c`` holds what JIT-compiled kernels call beyond the
 ExecutionEngine: a parallel-for thread pool and the GEMMs (see the file);
@@ -10,29 +10,48 @@ strided in a packed projection);
 ``kiln_dispatch.c`` OpenBLAS slabs and its thread count, split and batched
 kernel launches, the permuting copy, the max pool, a product's bias +
 activation + residual epilogue and the layer norm on the pool.
-:func:`library` compiles them into one library with the system C
-compiler (``cc -O3 -march=native -falign-loops=64``: it only ever runs on the machine that
-built it) into the kernel cache's ``native/`` folder, named by the hash of
-the sources, the compiler and the flags, so a rebuild happens only when one
-of them changes; the file is written under a temporary name and moved into
-place, so concurrent processes never load half a library.
+They are compiled into one library with the system C compiler (``cc -O3
+-march=native -falign-loops=64``: it only ever runs on the machine that built
+it), named by the hash of the sources, the compiler, the flags and the host
+CPU, so a rebuild happens only when one of them changes.
 
-Without a C compiler (or with ``KILN_NATIVE=0``) :func:`library` returns
-None and the CPU backend keeps to OpenBLAS for every product.
+``kiln build-native`` (run by ``scripts/setup.sh`` and CMake's ``kiln-native``
+target) builds it ahead of use, printing its progress, into :func:`build_dir`:
+``$KILN_NATIVE_DIR``, else ``build/`` beside these sources when that is
+writable, else the kernel cache's ``native/`` folder.  :func:`library` looks
+there (and in the cache's ``native/``); when the library is missing it builds
+it on first use (logged on the ``kiln.native`` logger) unless
+``KILN_NATIVE_BUILD=0``.  Builds run in their own process groups and are
+killed whole on a timeout (``KILN_NATIVE_BUILD_TIMEOUT``, default 600 s); a
+failed build is not retried by every new process (see :mod:`.build`).
+
+A library is loaded only after its size and sha256 match the digest written
+beside it when it was built: a damaged one (truncated, zero-filled, flipped
+bytes, no digest) is deleted and rebuilt with a warning, and one that still
+fails to load leaves kiln running without it.
+
+Without the library (``KILN_NATIVE=0``, no C compiler, a failed build, or a
+host that is not x86: ``kiln_native.h`` uses x86 intrinsics) :func:`library`
+returns None, :data:`build_error` says why, and the CPU backend keeps to
+OpenBLAS and generated code for everything.
 """
 
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import logging
 import os
+import platform
 import shutil
-import subprocess
-import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["SOURCES", "library", "load", "packed_bytes", "release_on_collect", "threads"]
+from ...errors import KilnError
+from . import build
+
+__all__ = ["SOURCES", "build_dir", "build_library", "library", "load", "packed_bytes", "release_on_collect",
+           "threads", "x86_host"]
 
 #: The C files of the library, compiled together (the others use kiln_native.c's pool).
 #: (SOURCE_NAMES and FLAGS stay literals: bench/native_check.py reads them
@@ -55,78 +74,275 @@ FLAGS = ("-O3", "-march=native", "-falign-loops=64", "-fPIC", "-shared", "-pthre
 _lock = threading.Lock()
 _built: dict[str, str | None] = {}
 _handle = None
-#: Why the library could not be built, if it could not (None otherwise).
+#: Why the library could not be built or loaded, if it could not (None otherwise).
 build_error: str | None = None
+#: The messages already logged by this process (each is logged once).
+_said: set[str] = set()
+
+logger = logging.getLogger("kiln.native")
+
+#: Machines whose compilers know kiln_native.h's x86 intrinsics.
+X86_MACHINES = frozenset({"x86_64", "amd64", "x64", "i386", "i486", "i586", "i686", "x86"})
+#: Seconds a build may take before it is killed (``kiln build-native --timeout`` overrides).
+DEFAULT_TIMEOUT_S = 600.0
 
 
 def _compiler() -> str | None:
     return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
 
 
-def library() -> str | None:
-    """The path of the built library, building it if needed; None if it cannot
-    be built (:data:`build_error` says why)."""
-    global build_error
-    if os.environ.get("KILN_NATIVE", "1") == "0":
-        return None
-    cc = _compiler()
-    if cc is None:
-        return None
-    with _lock:
-        if cc in _built:
-            return _built[cc]
-        from ...backends.cache import default_cache_dir
-        from ...backends.cpu.objcache import host_cpu
-
-        # -march=native: the host CPU is part of the name (a cache dir shared
-        # between machines must not hand one's AVX-512 build to another).
-        src = b"".join(path.read_bytes() for path in SOURCES + HEADERS)
-        digest = hashlib.sha256(src + cc.encode() + " ".join(FLAGS).encode() + host_cpu().encode()).hexdigest()[:20]
-        out = default_cache_dir() / "native" / f"kiln_native-{digest}.so"
-        path: str | None = str(out)
-        if not out.exists():
-            tmp = ""
-            try:
-                out.parent.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
-                os.close(fd)
-                subprocess.run([cc, *FLAGS, "-o", tmp, *map(str, SOURCES)], check=True, capture_output=True, timeout=120)
-                os.replace(tmp, out)
-            except (OSError, subprocess.SubprocessError) as e:
-                build_error = f"{cc} failed: {getattr(e, 'stderr', b'') or e}"
-                path = None
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-        _built[cc] = path
-        return path
+def x86_host() -> bool:
+    """Whether this machine can build the library (its header includes x86 intrinsics)."""
+    return platform.machine().lower() in X86_MACHINES
 
 
-def load():
-    """The library loaded into this process (``ctypes.CDLL``), its pool
-    started with :func:`threads` threads; None without it."""
-    global _handle
-    path = library()
-    if path is None:
-        return None
-    with _lock:
-        if _handle is None:
-            lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-            lib.kiln_pool_init(ctypes.c_int(threads()))
-            lib.kiln_packed_bytes.restype = ctypes.c_int64
-            _handle = lib
-        return _handle
+def not_x86_message() -> str:
+    """Why a non-x86 host runs without the library."""
+    return (f"the native library is x86-only (kiln_native.h uses x86 intrinsics) and this host is "
+            f"{platform.machine() or 'unknown'}: kiln runs without it (OpenBLAS and generated code)")
 
 
-def threads() -> int:
-    """Threads of the native pool: ``KILN_THREADS``, else the CPUs this process may use."""
-    env = os.environ.get("KILN_THREADS")
+def _say(level: int, message: str) -> None:
+    if message not in _said:
+        _said.add(message)
+        logger.log(level, message)
+
+
+def build_dir() -> Path:
+    """Where the library is built: ``$KILN_NATIVE_DIR``, else ``build/`` beside
+    the sources when that folder can be written, else the cache's ``native/``."""
+    env = os.environ.get("KILN_NATIVE_DIR")
     if env:
-        return max(1, int(env))
+        return Path(env)
+    here = Path(__file__).with_name("build")
+    try:
+        here.mkdir(exist_ok=True)
+        if os.access(here, os.W_OK):
+            return here
+    except OSError:
+        pass
+    return _cache_native_dir()
+
+
+def _cache_native_dir() -> Path:
+    from ...backends.cache import default_cache_dir
+
+    return default_cache_dir() / "native"
+
+
+def _search_dirs() -> list[Path]:
+    """The folders a built library is looked for in, first match wins."""
+    if os.environ.get("KILN_NATIVE_DIR"):
+        return [Path(os.environ["KILN_NATIVE_DIR"])]
+    dirs = [Path(__file__).with_name("build"), _cache_native_dir()]
+    return list(dict.fromkeys(dirs + [build_dir()]))
+
+
+def library_name(cc: str) -> str:
+    """The library's file name for compiler ``cc`` on this host: ``kiln_native-<digest>.so``."""
+    from ...backends.cpu.objcache import host_cpu
+
+    # -march=native: the host CPU is part of the name (a cache dir shared
+    # between machines must not hand one's AVX-512 build to another).
+    src = b"".join(path.read_bytes() for path in SOURCES + HEADERS)
+    digest = hashlib.sha256(src + cc.encode() + " ".join(FLAGS).encode() + host_cpu().encode()).hexdigest()[:20]
+    return f"kiln_native-{digest}.so"
+
+
+def _find(name: str) -> tuple[Path | None, list[tuple[Path, str]]]:
+    """The first whole library called ``name``, and the damaged ones met before it."""
+    damaged = []
+    for folder in _search_dirs():
+        path = folder / name
+        if not path.exists():
+            continue
+        problem = build.verify(path)
+        if problem is None:
+            return path, damaged
+        damaged.append((path, problem))
+    return None, damaged
+
+
+def _jobs() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
 
+
+def build_library(*, force: bool = False, timeout: float | None = None, jobs: int | None = None,
+                  out_dir: Path | None = None, progress=None) -> Path:
+    """Build the library now (what ``kiln build-native`` runs) and return its path.
+
+    A whole library already in place is kept unless ``force``; a failed
+    build's marker is ignored (this always tries).  ``progress`` gets one line
+    per step.  Raises :class:`KilnError` on a non-x86 host, without a C
+    compiler, or with the compiler's error when the build fails."""
+    if not x86_host():
+        raise KilnError(not_x86_message())
+    cc = _compiler()
+    if cc is None:
+        raise KilnError("no C compiler to build the native library with: install cc or gcc, or set CC")
+    say = progress or (lambda _msg: None)
+    name = library_name(cc)
+    out = (out_dir or build_dir()) / name
+    with build.lock(out):
+        if not force:
+            problem = build.verify(out)
+            if problem is None:
+                say(f"the native library is up to date: {out}")
+                return out
+            if out.exists():
+                say(f"{out} {problem}: rebuilding it")
+        build.remove(out)
+        jobs = jobs or _jobs()
+        limit = DEFAULT_TIMEOUT_S if timeout is None else timeout
+        say(f"building the native library with {cc} {' '.join(FLAGS)}")
+        say(f"  {len(SOURCES)} sources from {SOURCES[0].parent}, {jobs} at a time, into {out} "
+            f"(time limit {limit:g} s)")
+        try:
+            took = build.compile_library(cc, FLAGS, SOURCES, out, timeout=limit, jobs=jobs, progress=say)
+        except KilnError as e:
+            build.record_failure(out, str(e))
+            raise
+        say(f"built {out} in {took:.1f} s")
+        return out
+
+
+def _timeout_from_env() -> float:
+    text = os.environ.get("KILN_NATIVE_BUILD_TIMEOUT")
+    if not text:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise KilnError(f"KILN_NATIVE_BUILD_TIMEOUT={text!r} is not a positive number of seconds")
+    return value
+
+
+def library() -> str | None:
+    """The path of the built library, building it if needed; None if it is
+    not there and cannot be built (:data:`build_error` says why)."""
+    with _lock:
+        return _library_locked()
+
+
+def _library_locked() -> str | None:
+    global build_error
+    if os.environ.get("KILN_NATIVE", "1") == "0":
+        return None
+    if not x86_host():
+        build_error = not_x86_message()
+        _say(logging.INFO, build_error)
+        return None
+    cc = _compiler()
+    if cc is None:
+        build_error = "no C compiler (cc, gcc or $CC) to build the native library with"
+        _say(logging.WARNING, f"{build_error}: kiln runs without it")
+        return None
+    if cc in _built:
+        return _built[cc]
+    name = library_name(cc)
+    path, damaged = _find(name)
+    if path is None:
+        path = _rebuild(cc, name, damaged)
+    _built[cc] = str(path) if path is not None else None
+    return _built[cc]
+
+
+def _rebuild(cc: str, name: str, damaged: list[tuple[Path, str]]) -> Path | None:
+    """Delete the damaged copies and build the library on first use (None if that is off or fails)."""
+    global build_error
+    out = build_dir() / name
+    with build.lock(out):
+        # Another process may have built (or already deleted) it while this one waited.
+        path, damaged = _find(name)
+        if path is not None:
+            return path
+        for bad, problem in damaged:
+            logger.warning("the native library %s %s: deleting it and building it again", bad, problem)
+            build.remove(bad)
+        if os.environ.get("KILN_NATIVE_BUILD", "1") == "0":
+            build_error = (f"the native library is not built (KILN_NATIVE_BUILD=0 keeps kiln from building it "
+                           f"at run time): run `kiln build-native` (scripts/setup.sh does) to build {out}")
+            _say(logging.WARNING, f"{build_error}; kiln runs without it")
+            return None
+        failed = build.recent_failure(out)
+        if failed is not None:
+            build_error = f"the native library is not built: {failed}"
+            _say(logging.WARNING, f"{build_error}; kiln runs without it")
+            return None
+        logger.warning("building the native library (one time, about a minute; `kiln build-native` "
+                       "does it ahead) into %s", out)
+        try:
+            build.compile_library(cc, FLAGS, SOURCES, out, timeout=_timeout_from_env(), jobs=_jobs(),
+                                  progress=logger.info)
+        except KilnError as e:
+            build_error = str(e)
+            build.record_failure(out, build_error)
+            logger.warning("%s\nkiln runs without the native library; `kiln build-native` retries", e)
+            return None
+        build_error = None
+        return out
+
+
+def load():
+    """The library loaded into this process (``ctypes.CDLL``), its pool
+    started with :func:`threads` threads; None without it.  A library that
+    fails to load is deleted and built once more; if that one fails too,
+    kiln runs without it (:data:`build_error` says why)."""
+    global _handle, build_error
+    if os.environ.get("KILN_NATIVE", "1") == "0":  # read at every call: a test may turn it off for one compile
+        return None
+    if _handle is not None:
+        return _handle
+    with _lock:
+        if _handle is not None:
+            return _handle
+        lib = None
+        for attempt in range(2):
+            path = _library_locked()
+            if path is None:
+                return None
+            n = threads()  # a bad KILN_THREADS is an error before anything is loaded
+            try:
+                lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+                break
+            except OSError as e:
+                _built.clear()
+                build.remove(Path(path))
+                if attempt == 0:
+                    logger.warning("the native library %s does not load (%s): deleting it and building it again",
+                                   path, e)
+                    continue
+                # Built twice and still not loadable: no process retries it for a while.
+                build_error = f"the native library {path} does not load: {e}"
+                build.record_failure(Path(path), build_error)
+                logger.warning("%s; kiln runs without it", build_error)
+                _built[_compiler() or ""] = None
+                return None
+        lib.kiln_pool_init(ctypes.c_int(n))
+        lib.kiln_packed_bytes.restype = ctypes.c_int64
+        _handle = lib
+        return _handle
+
+
+def threads() -> int:
+    """Threads of the native pool: ``KILN_THREADS`` (a positive whole number),
+    else the CPUs this process may use."""
+    env = os.environ.get("KILN_THREADS")
+    if env is not None and env.strip():
+        try:
+            value = int(env)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise KilnError(f"KILN_THREADS={env!r} is not a positive whole number of threads "
+                            "(unset it to use every CPU this process may use)")
+        return value
+    return _jobs()
 
 
 def packed_bytes() -> int:
