@@ -4,8 +4,6 @@ the C entry points against numpy / PyTorch, and convolutions through kiln.compil
 import ctypes
 import gc
 import os
-import platform
-import shutil
 import subprocess
 import sys
 
@@ -18,7 +16,7 @@ from kiln.backends.cpu import library
 from kiln.bench import native_check
 from kiln.runtime import native
 
-pytestmark = pytest.mark.skipif(native.load() is None, reason="no C compiler: the native library is not built")
+pytestmark = pytest.mark.native  # fails, not skips, without the library (conftest.py)
 
 I64 = ctypes.c_int64
 
@@ -491,8 +489,7 @@ sys.exit(1 if bad else 0)
 """
 
 
-@pytest.mark.skipif(shutil.which("cc") is None or platform.machine() not in ("x86_64", "AMD64"),
-                    reason="reads the x86 MXCSR through a helper built with cc")
+@pytest.mark.cc  # reads the x86 MXCSR through a helper built with cc (the file's native mark skips other hosts)
 def test_convolutions_compute_nothing_from_stale_scratch():
     """What the kernels compute and drop (Winograd's spill: tiles past a
     block's last, columns past a row's end; wide grids, partial panels; the

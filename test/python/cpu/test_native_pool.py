@@ -9,9 +9,8 @@ from torch.export import Dim
 
 import kiln
 from kiln.backends.cpu import pool
-from kiln.runtime import native
 
-pytestmark = pytest.mark.skipif(native.load() is None, reason="no C compiler: the native library is not built")
+pytestmark = pytest.mark.native  # fails, not skips, without the library (conftest.py)
 
 
 class _Pool(torch.nn.Module):

@@ -131,16 +131,15 @@ def test_threads_with_different_shapes(build_executor):
 
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("batched", [True, False], ids=["kiln_run_seq", "one-call-each"])
 def test_generated_kernels_between_fallbacks_run_as_one_native_call(monkeypatch, batched):
     """The CPU backend's kernels before and after a fallback kernel are two
     runs: one ``kiln_run_seq`` call each (both kernels of each), or one
     ctypes call per kernel without it; the results are the same."""
     import kiln
-    from kiln.runtime import launches, native
+    from kiln.runtime import launches
 
-    if native.load() is None:
-        pytest.skip("no C compiler: the native library is not built")
     calls = []
     real = launches.seq_runner()
 

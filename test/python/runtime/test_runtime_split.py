@@ -13,7 +13,6 @@ import kiln.runtime.launches as launches
 from kiln._mlir import ir
 from kiln.context import make_context
 from kiln.module import parse_module
-from kiln.runtime import native
 from kiln.runtime.split import split_symbol
 
 SYMBOLS = ('"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()\n'
@@ -120,7 +119,7 @@ def spy(monkeypatch):
     return calls
 
 
-@pytest.mark.skipif(native.load() is None, reason="no C compiler: the native library is not built")
+@pytest.mark.native
 def test_split_kernels_match_torch_at_every_batch(spy):
     torch.manual_seed(0)
     net = _Block().eval()
@@ -134,7 +133,7 @@ def test_split_kernels_match_torch_at_every_batch(spy):
         assert (len(spy) > before) == bool(rows)
 
 
-@pytest.mark.skipif(native.load() is None, reason="no C compiler: the native library is not built")
+@pytest.mark.native
 def test_profiling_times_kernels_as_they_run(spy):
     """With profiling on, split kernels still run split, and their time is reported."""
     torch.manual_seed(0)
@@ -152,7 +151,7 @@ def test_profiling_times_kernels_as_they_run(spy):
     assert all(times[name]["mean_s"] > 0 for name in split)
 
 
-@pytest.mark.skipif(native.load() is None, reason="no C compiler: the native library is not built")
+@pytest.mark.native
 def test_static_kernels_never_split(spy):
     """A kernel compiled with B bound reads no size from its arguments: halving them would be wrong."""
     torch.manual_seed(0)
@@ -179,7 +178,7 @@ def _whole_step(name, outs):
     return (name, object(), (), tuple(outs), (), False, (_NOOP, None, (), 3))
 
 
-@pytest.mark.skipif(native.load() is None, reason="no C compiler: the native library is not built")
+@pytest.mark.native
 def test_consecutive_split_launches_run_as_one_call():
     """Split launches join a run while each reads of the run's values only
     the rows its own half wrote and writes no arena memory the run touched;
