@@ -130,9 +130,17 @@ CODEGEN_SETTINGS = (
 
 def codegen_settings() -> list[tuple[str, str]]:
     """``(variable, value the lowering uses)`` for each of :data:`CODEGEN_SETTINGS`."""
+    from ...errors import KilnError
     from . import library
 
-    return [(name, repr(getattr(library, fn)())) for name, fn in CODEGEN_SETTINGS]
+    out = []
+    for name, fn in CODEGEN_SETTINGS:
+        try:
+            value = repr(getattr(library, fn)())
+        except (ValueError, KilnError):  # a malformed setting: the lowering reports it if it reads it
+            value = f"unparsed {os.environ.get(name)!r}"
+        out.append((name, value))
+    return out
 
 
 def kernel_key(module, vectorize: int, opt_level: int = 3) -> str | None:

@@ -5,6 +5,7 @@ cache and runtime-only settings; cached libraries are closed with their
 models; damaged KILNCACHE1 / JSON entries are misses."""
 
 import gc
+import hashlib
 import json
 import logging
 import os
@@ -379,7 +380,9 @@ def test_runtime_only_settings_keep_the_key(cache_dir, monkeypatch):
 
 @pytest.mark.parametrize("damage", [
     b"", b"KILNCACHE1", b"KILNCACHE1\n[1, 2]\nxyz", b'KILNCACHE1\n"header"\nxyz', b"KILNCACHE1\n{}\nxyz",
-    b'KILNCACHE1\n{"size": "3", "sha256": 5}\nxyz', b"KILNCACHE1\n" + b"[" * 100000 + b"\nxyz", b"KILNCACHE1\n\xff\xfe\nxyz", b"\x7fELF" + bytes(60),
+    b'KILNCACHE1\n{"size": "3", "sha256": 5}\nxyz',
+    b'KILNCACHE1\n{"size": 3, "sha256": "%s", "meta": [1]}\nxyz' % hashlib.sha256(b"xyz").hexdigest().encode(),
+    b"KILNCACHE1\n" + b"[" * 100000 + b"\nxyz", b"KILNCACHE1\n\xff\xfe\nxyz", b"\x7fELF" + bytes(60),
 ])
 def test_damaged_entries_of_other_kinds_are_misses(tmp_path, damage):
     kc = KernelCache(tmp_path)
@@ -416,3 +419,11 @@ def test_digest_helpers(tmp_path):
     assert cache_mod.digest_problem(lib) == "4 bytes, 12 expected"
     digest_path(lib).write_bytes(b"garbage")
     assert cache_mod.digest_problem(lib) == "unreadable digest file lib.so.sha256"
+
+
+def test_a_malformed_setting_does_not_break_the_key(monkeypatch):
+    """The key reads each setting's effective value; one that does not parse
+    is keyed as written (the lowering reports it where it reads it)."""
+    monkeypatch.setenv("KILN_BLAS_THREADS", "abc")
+    settings = dict(objcache.codegen_settings())
+    assert settings["KILN_BLAS_THREADS"] == "unparsed 'abc'"
