@@ -78,6 +78,19 @@ def run_upstream(module, text: str, stage: str) -> None:
             raise PipelineError(f"{stage} failed", diags) from None
 
 
+def _densify(module) -> None:
+    """Rank-0 ``dense_resource`` constants (from any input, not only
+    convert-kiln-to-linalg's) as plain dense attributes: upstream
+    finalize-memref-to-llvm loops forever on a rank-0 resource global."""
+    from ...conversions.kiln_to_linalg.common import densify_scalar_resources
+    from ...errors import ConversionError
+
+    try:
+        densify_scalar_resources(module)
+    except ConversionError as e:
+        raise PipelineError(e.message) from None
+
+
 def _functions(module):
     for op in module.regions[0].blocks[0].operations:
         if op.operation.name == "func.func" and len(op.operation.regions[0].blocks):
@@ -93,6 +106,7 @@ def prepare_module(module) -> None:
     """Stage ``kiln-cpu-prepare`` (see the module docstring)."""
     from ...conversions.kiln_to_linalg.common import copy_contiguous
 
+    _densify(module)
     body = module.regions[0].blocks[0]
     for op in list(body.operations):
         name = op.operation.name
@@ -326,6 +340,7 @@ class CpuToLLVM(Pass):
     summary = "Lower bufferized linalg to the LLVM dialect"
 
     def run(self, module) -> None:
+        _densify(module)
         run_upstream(module, TO_LLVM, self.name)
 
 
@@ -348,4 +363,5 @@ class CpuLower(Pass):
         from .library import CpuLibrary  # matrix products as OpenBLAS sgemm calls
 
         CpuLibrary().run(module)
+        _densify(module)
         run_upstream(module, TO_LLVM, "kiln-cpu-to-llvm")

@@ -248,3 +248,96 @@ def copy_contiguous(x: ir.Value) -> ir.Value:
     rank = xt.rank
     return generic([], [init], [identity_map(rank)], ["parallel"] * rank,
                    lambda _: tensor.extract(x, [loop_index(i) for i in range(rank)]))[0]
+
+
+# -- constants -----------------------------------------------------------------
+
+
+def _resource(attr: ir.Attribute):
+    """``attr`` as a DenseResourceElementsAttr, or None."""
+    try:
+        return ir.DenseResourceElementsAttr(attr)
+    except (ValueError, TypeError):
+        return None
+
+
+def is_scalar_resource(attr: ir.Attribute) -> bool:
+    """True for a rank-0 ``dense_resource`` elements attribute.
+
+    Upstream ``finalize-memref-to-llvm`` cannot lower a rank-0
+    ``memref.global`` initialized from one: it asks the attribute for its
+    single element through an iteration interface a resource does not
+    provide, and loops printing "ElementsAttr does not provide iteration
+    facilities" forever.  Such constants are given a plain dense attribute
+    (:func:`dense_of_resource`) before they reach it.
+    """
+    res = _resource(attr)
+    return res is not None and ir.ShapedType(res.type).rank == 0
+
+
+def dense_of_resource(attr: ir.Attribute, holder: ir.Operation) -> ir.DenseElementsAttr:
+    """A plain dense elements attribute with the data of the ``dense_resource``
+    ``attr``, which ``holder`` (an op with no operands) carries.
+
+    Element types of 8, 16, 32 or 64 bits (packed in the blob) and ``i1``
+    (one byte per element in the blob).  ConversionError, naming the
+    op, when the blob is missing or its size does not match the type.
+    """
+    from ...transforms._resources import resource_bytes
+
+    res = _resource(attr)
+    st = ir.ShapedType(res.type)
+    et, shape = st.element_type, list(st.shape)
+    count = 1
+    for s in shape:
+        count *= s
+    raw = resource_bytes(attr, holder)
+    name = holder.name
+    if raw is None:
+        raise ConversionError(f"'{name}' op: the blob of {_resource_name(attr)} has no data")
+    width = 8 if str(et) == "i1" else _bit_width(et)  # an i1 blob holds one byte per element
+    if width not in (8, 16, 32, 64):
+        raise ConversionError(f"'{name}' op: cannot read a {et} resource constant")
+    if len(raw) != count * width // 8:
+        raise ConversionError(f"'{name}' op: the blob of {_resource_name(attr)} holds {len(raw)} bytes, "
+                              f"not the {count * width // 8} of {st}")
+    if str(et) == "i1":
+        return ir.DenseElementsAttr.get(raw.astype(bool).reshape(shape), type=et)
+    # The bits as unsigned integers of the element's width, reinterpreted as ``et``.
+    return ir.DenseElementsAttr.get(raw.view(f"u{width // 8}").reshape(shape), type=et, shape=shape)
+
+
+def _resource_name(attr: ir.Attribute) -> str:
+    text = str(attr)
+    return text.split(" : ", 1)[0]
+
+
+def _bit_width(t: ir.Type) -> int:
+    for cls in (ir.IntegerType, ir.FloatType):
+        try:
+            return cls(t).width
+        except (ValueError, TypeError):
+            continue
+    if isinstance(t, ir.IndexType):
+        return 64
+    return 0
+
+
+def densify_scalar_resources(root: ir.Operation) -> int:
+    """Give every rank-0 ``dense_resource`` constant under ``root`` (the
+    ``value`` of ``arith.constant`` and ``kiln.constant``, the
+    ``initial_value`` of ``memref.global``) a plain dense attribute; the
+    number rewritten.  See :func:`is_scalar_resource` for why."""
+    fields = {"arith.constant": "value", "kiln.constant": "value", "memref.global": "initial_value"}
+    found = []
+
+    def visit(op):
+        key = fields.get(op.name)
+        if key is not None and key in op.attributes and is_scalar_resource(op.attributes[key]):
+            found.append((op, key))
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)
+    for op, key in found:
+        op.attributes[key] = dense_of_resource(op.attributes[key], op)
+    return len(found)

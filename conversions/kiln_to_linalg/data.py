@@ -20,10 +20,12 @@ from .common import (
     builtin_tensor_type,
     const_index,
     copy_contiguous,
+    dense_of_resource,
     elementwise,
     empty_tensor,
     generic,
     identity_map,
+    is_scalar_resource,
     loop_index,
     scalar_const,
 )
@@ -42,6 +44,8 @@ def _idx(v) -> ir.Value:
 
 def lower_constant(lw: Lowering):
     value = lw.attrs["value"]
+    if is_scalar_resource(value):  # a rank-0 resource global would hang finalize-memref-to-llvm
+        value = dense_of_resource(value, getattr(lw.op, "operation", lw.op))
     return [arith.ConstantOp(lw.result_type(), value).result]
 
 
