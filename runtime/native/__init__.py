@@ -206,7 +206,36 @@ def build_library(*, force: bool = False, timeout: float | None = None, jobs: in
             build.record_failure(out, str(e))
             raise
         say(f"built {out} in {took:.1f} s")
-        return out
+    stale = _prune(out)
+    if stale:
+        say(f"removed {stale} older build(s) of other sources from {out.parent}")
+    return out
+
+
+#: A build of other sources is kept this long after its last change (a
+#: process started before an edit of the C files may still load it).
+STALE_AFTER_S = 24 * 3600.0
+
+
+def _prune(keep: Path) -> int:
+    """Delete the libraries (and their digest, lock and failure files) in
+    ``keep``'s folder built from other sources more than a day ago; returns
+    how many libraries went."""
+    import time
+
+    n = 0
+    for lib in keep.parent.glob("kiln_native-*.so"):
+        try:
+            old = time.time() - lib.stat().st_mtime > STALE_AFTER_S
+        except FileNotFoundError:
+            continue
+        if lib.name == keep.name or not old:
+            continue
+        build.remove(lib)
+        for extra in (build.failed_marker(lib), lib.with_name(lib.name + ".lock")):
+            extra.unlink(missing_ok=True)
+        n += 1
+    return n
 
 
 def _timeout_from_env() -> float:

@@ -133,8 +133,18 @@ def test_a_failed_compile_reports_the_compilers_error(tmp_path):
 def test_build_native_prints_its_progress_and_writes_a_digest(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("CC", _copying_cc(tmp_path))
     out = tmp_path / "lib"
+    # Builds of other sources: a day-old one goes, a recent one stays (a process may still load it).
+    out.mkdir()
+    for name, age in (("kiln_native-0ld.so", 2 * 86400), ("kiln_native-rec3nt.so", 60)):
+        for path in (out / name, build.sidecar(out / name)):
+            path.write_text("x")
+            os.utime(path, (time.time() - age, time.time() - age))
     assert kiln_main(["build-native", "--dir", str(out), "--jobs", "2"]) == 0
     text = capsys.readouterr().out
+    assert f"removed 1 older build(s) of other sources from {out}" in text
+    assert sorted(p.name for p in out.glob("kiln_native-*")) == sorted([
+        "kiln_native-rec3nt.so", "kiln_native-rec3nt.so.sha256", native.library_name(os.environ["CC"]),
+        native.library_name(os.environ["CC"]) + ".sha256", native.library_name(os.environ["CC"]) + ".lock"])
     lib = out / native.library_name(os.environ["CC"])
     assert f"building the native library with {os.environ['CC']} -O3 -march=native" in text
     assert f"8 sources from {REPO / 'runtime' / 'native'}, 2 at a time, into {lib}" in text
