@@ -1,8 +1,18 @@
 """What every kiln command-line tool does around its ``main``: exit codes and errors.
 
-A ``KilnError`` is a user error: one line, exit 1.  Any other exception is a
-kiln bug: one line saying so, exit 70, and the traceback only with
-``KILN_DEBUG=1``.  No tool shows a user a Python traceback.
+Exit status 0 is success, 1 a user error, 2 a usage error (argparse), 130 an
+interrupt, and 70 a kiln bug — and only that:
+
+- a ``KilnError`` is a user error: ``<prog>: error: <message>``, exit 1;
+- an ``OSError`` (a file the user named that cannot be read or written, a
+  full disk, a closed pipe) is the environment, not kiln: one clean line,
+  exit 1;
+- ``KeyboardInterrupt`` exits 130 (128 + SIGINT, as a shell reports it);
+- any other exception is a kiln bug: one line saying so, exit 70, and the
+  traceback only with ``KILN_DEBUG=1``.
+
+No tool shows a user a Python traceback.  :func:`read_text` is how the tools
+read a text file or stdin, so bytes that are not UTF-8 are a clean error.
 """
 
 from __future__ import annotations
@@ -11,24 +21,97 @@ import os
 import sys
 from collections.abc import Callable
 
-from ..errors import KilnError
+from ..errors import KilnError, ParseError
+
+__all__ = ["decode_utf8", "os_error_message", "read_text", "report_exception", "run_tool"]
+
+EXIT_USER_ERROR = 1
+EXIT_INTERNAL_ERROR = 70  # EX_SOFTWARE: a bug in kiln
+EXIT_INTERRUPTED = 130
+
+
+def decode_utf8(data: bytes, source: str) -> str:
+    """``data`` decoded as UTF-8 (a leading byte-order mark dropped); a
+    ``ParseError`` naming ``source`` and the line and column of the first
+    byte that is not UTF-8 otherwise."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        # Offsets count the BOM, when there is one, as the file does.
+        start = e.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
+        line = data.count(b"\n", 0, start) + 1
+        col = start - (data.rfind(b"\n", 0, start) + 1) + 1
+        raise ParseError(
+            f"{source}:{line}:{col}: input is not UTF-8 text (byte 0x{data[start]:02x}); "
+            "kiln reads .mlir files as UTF-8"
+        ) from None
+
+
+def os_error_message(e: OSError, what: str = "") -> str:
+    """One line for an ``OSError``: what failed, on which file, and why."""
+    reason = e.strerror or str(e) or type(e).__name__
+    name = e.filename if e.filename is not None else None
+    subject = f"{what} '{name}'" if what and name is not None else (f"'{name}'" if name is not None else what)
+    return f"{subject}: {reason}" if subject else reason
+
+
+def read_text(path: str, what: str = "input file") -> tuple[str, str]:
+    """``(text, source name)`` of the file ``path`` (``-``: stdin), read as
+    UTF-8; ``ParseError`` for bytes that are not UTF-8, ``KilnError`` for a
+    file that cannot be read."""
+    if path == "-":
+        raw = getattr(sys.stdin, "buffer", None)  # None: a text stream put in its place
+        return (decode_utf8(raw.read(), "<stdin>") if raw is not None else sys.stdin.read()), "<stdin>"
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise KilnError(f"could not open {what} '{path}': {e.strerror or e}") from None
+    return decode_utf8(data, path), path
+
+
+def _quiet_broken_pipe() -> None:
+    """After EPIPE on stdout (``kiln-opt big.mlir | head``): send what is
+    still buffered nowhere, so interpreter shutdown does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def report_exception(prog: str, e: BaseException) -> int:
+    """Tell the user about ``e`` raised by ``prog``'s main (one line on
+    stderr) and return the exit status it means (see the module docstring)."""
+    if isinstance(e, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
+    if isinstance(e, KilnError):
+        sys.stderr.write(f"{prog}: error: {e}\n")
+        return EXIT_USER_ERROR
+    if isinstance(e, BrokenPipeError):
+        # The reader went away: as for any Unix filter, not worth a message,
+        # but not success either.
+        _quiet_broken_pipe()
+        return EXIT_USER_ERROR
+    if isinstance(e, OSError):
+        # A file the user named (or the disk, or a permission): not a bug.
+        sys.stderr.write(f"{prog}: error: {os_error_message(e)}\n")
+        return EXIT_USER_ERROR
+    # A kiln bug: one line, not a traceback.
+    sys.stderr.write(
+        f"{prog}: internal error: {type(e).__name__}: {e}\n"
+        "(this is a bug in kiln; set KILN_DEBUG=1 for the traceback)\n"
+    )
+    return EXIT_INTERNAL_ERROR
 
 
 def run_tool(prog: str, main: Callable[[], int]) -> None:
     """Run ``main`` as the console script ``prog`` and exit with its status."""
     try:
         status = main()
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except KilnError as e:
-        sys.stderr.write(f"{prog}: error: {e}\n")
-        sys.exit(1)
-    except Exception as e:  # a kiln bug: one line, not a traceback
-        sys.stderr.write(
-            f"{prog}: internal error: {type(e).__name__}: {e}\n"
-            "(this is a bug in kiln; set KILN_DEBUG=1 for the traceback)\n"
-        )
-        if os.environ.get("KILN_DEBUG"):
+    except (Exception, KeyboardInterrupt) as e:
+        code = report_exception(prog, e)
+        if code == EXIT_INTERNAL_ERROR and os.environ.get("KILN_DEBUG"):
             raise
-        sys.exit(70)
+        sys.exit(code)
     sys.exit(status)

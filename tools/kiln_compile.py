@@ -40,6 +40,14 @@ def source_args(source: str, symbols: list[str]):
         return module, example_args, dynamic_shapes, None
     if not os.path.exists(source):
         raise KilnError(f"no such file: '{source}'")
+    if not source.endswith(".onnx"):
+        # kiln.compile reads a .mlir path itself; check here that it can be
+        # read, as UTF-8, so a bad file is a clean error naming it.
+        from ._cli import read_text
+
+        if os.path.isdir(source):
+            raise KilnError(f"'{source}' is a directory, not a model file or a kiln artifact")
+        read_text(source, "model file")
     return source, None, None, syms
 
 

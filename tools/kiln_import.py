@@ -37,12 +37,17 @@ def _load_factory(spec: str):
     mod_name, _, fn_name = spec.partition(":")
     try:
         module = importlib.import_module(mod_name)
-    except ImportError as e:
-        raise KilnError(f"cannot import '{mod_name}': {e}") from None
+    except Exception as e:  # the user's module: ImportError, SyntaxError, whatever it raises
+        raise KilnError(f"cannot import '{mod_name}': {type(e).__name__}: {e}") from None
     fn = getattr(module, fn_name, None)
-    if fn is None:
+    if not callable(fn):
         raise KilnError(f"'{mod_name}' has no factory '{fn_name}'")
-    out = fn()
+    try:
+        out = fn()
+    except KilnError:
+        raise
+    except Exception as e:  # the user's code failed, not kiln
+        raise KilnError(f"factory '{spec}' raised {type(e).__name__}: {e}") from None
     if not isinstance(out, tuple) or len(out) not in (2, 3):
         raise KilnError(f"factory '{spec}' must return (module, example_args, dynamic_shapes)")
     return out if len(out) == 3 else (*out, None)

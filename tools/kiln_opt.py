@@ -86,13 +86,9 @@ def _split_pass_flags(argv, passes):
 
 
 def _read_input(path: str) -> tuple[str, str]:
-    if path == "-":
-        return sys.stdin.read(), "<stdin>"
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read(), path
-    except OSError as e:
-        raise KilnError(f"could not open input file '{path}': {e.strerror}") from None
+    from ._cli import read_text
+
+    return read_text(path)
 
 
 def _chunks(text: str, split: bool):
@@ -247,8 +243,11 @@ def _write_output(path: str, text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise KilnError(f"could not write output file '{path}': {e.strerror or e}") from None
 
 
 def entry() -> None:

@@ -27,22 +27,46 @@ from ..transforms._graph import NUMPY_DTYPES
 __all__ = ["entry", "main"]
 
 
+def _load_npy(path: str) -> np.ndarray:
+    """The array in the ``.npy`` file ``path``, read without pickle: a user's
+    file must never run code (``allow_pickle=False``) nor be anything but one
+    numeric array."""
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except OSError as e:
+        raise KilnError(f"--input: cannot read '{path}': {e.strerror or e}") from None
+    except Exception as e:  # numpy's errors for a bad file: ValueError, EOFError, ...
+        raise KilnError(f"--input: '{path}' is not a readable .npy array: {e}") from None
+    if not isinstance(arr, np.ndarray):  # an .npz archive under a .npy name
+        close = getattr(arr, "close", None)
+        if close is not None:
+            close()
+        raise KilnError(f"--input: '{path}' holds an archive of arrays (.npz), not one array")
+    if arr.dtype.kind not in "biuf":
+        raise KilnError(f"--input: '{path}' holds an array of dtype {arr.dtype}, not numbers")
+    return arr
+
+
 def _value(text: str, dtype: str, rng) -> np.ndarray:
     if text.endswith(".npy"):
-        try:
-            return np.load(text)
-        except OSError as e:
-            raise KilnError(f"cannot read '{text}': {e}") from None
+        return _load_npy(text)
+    if os.path.exists(text):
+        raise KilnError(f"--input: '{text}' is not a .npy file (give NAME=FILE.npy or a shape like 7x33x16)")
     try:
-        shape = tuple(int(s) for s in text.replace(",", "x").split("x") if s != "")
+        shape = tuple(int(s) for s in text.replace(",", "x").split("x") if s.strip() != "")
     except ValueError:
-        raise KilnError(f"--input value must be a .npy file or a shape like 7x33x16, got '{text}'") from None
+        shape = None
+    if not shape or any(d < 0 for d in shape):
+        raise KilnError(f"--input value must be a .npy file or a shape like 7x33x16, got '{text}'")
     t = NUMPY_DTYPES.get(dtype, np.float32)
-    if dtype == "i1":
-        return rng.integers(0, 2, shape).astype(np.bool_)
-    if np.issubdtype(t, np.integer):
-        return rng.integers(0, 10, shape).astype(t)
-    return rng.standard_normal(shape).astype(t)
+    try:
+        if dtype == "i1":
+            return rng.integers(0, 2, shape).astype(np.bool_)
+        if np.issubdtype(t, np.integer):
+            return rng.integers(0, 10, shape).astype(t)
+        return rng.standard_normal(shape).astype(t)
+    except (MemoryError, ValueError) as e:  # a shape too large to allocate
+        raise KilnError(f"--input: cannot make random data of shape {text}: {e}") from None
 
 
 def main(argv=None) -> int:
@@ -61,6 +85,8 @@ def main(argv=None) -> int:
     p.add_argument("--report", action="store_true",
                    help="print the runtime report (kernels, fallback share, arena bytes, profiles; per-kernel times)")
     args = p.parse_args(argv)
+    if args.seed < 0:
+        p.error(f"--seed must be a non-negative integer, got {args.seed}")
 
     start = time.perf_counter()
     example = None
