@@ -68,9 +68,14 @@ def pytest_runtest_setup(item):
                         "install gcc", pytrace=False)
 
 
+def pytest_collection_modifyitems(items):
+    """Note which tests are native (by marker: a test id that merely says "native" is not)."""
+    _state["ids"] = {item.nodeid for item in items if item.get_closest_marker("native") is not None}
+
+
 def pytest_runtest_logreport(report):
     """Count the native tests by outcome (a failure in setup counts as a failure)."""
-    if "native" not in report.keywords:
+    if report.nodeid not in _state.get("ids", ()):
         return
     if report.when == "call" or (report.when == "setup" and not report.passed):
         _counts["passed" if report.passed else "skipped" if report.skipped else "failed"] += 1
