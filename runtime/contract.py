@@ -27,7 +27,7 @@ import numpy as np
 from ..dialects.dims import Dim, dim
 from ..errors import DimError, ShapeError
 
-__all__ = ["InputSpec", "ShapeContract", "compile_expr", "dtype_of", "shape_of"]
+__all__ = ["InputSpec", "ShapeContract", "compile_expr", "dtype_of", "needs_conversion", "readable", "shape_of"]
 
 
 # ----------------------------------------------------------------------------
@@ -146,6 +146,7 @@ def compile_expr(text) -> tuple:
 _NUMPY_DTYPES = {
     "float16": "f16", "float32": "f32", "float64": "f64", "bool": "i1",
     "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "bfloat16": "bf16",  # ml_dtypes' numpy bfloat16 (numpy has none of its own)
 }
 _TORCH_DTYPES = {
     "torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float32": "f32", "torch.float64": "f64",
@@ -190,9 +191,88 @@ def dtype_of(value) -> str:
     dt = value.dtype
     name = _DTYPE_NAMES.get(dt)
     if name is None:
-        text = str(dt)
-        name = _DTYPE_NAMES[dt] = _TORCH_DTYPES.get(text) or _NUMPY_DTYPES.get(text) or text
+        # '>f4' is f32 in the other byte order: :func:`readable` swaps it to native.
+        native = dt.newbyteorder("=") if isinstance(dt, np.dtype) and not dt.isnative else dt
+        text = str(native)
+        name = _DTYPE_NAMES[dt] = _TORCH_DTYPES.get(text) or _NUMPY_DTYPES.get(text) or str(dt)
     return name
+
+
+# ----------------------------------------------------------------------------
+# What the kernels can read: per call, since a meta tensor or a negative view
+# has the same type, shape and dtype (the cache key of bind) as a plain tensor.
+# ----------------------------------------------------------------------------
+
+_torch = None  # the torch module, once a tensor has been seen (imported lazily)
+
+
+def _is_bf16_numpy(dt) -> bool:
+    """ml_dtypes' bfloat16: a numpy 'V' (void) kind torch.from_numpy refuses."""
+    return dt.kind == "V" and dt.name == "bfloat16"
+
+
+def needs_conversion(key) -> bool:
+    """Whether an :func:`arguments_key` has a numpy dtype the kernels cannot
+    read as it is (another byte order, ml_dtypes' bfloat16): the fast path
+    (:mod:`kiln.runtime.fastcall`) passes pointers through unconverted, so such
+    keys must take the ordinary path, which calls :func:`readable`."""
+    for _, _, dt in key:
+        if isinstance(dt, np.dtype) and (not dt.isnative or _is_bf16_numpy(dt)):
+            return True
+    return False
+
+
+def readable(value, name: str, device: str = "cpu"):
+    """``value`` (an input already checked by :meth:`ShapeContract.bind`) as
+    the kernels can read it: the same object in the common case, a
+    materialized copy where the memory does not hold the values as they are
+    (a torch negative or conjugate view, a numpy array in the other byte
+    order or unaligned, ml_dtypes' bfloat16 as a torch bfloat16 tensor).
+    A tensor with no memory kiln can read raises :class:`ShapeError` naming
+    the input: another device than the model's (meta, cuda), a layout other
+    than strided (sparse, mkldnn), a tensor subclass without storage (fake
+    or functional tensors)."""
+    global _torch
+    if isinstance(value, np.ndarray):
+        dt = value.dtype
+        if dt.isnative and dt.kind != "V" and value.flags.aligned:
+            return value
+        if not dt.isnative:
+            value = value.astype(dt.newbyteorder("="))  # a native, aligned, C-contiguous copy
+        elif not value.flags.aligned:
+            value = value.copy()
+        if _is_bf16_numpy(value.dtype):
+            import torch
+
+            return torch.from_numpy(np.ascontiguousarray(value).view(np.int16)).view(torch.bfloat16)
+        return value
+    if _torch is None:
+        import torch
+
+        _torch = torch
+    if value.layout is not _torch.strided:
+        layout = str(value.layout).removeprefix("torch.")
+        raise ShapeError(f"input '{name}' is a {layout} tensor; kiln reads dense (strided) tensors "
+                         f"(call .to_dense() on it first)")
+    if value.device.type != device:
+        raise ShapeError(f"input '{name}' is on device '{value.device}'; kiln's {device.upper()} model "
+                         f"needs {device.upper()} tensors")
+    # A fake tensor reports the device it stands for, but its memory is on "meta" (data_ptr() is 0,
+    # with a warning); a wrapper or functional tensor has none: ask the storage.
+    try:
+        where = value.untyped_storage().device.type if type(value) is not _torch.Tensor else device
+        if where == device:
+            value.data_ptr()
+    except (RuntimeError, NotImplementedError, TypeError):
+        where = None
+    if where != device:
+        raise ShapeError(f"input '{name}' is a {type(value).__name__} without memory kiln can read "
+                         f"(a fake, functional or wrapper tensor); pass a plain {device.upper()} tensor")
+    if value.is_neg():  # torch._neg_view and friends: the memory holds -x
+        value = value.resolve_neg()
+    if value.is_conj():
+        value = value.resolve_conj()
+    return value
 
 
 # ----------------------------------------------------------------------------
@@ -416,6 +496,19 @@ class ShapeContract:
                 self._seen.clear()
             self._seen[key] = binding
         return binding
+
+    def readable(self, values: Sequence, device: str = "cpu") -> Sequence:
+        """The call's arguments (checked by :meth:`bind`) as the kernels can
+        read them (see :func:`readable`): ``values`` itself when every one
+        already is, else a list with the materialized ones in place."""
+        out = None
+        for i, v in enumerate(values):
+            w = readable(v, self.inputs[i].name, device)
+            if w is not v:
+                if out is None:
+                    out = list(values)
+                out[i] = w
+        return values if out is None else out
 
     # -- data -------------------------------------------------------------
 

@@ -26,12 +26,12 @@ import torch
 from ..errors import KilnError
 from . import launches
 from .arena import ArenaPlan, ArenaPool, torch_dtype
-from .contract import compile_expr
+from .contract import compile_expr, needs_conversion
 from .fastcall import fast_enabled
 from .launches import batch_launches, idle
 from .report import Metrics
 
-__all__ = ["Executor", "ModelRuntime", "Prepared", "constant_tensor", "prepare", "view_aliases"]
+__all__ = ["Executor", "ModelRuntime", "Prepared", "constant_tensor", "numpy_of", "prepare", "view_aliases"]
 
 #: Argument keys (types, shapes, dtypes) a model keeps a fast path for, each
 #: with an arena of its own; the oldest goes first.
@@ -438,7 +438,7 @@ class Executor:
             # an arena view must not alias memory the caller or the next call owns.
             results = [env[v] if owned else env[v].clone() for v, owned in self._results]
             if numpy_out:
-                results = [arrays[v] if owned and v in arrays else r.numpy()
+                results = [arrays[v] if owned and v in arrays else numpy_of(r)
                            for (v, owned), r in zip(self._results, results)]
         finally:
             self.pool.release(buf, layout.arena_bytes)
@@ -542,6 +542,19 @@ def prepare(module, function: str, keep_text: bool = False) -> Prepared:
             if attr in op.attributes:
                 del op.attributes[attr]
     return Prepared(detached, plan, fallback, generated, constants, text)
+
+
+def numpy_of(t: torch.Tensor) -> np.ndarray:
+    """``t.numpy()``, for bfloat16 too, which numpy lacks (``Tensor.numpy``
+    raises TypeError): an ``ml_dtypes.bfloat16`` array over the same bits
+    when ml_dtypes is installed, else a float32 copy (exact)."""
+    if t.dtype is not torch.bfloat16:
+        return t.numpy()
+    try:
+        import ml_dtypes
+    except ImportError:
+        return t.float().numpy()
+    return t.contiguous().view(torch.int16).numpy().view(ml_dtypes.bfloat16)
 
 
 def _view(t: torch.Tensor, shape, at: int) -> torch.Tensor:
@@ -711,7 +724,9 @@ class ModelRuntime:
         return self._fast.get(key)
 
     def _add_fast(self, key, sel, binding, numpy_out: bool) -> None:
-        count_sel = self.selector.repeat_counter(sel)
+        # Another byte order or ml_dtypes' bfloat16 is converted per call (contract.readable): the
+        # fast path would hand the kernels the unconverted memory.
+        count_sel = None if needs_conversion(key) else self.selector.repeat_counter(sel)
         fast = None
         if count_sel is not None:
             variant = sel.variant

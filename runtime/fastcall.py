@@ -12,8 +12,9 @@ decide: small_cnn at B=1 (four kernels) spent 7.9 us of Python around 31 us
 of kernels the ordinary way.
 
 A call returns None instead of running (and the caller takes the ordinary
-path) when an input is not a C-contiguous numpy array or a contiguous CPU
-tensor of an exact type, or when another thread holds this
+path) when an input is not a C-contiguous, aligned numpy array or a
+contiguous, strided CPU tensor of an exact type that is no negative view,
+or when another thread holds this
 fast path (each has one arena).  The counters the ordinary path keeps
 (calls, selections, timings) are kept alike, and ``fast_calls`` counts the
 calls served here.  ``KILN_FAST=0`` turns the fast path off.
@@ -50,16 +51,24 @@ def _pointer(x) -> int | None:
     """The data pointer of an argument the kernels may read as it is, else None."""
     if type(x) is _ndarray:
         flags = x.flags
-        if not flags.c_contiguous:
-            return None
-        if not flags.writeable:  # from_buffer wants a writable buffer
-            return x.ctypes.data if x.size else None
+        if not flags.carray:  # C-contiguous, aligned and writeable: one flag read for the common case
+            if not (flags.c_contiguous and flags.aligned):  # the ordinary path copies it
+                return None
+            return x.ctypes.data if x.size else None  # read-only: from_buffer wants a writable buffer
         try:
             return _addressof(_from_buffer(x))  # 0.2 us; torch.from_numpy(x).data_ptr() 0.5, x.ctypes.data 0.8
         except ValueError:  # an empty array (no buffer to point at)
             return None
     if type(x) is _Tensor:
-        return x.data_ptr() if x.is_cpu and x.is_contiguous() else None
+        # A meta, sparse or mkldnn tensor has the key of a plain one (type, shape, dtype), and so does a
+        # negative view (torch._neg_view: its memory holds -x): the ordinary path rejects or resolves them.
+        # Meta is not is_cpu; sparse is not contiguous, and CSR's is_contiguous() and mkldnn's data_ptr()
+        # raise (cheaper than reading x.layout on every call).  A conjugate view is complex: no model takes one.
+        if x.is_cpu and not x.is_neg():
+            try:
+                return x.data_ptr() if x.is_contiguous() else None
+            except RuntimeError:
+                return None
     return None
 
 

@@ -57,6 +57,15 @@ class Step:
 class CompiledModel:
     """A compiled model; call it on numpy arrays or torch CPU tensors.
 
+    A call on torch tensors returns torch tensors; any numpy input gives
+    numpy outputs.  numpy has no bfloat16 of its own: a bf16 input may be an
+    ``ml_dtypes.bfloat16`` array, and a bf16 output of a numpy call is one
+    when ``ml_dtypes`` is installed, else a float32 array (exact: every
+    bfloat16 is a float32).  An input in the other byte order, unaligned, or
+    a torch negative or conjugate view is copied into plain memory first; one
+    kiln cannot read (meta, sparse or mkldnn tensors, another device, a fake
+    tensor) is a :class:`~kiln.errors.ShapeError` naming it.
+
     ``values`` describes every value id; ``schedule`` runs in order;
     ``output_ids`` are returned (one array, or a tuple for several).
     ``compilations`` counts JIT compilations behind this model: 1 for the
@@ -98,7 +107,13 @@ class CompiledModel:
         return dict(self.contract.bind(args))
 
     def run(self, args: Sequence, binding: dict[str, int]) -> list[np.ndarray]:
-        """Run the schedule on checked inputs; the output arrays."""
+        """Run the schedule on checked inputs; the output arrays.  An input
+        kiln cannot read (see :func:`~kiln.runtime.contract.readable`) raises
+        ShapeError; one whose memory does not hold its values as they are (a
+        negative view, another byte order) is materialized first."""
+        return self._run(self.contract.readable(args, self.device), binding)
+
+    def _run(self, args: Sequence, binding: dict[str, int]) -> list[np.ndarray]:
         if self.runtime is not None:
             return self.runtime.run(args, binding, numpy_out=True)
         env: list = [None] * len(self.values)
@@ -124,15 +139,17 @@ class CompiledModel:
                 self.calls += 1
                 return results[0] if len(results) == 1 else tuple(results)
         binding = self.contract.bind(args)
+        torch_out = bool(args) and all(_is_torch(a) for a in args)  # of the arguments as given
+        args = self.contract.readable(args, self.device)
         self.calls += 1
         if self.runtime is None:
-            results = self.run(args, binding)
-            if args and all(_is_torch(a) for a in args):
+            results = self._run(args, binding)
+            if torch_out:
                 import torch
 
                 results = [torch.from_numpy(r) for r in results]
         else:  # torch tensors out of the runtime; numpy ones unless every input was torch
-            results = runtime.run(args, binding, numpy_out=not (args and all(_is_torch(a) for a in args)), key=key)
+            results = runtime.run(args, binding, numpy_out=not torch_out, key=key)
         return results[0] if len(results) == 1 else tuple(results)
 
     def report(self) -> dict:
