@@ -16,6 +16,7 @@ A parsed dim is a :class:`Dim`; the module-level helpers accept anything
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Iterable, Mapping
 
@@ -60,7 +61,7 @@ class FloorDiv(sympy.Function):
         if b == 1:
             return a
         if b.is_Integer:
-            quotient = sympy.expand(a / b)
+            quotient = checked_expand(a / b)
             terms = sympy.Add.make_args(quotient)
             if all(t.as_coeff_Mul()[0].is_Integer for t in terms):
                 return quotient
@@ -92,6 +93,45 @@ class _DimPrinter(StrPrinter):
 
 _PRINTER = _DimPrinter()
 
+#: Dims are sizes: a static one must fit the ``i64`` the type stores it in.
+MAX_STATIC = 2**63 - 1
+# Bounds that keep a hostile dim text from costing more than milliseconds:
+# its tokens, its nesting, and the terms its expanded form may have
+# ("(A+1)*(B+1)*...*(P+1)" is 100 characters and 65,536 terms, ~30 s of
+# sympy).  Real dims are far inside all three.
+MAX_TOKENS = 4096
+MAX_DEPTH = 64
+MAX_TERMS = 1024
+
+
+def _term_bound(e) -> int:
+    """An upper bound on the terms of ``expand(e)``, without expanding."""
+    if e.is_Atom:  # most nodes: a symbol or a number
+        return 1
+    if e.is_Add:
+        return sum(_term_bound(a) for a in e.args)
+    if e.is_Mul:
+        n = 1
+        for a in e.args:
+            if not a.is_Atom:
+                n *= _term_bound(a)
+                if n > MAX_TERMS:
+                    return n
+        return n
+    if e.is_Pow and e.exp.is_Integer and e.exp > 0:
+        # (t1 + ... + tk)**n has at most C(n+k-1, k-1) terms.
+        k = _term_bound(e.base)
+        return 1 if k == 1 else math.comb(min(int(e.exp), 10**6) + k - 1, k - 1)
+    return 1  # a symbol, a number, or an unexpanded call such as FloorDiv
+
+
+def checked_expand(e) -> sympy.Expr:
+    """``sympy.expand(e)``, or a DimError when the result would have more than
+    ``MAX_TERMS`` terms (the expansion itself would take minutes)."""
+    if _term_bound(e) > MAX_TERMS:
+        raise DimError(f"dim expression is too large: it expands to more than {MAX_TERMS} terms")
+    return sympy.expand(e)
+
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(.))")
 
@@ -122,6 +162,7 @@ class _Parser:
                 continue
             self.tokens.append(m.group(1) or m.group(2) or m.group(3))
         self.pos = 0
+        self.depth = 0
 
     def error(self, why: str) -> DimError:
         return DimError(f"invalid dim expression '{self.text}': {why}")
@@ -137,44 +178,58 @@ class _Parser:
     def parse(self) -> sympy.Expr:
         if not self.tokens:
             raise self.error("empty")
+        if len(self.tokens) > MAX_TOKENS:
+            raise DimError(f"invalid dim expression '{self.text[:40]}...': longer than {MAX_TOKENS} tokens")
         e = self.expr()
         if self.peek() is not None:
             raise self.error(f"unexpected '{self.peek()}'")
         return e
 
     def expr(self):
-        e = self.term()
+        # The terms are summed once: adding them one by one re-flattens the
+        # sum each time (quadratic in a long "A+B+C+...").
+        terms = [self.term()]
         while self.peek() in ("+", "-"):
             op = self.take()
             rhs = self.term()
-            e = e + rhs if op == "+" else e - rhs
-        return e
+            terms.append(rhs if op == "+" else -rhs)
+        return terms[0] if len(terms) == 1 else sympy.Add(*terms)
 
     def term(self):
-        e = self.factor()
+        factors = [self.factor()]
         while self.peek() in ("*", "/"):
             op = self.take()
             rhs = self.factor()
             if op == "*":
-                e = e * rhs
+                factors.append(rhs)
             else:
                 if not rhs.is_Integer:
                     raise self.error("the divisor of '/' must be an integer constant")
                 if rhs <= 0:
                     raise self.error("the divisor of '/' must be positive")
-                e = FloorDiv(sympy.expand(e), rhs)
-        return e
+                factors = [FloorDiv(checked_expand(sympy.Mul(*factors)), rhs)]
+        return factors[0] if len(factors) == 1 else sympy.Mul(*factors)
 
     def factor(self):
         tok = self.take()
+        negate = False
+        while tok == "-":  # a loop, not recursion: "------B" must not exhaust the stack
+            negate = not negate
+            tok = self.take()
+        e = self._primary(tok)
+        return -e if negate else e
+
+    def _primary(self, tok):
         if tok is None:
             raise self.error("unexpected end")
-        if tok == "-":
-            return -self.factor()
         if tok == "(":
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise self.error(f"parentheses nested deeper than {MAX_DEPTH}")
             e = self.expr()
             if self.take() != ")":
                 raise self.error("missing ')'")
+            self.depth -= 1
             return e
         if tok.isdigit():
             return sympy.Integer(int(tok))
@@ -199,7 +254,9 @@ class Dim:
         if expr is None or isinstance(expr, (sympy.Integer, sympy.Symbol)):
             self.expr = expr
         else:
-            self.expr = sympy.expand(expr)
+            self.expr = checked_expand(expr)
+        if self.expr is not None and self.expr.is_Integer and not -MAX_STATIC <= self.expr <= MAX_STATIC:
+            raise DimError(f"dim {self.expr} does not fit in 64 bits")
 
     @property
     def is_unknown(self) -> bool:
@@ -307,6 +364,8 @@ def dim(value) -> Dim:
     if isinstance(value, int):
         if value < 0:
             raise DimError(f"dim {value} is negative")
+        if value > MAX_STATIC:
+            raise DimError(f"dim {value} does not fit in 64 bits")
         return _static_cached(value)
     if isinstance(value, str):
         text = value.strip()

@@ -109,6 +109,11 @@ def _batch_norm(root, e: _Emitter):
     return e.op("kiln.add", e.op("kiln.mul", e.op("kiln.sub", x, per_channel(mean)), inv), per_channel(bias))
 
 
+#: The largest causal mask (query length x keys, one byte each) that the
+#: attention decomposition folds into a constant; past it the op is kept.
+MAX_CAUSAL_MASK = 1 << 24
+
+
 def _attention(root, e: _Emitter):
     fields = operand_map(root)
     q, k, v = (root.operands[fields[n]] for n in ("q", "k", "v"))
@@ -122,6 +127,8 @@ def _attention(root, e: _Emitter):
         scale = 1 / math.sqrt(head.value)
     if causal and not (length.is_static and keys.is_static):
         return None
+    if causal and length.value * keys.value > MAX_CAUSAL_MASK:
+        return None  # the mask would be a constant of that many elements: keep the op
     perm = list(range(ki.rank - 2)) + [ki.rank - 1, ki.rank - 2]
     s = e.op("kiln.matmul", q, e.op("kiln.transpose", k, perm=perm))
     s = e.op("kiln.mul", s, e.scalar(scale))
