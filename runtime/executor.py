@@ -296,7 +296,7 @@ class Executor:
             return None
         layout, step_outs = self._call_plan(binding)
         nbytes = layout.arena_bytes
-        buf = self.pool.acquire(nbytes)
+        buf = self.pool.acquire(nbytes, keep=True)  # held until the fast path closes: counted against the cap
         _, _, active = self._bound(buf, tuple(binding.items()), binding, step_outs)
         metrics = self.metrics.fast_recorder(binding, self._launches, (nbytes, layout.no_reuse_bytes), selection)
 
@@ -304,9 +304,9 @@ class Executor:
             count()
             metrics(seconds)
 
-        fast = build_fast_call(self, active, numpy_out, record, lambda: self.pool.release(buf, nbytes))
+        fast = build_fast_call(self, active, numpy_out, record, lambda: self.pool.release(buf, nbytes, kept=True))
         if fast is None:
-            self.pool.release(buf, nbytes)
+            self.pool.release(buf, nbytes, kept=True)
         return fast
 
     def _split_launch(self, kernel, split, ids, metas, env, fixed, binding):
@@ -644,11 +644,14 @@ class ModelRuntime:
     (``binding -> kernels`` compiled with those dims static), the kernel
     choices of :func:`kiln.runtime.variants.choose_kernels` for that shape
     (``static_kernels``: ``"auto"`` measures, True takes every static
-    kernel, False compiles none).
+    kernel, False compiles none).  ``arena_pool_bytes`` caps the bytes of
+    arenas kept between calls (see :class:`~kiln.runtime.arena.ArenaPool`;
+    None: ``KILN_ARENA_POOL_BYTES``, else automatic).
     """
 
     def __init__(self, prepared: Prepared, kernels, symbols, *, profiles=None, policy=None, budget=4,
-                 profiling=False, compile_time_s=0.0, specialize=None, static_kernels="auto"):
+                 profiling=False, compile_time_s=0.0, specialize=None, static_kernels="auto",
+                 arena_pool_bytes=None):
         from dataclasses import replace
 
         from ..transforms.plan_memory import plan_memory
@@ -661,7 +664,8 @@ class ModelRuntime:
         self.fast_on = fast_enabled()  # read once: os.environ costs 0.2 us a call
         self._fast: dict = {}  # arguments_key -> FastCall, or None where the ordinary path is needed
         self._fast_lock = threading.Lock()
-        self.pool = ArenaPool()
+        # Idle and fast-path arenas bounded in bytes (ArenaPool.cap): the option, KILN_ARENA_POOL_BYTES, or auto.
+        self.pool = ArenaPool(max_bytes=arena_pool_bytes)
         self.compile_time_s = compile_time_s
         self.profiles = normalize_profiles(profiles, self.symbols)
         self.policy = policy or ("error" if self.profiles else "generic")
@@ -748,6 +752,12 @@ class ModelRuntime:
                 if old is not None:
                     old.close()
             self._fast[key] = fast
+            # Each fast path holds an arena; together they stay within the pool's cap (the
+            # oldest go first; the newest stays, whatever its size).
+            while len(self._fast) > 1 and self.pool.over_cap():
+                old = self._fast.pop(next(iter(self._fast)))
+                if old is not None:
+                    old.close()
 
     def report(self) -> dict:
         """See :func:`kiln.runtime.report.build_report`."""
@@ -757,6 +767,7 @@ class ModelRuntime:
         report = build_report(self.executor.schedule, self.metrics, compile_time_s=self.compile_time_s,
                               selector=self.selector, arena_plan=self.executor.arena_plan,
                               static=(self.static_compilations, self.specialize_s), kernel_cache=self.kernel_cache)
+        report["arena"]["pool"] = self.pool.stats()  # arenas kept between calls, against the cap
         # The native runtime (small GEMM, pool): where it came from, or why it is missing.
         report["native"] = {"library": native.library(), "error": native.build_error,
                             "packed_bytes": native.packed_bytes()}
