@@ -74,12 +74,31 @@ def _symbol_name(text: str) -> str:
 
 
 def _check_symbols(symbols) -> dict:
+    """``{name: (min, max)}`` from the user's ``symbols``: a KilnError naming
+    the symbol and the value for anything but two integers with
+    ``0 <= min <= max`` (``int()`` took ``(1.5, 16.7)`` as ``(1, 16)`` and
+    ``True`` as 1; a string was read digit by digit)."""
+    import numbers
+    from collections.abc import Mapping
+
+    if symbols is None:
+        return {}
+    if not isinstance(symbols, Mapping):
+        raise KilnError(f"symbols must be a dict of name -> (min, max), got {symbols!r}")
     out = {}
-    for name, rng in (symbols or {}).items():
+    for name, rng in symbols.items():
+        if not isinstance(name, str) or not name:
+            raise KilnError(f"symbol names must be non-empty strings, got {name!r}")
         try:
-            lo, hi = (int(rng[0]), int(rng[1]))
-        except (TypeError, ValueError, IndexError):
+            if isinstance(rng, (str, bytes, Mapping)):
+                raise TypeError
+            lo, hi = rng
+        except (TypeError, ValueError):
             raise KilnError(f"symbol '{name}': range must be (min, max), got {rng!r}") from None
+        for what, v in (("min", lo), ("max", hi)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                raise KilnError(f"symbol '{name}': {what} must be an integer, got {v!r} (range {rng!r})")
+        lo, hi = int(lo), int(hi)
         if lo > hi:
             raise KilnError(f"symbol '{name}' has min {lo} > max {hi}")
         if lo < 0:

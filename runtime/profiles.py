@@ -19,6 +19,7 @@ generic calls; :mod:`kiln.runtime.report` reports them.
 
 from __future__ import annotations
 
+import numbers
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -99,6 +100,25 @@ class Profile:
         }
 
 
+def _integer(v) -> bool:
+    """An int or numpy integer, not a bool (``int()`` would take 1.5 as 1, True as 1)."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _triple(name: str, sym: str, r) -> tuple[int, int, int]:
+    """``(min, opt, max)`` of symbol ``sym`` in profile ``name``, all integers."""
+    try:
+        if isinstance(r, (str, bytes, Mapping)):
+            raise TypeError
+        lo, opt, hi = r
+    except (TypeError, ValueError):
+        raise KilnError(f"profile '{name}' symbol '{sym}': expected (min, opt, max), got {r!r}") from None
+    for what, v in (("min", lo), ("opt", opt), ("max", hi)):
+        if not _integer(v):
+            raise KilnError(f"profile '{name}' symbol '{sym}': {what} must be an integer, got {v!r} (in {r!r})")
+    return int(lo), int(opt), int(hi)
+
+
 def _profile_from(spec, index: int, symbols: Mapping) -> Profile:
     if isinstance(spec, Profile):
         return spec
@@ -111,10 +131,7 @@ def _profile_from(spec, index: int, symbols: Mapping) -> Profile:
         if sym not in symbols:
             known = ", ".join(sorted(symbols)) or "none"
             raise KilnError(f"profile '{name}' names unknown symbol '{sym}' (symbols: {known})")
-        try:
-            lo, opt, hi = (int(x) for x in r)
-        except (TypeError, ValueError):
-            raise KilnError(f"profile '{name}' symbol '{sym}': expected (min, opt, max), got {r!r}") from None
+        lo, opt, hi = _triple(name, sym, r)
         if not lo <= opt <= hi:
             raise KilnError(f"profile '{name}' symbol '{sym}': needs min <= opt <= max, got ({lo}, {opt}, {hi})")
         s = symbols[sym]
@@ -200,6 +217,10 @@ class ProfileSelector:
     ):
         if policy not in POLICIES:
             raise KilnError(f"policy must be one of {', '.join(POLICIES)}, got '{policy}'")
+        for sym, b in (budget.items() if isinstance(budget, Mapping) else [(None, budget)]):
+            if not _integer(b) or b < 0:
+                where = "budget" if sym is None else f"budget of symbol '{sym}'"
+                raise KilnError(f"{where} must be an integer >= 0 (specialized buckets), got {b!r}")
         self.profiles = list(profiles)
         self.symbols = dict(symbols)
         self.policy = policy
