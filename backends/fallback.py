@@ -174,14 +174,17 @@ class FallbackKernel:
                 k += 1
         if k != n_tensors:
             raise KilnError(f"fallback '{op_name}': operand positions do not add up ({k} of {n_tensors} tensors)")
-        return cls(
-            name or op_name,
-            op_name,
-            [_info(v.type) for v in op.operands],
-            [_info(r.type) for r in op.results],
-            positions,
-            kwargs,
-        )
+        try:
+            return cls(
+                name or op_name,
+                op_name,
+                [_info(v.type) for v in op.operands],
+                [_info(r.type) for r in op.results],
+                positions,
+                kwargs,
+            )
+        except UnsupportedError as e:  # name the source op (an ONNX node, a torch file:line)
+            raise UnsupportedError(f"{e.message} (at {op.location})") from None
 
     def _args(self, inputs, binding):
         args = []

@@ -107,6 +107,91 @@ def _check_symbols(symbols) -> dict:
     return out
 
 
+# ONNX tensor element types kiln has a dtype for (torch_to_kiln's _DTYPE).
+_KILN_ELEM_TYPES = {"FLOAT", "FLOAT16", "BFLOAT16", "DOUBLE", "INT64", "INT32", "INT16", "INT8", "BOOL"}
+
+
+def _elem_name(elem: int) -> str:
+    import onnx
+
+    if elem in onnx.TensorProto.DataType.values():
+        return onnx.TensorProto.DataType.Name(elem).lower()
+    return f"element type {elem}"
+
+
+def _type_text(type_proto) -> str:
+    """An ONNX type as the ONNX spec writes it: ``seq(tensor(float))``."""
+    which = type_proto.WhichOneof("value")
+    if which == "tensor_type":
+        return f"tensor({_elem_name(type_proto.tensor_type.elem_type)})"
+    if which == "sparse_tensor_type":
+        return f"sparse_tensor({_elem_name(type_proto.sparse_tensor_type.elem_type)})"
+    if which == "sequence_type":
+        return f"seq({_type_text(type_proto.sequence_type.elem_type)})"
+    if which == "optional_type":
+        return f"optional({_type_text(type_proto.optional_type.elem_type)})"
+    if which == "map_type":
+        m = type_proto.map_type
+        return f"map({_elem_name(m.key_type)}, {_type_text(m.value_type)})"
+    return which or "an unset type"
+
+
+def _value_kind(type_proto) -> str | None:
+    """What kiln lacks to take an ONNX value of ``type_proto`` (``"sequence
+    type seq(tensor(float))"``, ``"dtype uint8"``), or None when it is a
+    tensor kiln supports (or a tensor of unset element type)."""
+    which = type_proto.WhichOneof("value")
+    if which == "tensor_type":
+        elem = type_proto.tensor_type.elem_type
+        if elem == 0 or _elem_name(elem).upper() in _KILN_ELEM_TYPES:
+            return None
+        return f"dtype {_elem_name(elem)}"
+    kinds = {"sequence_type": "sequence type", "optional_type": "optional type", "map_type": "map type",
+             "sparse_tensor_type": "sparse tensor type"}
+    return f"{kinds.get(which, 'type')} {_type_text(type_proto)}"
+
+
+def _check_value_types(model, where) -> None:
+    """UnsupportedError naming the first graph input or output whose type
+    kiln lacks (a sequence, an optional, a map, a string or unsigned tensor)."""
+    inits = {t.name for t in model.graph.initializer}
+    for role, values in (("input", [v for v in model.graph.input if v.name not in inits]),
+                         ("output", model.graph.output)):
+        for v in values:
+            kind = _value_kind(v.type)
+            if kind is not None:
+                raise UnsupportedError(f"{where}: graph {role} '{v.name}' has {kind}, which kiln does not support")
+
+
+def node_label(node, index: int) -> str:
+    """How errors name an ONNX node: ``node 'Mul_3' (Mul)``.
+
+    A node without a name is called by its op type and its index in its
+    graph (``Mul_3`` is the graph's fourth node).  The importer gives each op
+    a name location of this text, so every diagnostic about an op (a
+    verifier, a conversion, a lowering) points at the node, as the torch
+    path's ``file:line`` does (the bare node name printed ``loc("")`` for
+    the many nodes exporters leave unnamed).
+    """
+    name = node.name or f"{node.op_type}_{index}"
+    return f"node '{name}' ({node.op_type})"
+
+
+def _label_nodes(graph) -> None:
+    """Rename every node of ``graph`` (and of its subgraphs) to its
+    :func:`node_label`; node names are only read for locations."""
+    import onnx
+
+    for index, node in enumerate(graph.node):
+        node.name = node_label(node, index)
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                _label_nodes(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    _label_nodes(g)
+
+
 def _numel(dims) -> int:
     n = 1
     for d in dims:
@@ -141,6 +226,18 @@ def _input_dims(model, ranges):
     return arg_dims, named
 
 
+def _failing_node(tb):
+    """The innermost ONNX node torch-mlir's importer was importing in
+    traceback ``tb`` (its ``import_node(node)`` frames), or None."""
+    node = None
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "import_node" and hasattr(frame.f_locals.get("node"), "op_type"):
+            node = frame.f_locals["node"]
+        tb = tb.tb_next
+    return node
+
+
 def import_onnx(model_or_path, symbols=None, fallback=True, *, with_report=False):
     """Import an ONNX model (path, bytes or ``onnx.ModelProto``) into kiln.
 
@@ -169,6 +266,7 @@ def import_onnx(model_or_path, symbols=None, fallback=True, *, with_report=False
     except Exception as e:
         raise ParseError(f"{where}: ONNX shape inference failed: {str(e).strip().splitlines()[0]}") from None
 
+    _check_value_types(model, where)
     arg_dims, named = _input_dims(model, ranges)
     unknown = sorted(set(ranges) - set(named))
     if unknown:
@@ -177,6 +275,7 @@ def import_onnx(model_or_path, symbols=None, fallback=True, *, with_report=False
     symbol_ranges = {n: ranges.get(n, (1, UNSET_MAX)) for n in named}
     notes = [f"symbol '{n}' has no range given: 1 <= {n} <= {UNSET_MAX}" for n in named if n not in ranges]
 
+    _label_nodes(model.graph)  # a copy: infer_shapes returned a new model
     ctx = make_context(torch=True)
     with ctx, ir.Location.unknown():
         try:
@@ -187,7 +286,13 @@ def import_onnx(model_or_path, symbols=None, fallback=True, *, with_report=False
                 imp = onnx_importer.NodeImporter.define_function(info.main_graph, mod.operation)
                 imp.import_all()
         except Exception as e:
-            raise ConversionError(f"torch-mlir's ONNX importer failed on {where}: {type(e).__name__}: {e}") from None
+            node = _failing_node(e.__traceback__)
+            at = f" at {node.name}" if node is not None else ""
+            # The importer's own "unsupported"/"unhandled" error: a feature
+            # (a string or complex constant, say) that the import path lacks.
+            cls = UnsupportedError if type(e).__name__ == "OnnxImportError" else ConversionError
+            raise cls(f"torch-mlir's ONNX importer failed on {where}{at}: {type(e).__name__}: "
+                      f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from None
         report = finish(mod, fallback=fallback, source=where, notes=notes,
                         arg_dims=arg_dims, symbol_ranges=symbol_ranges, named=named)
     return (mod, report) if with_report else mod

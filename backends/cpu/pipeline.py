@@ -26,9 +26,11 @@ Each stage is a registered kiln pass, so ``kiln-opt --pass-pipeline`` and
 
 from __future__ import annotations
 
+import re
+
 from ..._mlir import ir, passmanager
 from ...context import DiagnosticCollector
-from ...errors import PipelineError, UnsupportedError, diagnostic_from_mlir
+from ...errors import Diagnostic, PipelineError, UnsupportedError, diagnostic_from_mlir
 from ...module import ops_where
 from ...pipelines.registry import Option, Pass, register_pass
 from .buffers import indexing_maps
@@ -66,8 +68,30 @@ TO_LLVM = (
 VECTORIZE = "func.func(linalg-generalize-named-ops),canonicalize,cse"
 
 
+_NOT_LEGALIZED = re.compile(r"failed to legalize operation '([\w.]+)'[^:]*: (.*)", re.S)
+
+
+def _unlowered(diags: list[Diagnostic]) -> UnsupportedError | None:
+    """An UnsupportedError naming the op, its types and its location for
+    the first "failed to legalize operation" diagnostic (an op this lowering
+    has no pattern for); None when there is none."""
+    for d in diags:
+        m = _NOT_LEGALIZED.match(d.message)
+        if m is None:
+            continue
+        name, printed = m.groups()
+        # The printed op ends with its type: `... : (i32, i32) -> i32`.
+        types = printed.rsplit(" : ", 1)[1].strip() if " : " in printed else "its operand types"
+        message = f"the CPU backend cannot lower '{name}' on {types}"
+        where = f" at {d.location}" if d.location and d.location != "loc(unknown)" else ""
+        return UnsupportedError(f"{message}{where}", [Diagnostic("error", d.location, message, file=d.file,
+                                                                line=d.line, col=d.col)])
+    return None
+
+
 def run_upstream(module, text: str, stage: str) -> None:
-    """Run upstream pipeline ``text`` on ``module``; PipelineError with diagnostics on failure."""
+    """Run upstream pipeline ``text`` on ``module``; PipelineError with diagnostics on failure
+    (UnsupportedError naming the op when an op has no lowering)."""
     ctx = module.context
     with DiagnosticCollector(ctx) as collector:
         try:
@@ -75,6 +99,9 @@ def run_upstream(module, text: str, stage: str) -> None:
             pm.run(module)
         except ir.MLIRError as e:
             diags = [diagnostic_from_mlir(d) for d in e.error_diagnostics] or collector.errors
+            unlowered = _unlowered(diags)
+            if unlowered is not None:
+                raise unlowered from None
             raise PipelineError(f"{stage} failed", diags) from None
 
 

@@ -7,11 +7,12 @@ implement numpy broadcasting (a static 1 reads index 0).
 
 from __future__ import annotations
 
+import importlib
 import math as pymath
 
-from ..._mlir import arith, ir, math
+from ..._mlir import arith, dialects, ir, math
 from ...dialects.kiln import is_float
-from .common import Lowering, elementwise, scalar_const
+from .common import Lowering, elementwise, lowest, scalar_const
 
 
 def _f(pred: str):
@@ -125,8 +126,43 @@ def _compare(fpred, ipred):
     return body
 
 
+def _scf():
+    # scf is reached through the bindings' dialects package (kiln/_mlir.py
+    # re-exports the dialects kiln uses everywhere; this one only here).
+    return importlib.import_module(f"{dialects.__name__}.scf")
+
+
 def _int_pow(a, b):
-    return math.ipowi(a, b)
+    """``a ** b`` for integers, by repeated squaring in an ``scf.while``
+    (``math.ipowi`` has no lowering to LLVM here, and upstream's
+    ``convert-math-to-funcs`` divides by zero for ``0 ** -n``).  Products
+    wrap on overflow.  A negative exponent gives what ONNX Runtime's
+    ``pow`` in double, truncated, gives on x86: 1 for base 1, +-1 for base -1
+    (by the exponent's parity), the type's minimum for base 0 (the cast of an
+    infinite double), 0 otherwise."""
+    scf = _scf()
+    t = a.type
+    one, zero = scalar_const(t, 1), scalar_const(t, 0)
+
+    def odd(v):
+        return arith.cmpi(_i("ne"), arith.andi(v, one), zero)
+
+    loop = scf.WhileOp([t, t, t], [one, a, b])
+    before = loop.before.blocks.append(t, t, t)
+    with ir.InsertionPoint(before):
+        acc, base, e = before.arguments
+        scf.ConditionOp(arith.cmpi(_i("sgt"), e, zero), [acc, base, e])
+    after = loop.after.blocks.append(t, t, t)
+    with ir.InsertionPoint(after):
+        acc, base, e = after.arguments
+        acc = arith.select(odd(e), arith.muli(acc, base), acc)
+        scf.YieldOp([acc, arith.muli(base, base), arith.shrui(e, one)])
+    minus_one = scalar_const(t, -1)
+    negative = arith.select(
+        arith.cmpi(_i("eq"), a, one), one,
+        arith.select(arith.cmpi(_i("eq"), a, minus_one), arith.select(odd(b), minus_one, one),
+                     arith.select(arith.cmpi(_i("eq"), a, zero), lowest(t), zero)))
+    return arith.select(arith.cmpi(_i("slt"), b, zero), negative, loop.results[0])
 
 
 def _neg(x, attrs):

@@ -122,6 +122,18 @@ def is_tensor_type(t: ir.Type) -> bool:
     return str(t).startswith("!torch.vtensor<")
 
 
+def describe_type(t: ir.Type) -> str:
+    """A torch type for a message: ``sequence type !torch.list<...>``."""
+    text = str(t)
+    for prefix, kind in (("!torch.list<", "sequence type"), ("!torch.optional<", "optional type"),
+                         ("!torch.str", "string type"), ("!torch.dict<", "map type")):
+        if text.startswith(prefix):
+            return f"{kind} {text}"
+    if text.startswith("!torch.vtensor<") and ",!torch.str>" in text:
+        return f"string tensor type {text}"
+    return f"type {text}"
+
+
 # ----------------------------------------------------------------------------
 # Affine maps of torch.bind_symbolic_shape -> dims
 # ----------------------------------------------------------------------------
@@ -529,8 +541,8 @@ class TorchToKiln:
                 with ip:
                     new = self.materialize(new, op.location)
             if not isinstance(new, ir.Value):
-                raise ConversionError(f"result #{i} of @{ir.StringAttr(f.attributes['sym_name']).value} "
-                                      "is not a tensor kiln can return")
+                raise UnsupportedError(f"result #{i} of @{ir.StringAttr(f.attributes['sym_name']).value} "
+                                       f"({describe_type(v.type)}) is not a tensor kiln can return")
             op.operands[i] = new
             results.append(new.type)
         ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
@@ -632,9 +644,16 @@ class TorchToKiln:
                 attrs[key] = op.attributes[key]
         results = []
         for i, r in enumerate(op.results):
+            # A result kiln has no type for (a sequence, a string, a dtype
+            # such as ui8) cannot be a kiln.fallback result either: kiln
+            # lacks the feature, wherever in the graph it is.
             if not is_tensor_type(r.type):
-                raise ConversionError(f"{name} at {loc}: result #{i} of type {r.type} cannot fall back ({reason})")
-            dims = OpContext(self, op, name).result_dims(i)
+                raise UnsupportedError(f"{name} at {loc}: result #{i} has {describe_type(r.type)}, which kiln does "
+                                       f"not support (kiln values are tensors; {reason})")
+            try:
+                dims = OpContext(self, op, name).result_dims(i)
+            except Decline as e:
+                raise UnsupportedError(f"{name} at {loc}: result #{i}: {e}") from None
             dims = [d if not d.is_unknown else dim(self.fresh_symbol()) for d in dims]
             results.append(self.types.convert(r.type, dims))
         if len(operands) > MAX_VARIADIC or len(results) > FallbackOp.MAX_RESULTS:

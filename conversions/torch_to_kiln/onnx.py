@@ -165,6 +165,10 @@ _FOLDS = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a,
 # ----------------------------------------------------------------------------
 
 
+def _is_float_dtype(dtype: str) -> bool:
+    return dtype.startswith("f") or dtype == "bf16"
+
+
 def _binary(kind):
     fold = _fold(_FOLDS[kind.capitalize()]) if kind.capitalize() in _FOLDS else None
 
@@ -176,7 +180,13 @@ def _binary(kind):
                 pass
         a, b = cx.tensor(0), cx.tensor(1)
         if kind == "pow" and dtype_of(b) != dtype_of(a):
-            b = cx.cast(b, dtype_of(a))
+            da, db = dtype_of(a), dtype_of(b)
+            if _is_float_dtype(db) and not _is_float_dtype(da):
+                # An integer base to a float power is computed in floating
+                # point and truncated, as ONNX Runtime does (casting the
+                # exponent to the base's type gave 4 ** 0.5 = 1, not 2).
+                return cx.cast(cx.build(kind, cx.cast(a, db), b), da)
+            b = cx.cast(b, da)
         return cx.build(kind, a, b)
 
     return lower

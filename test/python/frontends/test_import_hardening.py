@@ -135,3 +135,141 @@ def test_quickstart_block_exported_to_onnx_compiles(tmp_path):
         print("ok")
     """, timeout=240)
     assert out.strip().endswith("ok")
+
+
+# -- ONNX errors name the node -----------------------------------------------------
+
+
+def _unary(op_type, dtype=TensorProto.FLOAT, name="", **attrs):
+    return _model([helper.make_node(op_type, ["x"], ["y"], name=name, **attrs)], [("x", dtype, [2, 3])],
+                  [("y", dtype, [2, 3])])
+
+
+def test_an_unnamed_node_is_named_by_op_type_and_index():
+    with pytest.raises(kiln.UnsupportedError) as e:
+        kiln.import_onnx(_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Round", ["r"], ["y"])],
+                                [("x", TensorProto.FLOAT, [2, 3])], [("y", TensorProto.FLOAT, [2, 3])]),
+                         fallback=False)
+    assert "onnx.Round at loc(\"node 'Round_1' (Round)\"): no kiln pattern for this op" in str(e.value)
+    assert 'loc("")' not in str(e.value)
+
+
+def test_every_op_of_an_unnamed_graph_has_its_node_location():
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Mul", ["r", "x"], ["m"]),
+             helper.make_node("Tanh", ["m"], ["y"])]
+    module = kiln.import_onnx(_model(nodes, [("x", TensorProto.FLOAT, [2, 3])], [("y", TensorProto.FLOAT, [2, 3])]))
+    locs = {}
+    for op in module.body.operations[-1].regions[0].blocks[0].operations:
+        if op.operation.name.startswith("kiln."):
+            locs[op.operation.name] = str(op.operation.location)
+    assert locs == {"kiln.relu": "loc(\"node 'Relu_0' (Relu)\")", "kiln.mul": "loc(\"node 'Mul_1' (Mul)\")",
+                    "kiln.tanh": "loc(\"node 'Tanh_2' (Tanh)\")"}
+
+
+def test_a_shape_mismatch_names_the_node():
+    model = _model([helper.make_node("Add", ["x", "z"], ["y"], name="Add_7")],
+                   [("x", TensorProto.FLOAT, [2, 3]), ("z", TensorProto.FLOAT, [4, 5])],
+                   [("y", TensorProto.FLOAT, [2, 3])])
+    with pytest.raises(kiln.UnsupportedError) as e:
+        kiln.import_onnx(model, fallback=False)
+    assert ("onnx.Add at loc(\"node 'Add_7' (Add)\"): 'kiln.add' op operands are not broadcast-compatible: "
+            "cannot broadcast [2, 3] with [4, 5]") in str(e.value)
+
+
+def test_an_onnx_fallback_that_cannot_run_names_the_node():
+    with pytest.raises(kiln.UnsupportedError) as e:
+        kiln.compile(_unary("Cos", TensorProto.DOUBLE, name="cosine"))
+    assert str(e.value) == ("fallback op 'onnx.Cos' has no PyTorch implementation in torch.ops "
+                            "(at loc(\"node 'cosine' (Cos)\"))")
+
+
+def test_an_importer_failure_names_the_node_and_is_unsupported():
+    const = helper.make_node("Constant", [], ["c"], value=helper.make_tensor("v", TensorProto.STRING, [1], [b"a"]))
+    model = _model([const, helper.make_node("Identity", ["x"], ["y"])], [("x", TensorProto.FLOAT, [2])],
+                   [("y", TensorProto.FLOAT, [2])])
+    with pytest.raises(kiln.UnsupportedError) as e:
+        kiln.import_onnx(model)
+    assert str(e.value) == ("torch-mlir's ONNX importer failed on <model> at node 'Constant_0' (Constant): "
+                            "OnnxImportError: Unsupported builtin tensor type")
+
+
+# -- a missing feature is an UnsupportedError wherever it is found --------------------
+
+
+def test_an_unsupported_dtype_inside_the_graph_is_unsupported():
+    model = _model([helper.make_node("Cast", ["x"], ["c"], to=TensorProto.UINT8, name="to_u8"),
+                    helper.make_node("Cast", ["c"], ["y"], to=TensorProto.FLOAT)],
+                   [("x", TensorProto.FLOAT, [2, 3])], [("y", TensorProto.FLOAT, [2, 3])])
+    with pytest.raises(kiln.UnsupportedError) as e:
+        kiln.import_onnx(model)
+    assert str(e.value) == "onnx.Cast at loc(\"node 'to_u8' (Cast)\"): result #0: dtype ui8 is not supported by kiln"
+
+
+@pytest.mark.parametrize("value_type, text", [
+    (helper.make_tensor_type_proto(TensorProto.UINT8, [2, 3]), "dtype uint8"),
+    (helper.make_tensor_type_proto(TensorProto.STRING, [2]), "dtype string"),
+    (helper.make_sequence_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, [2, 3])),
+     "sequence type seq(tensor(float))"),
+    (helper.make_optional_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, [2, 3])),
+     "optional type optional(tensor(float))"),
+])
+def test_an_unsupported_graph_input_is_named(value_type, text):
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    graph = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "g",
+                              [helper.make_value_info("x", value_type), helper.make_tensor_value_info(
+                                  "w", TensorProto.FLOAT, [2])], [out])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(kiln.UnsupportedError) as e:
+        kiln.import_onnx(model)
+    assert str(e.value) == f"<model>: graph input 'x' has {text}, which kiln does not support"
+
+
+def test_a_sequence_inside_the_graph_is_unsupported():
+    model = _model([helper.make_node("SequenceConstruct", ["x", "x"], ["s"], name="seq"),
+                    helper.make_node("SequenceAt", ["s", "i"], ["y"])],
+                   [("x", TensorProto.FLOAT, [2, 3]), ("i", TensorProto.INT64, [])], [("y", TensorProto.FLOAT, [2, 3])])
+    with pytest.raises(kiln.UnsupportedError) as e:
+        kiln.import_onnx(model)
+    assert str(e.value).startswith("onnx.SequenceConstruct at loc(\"node 'seq' (SequenceConstruct)\"): result #0 "
+                                   "has sequence type !torch.list<vtensor<[2,3],f32>>, which kiln does not support")
+
+
+@pytest.mark.parametrize("tp, dt", [(TensorProto.INT32, np.int32), (TensorProto.INT64, np.int64)])
+def test_integer_pow_matches_onnxruntime(tp, dt):
+    import onnxruntime
+
+    model = _model([helper.make_node("Pow", ["x", "e"], ["y"])], [("x", tp, [4, 6]), ("e", tp, [6])],
+                   [("y", tp, [4, 6])])
+    x = np.array([[2, -3, 0, 1, -1, 7], [1, -1, 2, -2, 3, 0], [-1, -1, 1, 1, 5, -4], [2, 2, 10, -10, 0, 0]], dt)
+    e = np.array([3, -1, 0, -5, 7, 2], dt)  # negative exponents, 0 ** 0, (-1) ** odd
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    compiled = kiln.compile(model)
+    for xs, es in ((x, e), (np.zeros_like(x), -np.ones_like(e))):  # 0 ** -1: the x86 cast of inf
+        want = session.run(None, {"x": xs, "e": es})[0]
+        got = compiled(xs, es)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_integer_base_to_a_float_power_matches_onnxruntime():
+    import onnxruntime
+
+    model = _model([helper.make_node("Pow", ["x", "e"], ["y"])],
+                   [("x", TensorProto.INT32, [4]), ("e", TensorProto.FLOAT, [4])], [("y", TensorProto.INT32, [4])])
+    x, e = np.array([4, 9, 2, 27], np.int32), np.array([0.5, 0.5, 3.0, 1 / 3], np.float32)
+    want = onnxruntime.InferenceSession(model.SerializeToString(),
+                                        providers=["CPUExecutionProvider"]).run(None, {"x": x, "e": e})[0]
+    np.testing.assert_array_equal(kiln.compile(model)(x, e), want)
+
+
+def test_an_op_the_llvm_lowering_lacks_is_named_with_its_types():
+    from kiln._mlir import ir
+    from kiln.backends.cpu.pipeline import TO_LLVM, run_upstream
+    from kiln.context import make_context
+
+    with make_context():
+        module = ir.Module.parse("func.func @f(%a: i32, %b: i32) -> i32 {\n"
+                                 "  %0 = math.ipowi %a, %b : i32 loc(\"node 'p' (Pow)\")\n  return %0 : i32\n}")
+        with pytest.raises(kiln.UnsupportedError) as e:
+            run_upstream(module.operation, TO_LLVM, "kiln-cpu-to-llvm")
+    assert e.value.message == "the CPU backend cannot lower 'math.ipowi' on (i32, i32) -> i32 at loc(\"node 'p' (Pow)\")"

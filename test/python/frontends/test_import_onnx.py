@@ -109,7 +109,7 @@ def test_dim_param_becomes_a_symbol_with_the_given_range():
     ops = kiln_ops(module)
     for op in ops:
         assert str(op.location).startswith('loc("'), str(op.location)  # the ONNX node name
-    assert {str(op.location) for op in ops if op.name == "kiln.conv2d"} == {'loc("conv")'}
+    assert {str(op.location) for op in ops if op.name == "kiln.conv2d"} == {'loc("node \'conv\' (Conv)")'}
     for op in ops:
         if op.name == "kiln.constant" and "[8, 3, 3, 3]" in str(op.results[0].type):
             ir.DenseResourceElementsAttr(op.attributes["value"])  # the initializer, not a Python list
@@ -174,7 +174,7 @@ def test_unsupported_onnx_op_falls_back_or_raises():
     assert report.ops == {"onnx.Round": {"converted": 0, "decomposed": 0, "fallback": 1}}
     with pytest.raises(kiln.UnsupportedError) as e:
         kiln.import_onnx(_single("Round"), fallback=False)
-    assert "onnx.Round at loc(\"the_node\"): no kiln pattern for this op" in str(e.value)
+    assert "onnx.Round at loc(\"node 'the_node' (Round)\"): no kiln pattern for this op" in str(e.value)
 
 
 def test_truncated_file_is_a_parse_error(tmp_path):
