@@ -20,6 +20,7 @@ __all__ = [
     "PipelineError",
     "ShapeError",
     "UnsupportedError",
+    "UnsupportedPipelineError",
     "VerifyError",
 ]
 
@@ -141,3 +142,9 @@ class PipelineError(KilnError):
     def __str__(self) -> str:
         text = super().__str__()
         return f"{text}\nrepro: {self.repro}" if self.repro else text
+
+
+class UnsupportedPipelineError(PipelineError, UnsupportedError):
+    """A pass that met a feature kiln lacks: a :class:`PipelineError` (which
+    pass, the repro command) that is also an :class:`UnsupportedError` (what
+    is missing), so callers catching either see it."""

@@ -20,7 +20,14 @@ from dataclasses import dataclass, field
 
 from .._mlir import ir, passmanager
 from ..context import DiagnosticCollector
-from ..errors import Diagnostic, KilnError, PipelineError, diagnostic_from_mlir
+from ..errors import (
+    Diagnostic,
+    KilnError,
+    PipelineError,
+    UnsupportedError,
+    UnsupportedPipelineError,
+    diagnostic_from_mlir,
+)
 from ..module import verify_module
 from .registry import Pass, get_pass
 
@@ -230,7 +237,8 @@ class Pipeline:
                 diags = failure.diagnostics if failure is not None and failure.diagnostics else []
                 diags = diags + [d for d in errors if d not in diags]
                 msg = failure.message if failure is not None else f"stage '{stage.name}' failed"
-                raise PipelineError(msg, diags, repro=self._repro(before))
+                kind = type(failure) if failure is not None else PipelineError
+                raise kind(msg, diags, repro=self._repro(before))
             if self.after_stage is not None:
                 self.after_stage(stage, op)
             if self.stop_after == stage.name:
@@ -249,7 +257,8 @@ class Pipeline:
             try:
                 stage.kiln_pass.run(op)
             except KilnError as e:
-                return PipelineError(f"pass '{stage.name}' failed: {e.message}", e.diagnostics)
+                kind = UnsupportedPipelineError if isinstance(e, UnsupportedError) else PipelineError
+                return kind(f"pass '{stage.name}' failed: {e.message}", e.diagnostics)
             return None
         try:
             pm = passmanager.PassManager.parse(f"builtin.module({stage.mlir_text})")

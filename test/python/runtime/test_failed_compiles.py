@@ -148,3 +148,22 @@ def test_compiles_failing_in_every_stage_leave_valid_compiles_correct():
     """)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "all valid compiles matched" in proc.stdout
+
+
+def test_a_feature_the_backend_lacks_stays_an_unsupported_error():
+    """A pass that raises UnsupportedError fails the pipeline with an error of both classes."""
+    import kiln
+    from kiln._mlir import ir
+    from kiln.context import make_context
+    from kiln.module import parse_module
+    from kiln.pipelines import Pipeline
+
+    with make_context(), ir.Location.unknown():
+        module = parse_module(LLVM_FAILURE, "ipowi.mlir")
+        try:
+            Pipeline.parse("builtin.module(kiln-cpu-to-llvm)").run(module)
+        except kiln.UnsupportedError as e:
+            assert isinstance(e, kiln.PipelineError)
+            assert "cannot lower 'math.ipowi' on (i64, i64) -> i64" in str(e)
+        else:
+            raise AssertionError("the LLVM lowering of math.ipowi did not fail")
