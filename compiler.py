@@ -175,8 +175,11 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     ``static_kernels`` (each profile and specialization also compiles its
     kernels with the dims static at its opt point and keeps those measured
     faster there: ``"auto"``; ``True`` keeps them all, ``False`` compiles
-    none).  The graph is split into kernels by ``kiln-partition`` and run
-    out of one arena planned by ``kiln-plan-memory``.
+    none), ``arena_pool_bytes`` (what the pool of arenas keeps between
+    calls, in bytes or as ``"512M"``; default twice the largest arena, at
+    least 32 MiB; ``KILN_ARENA_POOL_BYTES`` overrides the default).  The
+    graph is split into kernels by ``kiln-partition`` and run out of one
+    arena planned by ``kiln-plan-memory``.
 
     The model is callable on numpy arrays or torch CPU tensors and returns
     the same kind; one compilation serves every shape in the symbols' ranges.
@@ -194,7 +197,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     if device != "cpu":
         raise UnsupportedError(f"device '{device}' is not supported by kiln.compile (only 'cpu' and 'cuda')")
     unknown = set(options) - {"vectorize", "keep_ir", "profiles", "policy", "budget", "profiling", "fallback",
-                              "optimize", "static_kernels"}
+                              "optimize", "static_kernels", "arena_pool_bytes"}
     if unknown:
         raise KilnError(f"unknown kiln.compile option(s): {', '.join(sorted(unknown))}")
     static_kernels = options.get("static_kernels", "auto")
@@ -271,7 +274,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
         prepared, kernels, syms,
         profiles=options.get("profiles"), policy=options.get("policy"), budget=options.get("budget", 4),
         profiling=bool(options.get("profiling", False)), compile_time_s=time.perf_counter() - start,
-        specialize=specialize, static_kernels=static_kernels,
+        specialize=specialize, static_kernels=static_kernels, arena_pool_bytes=options.get("arena_pool_bytes"),
     )
     runtime.kernel_cache = getattr(engine, "cache", None)
     sched = prepared.schedule

@@ -132,7 +132,9 @@ def _huge_page_buffer(nbytes: int) -> torch.Tensor | None:
 
 #: The least the pool may keep (idle arenas and fast paths' arenas together)
 #: when no cap is given: below it, shapes come and go without any eviction.
-MIN_POOL_BYTES = 256 << 20
+#: Small, so that the default keeps RSS within about twice the largest arena
+#: (the issue's bound) for any model whose arenas reach 16 MiB.
+MIN_POOL_BYTES = 32 << 20
 
 _UNITS = {"": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
           "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}

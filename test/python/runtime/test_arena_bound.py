@@ -18,7 +18,7 @@ import kiln
 from kiln.bench import models
 from kiln.errors import KilnError
 from kiln.runtime import arena
-from kiln.runtime.arena import ArenaPool, pool_bytes_setting
+from kiln.runtime.arena import MIN_POOL_BYTES, ArenaPool, pool_bytes_setting
 from kiln.runtime.executor import FAST_KEYS
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples")
@@ -154,8 +154,7 @@ def test_rss_stays_bounded_over_many_shapes(monkeypatch):
         from quickstart import Block
     finally:
         sys.path.remove(EXAMPLES)
-    cap = 16 << 20
-    monkeypatch.setenv("KILN_ARENA_POOL_BYTES", str(cap))
+    monkeypatch.delenv("KILN_ARENA_POOL_BYTES", raising=False)  # the default cap
     torch.manual_seed(0)
     block = Block().eval()
     model = kiln.compile(block, (torch.randn(2, 8, 64),),
@@ -174,10 +173,20 @@ def test_rss_stays_bounded_over_many_shapes(monkeypatch):
             rss_warm = _rss()
     grown = _rss() - rss_warm
     s = model.runtime.pool.stats()
-    assert s["cap_bytes"] == cap and s["evictions"] > 0
+    cap = s["cap_bytes"]
+    assert cap == max(2 * s["largest_bytes"], MIN_POOL_BYTES) and s["evictions"] > 0
     assert s["pooled_bytes"] + s["kept_bytes"] <= cap + s["largest_bytes"]  # the newest fast path may exceed it
     assert grown < cap + 2 * s["largest_bytes"] + (48 << 20), f"RSS grew {grown >> 20} MiB: {s}"
     for x, y in checks + [(c[0], model(c[0])) for c in checks[:3]]:  # right before and after evictions
         with torch.no_grad():
             want = block(torch.from_numpy(x)).numpy()
         np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_pool_cap_is_a_compile_option():
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU()).eval()
+    model = kiln.compile(mlp, (torch.randn(2, 8),), ({0: Dim("B", min=1, max=32)},), arena_pool_bytes="8M")
+    assert model.runtime.pool.cap == 8 << 20
+    with pytest.raises(KilnError, match="arena_pool_bytes must be a number of bytes"):
+        kiln.compile(mlp, (torch.randn(2, 8),), ({0: Dim("B", min=1, max=32)},), arena_pool_bytes="lots")
