@@ -364,9 +364,25 @@ class KilnOp(Kiln.Operation):
             if attr not in self.operation.attributes:
                 raise VerifyError(f"needs an '{attr}' attribute: array<i32: ...> with one size per {what} group "
                                   f"({len(groups)} groups; 1 for a required {what}, 0 or 1 for an optional one)")
-            n = len(ir.DenseI32ArrayAttr(self.operation.attributes[attr]))
+            a = self.operation.attributes[attr]
+            if not isinstance(a, ir.DenseI32ArrayAttr):
+                raise VerifyError(f"'{attr}' must be array<i32: ...>, got {a}")
+            sizes = list(a)
+            n = len(sizes)
             if n != len(groups):
                 raise VerifyError(f"'{attr}' has {n} sizes, but the op has {len(groups)} {what} groups")
+            # The accessors slice the operands (results) by these sizes: each
+            # must fit its group and together they must cover every value.
+            for f, size in zip(groups, sizes):
+                if f.variadicity == ext.Variadicity.single and size != 1:
+                    raise VerifyError(f"'{attr}' gives the required {what} '{f.name}' {size} values, not 1")
+                if f.variadicity == ext.Variadicity.optional and size not in (0, 1):
+                    raise VerifyError(f"'{attr}' gives the optional {what} '{f.name}' {size} values, not 0 or 1")
+                if size < 0:
+                    raise VerifyError(f"'{attr}' gives the {what} group '{f.name}' {size} values")
+            values = self.operation.operands if kind is ext.OperandDef else self.operation.results
+            if sum(sizes) != len(values):
+                raise VerifyError(f"'{attr}' sizes add up to {sum(sizes)}, but the op has {len(values)} {what}s")
 
     def _check_counts(self):
         self._check_segments()

@@ -248,6 +248,12 @@ class BatchNormOp(KilnOp, name="batch_norm", traits=[ext.Pure]):
         return [x]
 
 
+def _require_default_scale(attrs, head) -> None:
+    """The default scale is ``1/sqrt(head dim)``: undefined for a head dim of 0."""
+    if attrs["scale"] is None and head.is_static and head.value == 0:
+        raise VerifyError("head dim is 0, so the default scale 1/sqrt(0) is undefined: give 'scale'")
+
+
 class AttentionOp(KilnOp, name="attention", traits=[ext.Pure]):
     """Scaled dot-product attention ``softmax(q k^T * scale + mask) v``.
 
@@ -274,6 +280,7 @@ class AttentionOp(KilnOp, name="attention", traits=[ext.Pure]):
                 raise VerifyError(f"{name} must have rank >= 2, got {shape_text(info.dims)}")
         require_dims_equal(q.dims[-1], k.dims[-1], "q and k head dims differ")
         require_dims_equal(k.dims[-2], v.dims[-2], "k and v sequence dims differ")
+        _require_default_scale(attrs, q.dims[-1])
         batch = broadcast_dims([q.dims[:-2], k.dims[:-2], v.dims[:-2]], "batch dims of q, k, v")
         out = batch + (q.dims[-2], v.dims[-1])
         if len(operands) == 4:
@@ -313,4 +320,5 @@ class PackedAttentionOp(KilnOp, name="packed_attention", traits=[ext.Pure]):
         if not last.is_static or last.value % (3 * heads):
             raise VerifyError(f"qkv's last dim must be a static multiple of 3 * heads = {3 * heads}, "
                               f"got {shape_text(x.dims)}")
+        _require_default_scale(attrs, dim(last.value // (3 * heads)))
         return [TensorInfo(x.dims[:-1] + (dim(last.value // 3),), x.dtype)]
