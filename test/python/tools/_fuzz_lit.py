@@ -332,6 +332,82 @@ MUTATIONS = [
 _OP_NAMES: list[bytes] = []
 
 
+# ---------------------------------------------------------------- structured mutations
+#
+# Text mutations mostly stop at the parser or at a verifier's type check.  To
+# reach the shape functions and the passes, these parse a seed, change one
+# kiln op through the bindings (an attribute set to a value of another kind or
+# range, or removed; an operand swapped for a function argument) and forget
+# its result dims ("?", which every verifier accepts), then print the module.
+
+_STRUCT_ATTRS = [
+    "0 : i64", "1 : i64", "-1 : i64", "2 : i64", "-2 : i64", "3 : i64", "7 : i64", "-9 : i64", "64 : i64",
+    "9223372036854775807 : i64", "-9223372036854775808 : i64", "4611686018427387904 : i64", "1 : i32",
+    "true", "false", "unit", "0.0 : f64", "-1.0 : f32", "1.0e+38 : f64", "0x7FF0000000000000 : f64",
+    '"x"', '""', '"B"', '"tanh"', '"none"', '"reflect"', '"edge"', "[]", "[0]", "[1, 2]", '["B", 4]', '["?"]',
+    "[-1]", '["B*L"]', "[0, 0]", "array<i64>", "array<i64: 0>", "array<i64: -1>", "array<i64: 1, 0>",
+    "array<i64: 0, 1, 2, 3>", "array<i64: 5, 5>", "array<i64: 0, 0>", "array<i64: -5>",
+    "array<i64: 9223372036854775807>", "array<i64: 1, 1, 1, 1, 1, 1, 1, 1>", "array<i32: 1, 1, 1, 1>",
+    "array<i32: 1, 0, 0, 0>", "array<i32: 2, 1, 1, 0>", "array<i32: -1, 1, 1, 1>", "f32", "i64", "{}",
+    "dense<1.0> : tensor<f32>", "dense<0> : tensor<2xi64>", "dense<[[1.0, 2.0]]> : tensor<1x2xf32>",
+    "dense<> : tensor<0xf32>", "dense<1.0> : tensor<4x4xf32>", "dense<true> : tensor<2xi1>", "@B",
+]
+
+
+def _unknown_dims_type(t):
+    """``t`` with every dim ``?`` (same rank and dtype), when it is a kiln tensor."""
+    from kiln.dialects.kiln import TensorType, tensor_info, tensor_type
+
+    if not isinstance(t, TensorType):
+        return None
+    info = tensor_info(t)
+    return tensor_type(["?"] * info.rank, info.dtype)
+
+
+def _structured_mutant(rng: random.Random, text: str, ctx) -> bytes | None:
+    """One op of ``text`` changed through the bindings, or None when the text
+    does not parse or has no kiln op."""
+    from kiln._mlir import ir
+
+    try:
+        module = ir.Module.parse(text)
+    except Exception:  # an invalid.mlir chunk: text mutations only
+        return None
+    ops = []
+
+    def visit(op):
+        if op.name.startswith("kiln.") and op.name not in ("kiln.yield",):
+            ops.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    if not ops:
+        return None
+    op = rng.choice(ops)
+    names = [a if isinstance(a, str) else a.name for a in op.attributes]
+    choice = rng.random()
+    try:
+        if names and choice < 0.6:
+            op.attributes[rng.choice(names)] = ir.Attribute.parse(rng.choice(_STRUCT_ATTRS))
+        elif names and choice < 0.75:
+            del op.attributes[rng.choice(names)]
+        elif op.operands:
+            fn = op.parent
+            while fn is not None and fn.name != "func.func":
+                fn = fn.parent
+            args = list(fn.regions[0].blocks[0].arguments) if fn is not None else []
+            if args:
+                op.operands[rng.randrange(len(op.operands))] = rng.choice(args)
+        if rng.random() < 0.8:
+            for r in op.results:
+                new = _unknown_dims_type(r.type)
+                if new is not None:
+                    r.set_type(new)
+    except Exception:
+        return None
+    return module.operation.get_asm(assume_verified=True, print_generic_op_form=False).encode()
+
+
 @dataclass
 class Job:
     """One mutant and the kiln-opt arguments to run it with."""
@@ -345,19 +421,41 @@ class Job:
     data: bytes = b""
 
 
-def make_jobs(count: int, seed: int, workdir: str, corpus: list[Seed] | None = None) -> list[Job]:
-    """``count`` seeded mutants, written under ``workdir``."""
+def ir_location_unknown():
+    """``ir.Location.unknown()`` of the current context."""
+    from kiln._mlir import ir
+
+    return ir.Location.unknown()
+
+
+def make_jobs(count: int, seed: int, workdir: str, corpus: list[Seed] | None = None,
+              structured_share: float = 0.5) -> list[Job]:
+    """``count`` seeded mutants, written under ``workdir``; about
+    ``structured_share`` of them changed through the bindings, the rest as text."""
+    from kiln.context import make_context
+
     corpus = load_corpus() if corpus is None else corpus
     _OP_NAMES[:] = sorted({m.group(0) for s in corpus for m in _OP_NAME.finditer(s.text.encode())})
     rng = random.Random(seed)
     names = [f for f, _ in MUTATIONS]
     weights = [w for _, w in MUTATIONS]
     jobs = []
+    ctx = make_context(torch=True)
     for i in range(count):
         s = rng.choice(corpus)
         data = s.text.encode()
         applied = []
-        for f in rng.choices(names, weights, k=rng.choice((1, 1, 2, 3))):
+        structured = None
+        if rng.random() < structured_share:
+            with ctx, ir_location_unknown():
+                structured = _structured_mutant(rng, s.text, ctx)
+        if structured is not None:
+            data = structured
+            applied.append("structured")
+            extra = rng.choices(names, weights, k=rng.choice((0, 0, 0, 1)))
+        else:
+            extra = rng.choices(names, weights, k=rng.choice((1, 1, 2, 3)))
+        for f in extra:
             data = f(rng, data)
             applied.append(f.__name__.lstrip("_"))
         # Every other mutant takes the next of kiln's pipelines in turn (so a
