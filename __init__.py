@@ -28,6 +28,7 @@ _LAZY = {
     "compile": "kiln.compiler",
     "CompiledModel": "kiln.runtime",
     "register_kernel": "kiln.backends.registry",
+    "format_report": "kiln.runtime.report",
 }
 
 __all__ = sorted(

@@ -156,10 +156,13 @@ class CompiledModel:
         """What the model did: kernels (in the schedule, launched per call),
         fallback ops (count, share of ops and of measured time), arena bytes
         (planned peak vs no reuse) at the last shape, compile time,
-        specializations and cache hits, per-kernel time when profiling."""
-        if self.runtime is None:
-            return {}
-        return self.runtime.report()
+        specializations and cache hits, per-kernel time when profiling.
+
+        A :class:`~kiln.runtime.report.Report`: a dict (index it, ``json.dumps``
+        it) that prints as :func:`kiln.format_report`'s text."""
+        from .report import Report
+
+        return Report(self.runtime.report() if self.runtime is not None else {})
 
     def shape_contract(self) -> dict:
         """The symbols with their ranges, the inputs' symbolic shapes, the

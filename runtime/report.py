@@ -4,8 +4,12 @@
 the kernels launched, the time spent in fallback kernels and in the whole
 schedule, and -- when profiling is on -- the time of every kernel.
 :func:`build_report` turns it, the schedule, the memory plan and the profile
-selector's counters into plain data; :func:`format_report` prints that the
-way ``kiln-run --report`` shows it.
+selector's counters into plain data; :func:`format_report` (``kiln.format_report``)
+prints that the way ``kiln-run --report`` shows it, and prints an import
+report (:class:`~kiln.frontends.ImportReport`) as ``kiln-import --report`` does.
+``CompiledModel.report()`` returns a :class:`Report`: a dict whose ``str``
+is the formatted text, so ``print(compiled.report())`` reads as a report while
+``report()["kernels"]`` and ``json.dumps(report())`` keep working.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
-__all__ = ["Metrics", "build_report", "format_report"]
+__all__ = ["Metrics", "Report", "build_report", "format_report"]
 
 
 class Metrics:
@@ -178,8 +182,41 @@ def _native_line(native: Mapping | None) -> str:
     return f"native runtime: off ({native.get('error') or 'KILN_NATIVE=0 or no C compiler'})"
 
 
-def format_report(report: Mapping) -> str:
-    """The report as text, one fact per line."""
+class Report(dict):
+    """A compiled model's report (:func:`build_report`'s data) that prints as text.
+
+    It is a plain ``dict`` in every other way: index it, ``json.dumps`` it,
+    compare it; ``str(report)`` (and so ``print``) is :func:`format_report`'s
+    text, while ``repr`` stays the dict's, for debugging.  One edited until
+    it no longer has a report's keys prints as the dict does.
+    """
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        try:
+            return format_report(self)
+        except (KeyError, TypeError, ValueError):
+            return dict.__repr__(self)
+
+
+def format_report(report) -> str:
+    """The report as text, one fact per line.
+
+    ``report`` is a compiled model's report (``compiled.report()``: kernels,
+    launches, fallback share, arena bytes, compile time, profiles, schedule)
+    or an import report (:class:`~kiln.frontends.ImportReport`: one row per
+    source op type, then fallback rates, symbols and notes).  A model built
+    without a runtime has an empty report, printed as one line saying so.
+    """
+    if not isinstance(report, Mapping):
+        formatter = getattr(report, "format", None)
+        if not callable(formatter):
+            raise TypeError(f"format_report takes a model's report (a dict) or an ImportReport, "
+                            f"not {type(report).__name__}")
+        return formatter()
+    if not report:
+        return "no report: this model runs without kiln's runtime (nothing is counted)"
     fb = report["fallback"]
     arena = report["arena"]
     at = ", ".join(f"{k}={v}" for k, v in sorted((arena.get("at") or {}).items())) or "-"

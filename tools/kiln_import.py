@@ -88,7 +88,9 @@ def main(argv=None) -> int:
             with open(args.output, "w") as f:
                 f.write(text)
         if args.report:
-            print(report.format(), file=sys.stderr)
+            from ..runtime.report import format_report
+
+            print(format_report(report), file=sys.stderr)
         if args.report_json:
             with open(args.report_json, "w") as f:
                 f.write(report.to_json() + "\n")
