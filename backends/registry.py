@@ -100,6 +100,7 @@ class KernelEntry:
         return [{}]
 
     def default_config(self, spec, binding) -> dict:
+        """The implementation's heuristic configuration for ``spec`` at ``binding`` (``{}`` if it has none)."""
         if inspect.isclass(self.impl) and hasattr(self.impl, "default_config"):
             return self.impl.default_config(spec, binding)
         return {}

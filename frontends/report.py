@@ -75,6 +75,7 @@ class ImportReport:
         }
 
     def to_json(self) -> str:
+        """The report as indented JSON text (:meth:`to_dict`)."""
         return json.dumps(self.to_dict(), indent=2)
 
     def format(self) -> str:

@@ -43,6 +43,7 @@ class Stage:
     mlir_text: str | None = None
 
     def textual(self) -> str:
+        """The stage as pass-pipeline text (``kiln-fuse{...}`` or the MLIR pipeline it runs)."""
         return self.kiln_pass.textual() if self.kiln_pass else self.mlir_text
 
 
