@@ -9,7 +9,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 . .venv/bin/activate
 pip install -q --disable-pip-version-check "torch==2.13.0" 2>&1 | grep -v '^WARNING: Location' || true
-pip install -q --disable-pip-version-check -e '.[test]' 2>&1 | grep -v '^WARNING: Location' || true
+pip install -q --disable-pip-version-check -e '.[test,serve]' 2>&1 | grep -v '^WARNING: Location' || true
 python -c "import kiln, torch; assert torch.__version__.startswith('2.13.0'), torch.__version__" \
   || { echo "setup failed: kiln or torch 2.13.0 does not import" >&2; exit 1; }
 # The native runtime library (runtime/native/*.c), compiled now rather than by

@@ -1,0 +1,59 @@
+"""Fixtures of the serving tests: a small MLP with a dynamic batch ``B`` and
+sequence ``L``, saved as an artifact, and its PyTorch reference."""
+
+import os
+
+# Ray reads these when it is imported (the serving test imports it after
+# this file): its node on 127.0.0.1 with every server bound to loopback
+# (what Ray does on a laptop; on Linux it otherwise takes the routable
+# address and listens on all interfaces), and no usage report.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.export import Dim
+
+from kiln.compiler import save
+
+#: The profiles the tests load the artifact with (B only; L ranges over 1..32).
+PROFILES = [{"B": (1, 4, 8)}, {"B": (9, 16, 24)}]
+
+
+class MLP(nn.Module):
+    """[B, L, 16] -> [B, L, 8]: rows are independent along B (and L)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(16, 32), nn.Linear(32, 8)
+
+    def forward(self, x):
+        return self.fc2(nn.functional.gelu(self.fc1(x)))
+
+
+@pytest.fixture(scope="session")
+def mlp():
+    """The PyTorch MLP (seeded weights)."""
+    torch.manual_seed(0)
+    return MLP().eval()
+
+
+@pytest.fixture(scope="session")
+def mlp_artifact(mlp, tmp_path_factory):
+    """The MLP saved by kiln.compiler.save (B in 1..64, L in 1..32)."""
+    path = tmp_path_factory.mktemp("serve") / "mlp.kiln"
+    save(mlp, str(path), (torch.randn(2, 3, 16),), ({0: Dim("B", min=1, max=64), 1: Dim("L", min=1, max=32)},))
+    return path
+
+
+@pytest.fixture(scope="session")
+def reference(mlp):
+    """What PyTorch computes for one request: ``reference(x)``."""
+
+    def run(x: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return mlp(torch.from_numpy(x)).numpy()
+
+    return run
