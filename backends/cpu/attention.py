@@ -40,7 +40,7 @@ from .library import (
     function_names,
     insert_helpers,
     native_enabled,
-    native_threads,
+    pool_threads_line,
     unique_name,
 )
 
@@ -138,7 +138,7 @@ def _packed_text(name: str, a: _Attention) -> str:
         add_pointer(add, tag, t)
     add(f"  %scale = arith.constant {a.scale!r} : f32")
     add(f"  %causal = arith.constant {int(a.causal)} : i32")
-    add(f"  %nthr = arith.constant {native_threads()} : i32")
+    add(pool_threads_line())  # asked at run time: the code serves any pool size
     add(f"  %rc = func.call @{NATIVE_PACKED}(%batch, %H, %L, %D, %pX, %pO, %scale, %causal, %nthr) : "
         "(i64, i64, i64, i64, i64, i64, f32, i32, i32) -> i32")
     add("  return")
@@ -169,7 +169,7 @@ def _helper_text(name: str, a: _Attention) -> str:
         add_pointer(add, tag, t)
     add(f"  %scale = arith.constant {a.scale!r} : f32")
     add(f"  %causal = arith.constant {int(a.causal)} : i32")
-    add(f"  %nthr = arith.constant {native_threads()} : i32")
+    add(pool_threads_line())  # asked at run time: the code serves any pool size
     add(f"  %rc = func.call @{NATIVE_ATTENTION}(%heads64, %L64, %S64, %D, %Dv, %pQ, %pK, %pV, %pO, %scale, %causal, "
         "%nthr) : (i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i32) -> i32")
     add("  return")

@@ -30,11 +30,11 @@ from .library import (
     _is_mul_add,
     add_pointer,
     add_slot,
-    blas_threads,
     blas_threads_lines,
+    blas_threads_value,
     contiguous_f32,
     mt_mnk,
-    native_threads,
+    pool_threads_line,
 )
 
 __all__ = ["Conv", "Epilogue", "conv_epilogue", "conv_text", "match_conv", "match_im2col", "native_conv_text"]
@@ -131,7 +131,7 @@ def conv_text(name: str, g: Conv, beta: float, native: bool = False) -> str:
     add(f"  %cut = arith.constant {mt_mnk()} : i64")
     add("  %big = arith.cmpi sge, %mnk, %cut : i64")
     add("  %one = arith.constant 1 : i32")
-    add(f"  %many = arith.constant {blas_threads()} : i32")
+    add(blas_threads_value("%many", native))  # asked at run time
     add("  %nt = arith.select %big, %many, %one : i32")
     enter, leave = blas_threads_lines("%nt", native)
     add(enter)
@@ -683,7 +683,7 @@ def native_conv_text(name: str, tw, tx, ty, strides, dilations, kernel, beta: fl
         add_pointer(add, tag, t)
     add(f"  %beta = arith.constant {beta:.1f} : f32")
     add(f"  %relu = arith.constant {int(relu)} : i32")
-    add(f"  %nthr = arith.constant {native_threads()} : i32")
+    add(pool_threads_line())  # asked at run time: the code serves any pool size
     add_pointer(add, "B", bias_type, "Bias")
     add_pointer(add, "R", residual_type, "Res")
     add_slot(add, slot)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .conv import add_input_dims
-from .library import NATIVE_CONV_PAIR, add_pointer, add_slot, native_threads
+from .library import NATIVE_CONV_PAIR, add_pointer, add_slot, pool_threads_line
 
 __all__ = ["ConvCall", "native_pair_text", "pairs"]
 
@@ -97,7 +97,7 @@ def native_pair_text(name: str, a: ConvCall, b: ConvCall) -> str:
         add_pointer(add, tag, t)
     for tag, c in (("B1", a), ("B2", b)):
         add_pointer(add, tag, c.bias.type if c.bias is not None else None)
-    add(f"  %nthr = arith.constant {native_threads()} : i32")
+    add(pool_threads_line())  # asked at run time: the code serves any pool size
     add(f"  %div = arith.constant {float(b.pool)!r} : f32")
     add(f"  func.call @{NATIVE_CONV_PAIR}(%Nx64, %Cx64, %Hx64, %Wdx64, %F1x64, %KH1, %KW1, %OH164, %OW164, %sh1, %sw1, "
         "%pt1, %pl1, %F2x64, %KH2, %KW2, %OH264, %OW264, %sh2, %sw2, %pt2, %pl2, %pX, %pW1, %pB1, %relu1, %pW2, "

@@ -29,10 +29,10 @@ from .library import (
     _Gemm,
     _is_contiguous,
     add_slot,
-    blas_threads,
     blas_threads_lines,
+    blas_threads_value,
     mt_mnk,
-    native_threads,
+    pool_threads_line,
     small_m,
 )
 
@@ -94,6 +94,8 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
     add("  %zero64 = arith.constant 0 : i64")
     add("  %alpha = arith.constant 1.0 : f32")
     add(f"  %beta = arith.constant {beta:.1f} : f32")
+    if pool or slot is not None or epi is not None:  # the native calls' pool size, asked at run time
+        add(pool_threads_line())
     rc = len(mc)
     # Fold batch dims that b does not index into m: a and c contiguous,
     # a not transposed, and the folded dims lead both a and c.
@@ -118,7 +120,6 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
         add(f"  %ldr = arith.index_cast %tR#{extra['R'].rank - 2} : index to i64" if "R" in extra
             else "  %ldr = arith.constant 0 : i64")
         add(f"  %act = arith.constant {epi.code} : i32")
-        add(f"  %ethr = arith.constant {native_threads()} : i32")
     add(f"  %M0 = arith.index_cast %sC#{rc - 2} : index to i64")
     m_expr = "%M0"
     for j, d in enumerate(fold):
@@ -130,7 +131,8 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
     add(f"  %lda = arith.index_cast %tA#{len(ma) - 2} : index to i64")
     add(f"  %ldb = arith.index_cast %tB#{len(mb) - 2} : index to i64")
     add(f"  %ldc = arith.index_cast %tC#{rc - 2} : index to i64")
-    # One thread below MT_MNK multiply-adds per GEMM, else blas_threads().
+    # One thread below MT_MNK multiply-adds per GEMM, else the count a
+    # multi-threaded sgemm uses (asked at run time: blas_threads_value).
     add(f"  %mn = arith.muli {m_expr}, %N : i64")
     add("  %mnk = arith.muli %mn, %K : i64")
     add(f"  %cut = arith.constant {mt_mnk()} : i64")
@@ -143,7 +145,7 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
     add("  %notvec = arith.xori %isvec, %true : i1")
     add("  %big = arith.andi %big0, %notvec : i1")
     add("  %one = arith.constant 1 : i32")
-    add(f"  %many = arith.constant {blas_threads()} : i32")
+    add(blas_threads_value("%many", pool))
     add("  %nt = arith.select %big, %many, %one : i32")
     enter, leave = blas_threads_lines("%one" if pool else "%nt", pool)
     add(enter)
@@ -172,7 +174,6 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
     if small:
         add(f"{indent}%smax = arith.constant {small_m()} : i64")
         add(f"{indent}%small = arith.cmpi sle, {m_expr}, %smax : i64")
-        add(f"{indent}%nthr = arith.constant {native_threads()} : i32")
         add_slot(add, slot, indent=indent)
         add(f"{indent}scf.if %small {{")
         if fused:  # the epilogue in the tiles' registers
@@ -198,7 +199,7 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
             "%yC, %ldc) : (i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64) -> ()")
     add(f"{indent}}}")
     if fused:  # after sgemv / sgemm: one pass over C (in the small GEMM's branch when there is one)
-        add(f"{indent}func.call @{BIAS_ACT}({m_expr}, %N, %yC, %ldc, %yE, %act, %yR, %ldr, %ethr) : "
+        add(f"{indent}func.call @{BIAS_ACT}({m_expr}, %N, %yC, %ldc, %yE, %act, %yR, %ldr, %nthr) : "
             "(i64, i64, i64, i64, i64, i32, i64, i64, i32) -> ()")
     if small:
         indent = indent[:-2]
@@ -242,7 +243,7 @@ def weight_a_text(name: str, g: _Gemm, beta: float, slot: str) -> str:
     for v, src in values.items():
         add(f"  %{v} = arith.index_cast {src} : index to i64")
     add(f"  %beta = arith.constant {beta:.1f} : f32")
-    add(f"  %nthr = arith.constant {native_threads()} : i32")
+    add(pool_threads_line())
     add_slot(add, slot)
     add(f"  func.call @{WEIGHT_A_GEMM}(%nb, %M, %N, %K, %yA, %lda, %yB, %ldb, %sb, %beta, %yC, %ldc, %sc, %nthr, "
         "%slot) : (i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i64, i32, i64) -> ()")

@@ -72,6 +72,15 @@ SET_THREADS = "openblas_set_num_threads_local"
 BLAS_ENTER, BLAS_LEAVE = "kiln_blas_enter", "kiln_blas_leave"
 #: kiln_dispatch.c: a product's bias add and activation (:mod:`.gemm_epilogue`).
 BIAS_ACT = "kiln_bias_act"
+#: Thread counts are asked at run time, never baked into the generated code,
+#: so a kernel compiled (and cached) under one ``KILN_THREADS`` serves any
+#: pool size: the native pool's size (kiln_native.c), the count a
+#: multi-threaded sgemm uses with the native runtime (kiln_dispatch.c:
+#: ``KILN_BLAS_THREADS`` or OpenBLAS's own, handed over by
+#: :func:`_register_sgemm`), and OpenBLAS's own count without it.
+POOL_THREADS, BLAS_THREADS = "kiln_pool_threads", "kiln_blas_threads"
+BLAS_GET_THREADS = "scipy_openblas_get_num_threads64_"
+_GETTERS = (POOL_THREADS, BLAS_THREADS, BLAS_GET_THREADS)
 #: Below this M*N*K a GEMM runs on one thread (OpenBLAS's own cut, 256K, is
 #: lower).  The previous cut, 2^29, was chosen on a machine shared with five
 #: other jobs, where OpenBLAS's second thread was often descheduled; on a
@@ -168,10 +177,19 @@ def blas_library() -> str | None:
 
 
 def blas_threads() -> int:
-    """The thread count multi-threaded sgemm calls use: ``KILN_BLAS_THREADS``, else OpenBLAS's own."""
+    """The thread count multi-threaded sgemm calls use with the native runtime:
+    ``KILN_BLAS_THREADS``, else OpenBLAS's own.  Read once, when the native
+    library is first used (:func:`_register_sgemm`); the generated code asks
+    the library for it (``kiln_blas_threads``)."""
     env = os.environ.get("KILN_BLAS_THREADS")
-    if env:
-        return max(1, int(env))
+    if env and env.strip():
+        try:
+            return max(1, int(env))
+        except ValueError:
+            from ...errors import KilnError
+
+            raise KilnError(f"KILN_BLAS_THREADS={env!r} is not a whole number of threads "
+                            "(unset it to use OpenBLAS's own count)") from None
     import ctypes
 
     lib = blas_library()
@@ -202,7 +220,8 @@ _sgemm_registered = False
 
 
 def _register_sgemm(lib) -> None:
-    """Hand the BLAS sgemm to the native library once (``kiln_sgemm_par`` calls it)."""
+    """Hand the BLAS sgemm to the native library once (``kiln_sgemm_par`` calls it),
+    with the thread count multi-threaded sgemm calls use (:func:`blas_threads`)."""
     global _sgemm_registered
     if _sgemm_registered:
         return
@@ -210,9 +229,11 @@ def _register_sgemm(lib) -> None:
 
     path = blas_library()
     if path is not None:
+        count = blas_threads()  # a malformed KILN_BLAS_THREADS is an error before anything is registered
         blas = ctypes.CDLL(path)
         sgemm, threads = (ctypes.cast(getattr(blas, s), ctypes.c_void_p).value for s in (SGEMM, SET_THREADS))
         lib.kiln_set_sgemm(ctypes.c_int64(sgemm), ctypes.c_int64(threads))
+        lib.kiln_set_blas_threads(ctypes.c_int32(count))
         _sgemm_registered = True
 
 
@@ -223,7 +244,8 @@ def weight_a_enabled() -> bool:
 
 
 def native_threads() -> int:
-    """Threads the native GEMM uses (the native pool's size)."""
+    """The native pool's size in this process (``KILN_THREADS``).  Not read by
+    code generation: the helpers ask the pool at run time (:func:`pool_threads_line`)."""
     from ...runtime import native
 
     return native.threads()
@@ -279,6 +301,19 @@ def add_pointer(add, tag: str, t, arg: str | None = None, indent: str = "  ") ->
         return
     add(f"{indent}%q{tag} = memref.extract_aligned_pointer_as_index %{arg or tag} : {t} -> index")
     add(f"{indent}%p{tag} = arith.index_cast %q{tag} : index to i64")
+
+
+def pool_threads_line(var: str = "%nthr", indent: str = "  ") -> str:
+    """The line setting ``var`` (an i32) to the native pool's size, asked at
+    run time (:data:`POOL_THREADS`; :func:`insert_helpers` declares it)."""
+    return f"{indent}{var} = func.call @{POOL_THREADS}() : () -> i32"
+
+
+def blas_threads_value(var: str, native: bool, indent: str = "  ") -> str:
+    """The line setting ``var`` (an i32) to the thread count of a
+    multi-threaded sgemm, asked at run time: the native library's
+    :data:`BLAS_THREADS` with the native runtime, else OpenBLAS's own count."""
+    return f"{indent}{var} = func.call @{BLAS_THREADS if native else BLAS_GET_THREADS}() : () -> i32"
 
 
 def add_slot(add, slot: str | None, suffix: str = "", indent: str = "  ") -> None:
@@ -447,10 +482,20 @@ def unique_name(base: str, names: set[str]) -> str:
 
 def insert_helpers(module, texts: list[str]) -> None:
     """Parse ``texts`` (function definitions and declarations) and put them
-    first in ``module`` (an operation)."""
-    helpers = ir.Module.parse("\n".join(texts), module.context)
+    first in ``module`` (an operation), with a declaration of each run-time
+    thread-count getter (:data:`POOL_THREADS` ...) they call that ``module``
+    does not declare yet (each pass's helpers may call them: declared once)."""
+    text = "\n".join(texts)
+    # The texts are parsed (and verified) alone, so they declare every getter
+    # they call; one ``module`` declares already stays behind.
+    used = [g for g in _GETTERS if f"@{g}()" in text]
+    have = function_names(module) & set(used)
+    helpers = ir.Module.parse("\n".join([*(f"func.func private @{g}() -> i32" for g in used), text]),
+                              module.context)
     first = module.regions[0].blocks[0].operations[0]
     for op in list(helpers.body.operations):
+        if op.operation.name == "func.func" and ir.StringAttr(op.operation.attributes["sym_name"]).value in have:
+            continue
         op.operation.move_before(first)
 
 

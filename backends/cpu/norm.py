@@ -23,7 +23,7 @@ from __future__ import annotations
 from ..._mlir import ir
 from ...conversions.kiln_to_linalg.nn import LAYER_NORM_ATTR
 from .buffers import erase_dead_buffers, indexing_maps
-from .library import _dims, add_pointer, contiguous_f32, native_enabled, native_threads, replace_generics
+from .library import _dims, add_pointer, contiguous_f32, native_enabled, pool_threads_line, replace_generics
 
 __all__ = ["NATIVE_LAYER_NORM", "rewrite_layer_norms"]
 
@@ -97,7 +97,7 @@ def _helper_text(name: str, n: _Norm) -> str:
     for tag, t in (("X", tx), ("W", tw), ("B", tb), ("Y", tx)):
         add_pointer(add, tag, t)
     add(f"  %eps = arith.constant {n.eps:.9e} : f32")
-    add(f"  %nthr = arith.constant {native_threads()} : i32")
+    add(pool_threads_line())  # asked at run time: the code serves any pool size
     add(f"  func.call @{NATIVE_LAYER_NORM}(%rows, %n, %pX, %pW, %pB, %eps, %pY, %nthr) : "
         "(i64, i64, i64, i64, i64, f32, i64, i32) -> ()")
     add("  return")

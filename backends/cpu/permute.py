@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ..._mlir import ir
 from .buffers import indexing_maps
-from .library import _dims, _is_contiguous, add_pointer, native_enabled, native_threads, replace_generics
+from .library import _dims, _is_contiguous, add_pointer, native_enabled, pool_threads_line, replace_generics
 
 __all__ = ["MAX_RANK", "NATIVE_PERMUTE", "rewrite_permutes"]
 
@@ -87,7 +87,7 @@ def _helper_text(name: str, tin: ir.MemRefType, tout: ir.MemRefType, perm: list[
         add_pointer(add, tag, t)
     add(f"  %rank = arith.constant {rank} : i64")
     add("  %elem = arith.constant 4 : i64")
-    add(f"  %nthr = arith.constant {native_threads()} : i32")
+    add(pool_threads_line())  # asked at run time: the code serves any pool size
     add(f"  func.call @{NATIVE_PERMUTE}(%rank, %pmeta, %pI, %pO, %elem, %nthr) : (i64, i64, i64, i64, i64, i32) -> ()")
     add("  return")
     add("}")

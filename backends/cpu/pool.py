@@ -21,7 +21,7 @@ from __future__ import annotations
 from ..._mlir import ir
 from ...conversions.kiln_to_linalg.nn import MAX_POOL_ATTR, POOL_PAD_ATTR
 from .buffers import erase_dead_buffers, loaded_memref, op_of
-from .library import add_pointer, contiguous_f32, native_enabled, native_threads, replace_generics
+from .library import add_pointer, contiguous_f32, native_enabled, pool_threads_line, replace_generics
 
 __all__ = ["NATIVE_MAXPOOL", "rewrite_max_pools"]
 
@@ -66,7 +66,7 @@ def _helper_text(name: str, tx, ty, window: list[int], pads: tuple[int, int]) ->
         consts.append(f"%{tag}")
     for tag, t in (("X", tx), ("Y", ty)):
         add_pointer(add, tag, t)
-    add(f"  %nthr = arith.constant {native_threads()} : i32")
+    add(pool_threads_line())  # asked at run time: the code serves any pool size
     args = ", ".join(["%planes", "%h", "%w", "%oh", "%ow", *consts, "%pX", "%pY", "%nthr"])
     add(f"  func.call @{NATIVE_MAXPOOL}({args}) : ({', '.join(['i64'] * 15)}, i32) -> ()")
     add("  return")

@@ -40,6 +40,21 @@ void kiln_set_sgemm(int64_t fn, int64_t set_threads_local) {
   blas_set_threads_local = (blas_threads_fn)set_threads_local;
 }
 
+/* The thread count of a multi-threaded sgemm (KILN_BLAS_THREADS, else
+ * OpenBLAS's own), handed over once by kiln-cpu-library and asked by the
+ * generated code at run time, so a kernel compiled once serves any count
+ * (0 before it is set: the pool's size). */
+static atomic_int blas_threads_count = 0;
+
+void kiln_set_blas_threads(int32_t threads) {
+  atomic_store_explicit(&blas_threads_count, threads, memory_order_relaxed);
+}
+
+int32_t kiln_blas_threads(void) {
+  int n = atomic_load_explicit(&blas_threads_count, memory_order_relaxed);
+  return n > 0 ? n : kiln_pool_threads();
+}
+
 /* OpenBLAS's thread count around kiln's library calls.  Despite its name,
  * openblas_set_num_threads_local in numpy's (pthreads) OpenBLAS sets the
  * process-wide count and returns the previous one, so two threads that each

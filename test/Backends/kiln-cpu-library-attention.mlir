@@ -23,7 +23,8 @@
 // CHECK: %[[DV:.*]] = arith.constant 6 : i64
 // CHECK: %[[SCALE:.*]] = arith.constant 0.353553385 : f32
 // CHECK: %[[CAUSAL:.*]] = arith.constant 1 : i32
-// CHECK: call @kiln_attention(%{{.*}}, %{{.*}}, %{{.*}}, %[[D]], %[[DV]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SCALE]], %[[CAUSAL]], %{{.*}})
+// CHECK: %[[THR:.*]] = call @kiln_pool_threads() : () -> i32
+// CHECK: call @kiln_attention(%{{.*}}, %{{.*}}, %{{.*}}, %[[D]], %[[DV]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SCALE]], %[[CAUSAL]], %[[THR]])
 // CHECK-LABEL: func.func @main(
 // CHECK-NOT: linalg.generic
 // CHECK-NOT: memref.alloc
@@ -71,7 +72,8 @@ func.func @not_matched(%q: !kiln.tensor<[3, "L", 8], f32>, %k: !kiln.tensor<[1, 
 // CHECK: %[[H:.*]] = arith.constant 2 : i64
 // CHECK: %[[D:.*]] = arith.constant 8 : i64
 // CHECK: %[[SCALE:.*]] = arith.constant 0.353553385 : f32
-// CHECK: call @kiln_attention_packed(%{{.*}}, %[[H]], %{{.*}}, %[[D]], %{{.*}}, %{{.*}}, %[[SCALE]], %{{.*}}, %{{.*}})
+// CHECK: %[[THR:.*]] = call @kiln_pool_threads() : () -> i32
+// CHECK: call @kiln_attention_packed(%{{.*}}, %[[H]], %{{.*}}, %[[D]], %{{.*}}, %{{.*}}, %[[SCALE]], %{{.*}}, %[[THR]])
 // CHECK-LABEL: func.func @packed(
 // CHECK-NOT: linalg.generic
 // CHECK: %[[V:.*]] = memref.reshape %arg0

@@ -14,11 +14,12 @@
 // CHECK-DAG: %[[DIV:.*]] = arith.constant 1.600000e+01 : f32
 // CHECK-DAG: %[[QB1:.*]] = memref.extract_aligned_pointer_as_index %[[B1]]
 // CHECK-DAG: %[[PB1:.*]] = arith.index_cast %[[QB1]] : index to i64
+// CHECK-DAG: %[[THR:.*]] = call @kiln_pool_threads() : () -> i32
 // The second's strides and padding, X, W1, the first's bias, its ReLU, W2,
 // no second bias, its ReLU, ..., the divisor:
 // CHECK: call @kiln_conv2d_pair(
 // CHECK-SAME: %c2_i64{{[_0-9]*}}, %c2_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %c1_i64{{[_0-9]*}}, %{{[0-9]+}}, %{{[0-9]+}}, %[[PB1]], %c1_i32{{[_0-9]*}}, %{{[0-9]+}}, %c0_i64{{[_0-9]*}}, %c1_i32{{[_0-9]*}},
-// CHECK-SAME: %[[DIV]]) :
+// CHECK-SAME: %[[THR]], %{{.*}}, %{{.*}}, %[[DIV]]) :
 // CHECK-NOT: func.func private @kiln_gemm_
 // CHECK-LABEL: func.func @main(
 // CHECK-NOT: memref<?x32x8x8xf32>

@@ -31,10 +31,12 @@ memref.global "private" constant @wshape : memref<2xi64> = dense<[3, 18]>
 // CHECK-NEXT: %[[PT:.*]] = arith.constant 1 : i64
 // CHECK-NEXT: %[[PL:.*]] = arith.constant 1 : i64
 // CHECK: %[[BETA:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[THR:.*]] = call @kiln_pool_threads() : () -> i32
 // CHECK: %[[BP:.*]] = memref.extract_aligned_pointer_as_index %[[BIAS]]
 // CHECK: %[[BIASP:.*]] = arith.index_cast %[[BP]] : index to i64
 // CHECK: memref.get_global @kiln_pack_0 : memref<1xi64>
 // CHECK: call @kiln_conv2d(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[KH]], %[[KW]], %{{.*}}, %{{.*}}, %[[SH]], %[[SW]], %[[DH]], %[[DW]], %[[PT]], %[[PL]], %{{.*}}, %{{.*}}, %[[BIASP]], %{{.*}}, %[[BETA]],
+// CHECK-SAME: %[[THR]], %{{.*}}) :
 // CHECK-LABEL: func.func @kiln_release_packed()
 // CHECK-LABEL: func.func @main(
 // CHECK-NOT: linalg.generic
@@ -44,6 +46,9 @@ memref.global "private" constant @wshape : memref<2xi64> = dense<[3, 18]>
 // CHECK: return
 
 // BLAS-NOT: kiln_conv2d
+// BLAS: %[[MANY:.*]] = call @scipy_openblas_get_num_threads64_() : () -> i32
+// BLAS-NEXT: %[[NT:.*]] = arith.select %{{.*}}, %[[MANY]], %{{.*}} : i32
+// BLAS-NEXT: call @openblas_set_num_threads_local(%[[NT]])
 // BLAS: func.call @scipy_cblas_sgemm64_(
 // BLAS-LABEL: func.func @main(
 // BLAS: linalg.generic {{.*}}kiln.conv_pad
@@ -127,8 +132,9 @@ memref.global "private" constant @w : memref<4x8xf32> = dense<1.0>
 
 // CHECK: func.func private @kiln_sgemm_wa(i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i64, i32, i64)
 // CHECK-LABEL: func.func private @kiln_gemm_0(
+// CHECK: %[[THR:.*]] = call @kiln_pool_threads() : () -> i32
 // CHECK: memref.get_global @kiln_pack_0
-// CHECK: call @kiln_sgemm_wa(
+// CHECK: call @kiln_sgemm_wa({{.*}}, %[[THR]], %{{.*}}) :
 // CHECK-NOT: scf.for
 // CHECK: return
 // CHECK-LABEL: func.func @main(

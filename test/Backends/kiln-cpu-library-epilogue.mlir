@@ -16,19 +16,25 @@
 memref.global "private" constant @w : memref<8x4xf32> = dense<1.0>
 memref.global "private" constant @bias : memref<4xf32> = dense<0.5>
 
+// The thread counts are asked at run time (kiln_pool_threads, and
+// kiln_blas_threads for sgemm's slabs), never constants of the code.
+// CHECK: func.func private @kiln_pool_threads() -> i32
+// CHECK: func.func private @kiln_blas_threads() -> i32
 // CHECK: func.func private @kiln_sgemm_small_epi(i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64, i64, i32, i64, i64)
 // CHECK: func.func private @kiln_bias_act(i64, i64, i64, i64, i64, i32, i64, i64, i32)
 // CHECK-LABEL: func.func private @kiln_gemm_0(
 // CHECK-SAME: %{{.*}}: memref<4xf32>)
+// CHECK:      %[[THR:.*]] = call @kiln_pool_threads() : () -> i32
 // CHECK:      %[[BIAS:.*]] = arith.addi
 // CHECK-NEXT: %[[NOR:.*]] = arith.constant 0 : i64
 // CHECK-NEXT: %[[NOLDR:.*]] = arith.constant 0 : i64
 // CHECK-NEXT: %[[ACT:.*]] = arith.constant 2 : i32
-// CHECK-NEXT: %[[THR:.*]] = arith.constant {{[0-9]+}} : i32
+// CHECK:      %[[MANY:.*]] = call @kiln_blas_threads() : () -> i32
+// CHECK-NEXT: %[[NT:.*]] = arith.select %{{.*}}, %[[MANY]], %{{.*}} : i32
 // CHECK:      scf.if
-// CHECK-NEXT:   func.call @kiln_sgemm_small_epi({{.*}}, %[[BIAS]], %[[ACT]], %[[NOR]], %[[NOLDR]])
+// CHECK-NEXT:   func.call @kiln_sgemm_small_epi({{.*}}, %[[THR]], %{{.*}}, %[[BIAS]], %[[ACT]], %[[NOR]], %[[NOLDR]])
 // CHECK-NEXT: } else {
-// CHECK:        func.call @kiln_sgemm_par(
+// CHECK:        func.call @kiln_sgemm_par({{.*}}, %[[NT]])
 // CHECK:        func.call @kiln_bias_act(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[BIAS]], %[[ACT]], %[[NOR]], %[[NOLDR]], %[[THR]])
 // CHECK-NEXT: }
 // CHECK-NEXT: call @kiln_blas_leave()

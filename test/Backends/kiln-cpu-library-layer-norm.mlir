@@ -19,7 +19,8 @@
 // CHECK: %[[ROWS:.*]] = arith.index_cast %[[R1]] : index to i64
 // CHECK: %[[N:.*]] = arith.index_cast %{{.*}} : index to i64
 // CHECK: %[[EPS:.*]] = arith.constant 9.99999974E-6 : f32
-// CHECK: call @kiln_layer_norm(%[[ROWS]], %[[N]], %{{.*}}, %{{.*}}, %{{.*}}, %[[EPS]], %{{.*}}, %{{.*}})
+// CHECK: %[[THR:.*]] = call @kiln_pool_threads() : () -> i32
+// CHECK: call @kiln_layer_norm(%[[ROWS]], %[[N]], %{{.*}}, %{{.*}}, %{{.*}}, %[[EPS]], %{{.*}}, %[[THR]])
 // CHECK-LABEL: func.func @main(
 // CHECK-NOT: linalg.generic
 // CHECK-NOT: memref.alloc

@@ -21,7 +21,8 @@
 // CHECK: memref.store %{{.*}}, %[[META]][%c5]
 // CHECK: %[[RANK:.*]] = arith.constant 5 : i64
 // CHECK: %[[ELEM:.*]] = arith.constant 4 : i64
-// CHECK: call @kiln_permute(%[[RANK]], %{{.*}}, %{{.*}}, %{{.*}}, %[[ELEM]], %{{.*}})
+// CHECK: %[[THR:.*]] = call @kiln_pool_threads() : () -> i32
+// CHECK: call @kiln_permute(%[[RANK]], %{{.*}}, %{{.*}}, %{{.*}}, %[[ELEM]], %[[THR]])
 // CHECK-LABEL: func.func @main(
 // CHECK-NOT: linalg.generic
 // CHECK: call @kiln_permute_0(%arg0, %arg1)

@@ -16,7 +16,8 @@
 // CHECK: %[[PLANES:.*]] = arith.muli %[[N]], %[[C]] : i64
 // CHECK: %[[K:.*]] = arith.constant 3 : i64
 // CHECK: %[[S:.*]] = arith.constant 2 : i64
-// CHECK: call @kiln_maxpool2d(%[[PLANES]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[K]], %{{.*}}, %[[S]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK: %[[THR:.*]] = call @kiln_pool_threads() : () -> i32
+// CHECK: call @kiln_maxpool2d(%[[PLANES]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[K]], %{{.*}}, %[[S]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[THR]])
 // CHECK-LABEL: func.func @main(
 // CHECK-NOT: linalg.generic
 // CHECK-NOT: memref.alloc

@@ -17,14 +17,19 @@ memref.global "private" constant @w : memref<8x4xf32> = dense<1.0>
 // CHECK: func.func private @kiln_free_packed(i64)
 // CHECK: func.func private @kiln_blas_enter(i32) -> i32
 // CHECK: func.func private @kiln_blas_leave()
+// The thread counts are asked at run time (kiln_pool_threads: the native
+// pool's size, kiln_blas_threads: sgemm's slabs; OpenBLAS's own count
+// without the native runtime), so the code serves any KILN_THREADS.
 // CHECK-LABEL: func.func private @kiln_gemm_0(
+// CHECK:   %[[THR:.*]] = call @kiln_pool_threads() : () -> i32
 // CHECK:   %[[ONE:.*]] = arith.constant 1 : i32
-// CHECK:   %[[NT:.*]] = arith.select %{{.*}}, %{{.*}}, %[[ONE]] : i32
+// CHECK-NEXT: %[[MANY:.*]] = call @kiln_blas_threads() : () -> i32
+// CHECK-NEXT: %[[NT:.*]] = arith.select %{{.*}}, %[[MANY]], %[[ONE]] : i32
 // CHECK:   call @kiln_blas_enter(%[[ONE]])
 // CHECK:   %[[SMALL:.*]] = arith.cmpi sle, %{{.*}}, %{{.*}} : i64
 // CHECK:   memref.get_global @kiln_pack_0 : memref<1xi64>
 // CHECK:   scf.if %[[SMALL]] {
-// CHECK:     func.call @kiln_sgemm_small(
+// CHECK:     func.call @kiln_sgemm_small({{.*}}, %[[THR]], %{{.*}}) :
 // CHECK:   } else {
 // CHECK:     func.call @scipy_cblas_sgemv64_(
 // CHECK:     func.call @kiln_sgemm_par({{.*}}, %[[NT]])
@@ -40,7 +45,8 @@ memref.global "private" constant @w : memref<8x4xf32> = dense<1.0>
 // BLAS-NOT: kiln_sgemm_small
 // BLAS-NOT: kiln_pack
 // BLAS-NOT: kiln_blas
-// BLAS: %[[NT:.*]] = arith.select
+// BLAS: %[[MANY:.*]] = call @scipy_openblas_get_num_threads64_() : () -> i32
+// BLAS-NEXT: %[[NT:.*]] = arith.select %{{.*}}, %[[MANY]], %{{.*}} : i32
 // BLAS: %[[PREV:.*]] = call @openblas_set_num_threads_local(%[[NT]])
 // BLAS-NOT: kiln_sgemm_par
 // BLAS: func.call @scipy_cblas_sgemm64_(
