@@ -108,10 +108,10 @@ def cache_key(module, opt_level: int, shared_libs, extra=()) -> str:
 #: The settings the lowering reads, each changing the generated code: the
 #: environment variable and the :mod:`.library` function giving the value
 #: the lowering uses.  That value is hashed, not the variable, so setting one
-#: to its default is the same entry.  ``KILN_THREADS`` and the OpenBLAS
-#: thread count are here because the library helpers bake the pool size
-#: into the code (``%nthr = arith.constant``).  Everything else is runtime
-#: only and stays out of the key: ``KILN_DEBUG``, ``KILN_VERIFY_EACH``,
+#: to its default is the same entry.  Thread counts are not here: the library
+#: helpers ask for them at run time (``kiln_pool_threads`` ...).  Everything
+#: else is runtime only and stays out of the key: ``KILN_THREADS``,
+#: ``KILN_BLAS_THREADS``, ``KILN_DEBUG``, ``KILN_VERIFY_EACH``,
 #: ``KILN_FAST``, ``KILN_SPLIT`` / ``KILN_SEQ`` / ``KILN_SPLIT_SEQ``,
 #: ``KILN_PIN``, ``KILN_HUGEPAGES``, ``KILN_RESHAPE_VIEWS``, the native
 #: library's ``KILN_WINOGRAD`` / ``KILN_CONV_PAIR`` / ``KILN_VCONV_UNPADDED``
@@ -123,8 +123,6 @@ CODEGEN_SETTINGS = (
     ("KILN_NATIVE_WA", "weight_a_enabled"),
     ("KILN_SMALL_M", "small_m"),
     ("KILN_BLAS_MT_MNK", "mt_mnk"),
-    ("KILN_BLAS_THREADS", "blas_threads"),
-    ("KILN_THREADS", "native_threads"),
 )
 
 
@@ -151,7 +149,7 @@ def kernel_key(module, vectorize: int, opt_level: int = 3) -> str | None:
     1.5 s warm compile).  The lowered code also depends on what the module
     text does not show, so the key adds it: the vectorize level, the
     settings of :data:`CODEGEN_SETTINGS` (library thresholds, native
-    switches, baked thread counts) and a digest of kiln's own source (an
+    switches) and a digest of kiln's own source (an
     edited lowering must not load stale code).
     """
     if not enabled():
