@@ -146,6 +146,13 @@ def prepare_module(module) -> None:
             "kiln.fallback ops run in the runtime, not in a CPU kernel)"
         )
     for fn in _functions(module):
+        # Checked for every function before any is changed: each result
+        # becomes a memref output argument, so it must be a ranked tensor.
+        for t in ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value).results:
+            if not isinstance(t, ir.RankedTensorType):
+                raise UnsupportedError(f"the CPU backend cannot return {t} from "
+                                       f"@{ir.StringAttr(fn.attributes['sym_name']).value}: results must be ranked tensors")
+    for fn in _functions(module):
         block = fn.regions[0].blocks[0]
         ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
         ret = block.operations[len(block.operations) - 1]

@@ -64,6 +64,9 @@ GENERIC_PIPELINES: list[list[str]] = [
     ["--pass-pipeline=builtin.module(kiln-default-cpu)"],
     ["--pass-pipeline=builtin.module(kiln-default-triton)"],
     ["--pass-pipeline=builtin.module(kiln-default-cpu,convert-kiln-to-linalg,kiln-cpu-lower)"],
+    ["--pass-pipeline=builtin.module(kiln-infer-shapes,kiln-partition,kiln-plan-memory)"],
+    ["--pass-pipeline=builtin.module(kiln-infer-shapes,kiln-decompose,kiln-simplify,kiln-fuse,convert-kiln-to-linalg)"],
+    ["--pass-pipeline=builtin.module(kiln-infer-shapes,convert-kiln-to-linalg,kiln-cpu-lower)"],
 ]
 
 _DROP_FLAGS = {"--split-input-file"}  # a mutant is one chunk already

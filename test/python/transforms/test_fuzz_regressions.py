@@ -43,6 +43,14 @@ CASES = [
      r"head dim is 0, so the default scale 1/sqrt\(0\) is undefined"),
     ("head-dim-0-lowering", _attention("array<i32: 1, 1, 1, 0>", Z), "builtin.module(convert-kiln-to-linalg)",
      r"head dim is 0, so the default scale 1/sqrt\(0\) is undefined"),
+    # A function result that is not a ranked tensor reaching the CPU lowering
+    # (torch IR, an index): "Cannot cast type to RankedTensorType".
+    ("cpu-unranked-result", """func.func @f(%x: tensor<*xf32>) -> tensor<*xf32> {
+  return %x : tensor<*xf32>
+}""", "builtin.module(kiln-cpu-prepare)", r"cannot return tensor<\*xf32> from @f: results must be ranked tensors"),
+    ("cpu-index-result", """func.func @g(%x: index) -> index {
+  return %x : index
+}""", "builtin.module(kiln-cpu-lower)", "cannot return index from @g: results must be ranked tensors"),
     # A static dim past i64: std::bad_cast while canonicalizing the types.
     ("static-dim-past-i64", """func.func @f(%x: !kiln.tensor<["99999999999999999999"], f32>) {
   return
