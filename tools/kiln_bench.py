@@ -5,9 +5,21 @@ Examples::
     kiln-bench --quick                         # the quick subset, < 2 minutes
     kiln-bench --out bench/results             # everything: JSON, markdown, PNG
     kiln-bench --workloads mlp --peers kiln,onnxruntime
+    kiln-bench --model pkg.module:factory --shape B=1 --shape B=32 [--json]
+    kiln-bench --model model.onnx --symbol N=1:64 --shape N=8 --iters 200
 
 Writes ``<out>/bench.json``, ``<out>/bench.md`` and ``<out>/bench.png``
 (the plot needs matplotlib) and prints the markdown table.
+
+With ``--model`` it benchmarks that one model instead (a factory, an ONNX or
+.mlir file, or an artifact directory; see kiln.bench.model_bench): the
+compile time cold (empty temporary kernel cache) and warm, and per
+``--shape`` (``B=8,L=128`` symbol values, or ``0=8x128`` / ``x=8x128`` an
+input's dims) p50/p95/p99 latency of ``--iters`` calls after ``--warmup``,
+calls/s and samples/s (with a batch symbol), the peak RSS while the shape
+ran, the arena bytes and the kernel launches per call: a table on stdout, or
+JSON with ``--json`` (also written to ``<out>/bench_model.json`` when
+``--out`` is given).
 """
 
 from __future__ import annotations
@@ -16,6 +28,8 @@ import argparse
 import json
 import os
 import sys
+
+from ..errors import KilnError
 
 __all__ = ["entry", "main"]
 
@@ -29,13 +43,14 @@ def _set_threads(threads: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="kiln-bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="kiln-bench", description=__doc__.replace("``", "").replace("::", ":"),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="the quick subset of rows, short measurements")
     parser.add_argument("--workloads", help="comma-separated workload names (default: all)")
     parser.add_argument("--peers", help="comma-separated peers: kiln, eager, torch.compile, onnxruntime")
     parser.add_argument("--threads", type=int, default=2, help="intra-op threads for every peer (default 2)")
     parser.add_argument("--budget", type=float, help="seconds of timed calls per measurement")
-    parser.add_argument("--out", default="bench/results", help="output folder (default bench/results)")
+    parser.add_argument("--out", help="output folder (default bench/results; with --model: none)")
     parser.add_argument("--kiln-option", action="append", default=[], metavar="KEY=VALUE",
                         help="a kiln.compile option (int values parsed), e.g. --kiln-option vectorize=0")
     parser.add_argument("--no-micro", action="store_true",
@@ -43,8 +58,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-ceiling", action="store_true",
                         help="do not probe the machine's FMA peak and streaming rate (no floor per target)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    model = parser.add_argument_group("one model (--model)")
+    model.add_argument("--model", metavar="MODEL",
+                       help="benchmark this model: pkg.module:factory, model.onnx, model.mlir or an artifact dir")
+    model.add_argument("--shape", action="append", default=[], metavar="SYM=N,...|INPUT=D0xD1...",
+                       help="a shape to run at (repeatable): symbol values (B=8,L=128) and/or input dims "
+                            "(0=8x128 or x=8x128); default: the factory's example shape, else each symbol's opt")
+    model.add_argument("--symbol", action="append", default=[], metavar="NAME=MIN:MAX",
+                       help="range of an ONNX dim_param symbol (repeatable)")
+    model.add_argument("--iters", type=int, default=100, help="timed calls per shape (default 100)")
+    model.add_argument("--warmup", type=int, default=10, help="untimed calls per shape first (default 10)")
+    model.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    model.add_argument("--batch", metavar="SYM",
+                       help="the batch symbol for samples/s (default: the first input's leading dim's symbol)")
+    model.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
     args = parser.parse_args(argv)
     _set_threads(args.threads)
+    options = _options(args.kiln_option, parser)
+    if args.model:
+        return _bench_model(args, options)
+    for flag in ("shape", "symbol"):
+        if getattr(args, flag):
+            parser.error(f"--{flag} needs --model")
+    if args.json:
+        parser.error("--json needs --model (the suite writes <out>/bench.json)")
+    out = args.out or "bench/results"
 
     from ..bench.harness import run_benchmark
     from ..bench.peers import PEERS
@@ -59,10 +97,6 @@ def main(argv: list[str] | None = None) -> int:
     for p in peers or []:
         if p not in PEERS:
             parser.error(f"unknown peer '{p}' (known: {', '.join(PEERS)})")
-    options = {}
-    for kv in args.kiln_option:
-        key, _, value = kv.partition("=")
-        options[key] = int(value) if value.lstrip("-").isdigit() else value
 
     def log(msg):
         if not args.quiet:
@@ -76,15 +110,53 @@ def main(argv: list[str] | None = None) -> int:
         log("== micro: GEMM vs numpy, per-call overhead")
         result["gemm"] = micro.gemm((256, 1024) if args.quick else (256, 512, 1024), budget_s=0.5 if args.quick else 1.5)
         result["overhead"] = micro.overhead(budget_s=0.5 if args.quick else 1.5)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "bench.json"), "w") as f:
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "bench.json"), "w") as f:
         json.dump(result, f, indent=1, default=str)
     md = markdown(result)
-    with open(os.path.join(args.out, "bench.md"), "w") as f:
+    with open(os.path.join(out, "bench.md"), "w") as f:
         f.write(md)
-    if not plot(result, os.path.join(args.out, "bench.png")):
+    if not plot(result, os.path.join(out, "bench.png")):
         log("matplotlib is not installed: no plot")
     print(md)
+    return 0
+
+
+def _options(pairs: list[str], parser) -> dict:
+    """``--kiln-option KEY=VALUE`` as kiln.compile keywords (integer values parsed)."""
+    options = {}
+    for kv in pairs:
+        key, eq, value = kv.partition("=")
+        if not eq or not key:
+            parser.error(f"--kiln-option expects KEY=VALUE, got '{kv}'")
+        options[key] = int(value) if value.lstrip("-").isdigit() else value
+    return options
+
+
+def _bench_model(args, options: dict) -> int:
+    """``kiln-bench --model``: the table (or JSON) on stdout."""
+    from ..bench.model_bench import bench_model, format_table
+
+    if args.workloads or args.peers or args.quick:
+        raise KilnError("--model benchmarks one model: --workloads, --peers and --quick are for the suite")
+    if args.iters < 1:
+        raise KilnError(f"--iters must be at least 1, got {args.iters}")
+    if args.warmup < 0:
+        raise KilnError(f"--warmup must be at least 0, got {args.warmup}")
+
+    def log(msg):
+        if not args.quiet:
+            print(f"kiln-bench: {msg}", file=sys.stderr, flush=True)
+
+    result = bench_model(args.model, args.shape, symbols=args.symbol, iters=args.iters, warmup=args.warmup,
+                         seed=args.seed, batch=args.batch, options=options, log=log)
+    result["threads"] = args.threads
+    text = json.dumps(result, indent=1, default=str)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "bench_model.json"), "w") as f:
+            f.write(text + "\n")
+    print(text if args.json else format_table(result))
     return 0
 
 
