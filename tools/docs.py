@@ -30,7 +30,7 @@ from pathlib import Path
 __all__ = ["build", "documented_modules", "main", "missing_docstrings"]
 
 #: Modules documented besides those that define ``kiln.__all__``'s names.
-EXTRA_MODULES = ("kiln", "kiln.errors")
+EXTRA_MODULES = ("kiln", "kiln.errors", "kiln.validate")
 
 
 def documented_modules() -> list[str]:
