@@ -46,6 +46,7 @@ the artifact path must exist on every node that may host a replica.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -65,14 +66,25 @@ _NUMPY = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool
 
 def _load_model(path, **options):
     """The model of the artifact directory ``path``: through ``kiln.load``
-    where kiln has one (an artifact that loads without the compiler), else
-    ``kiln.compiler.load`` (which compiles the saved IR again)."""
+    (an artifact that loads without the compiler), or ``kiln.compiler.load``
+    where kiln has no ``kiln.load`` or the artifact is of the first format
+    (kiln IR, which only the compiler reads: it compiles it again)."""
     import kiln
 
     load = getattr(kiln, "load", None)
-    if load is None:
+    if load is None or _first_format(path):
         from .compiler import load
     return load(path, **options)
+
+
+def _first_format(path) -> bool:
+    """True for an artifact of the first format (``kiln-artifact/1``)."""
+    try:
+        with open(os.path.join(path, "kiln-artifact.json")) as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return False  # the loader says what is wrong with it
+    return isinstance(meta, dict) and meta.get("format") == "kiln-artifact/1"
 
 
 def _dim(d):
@@ -343,7 +355,8 @@ def deployment(artifact_path, *, num_replicas: int = 1, max_batch_size: int = 32
     share machines).  ``max_batch_size`` and ``batch_wait_timeout_s`` are
     Ray Serve's batching; ``batch_symbol`` and ``max_rows`` the
     concatenation (:class:`BatchRunner`); ``load_options`` go to the loader
-    (e.g. ``profiles``, ``policy``).  ``max_ongoing_requests`` (default: twice
+    (``kiln.load``'s ``policy``, ``profiling``; the profiles are the
+    artifact's).  ``max_ongoing_requests`` (default: twice
     ``max_batch_size``) is how many requests a replica accepts at once: it
     must be at least ``max_batch_size`` for batches to fill.
     """
@@ -355,7 +368,7 @@ def deployment(artifact_path, *, num_replicas: int = 1, max_batch_size: int = 32
         raise KilnError(f"batch_wait_timeout_s must be a number of seconds >= 0, got {batch_wait_timeout_s!r}")
     path = os.path.abspath(os.fspath(artifact_path))
     if not os.path.isdir(path):
-        raise KilnError(f"'{artifact_path}' is not an artifact directory (kiln.compiler.save writes one)")
+        raise KilnError(f"'{artifact_path}' is not an artifact directory (kiln.save writes one)")
     cls = _deployment_class()
     actor = dict(ray_actor_options or {})
     actor.setdefault("num_cpus", threads if threads is not None else 1)

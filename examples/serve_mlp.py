@@ -42,14 +42,14 @@ def main():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 16)).eval()
     path = args.artifact or os.path.join(tempfile.mkdtemp(prefix="kiln-serve-"), "mlp.kiln")
-    save(model, path, (torch.randn(2, 3, 16),), ({0: Dim("B", min=1, max=64), 1: Dim("L", min=1, max=64)},))
+    save(model, path, (torch.randn(2, 3, 16),), ({0: Dim("B", min=1, max=64), 1: Dim("L", min=1, max=64)},),
+         profiles=[{"B": (1, 4, 16)}, {"B": (17, 32, 64)}], policy="generic")
     print(f"saved {path}")
 
     ray.init(address=args.address, include_dashboard=False)
     try:
         start = time.perf_counter()
-        app = kiln.serve.deployment(path, num_replicas=args.replicas, threads=args.threads,
-                                    load_options={"profiles": [{"B": (1, 4, 16)}, {"B": (17, 32, 64)}]})
+        app = kiln.serve.deployment(path, num_replicas=args.replicas, threads=args.threads)
         handle = serve.run(app, name="kiln-mlp", route_prefix=None)
         print(f"{args.replicas} replicas ready in {time.perf_counter() - start:.1f} s")
 

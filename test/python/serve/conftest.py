@@ -16,10 +16,14 @@ import torch
 from torch import nn
 from torch.export import Dim
 
+import kiln
 from kiln.compiler import save
 
-#: The profiles the tests load the artifact with (B only; L ranges over 1..32).
+#: The artifact's profiles (B only; L ranges over 1..32); outside them the generic kernels run.
 PROFILES = [{"B": (1, 4, 8)}, {"B": (9, 16, 24)}]
+#: What loading it takes: nothing where the artifact keeps its profiles and policy
+#: (kiln.load's format); the first format's loader compiles the IR again and takes them.
+LOAD_OPTIONS = {} if hasattr(kiln, "load") else {"profiles": PROFILES, "policy": "generic"}
 
 
 class MLP(nn.Module):
@@ -42,9 +46,10 @@ def mlp():
 
 @pytest.fixture(scope="session")
 def mlp_artifact(mlp, tmp_path_factory):
-    """The MLP saved by kiln.compiler.save (B in 1..64, L in 1..32)."""
+    """The MLP compiled with PROFILES and saved (B in 1..64, L in 1..32)."""
     path = tmp_path_factory.mktemp("serve") / "mlp.kiln"
-    save(mlp, str(path), (torch.randn(2, 3, 16),), ({0: Dim("B", min=1, max=64), 1: Dim("L", min=1, max=32)},))
+    save(mlp, str(path), (torch.randn(2, 3, 16),), ({0: Dim("B", min=1, max=64), 1: Dim("L", min=1, max=32)},),
+         profiles=PROFILES, policy="generic")
     return path
 
 

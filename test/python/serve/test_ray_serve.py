@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 import ray
-from conftest import PROFILES
+from conftest import LOAD_OPTIONS
 from ray import serve
 
 import kiln
@@ -47,7 +47,7 @@ def cluster():
 def test_two_replicas_answer_300_concurrent_requests_at_mixed_shapes(cluster, mlp_artifact, reference):
     start = time.monotonic()
     app = kiln.serve.deployment(mlp_artifact, num_replicas=2, max_batch_size=16, batch_wait_timeout_s=0.01,
-                                threads=1, load_options={"profiles": PROFILES, "policy": "generic"})
+                                threads=1, load_options=LOAD_OPTIONS)
     handle = serve.run(app, name="kiln-mlp", route_prefix=None)
     ready = time.monotonic() - start
 

@@ -3,18 +3,19 @@ differ only in the batch symbol concatenated into one call and split back."""
 
 import numpy as np
 import pytest
-from conftest import PROFILES
+from conftest import LOAD_OPTIONS, PROFILES
 
 import kiln
-from kiln.compiler import load
-from kiln.serve import BatchRunner, Failure, batch_symbol_of, deployment
+from kiln.serve import BatchRunner, Failure, _load_model, batch_symbol_of, deployment
 
 MLP_MLIR = open(__file__.rsplit("/test/", 1)[0] + "/examples/mlp.mlir").read()
 
 
 @pytest.fixture(scope="module")
 def model(mlp_artifact):
-    return load(str(mlp_artifact), profiles=PROFILES, policy="generic")
+    m = _load_model(str(mlp_artifact), **LOAD_OPTIONS)
+    assert [p.range_map for p in m.contract.profiles] == [dict(p) for p in PROFILES]
+    return m
 
 
 def _requests(seed=0, n=60):
@@ -119,6 +120,14 @@ def test_a_batch_symbol_the_shapes_do_not_allow_is_refused(model):
 def test_deployment_options_are_checked(mlp_artifact, kwargs, message):
     with pytest.raises(kiln.KilnError, match=message):
         deployment(mlp_artifact, **kwargs)
+
+
+def test_an_artifact_of_the_first_format_loads_through_the_compiler(tmp_path):
+    # kiln-artifact/1: the kiln IR, compiled again when loaded (kiln.load refuses it).
+    (tmp_path / "model.kiln.mlir").write_text(MLP_MLIR)
+    (tmp_path / "kiln-artifact.json").write_text('{"format": "kiln-artifact/1", "ir": "model.kiln.mlir"}')
+    model = _load_model(str(tmp_path))
+    assert len(model.inputs) == 4 and batch_symbol_of(model) is None
 
 
 def test_a_missing_artifact_is_refused_before_ray_starts(tmp_path):
