@@ -135,6 +135,11 @@ def _run_chunk(text, source, pipeline_factory, args, source_lines):
     from ..module import parse_module
 
     diags: list[Diagnostic] = []
+    if not text.endswith("\n"):
+        # MLIR's parser reads past the end of a text that stops inside a
+        # resource blob's string (a truncated file): SIGSEGV.  A final newline
+        # makes that the "expected '\"' in string literal" error it should be.
+        text += "\n"
     module = parse_module(text, source)
     pipeline = pipeline_factory()
     if args.mlir_print_ir_after_all:
