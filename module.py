@@ -11,13 +11,13 @@ function arguments with named dims).  Failures raise ``ParseError`` /
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from ._mlir import ir
 from .context import DiagnosticCollector
 from .dialects.dims import dim
 from .dialects.kiln import TensorType, tensor_info, tensor_type
 from .errors import Diagnostic, KilnError, ParseError, VerifyError, diagnostic_from_mlir
+from .runtime.symbols import SymbolInfo  # defined in the runtime: loading an artifact needs no MLIR
 
 __all__ = [
     "SymbolInfo",
@@ -27,27 +27,6 @@ __all__ = [
     "symbols_of",
     "verify_module",
 ]
-
-
-@dataclass(frozen=True)
-class SymbolInfo:
-    """A declared dim symbol: its range, optimization point and divisibility."""
-
-    name: str
-    min: int
-    max: int
-    opt: int | None = None
-    multiple_of: int | None = None
-
-    def contains(self, value: int) -> bool:
-        """True when ``value`` lies in the symbol's range (and divisibility)."""
-        if not self.min <= value <= self.max:
-            return False
-        return self.multiple_of is None or value % self.multiple_of == 0
-
-    def range_text(self) -> str:
-        """``1 <= B <= 64``."""
-        return f"{self.min} <= {self.name} <= {self.max}"
 
 
 def _mlir_errors(e: ir.MLIRError, collected: list[Diagnostic]) -> list[Diagnostic]:

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..dialects.kiln import TensorInfo
+if TYPE_CHECKING:  # annotations only: a loaded artifact's kernels run without MLIR
+    from ..dialects.kiln import TensorInfo
 
 __all__ = ["Kernel", "as_numpy", "memref_descriptor", "memref_pointers"]
 

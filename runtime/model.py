@@ -25,8 +25,8 @@ import numpy as np
 
 from ..backends.kernel import as_numpy
 from ..dialects.dims import evaluate
-from ..transforms._graph import NUMPY_DTYPES
 from .contract import InputSpec, ShapeContract, arguments_key
+from .dtypes import NUMPY_DTYPES
 
 __all__ = ["CompiledModel", "Step", "ValueInfo"]
 

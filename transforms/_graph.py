@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._mlir import ir
+from ..runtime.dtypes import NUMPY_DTYPES  # noqa: F401 (one map, kept in the runtime)
 from ._resources import resource_bytes
 
 __all__ = [
@@ -29,18 +30,6 @@ __all__ = [
     "same_type",
     "users",
 ]
-
-#: numpy dtype for each kiln dtype numpy can hold (bf16 has none).
-NUMPY_DTYPES = {
-    "f16": np.float16,
-    "f32": np.float32,
-    "f64": np.float64,
-    "i1": np.bool_,
-    "i8": np.int8,
-    "i16": np.int16,
-    "i32": np.int32,
-    "i64": np.int64,
-}
 
 
 def numpy_dtype(t: ir.Type):

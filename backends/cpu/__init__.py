@@ -7,4 +7,15 @@ Stages (registered passes, see :mod:`.pipeline`): ``kiln-cpu-prepare``,
 """
 
 from .jit import CpuKernel, jit  # noqa: F401
-from .pipeline import STAGES, CpuLower, prepare_module  # noqa: F401
+
+# The lowering (MLIR) loads on first use: a model loaded from an artifact
+# runs CpuKernels without it (kiln.runtime.artifact).
+_PIPELINE = ("STAGES", "CpuLower", "prepare_module")
+
+
+def __getattr__(name):
+    if name in _PIPELINE:
+        from . import pipeline
+
+        return getattr(pipeline, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
