@@ -26,6 +26,9 @@ _LAZY = {
     "import_torch": "kiln.frontends",
     "import_onnx": "kiln.frontends",
     "compile": "kiln.compiler",
+    # Artifacts: kiln.save(compiled, path) / kiln.load(path); loading imports no compiler layer.
+    "save": "kiln.runtime.artifact",
+    "load": "kiln.runtime.artifact",
     "CompiledModel": "kiln.runtime",
     "register_kernel": "kiln.backends.registry",
     "format_report": "kiln.runtime.report",

@@ -186,6 +186,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     """
     global _compilations
     from .backends.cpu import CpuKernel, jit
+    from .backends.cpu.jit import remember_key
     from .module import symbols_of
     from .runtime.executor import ModelRuntime, prepare
     from .runtime.model import CompiledModel, Step, ValueInfo
@@ -241,6 +242,8 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
             # too (keep_ir wants the LLVM text, so it always lowers).
             key = None if options.get("keep_ir") else objcache.kernel_key(module, vectorize)
             engine = objcache.load(key, names) if key else None
+            if engine is not None:
+                remember_key(engine, key)  # kiln.save reads the object code back from this entry
             if engine is None:
                 # Verified once at the end, as the graph passes are (per stage it
                 # was 0.18 of resnet50's 1.2 s warm compile; KILN_VERIFY_EACH=1).
@@ -321,88 +324,63 @@ def _static_kernels(kernel_text: str, prepared, vectorize: int):
             release_on_collect(generated[0], engine)
         return kernels
 
+    # What kiln.save writes into an artifact, so that a loaded model can compile more of them.
+    build.kernel_text, build.vectorize = kernel_text, vectorize
     return build
 
 
 __all__ += ["ParseError"]
 
 
-ARTIFACT_IR = "model.kiln.mlir"
-ARTIFACT_META = "kiln-artifact.json"
+ARTIFACT_IR = "model.kiln.mlir"  # the IR file of the previous format (kiln-artifact/1), still read by load
+ARTIFACT_META = "kiln-artifact.json"  # the manifest (kiln.runtime.artifact.MANIFEST)
 
 
-def save(source, directory, example_args=None, dynamic_shapes=None, symbols=None, **options):
-    """Compile ``source`` and write the artifact ``directory``; returns the model.
+def save(model, directory, example_args=None, dynamic_shapes=None, symbols=None, **options):
+    """Write the artifact ``directory`` of ``model`` and return the model.
 
-    The directory holds the kiln IR the model was lowered from
-    (``model.kiln.mlir``, weights included) and ``kiln-artifact.json``
-    (inputs, outputs, symbols, stages, compile time); :func:`load` rebuilds
-    the model from it (the JIT runs again: the engine keeps no object cache).
+    ``model`` is a :class:`~kiln.runtime.CompiledModel` (``kiln.save(compiled,
+    path)``); anything else is a source, compiled first with
+    ``example_args``, ``dynamic_shapes``, ``symbols`` and ``options`` as
+    :func:`compile` takes them.  The directory holds the manifest, the
+    weights (safetensors) and the kernels' object code: :func:`load` needs
+    no compiler (see :mod:`kiln.runtime.artifact`).
     """
-    import json
-    import time
+    from .runtime.artifact import save as save_artifact
+    from .runtime.model import CompiledModel
 
-    from .module import symbols_of
-
-    module = load_source(source, example_args, dynamic_shapes, symbols)
-    with module.context:
-        text = module.operation.get_asm(enable_debug_info=True)
-        syms = symbols_of(module.operation)
-    start = time.perf_counter()
-    model = compile(text, **options)
-    seconds = time.perf_counter() - start
-    os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, ARTIFACT_IR), "w") as f:
-        f.write(text)
-    meta = {
-        "format": "kiln-artifact/1",
-        "device": "cpu",
-        "ir": ARTIFACT_IR,
-        "stages": list(STAGES),
-        "compile_seconds": round(seconds, 3),
-        "symbols": {n: {"min": s.min, "max": s.max, "opt": s.opt} for n, s in syms.items()},
-        "inputs": [{"name": s.name, "dims": [str(d) for d in s.dims], "dtype": s.dtype} for s in model.inputs],
-        "outputs": [{"name": o.name, "dims": [str(d) for d in o.dims], "dtype": o.dtype} for o in model.outputs],
-    }
-    with open(os.path.join(directory, ARTIFACT_META), "w") as f:
-        json.dump(meta, f, indent=2)
+    if not isinstance(model, CompiledModel):
+        model = compile(model, example_args, dynamic_shapes, symbols, **options)
+    elif example_args is not None or dynamic_shapes is not None or symbols is not None or options:
+        raise KilnError("kiln.save(model, path): the model is compiled already; compile options go to kiln.compile")
+    save_artifact(model, directory)
     return model
 
 
 def is_artifact(path) -> bool:
     """True when ``path`` is a directory written by :func:`save`."""
-    return os.path.isdir(path) and os.path.exists(os.path.join(path, ARTIFACT_META))
+    from .runtime.artifact import is_artifact as _is_artifact
+
+    return _is_artifact(path)
 
 
 def load(directory, **options):
-    """The :class:`~kiln.runtime.CompiledModel` of an artifact directory."""
-    import json
+    """The :class:`~kiln.runtime.CompiledModel` of an artifact directory:
+    :func:`kiln.runtime.artifact.load` (``kiln.load``), which needs no
+    compiler; options ``policy``, ``profiling``, ``arena_pool_bytes``.  A
+    directory of the previous format (``kiln-artifact/1``: kiln IR) is
+    compiled again from its IR."""
+    from .runtime.artifact import load as load_artifact
 
-    meta_path = os.path.join(directory, ARTIFACT_META)
-    try:
-        with open(meta_path) as f:
-            meta = json.load(f)
-    except (OSError, ValueError) as e:
-        raise KilnError(f"'{directory}' is not a kiln artifact: {e}") from None
-    if not isinstance(meta, dict) or meta.get("format") != "kiln-artifact/1":
-        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise KilnError(f"'{directory}' has an unknown artifact format {found!r}")
-    return compile(_artifact_file(directory, meta.get("ir")), **options)
+    return load_artifact(directory, **options)
 
 
 def _artifact_file(directory, name) -> str:
-    """The path of the artifact's file ``name``, which must be a regular file
-    inside ``directory`` (the manifest is untrusted input: a name such as
-    ``../../etc/passwd`` or a link out of the directory is refused)."""
-    if not isinstance(name, str) or not name:
-        raise KilnError(f"'{directory}': {ARTIFACT_META} names no IR file (its 'ir' entry is {name!r})")
-    root = os.path.realpath(directory)
-    path = os.path.realpath(os.path.join(root, name))
-    if os.path.commonpath([root, path]) != root:
-        raise KilnError(f"'{directory}': {ARTIFACT_META} names '{name}', which lies outside the artifact directory")
-    if not os.path.isfile(path):
-        raise KilnError(f"'{directory}': the artifact's IR file '{name}' is missing")
-    return path
+    """The path of the artifact's IR file ``name``, which must be a regular
+    file inside ``directory`` (see :func:`kiln.runtime.artifact.artifact_file`)."""
+    from .runtime.artifact import artifact_file
+
+    return artifact_file(directory, name, "IR file")
 
 
 __all__ += ["is_artifact", "load", "save"]

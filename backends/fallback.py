@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from .._mlir import ir
 from ..dialects.dims import Dim, dim, evaluate
-from ..dialects.kiln import TensorInfo, tensor_info
 from ..errors import DimError, KilnError, UnsupportedError
+
+if TYPE_CHECKING:
+    from ..dialects.kiln import TensorInfo
 
 __all__ = ["FallbackKernel", "resolve_torch_op"]
 
@@ -72,6 +74,8 @@ def _schema_split(fn):
 
 def _python_value(attr):
     """A Python value for an MLIR attribute recorded by the frontend."""
+    from .._mlir import ir  # here, not at the top: a loaded artifact runs fallbacks without MLIR
+
     if isinstance(attr, ir.UnitAttr):
         return None
     if isinstance(attr, ir.BoolAttr):
@@ -104,9 +108,38 @@ def _bind_value(value, binding):
     return value
 
 
-def _info(t) -> TensorInfo:
+def _info(t):
+    from ..dialects.kiln import TensorInfo, tensor_info
+
     info = tensor_info(t)
     return TensorInfo(info.dims, str(info.dtype))
+
+
+def _info_json(info) -> dict:
+    return {"dims": [str(d) for d in info.dims], "dtype": str(info.dtype)}
+
+
+def _value_json(value):
+    """A recorded operand as JSON: a dim (evaluated per call) tagged, lists element-wise."""
+    if isinstance(value, Dim):
+        return {"dim": str(value)}
+    if isinstance(value, (list, tuple)):
+        return [_value_json(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise KilnError(f"cannot store the fallback operand {value!r} ({type(value).__name__})")
+
+
+def _value_from_json(value):
+    if isinstance(value, dict):
+        if set(value) != {"dim"} or not isinstance(value["dim"], str):
+            raise ValueError(f"operand {value!r}")
+        return dim(value["dim"])
+    if isinstance(value, list):
+        return [_value_from_json(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise ValueError(f"operand {value!r}")
 
 
 def _as_torch(x) -> torch.Tensor:
@@ -149,6 +182,8 @@ class FallbackKernel:
     @classmethod
     def from_op(cls, op, name: str | None = None) -> FallbackKernel:
         """Build from a ``kiln.fallback`` op (an ``ir.Operation`` or its view)."""
+        from .._mlir import ir
+
         op = op.operation
         view = op.opview
         op_name = view.attr("op_name")
@@ -185,6 +220,40 @@ class FallbackKernel:
             )
         except UnsupportedError as e:  # name the source op (an ONNX node, a torch file:line)
             raise UnsupportedError(f"{e.message} (at {op.location})") from None
+
+    def to_json(self) -> dict:
+        """The kernel as plain data (what an artifact stores, :mod:`kiln.runtime.artifact`):
+        names, tensor infos (dims as text) and the recorded operands, dims tagged."""
+        return {
+            "name": self.name,
+            "op_name": self.op_name,
+            "inputs": [_info_json(i) for i in self.inputs],
+            "outputs": [_info_json(o) for o in self.outputs],
+            "positions": [[kind, _value_json(v) if kind == "value" else v] for kind, v in self.positions],
+            "kwargs": {k: _value_json(v) for k, v in self.kwargs.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping, make_info) -> FallbackKernel:
+        """The kernel :meth:`to_json` described; ``make_info(dims, dtype)``
+        builds a tensor info from dim texts and a dtype name.  Malformed data
+        is a KilnError."""
+        try:
+            positions = []
+            for kind, v in data["positions"]:
+                if kind not in ("tensor", "value"):
+                    raise ValueError(f"operand kind {kind!r}")
+                positions.append((kind, int(v) if kind == "tensor" else _value_from_json(v)))
+            return cls(
+                str(data["name"]),
+                str(data["op_name"]),
+                [make_info(i["dims"], i["dtype"]) for i in data["inputs"]],
+                [make_info(o["dims"], o["dtype"]) for o in data["outputs"]],
+                positions,
+                {str(k): _value_from_json(v) for k, v in dict(data["kwargs"]).items()},
+            )
+        except (KeyError, TypeError, ValueError, DimError) as e:
+            raise KilnError(f"malformed fallback kernel description: {type(e).__name__}: {e}") from None
 
     def _args(self, inputs, binding):
         args = []

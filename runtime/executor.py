@@ -185,7 +185,7 @@ class Executor:
         if hit is not None:
             return hit
         from ..backends.cpu.dispatch import descriptors, layout_of  # after the hit: per call, the import cost 1.6 µs
-        from ..transforms._graph import NUMPY_DTYPES
+        from .dtypes import NUMPY_DTYPES
 
         env = self._env.copy()
         fixed = set(self.constants)
@@ -647,14 +647,20 @@ class ModelRuntime:
     kernel, False compiles none).  ``arena_pool_bytes`` caps the bytes of
     arenas kept between calls (see :class:`~kiln.runtime.arena.ArenaPool`;
     None: ``KILN_ARENA_POOL_BYTES``, else automatic).
+
+    ``restored`` (a model loaded from an artifact, :mod:`kiln.runtime.artifact`)
+    maps profile and specialization names to ``(opt binding, choices, kernels
+    or None)`` made by an earlier compilation: those variants are rebuilt
+    from it, with nothing compiled or timed.  The runtime keeps ``prepared``
+    and its options, which :func:`kiln.save` writes out.
     """
 
     def __init__(self, prepared: Prepared, kernels, symbols, *, profiles=None, policy=None, budget=4,
                  profiling=False, compile_time_s=0.0, specialize=None, static_kernels="auto",
-                 arena_pool_bytes=None):
+                 arena_pool_bytes=None, restored=None):
         from dataclasses import replace
 
-        from ..transforms.plan_memory import plan_memory
+        from .memplan import plan_memory
         from .profiles import ProfileSelector, normalize_profiles
         from .report import Metrics
         from .variants import ProfileVariant, choose_kernels, synthetic_inputs
@@ -672,6 +678,12 @@ class ModelRuntime:
         self.static_compilations = 0
         self.kernel_cache = None  # "hit" / "miss" / "off": the object-code cache at compile time
         self.specialize_s = 0.0  # compiling and timing static kernels (profiles up front, buckets lazily)
+        # What kiln.save writes out (kiln.runtime.artifact); ``artifact``: where a loaded model came from.
+        self.prepared, self.kernels, self.specialize = prepared, list(kernels), specialize
+        self.budget, self.static_kernels, self.arena_pool_bytes = budget, static_kernels, arena_pool_bytes
+        self.artifact: dict | None = None
+        self.restored = restored = dict(restored or {})
+        self.restored_info: dict = {}  # name -> the artifact's description of a restored variant
         consts = prepared.constants
         base = Executor(prepared.schedule, prepared.plan, kernels, consts, pool=self.pool, metrics=self.metrics)
         self.executor = base
@@ -680,8 +692,12 @@ class ModelRuntime:
         def build(profile):
             if profile is None:
                 return base
-            at = profile.opt_binding(self.symbols)
-            at = {n: min(max(at[n], s.min), s.max) for n, s in self.symbols.items()}
+            saved = restored.get(profile.name)
+            if saved is not None:  # from an artifact: the opt point its compilation chose kernels at
+                at = dict(saved[0])
+            else:
+                at = profile.opt_binding(self.symbols)
+                at = {n: min(max(at[n], s.min), s.max) for n, s in self.symbols.items()}
             syms = {n: replace(s, opt=at[n]) for n, s in self.symbols.items()}
             plan, _ = plan_memory(base.schedule, syms, aliases=prepared.plan.aliases)
 
@@ -689,6 +705,9 @@ class ModelRuntime:
                 return Executor(base.schedule, plan, ks, consts, pool=pool, metrics=metrics)
 
             dynamic = executor(kernels)
+            if saved is not None:  # its kernel choices, made (and timed) when it was compiled
+                _, choices, chosen = saved
+                return ProfileVariant(at, dynamic, executor(chosen) if chosen is not None else None, choices)
             if specialize is None or not prepared.generated or static_kernels is False:
                 return ProfileVariant(at, dynamic)
             t0 = time.perf_counter()
@@ -769,6 +788,10 @@ class ModelRuntime:
                               static=(self.static_compilations, self.specialize_s), kernel_cache=self.kernel_cache)
         report["arena"]["pool"] = self.pool.stats()  # arenas kept between calls, against the cap
         # The native runtime (small GEMM, pool): where it came from, or why it is missing.
-        report["native"] = {"library": native.library(), "error": native.build_error,
+        # (The library loaded, first: a model loaded from an artifact brings its own, and asking
+        # native.library() could start a build.)
+        report["native"] = {"library": native.loaded_library() or native.library(), "error": native.build_error,
                             "packed_bytes": native.packed_bytes()}
+        if self.artifact is not None:
+            report["artifact"] = dict(self.artifact)
         return report

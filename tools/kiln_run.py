@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from ..errors import KilnError
-from ..transforms._graph import NUMPY_DTYPES
+from ..runtime.dtypes import NUMPY_DTYPES
 
 __all__ = ["entry", "main"]
 
@@ -71,8 +71,7 @@ def _value(text: str, dtype: str, rng) -> np.ndarray:
 
 def main(argv=None) -> int:
     """Run the tool; returns the exit status."""
-    from ..compiler import compile as kiln_compile
-    from ..compiler import is_artifact, load
+    from ..runtime.artifact import is_artifact, load  # an artifact runs without the compiler (torch-mlir)
     from .kiln_compile import source_args
 
     p = argparse.ArgumentParser(prog="kiln-run", description=__doc__.split("\n\n")[0])
@@ -95,6 +94,8 @@ def main(argv=None) -> int:
     if is_artifact(args.model):
         model = load(args.model, **options)
     else:
+        from ..compiler import compile as kiln_compile
+
         source, example, dynamic_shapes, symbols = source_args(args.model, args.symbol)
         model = kiln_compile(source, example, dynamic_shapes, symbols, **options)
     compile_s = time.perf_counter() - start

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from ..kernel import Kernel
 
-__all__ = ["CpuKernel", "jit"]
+__all__ = ["CpuKernel", "jit", "remember_key"]
 
 
 def jit(module, opt_level: int = 3, names=(), key: str | None = None):
@@ -26,10 +26,26 @@ def jit(module, opt_level: int = 3, names=(), key: str | None = None):
     kiln-cpu-library.  ``key``: the cache key to store the code under, one
     the caller has looked up already
     (:func:`~kiln.backends.cpu.objcache.kernel_key`; default: the lowered
-    module's own, looked up here)."""
-    from .objcache import jit_cached
+    module's own, looked up here).  The engine remembers its key
+    (``engine.kiln_key``, None with the cache off): :func:`kiln.save` reads
+    the object code back from that entry."""
+    from . import objcache
 
-    return jit_cached(module, names, opt_level, key)
+    if key is None and objcache.enabled():
+        from .library import shared_libs
+
+        key = objcache.cache_key(module, opt_level, shared_libs())
+        engine = objcache.load(key, names)
+        if engine is not None:
+            return remember_key(engine, key)
+    return remember_key(objcache.jit_cached(module, names, opt_level, key), key)
+
+
+def remember_key(engine, key: str | None):
+    """``engine`` with ``engine.kiln_key = key`` (the object-code cache entry
+    holding its code, for :func:`kiln.save`); returns it."""
+    engine.kiln_key = key if getattr(engine, "cache", None) != "off" else None
+    return engine
 
 
 class CpuKernel(Kernel):

@@ -50,8 +50,8 @@ from pathlib import Path
 from ...errors import KilnError
 from . import build
 
-__all__ = ["SOURCES", "build_dir", "build_library", "library", "load", "packed_bytes", "release_on_collect",
-           "threads", "x86_host"]
+__all__ = ["SOURCES", "adopt", "build_dir", "build_library", "library", "load", "loaded_library", "packed_bytes",
+           "release_on_collect", "threads", "x86_host"]
 
 #: The C files of the library, compiled together (the others use kiln_native.c's pool).
 #: (SOURCE_NAMES and FLAGS stay literals: bench/native_check.py reads them
@@ -74,6 +74,8 @@ FLAGS = ("-O3", "-march=native", "-falign-loops=64", "-fPIC", "-shared", "-pthre
 _lock = threading.Lock()
 _built: dict[str, str | None] = {}
 _handle = None
+#: The library loaded into this process: its path (a build's, or the artifact file it was copied from).
+_loaded_path: str | None = None
 #: Why the library could not be built or loaded, if it could not (None otherwise).
 build_error: str | None = None
 #: The messages already logged by this process (each is logged once).
@@ -355,6 +357,55 @@ def load():
         lib.kiln_pool_init(ctypes.c_int(n))
         lib.kiln_packed_bytes.restype = ctypes.c_int64
         _handle = lib
+        _set_loaded(path)
+        return _handle
+
+
+def _set_loaded(path: str) -> None:
+    global _loaded_path
+    _loaded_path = str(path)
+
+
+def loaded_library() -> str | None:
+    """The path of the library loaded into this process (for one an artifact
+    brought, the artifact's file), None before one is loaded."""
+    return _loaded_path if _handle is not None else None
+
+
+def adopt(data: bytes, origin: str):
+    """Load ``data``, the checked bytes of the library at ``origin`` (an
+    artifact's copy, :mod:`kiln.runtime.artifact`), as this process's
+    library: no build, no C compiler.  Returns the handle (its pool started,
+    as :func:`load` does).
+
+    A process that has a library loaded already keeps it when it is the same
+    build (same name: same sources, flags and host); another build is a
+    KilnError, since the artifact's kernels would call its functions.  The
+    bytes are loaded from a private file, unlinked once mapped."""
+    global _handle
+    import tempfile
+
+    with _lock:
+        name = Path(origin).name
+        if _handle is not None:
+            if Path(_loaded_path or "").name == name:
+                return _handle
+            raise KilnError(f"this process has kiln's native library {Path(_loaded_path or '?').name} loaded, and "
+                            f"the artifact's kernels were built against {name}: load the artifact in a fresh process")
+        n = threads()
+        fd, tmp = tempfile.mkstemp(suffix=".so", prefix="kiln-native-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            lib = ctypes.CDLL(tmp, mode=ctypes.RTLD_GLOBAL)
+        except OSError as e:
+            raise KilnError(f"the artifact's native library {name} does not load here: {e}") from None
+        finally:
+            os.unlink(tmp)
+        lib.kiln_pool_init(ctypes.c_int(n))
+        lib.kiln_packed_bytes.restype = ctypes.c_int64
+        _handle = lib
+        _set_loaded(origin)
         return _handle
 
 

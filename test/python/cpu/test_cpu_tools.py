@@ -81,7 +81,9 @@ def test_stop_after_on_a_torch_max_pool_lowers(tmp_path, monkeypatch):
 
 def test_artifact_runs_with_files_and_shapes(files, capsys):
     d, _, art = files
-    assert (art / "model.kiln.mlir").exists() and (art / "kiln-artifact.json").exists()
+    # The self-contained artifact (issue 41): manifest, weights, object code; no IR to compile again.
+    assert (art / "kiln-artifact.json").exists() and (art / "weights.safetensors").exists()
+    assert (art / "kernels" / "generic.so").exists() and not (art / "model.kiln.mlir").exists()
     save = d / "outs"
     assert kiln_run.main([str(art), "--input", f"arg0={d / 'x.npy'}", "--input", f"1={d / 'w.npy'}",
                           "--repeat", "2", "--save", str(save)]) == 0
@@ -99,6 +101,30 @@ def test_load_gives_the_same_model(files):
     x = np.ones((2, 4), np.float32)
     w = np.full((4, 3), 0.5, np.float32)
     np.testing.assert_allclose(model(x, w), np.full((2, 3), 2.0, np.float32))
+
+
+HIDE_TORCH_MLIR = """
+import sys
+class _Hide:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch_mlir" or name.startswith("torch_mlir."):
+            raise ImportError(name + " is hidden by the test")
+sys.meta_path.insert(0, _Hide())
+from kiln.tools.kiln_run import entry
+sys.argv[0] = "kiln-run"
+entry()
+"""
+
+
+def test_kiln_run_runs_an_artifact_without_the_compiler(files):
+    d, _, art = files
+    r = subprocess.run([sys.executable, "-c", HIDE_TORCH_MLIR, str(art), "--input", f"arg0={d / 'x.npy'}",
+                        "--input", f"arg1={d / 'w.npy'}", "--repeat", "1"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "output0: shape [7, 3] f32" in r.stdout
+    r = subprocess.run([sys.executable, "-c", HIDE_TORCH_MLIR, "model.mlir"], capture_output=True, text=True,
+                       timeout=300, cwd=d)
+    assert r.returncode != 0 and "torch_mlir is hidden" in r.stderr  # compiling a source does need it
 
 
 def test_errors_are_one_line(files, tmp_path):

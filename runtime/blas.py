@@ -1,0 +1,69 @@
+"""numpy's OpenBLAS as the runtime sees it: where it is, and handing its
+``sgemm`` to kiln's native library.
+
+The CPU backend (:mod:`kiln.backends.cpu.library`) links its kernels
+against this library and registers its sgemm with the native pool when it
+compiles; a model loaded from an artifact (:mod:`kiln.runtime.artifact`)
+does the same here, without the compiler's modules (they import MLIR).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+
+from ..errors import KilnError
+
+__all__ = ["SGEMM", "blas_library", "register_sgemm"]
+
+#: The CBLAS symbol (numpy's bundled OpenBLAS, 64-bit integer interface).
+SGEMM = "scipy_cblas_sgemm64_"
+#: OpenBLAS's thread-count setter the native library calls around its slabs.
+SET_THREADS = "openblas_set_num_threads_local"
+
+_registered: set[int] = set()
+
+
+def blas_library() -> str | None:
+    """The path of the OpenBLAS shared library bundled with numpy, or None."""
+    import numpy
+
+    root = os.path.dirname(os.path.dirname(numpy.__file__))
+    for pattern in ("numpy.libs/libscipy_openblas64_*.so*", "numpy/.dylibs/libscipy_openblas64_*.dylib"):
+        found = sorted(glob.glob(os.path.join(root, pattern)))
+        if found:
+            return found[0]
+    return None
+
+
+def _blas_threads(blas) -> int:
+    """``KILN_BLAS_THREADS``, else OpenBLAS's own count (as the backend reads it)."""
+    env = os.environ.get("KILN_BLAS_THREADS")
+    if env and env.strip():
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise KilnError(f"KILN_BLAS_THREADS={env!r} is not a whole number of threads "
+                            "(unset it to use OpenBLAS's own count)") from None
+    try:
+        return max(1, int(blas.scipy_openblas_get_num_threads64_()))
+    except AttributeError:  # pragma: no cover - another OpenBLAS build
+        return 1
+
+
+def register_sgemm(lib, path: str) -> None:
+    """Load the BLAS library at ``path`` into the process's global scope (the
+    kernels' calls of sgemm resolve to it) and hand its sgemm and thread
+    setter to the native library ``lib`` (None: no native library), once."""
+    blas = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    if lib is None or id(lib) in _registered:
+        return
+    count = _blas_threads(blas)
+    sgemm, threads = (ctypes.cast(getattr(blas, s), ctypes.c_void_p).value for s in (SGEMM, SET_THREADS))
+    lib.kiln_set_sgemm(ctypes.c_int64(sgemm), ctypes.c_int64(threads))
+    try:
+        lib.kiln_set_blas_threads(ctypes.c_int32(count))
+    except AttributeError:  # a native library built before the BLAS count was handed over
+        pass
+    _registered.add(id(lib))
