@@ -164,6 +164,13 @@ class CompiledModel:
 
         return Report(self.runtime.report() if self.runtime is not None else {})
 
+    def save(self, directory) -> dict:
+        """Write the model as an artifact directory (:func:`kiln.save`), which
+        :func:`kiln.load` reads without the compiler; returns the manifest."""
+        from .artifact import save
+
+        return save(self, directory)
+
     def shape_contract(self) -> dict:
         """The symbols with their ranges, the inputs' symbolic shapes, the
         profiles and the policy, as plain data."""
