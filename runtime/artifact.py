@@ -489,6 +489,7 @@ def _build(directory, manifest: dict, start: float, policy, profiling, arena_poo
         native.release_on_collect(model, eng)
     seconds = time.perf_counter() - start
     runtime.compile_time_s = seconds
+    runtime.kernel_cache = "artifact"  # (the report's kernel_cache: where the object code came from)
     runtime.artifact = {"path": os.path.abspath(directory), "format": FORMAT, "load_s": seconds,
                         "compile_s": manifest.get("compile_seconds"), "libraries": len(engines),
                         "weights_bytes": len(mm), "compilations": 0}

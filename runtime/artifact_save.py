@@ -196,14 +196,19 @@ def save(model, directory) -> dict:
     if kernel_text is None and hasattr(rt.specialize, "read_text"):
         kernel_text = rt.specialize.read_text()
 
+    native_file = None
+    if generated and native.loaded_library():
+        try:
+            with open(native.loaded_library(), "rb") as f:
+                native_file = "native/" + os.path.basename(native.loaded_library())
+                pending[native_file] = f.read()
+        except OSError as e:
+            raise KilnError(f"kiln.save: cannot read the native library the kernels call ({e})") from None
+
+    # Everything is read: only now is the directory changed.
     _prepare_directory(directory)
     for name, data in pending.items():
         _write(directory, name, data)
-    native_file = None
-    if generated and native.loaded_library():
-        with open(native.loaded_library(), "rb") as f:
-            native_file = "native/" + os.path.basename(native.loaded_library())
-            _write(directory, native_file, f.read())
     _write_safetensors(os.path.join(directory, WEIGHTS), tensors, {"format": FORMAT})
     if kernel_text is not None:
         _write(directory, KERNEL_IR, kernel_text.encode())
