@@ -478,11 +478,16 @@ def make_jobs(count: int, seed: int, workdir: str, corpus: list[Seed] | None = N
 # ---------------------------------------------------------------- driver (in the child)
 
 
+_ARMED: list[bool] = []
+
+
 def _self_test(env: dict[str, str]) -> None:
     """Misbehave as a job's environment asks: how the tests check that the
     runner catches signals, hangs and internal errors."""
     what = env.get("KILN_FUZZ_SELF_TEST")
-    if what == "signal":
+    if what == "arm":  # sets up a crash of a later job in the same process
+        _ARMED.append(True)
+    if what == "signal" or (what == "signal-if-armed" and _ARMED):
         os.kill(os.getpid(), signal.SIGSEGV)
     elif what == "hang":
         time.sleep(3600)
@@ -544,7 +549,9 @@ class Outcome:
     seconds: float = 0.0
     detail: str = ""
     alone: bool | None = None  # whether a crash or hang reproduces with the mutant alone
-    upstream: bool = False  # MLIR's own parser (torch-mlir-opt) crashes on the text too
+    upstream: bool = False  # MLIR's own parser crashes on the text (or the culprit's and this) too
+    before: list = field(default_factory=list)  # the jobs its driver ran before it
+    culprit: Job | None = None  # the earlier job that sets up a crash not reproduced alone
 
     @property
     def ok(self) -> bool:
@@ -689,6 +696,8 @@ def run_jobs(jobs: list[Job], workdir: str, *, timeout: float = 30.0, startup_ti
             job = by_id[current]
             status = "hang" if hung else proc.returncode
             batch.outcomes[current] = Outcome(job, status, 0.0, _tail(errlog))
+            # What ran before it in this driver: where to look for a culprit.
+            batch.outcomes[current].before = [j for j in pending if j.id in done_ids]
             if log:
                 log(f"mutant {current}: {status} ({job.seed} {job.mutations} {shlex.join(job.args[1:])})")
         elif proc.returncode != 0 and ready_at is None:
@@ -709,8 +718,75 @@ def run_jobs(jobs: list[Job], workdir: str, *, timeout: float = 30.0, startup_ti
                 continue  # an exception: it reproduces alone by construction
             again = run_jobs([o.job], workdir, timeout=timeout, env=env, confirm=False)
             o.alone = not again.outcomes[o.job.id].ok
-            o.upstream = upstream_parser_crashes(o.job.data, timeout)
+            if o.alone:
+                o.upstream = upstream_parser_crashes(o.job.data, timeout)
+            elif o.before:
+                # Something earlier in the same process set the crash up (a
+                # corrupted heap): find it, then see whether MLIR's parser
+                # alone does the same with those two texts.
+                o.culprit = find_culprit(o.job, o.before, workdir, timeout=timeout, env=env)
+                if o.culprit is not None:
+                    o.upstream = upstream_parse_sequence_crashes([o.culprit.data, o.job.data], timeout)
     return batch
+
+
+def find_culprit(victim: Job, before: list[Job], workdir: str, *, timeout: float, env) -> Job | None:
+    """The one job of ``before`` after which ``victim`` crashes, by halving
+    the jobs run before it (None when no single job does it)."""
+
+    def crashes(prefix: list[Job]) -> bool:
+        b = run_jobs([*prefix, victim], workdir, timeout=timeout, env=env, confirm=False)
+        return not b.outcomes[victim.id].ok
+
+    if before and crashes(before[-1:]):  # usually the mutant just before it
+        return before[-1]
+    candidates = list(before)
+    if not candidates or not crashes(candidates):
+        return None
+    while len(candidates) > 1:
+        half = len(candidates) // 2
+        if crashes(candidates[half:]):
+            candidates = candidates[half:]
+        elif crashes(candidates[:half]):
+            candidates = candidates[:half]
+        else:
+            return None  # it takes several of them together
+    return candidates[0]
+
+
+_PARSE_SEQUENCE = """
+import sys
+from kiln._mlir import ir
+from kiln.context import make_context
+texts = [open(p, encoding="utf-8", errors="replace").read() for p in sys.argv[1:]]
+for _ in range(3):
+    for text in texts:
+        with make_context(torch=True) as ctx:
+            ctx.allow_unregistered_dialects = True
+            try:
+                ir.Module.parse(text)
+            except Exception:
+                pass
+"""
+
+
+def upstream_parse_sequence_crashes(texts: list[bytes], timeout: float = 60.0) -> bool:
+    """Whether parsing ``texts`` in turn, in one process, with nothing of kiln
+    but its dialect registered (no kiln verifier-free path, no pass), dies of
+    a signal: a heap corrupted by MLIR's own parser."""
+    with tempfile.TemporaryDirectory(prefix="kiln-fuzz-seq-") as d:
+        paths = []
+        for i, t in enumerate(texts):
+            path = os.path.join(d, f"{i}.mlir")
+            with open(path, "wb") as f:
+                f.write(t)
+            paths.append(path)
+        try:
+            r = subprocess.run([sys.executable, "-c", _PARSE_SEQUENCE, *paths], capture_output=True,
+                               timeout=timeout, env=_child_env())
+        except subprocess.TimeoutExpired:
+            return False
+    return r.returncode < 0 or r.returncode > 128
 
 
 def exit_status_of_signal(status) -> str:
@@ -726,6 +802,8 @@ def exit_status_of_signal(status) -> str:
 def describe(o: Outcome) -> str:
     """One paragraph about a failed mutant: what, from which input, how to rerun it."""
     alone = "" if o.alone is None else (" (reproduces alone)" if o.alone else " (only after earlier mutants)")
+    if o.culprit is not None:
+        alone += f" (after mutant {o.culprit.id}: {o.culprit.seed} {o.culprit.mutations})"
     if o.upstream:
         alone += " (MLIR's parser crashes on it too: upstream)"
     cmd = "kiln-opt " + shlex.join(o.job.args)
@@ -740,6 +818,9 @@ def save_repro(o: Outcome, directory: str) -> str:
     base = os.path.join(directory, f"mutant-{o.job.id:05d}-{exit_status_of_signal(o.status)}")
     with open(base + ".mlir", "wb") as f:
         f.write(o.job.data)
+    if o.culprit is not None:
+        with open(base + "-culprit.mlir", "wb") as f:
+            f.write(o.culprit.data)
     with open(base + ".txt", "w") as f:
         env = " ".join(f"{k}={v}" for k, v in o.job.env.items())
         f.write(f"{(env + ' ') if env else ''}kiln-opt {shlex.join([base + '.mlir', *o.job.args[1:]])}\n")
