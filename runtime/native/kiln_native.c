@@ -125,13 +125,15 @@ int kiln_worker_slot(void) { return worker_slot; }
  * pool is as big as the CPUs the process may use (threads = CPUs, the
  * default): a pool of fewer threads on a bigger machine leaves the
  * scheduler room to spread them, and several processes binding to the same
- * first CPUs would not.  KILN_PIN=0 leaves them to the scheduler.
+ * first CPUs would not.  Only when asked (pool_pin: kiln_pool_start's
+ * `pin`, kiln.options' pin / KILN_PIN=1): a process that shares its cores
+ * with others is better left to the scheduler.
  * bind_attr sets `attr` so (worker `slot` of a pool of `threads`); 0 when
  * the worker is not to be bound. */
+static int pool_pin = 0;
 static int bind_attr(pthread_attr_t *attr, int slot, int threads) {
-  static int enabled = -1;
   cpu_set_t allowed, one;
-  if (!kiln_switch_on("KILN_PIN", &enabled) || sched_getaffinity(0, sizeof allowed, &allowed) != 0 ||
+  if (!pool_pin || sched_getaffinity(0, sizeof allowed, &allowed) != 0 ||
       threads < CPU_COUNT(&allowed))
     return 0;
   int want = slot % CPU_COUNT(&allowed);
@@ -171,6 +173,10 @@ static void unshare_cpu(void) {
     }
 }
 
+/* Set (under pool_lock, with no job running) while kiln_pool_start stops
+ * the workers: a worker woken by the empty job that follows exits. */
+static atomic_int pool_stopping = 0;
+
 static void *worker(void *arg) {
   worker_slot = (int)(intptr_t)arg;
   uint32_t seen = 0;
@@ -191,15 +197,32 @@ static void *worker(void *arg) {
         cpu_relax();
     }
     seen = current_gen();
+    if (atomic_load_explicit(&pool_stopping, memory_order_acquire)) return NULL;
     work(seen, 1);
   }
   return NULL;
 }
 
-/* Start `threads - 1` workers (the caller is the last thread); idempotent. */
-int kiln_pool_init(int threads) {
-  pthread_mutex_lock(&pool_lock);
-  if (threads > KILN_MAX_THREADS) threads = KILN_MAX_THREADS;
+/* Stop every worker and wait for it to exit; under pool_lock, so no job
+ * is running (a caller that finds the lock taken runs its job itself).
+ * Each worker sees the empty job published here after pool_stopping. */
+static void pool_stop_locked(void) {
+  if (pool_threads == 0) return;
+  atomic_store_explicit(&pool_stopping, 1, memory_order_release);
+  uint32_t gen = ++job_gen;
+  atomic_store_explicit(&job_word, (uint64_t)gen << 32, memory_order_release); /* no parts */
+  pthread_mutex_lock(&wake_lock);
+  pthread_cond_broadcast(&wake_cond);
+  pthread_mutex_unlock(&wake_lock);
+  for (int i = 1; i <= pool_threads; i++) pthread_join(worker_tid[i], NULL);
+  atomic_store_explicit(&pool_stopping, 0, memory_order_release);
+  pool_threads = 0;
+  free_cpu = -1;
+}
+
+/* Start workers until the pool has `threads` threads (the caller is the
+ * last one); under pool_lock. */
+static void pool_grow_locked(int threads) {
   for (int i = pool_threads + 1; i < threads; i++) {
     pthread_t t;
     pthread_attr_t attr;
@@ -210,8 +233,7 @@ int kiln_pool_init(int threads) {
     pthread_attr_destroy(&attr);
     if (failed && bound) worker_cpu[i] = -1, failed = pthread_create(&t, NULL, worker, (void *)(intptr_t)i) != 0;
     if (failed) break;
-    pthread_detach(t);
-    worker_tid[i] = t;
+    worker_tid[i] = t; /* joinable: kiln_pool_start joins it when it resizes the pool */
     pool_threads = i;
   }
   /* One thread per allowed CPU, every worker bound to one: the CPU none
@@ -226,7 +248,47 @@ int kiln_pool_init(int threads) {
       for (int i = 1; i <= pool_threads && !held; i++) held = worker_cpu[i] == c;
       if (!held) free_cpu = c;
     }
+}
+
+/* The pool with exactly `threads` threads (1 .. KILN_MAX_THREADS, the
+ * caller included), its workers bound to CPUs when `pin` (see bind_attr);
+ * returns the threads it has.  A pool of another size or binding is
+ * stopped and started again: kiln.options' threads / pin set once the
+ * library is loaded.  A kernel running in another thread meanwhile runs
+ * its jobs alone; one sized by kiln_pool_threads() before the resize
+ * would index its per-slot buffers past their end with more workers, so
+ * resize while no model runs (kiln.compile does it before compiling). */
+int kiln_pool_start(int threads, int pin) {
+  pthread_mutex_lock(&pool_lock);
+  if (threads > KILN_MAX_THREADS) threads = KILN_MAX_THREADS;
+  if (threads < 1) threads = 1;
+  if (threads != pool_threads + 1 || (pin != 0) != pool_pin) {
+    pool_stop_locked();
+    pool_pin = pin != 0;
+    pool_grow_locked(threads);
+  }
   int n = pool_threads + 1;
+  pthread_mutex_unlock(&pool_lock);
+  return n;
+}
+
+/* Start `threads - 1` workers (the caller is the last thread); idempotent,
+ * and never shrinks the pool (the C harness's entry: kiln_pool_start sets
+ * an exact size). */
+int kiln_pool_init(int threads) {
+  pthread_mutex_lock(&pool_lock);
+  if (threads > KILN_MAX_THREADS) threads = KILN_MAX_THREADS;
+  pool_grow_locked(threads);
+  int n = pool_threads + 1;
+  pthread_mutex_unlock(&pool_lock);
+  return n;
+}
+
+/* How many workers are bound to a CPU (0 unless the pool was started with pin). */
+int kiln_pool_pinned(void) {
+  pthread_mutex_lock(&pool_lock);
+  int n = 0;
+  for (int i = 1; i <= pool_threads; i++) n += worker_cpu[i] >= 0;
   pthread_mutex_unlock(&pool_lock);
   return n;
 }
@@ -307,11 +369,36 @@ static atomic_llong packed_total = 0;
 
 #define HUGE_PAGE (2 << 20)
 
+/* Switches kiln.options handed over (kiln_set_switch), before any kernel
+ * ran: the option wins over the environment, which the C harness
+ * (bench/native_check.py) still uses. */
+#define KILN_MAX_SWITCHES 16
+static struct {
+  char name[32];
+  int on;
+} set_switches[KILN_MAX_SWITCHES];
+static int n_set_switches = 0;
+
+/* Switch `name` on or off for every kiln_switch_on that has not read it
+ * yet; 0, or -1 when the table is full or the name too long. */
+int kiln_set_switch(const char *name, int on) {
+  int i = 0;
+  while (i < n_set_switches && strcmp(set_switches[i].name, name) != 0) i++;
+  if (i == KILN_MAX_SWITCHES || strlen(name) >= sizeof set_switches[i].name) return -1;
+  if (i == n_set_switches) strcpy(set_switches[n_set_switches++].name, name);
+  set_switches[i].on = on != 0;
+  return 0;
+}
+
 /* See kiln_native.h. */
 int kiln_switch_on(const char *name, int *cached) {
   if (*cached < 0) {
-    const char *v = getenv(name);
-    *cached = !(v && v[0] == '0');
+    for (int i = 0; i < n_set_switches && *cached < 0; i++)
+      if (strcmp(set_switches[i].name, name) == 0) *cached = set_switches[i].on;
+    if (*cached < 0) {
+      const char *v = getenv(name);
+      *cached = !(v && v[0] == '0');
+    }
   }
   return *cached;
 }

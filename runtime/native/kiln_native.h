@@ -20,9 +20,11 @@ int kiln_pool_threads(void);
  * one range to the next, so the ranges can be many (kiln_parts). */
 int kiln_worker_slot(void);
 
-/* Whether the switch `name` (a KILN_* variable) is on: unless it starts
- * with '0'.  Read once into *cached (start it at -1). */
+/* Whether the switch `name` (a KILN_* variable) is on: as kiln_set_switch
+ * set it, else unless the variable starts with '0'.  Read once into
+ * *cached (start it at -1). */
 int kiln_switch_on(const char *name, int *cached);
+int kiln_set_switch(const char *name, int on);
 
 /* Memory for large buffers (packed weights, scratch): 64-byte aligned, in
  * huge pages from 2 MiB up (fresh mappings); kiln_free releases it. */
