@@ -32,12 +32,19 @@ _LAZY = {
     "CompiledModel": "kiln.runtime",
     "register_kernel": "kiln.backends.registry",
     "format_report": "kiln.runtime.report",
+    # Settings: one documented object; KILN_* variables override its defaults.
+    "Options": "kiln.options",
 }
 
 __all__ = sorted(
     ["ConversionError", "DimError", "KilnError", "ParseError", "PipelineError", "ShapeError",
      "UnsupportedError", "VerifyError", "__version__", *_LAZY]
 )
+
+
+from .options import _configure_logging_at_import  # noqa: E402
+
+_configure_logging_at_import()  # KILN_LOG=info|debug|...: a stderr handler on the kiln logger
 
 
 def __getattr__(name):

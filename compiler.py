@@ -12,6 +12,7 @@ dynamic down to the machine code, and the runtime binds them per call.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -38,6 +39,8 @@ STAGES = (
 
 _count_lock = threading.Lock()
 _compilations = 0
+#: Stages and their times at INFO, fallbacks as a WARNING (see kiln.options on logging).
+_log = logging.getLogger("kiln.compile")
 
 
 def compilation_count() -> int:
@@ -178,6 +181,11 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     none), ``arena_pool_bytes`` (what the pool of arenas keeps between
     calls, in bytes or as ``"512M"``; default twice the largest arena, at
     least 32 MiB; ``KILN_ARENA_POOL_BYTES`` overrides the default).  The
+    settings of :class:`kiln.options.Options` that are compile keywords
+    (:func:`kiln.options.compile_keywords`) override the environment:
+    ``threads`` and ``pin`` for the process (the native pool is
+    process-wide: it is resized now, and ``report()["threads"]`` shows it),
+    the others (``fast``, ``small_m``, ``cache_dir``, ...) for this compile.  The
     graph is split into kernels by ``kiln-partition`` and run out of one
     arena planned by ``kiln-plan-memory``.
 
@@ -188,9 +196,17 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     from .backends.cpu import CpuKernel, jit
     from .backends.cpu.jit import remember_key
     from .module import symbols_of
+    from .options import compile_keywords, configure, using
     from .runtime.executor import ModelRuntime, prepare
     from .runtime.model import CompiledModel, Step, ValueInfo
 
+    settings = {k: options.pop(k) for k in list(options) if k in compile_keywords()}
+    if settings:  # runtime ones for the process, the rest for this compile (kiln.options)
+        pool = {k: settings.pop(k) for k in ("threads", "pin") if k in settings}
+        if pool:
+            configure(**pool)
+        with using(**settings):
+            return compile(source, example_args, dynamic_shapes, symbols, device, **options)
     if device == "cuda":  # the Triton backend (TRITON_INTERPRET=1 runs it on CPU)
         from .backends.triton.model import compile_cuda
 
@@ -206,6 +222,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
         raise KilnError(f"static_kernels must be 'auto', True or False, got {static_kernels!r}")
     start = time.perf_counter()
     module = load_source(source, example_args, dynamic_shapes, symbols, fallback=options.get("fallback", True))
+    _log.info("import (%s): %.3f s", type(source).__name__, time.perf_counter() - start)
     engine = None
     with module.context, ir.Location.unknown():
         syms = symbols_of(module.operation)
@@ -220,12 +237,16 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
 
             name = optimize if isinstance(optimize, str) else GRAPH_PIPELINE
             graph = Pipeline.parse(name) if "(" in name else Pipeline.named(name)
+            t = time.perf_counter()
             graph.run(module, verify_each=None)  # verified once at the end (KILN_VERIFY_EACH=1: per pass)
+            _log.info("graph passes (%s): %.3f s", name, time.perf_counter() - t)
             if options.get("keep_ir"):
                 kept["optimized"] = str(module)
         # kiln-partition + kiln-plan-memory: the schedule, the arena plan and
         # the fallback kernels come out; the module keeps the generated kernels.
+        t = time.perf_counter()
         prepared = prepare(module, fname, keep_text=bool(options.get("keep_ir")))
+        _log_partition(prepared, time.perf_counter() - t)
         if options.get("keep_ir"):
             kept["partitioned"] = prepared.text
         # Profiles and "specialize" buckets compile static kernels from the
@@ -241,6 +262,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
             # Keyed before lowering, so a cached library skips the lowering
             # too (keep_ir wants the LLVM text, so it always lowers).
             key = None if options.get("keep_ir") else objcache.kernel_key(module, vectorize)
+            t = time.perf_counter()
             engine = objcache.load(key, names) if key else None
             if engine is not None:
                 remember_key(engine, key)  # kiln.save reads the object code back from this entry
@@ -255,6 +277,9 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
                     engine = jit(module, names=names, key=key)
                 except Exception as e:  # the engine reports unresolved symbols as a RuntimeError
                     raise KilnError(f"the CPU JIT failed: {e}") from None
+            _log.info("kernels: %d generated, %s in %.3f s", len(names),
+                      "loaded from the kernel cache" if getattr(engine, "cache", None) == "hit"
+                      else "lowered and compiled by LLVM", time.perf_counter() - t)
             with _count_lock:
                 _compilations += 1
     kernels = prepared.kernels(lambda name, ins, outs: CpuKernel(name, ins, outs, engine, module))
@@ -300,7 +325,20 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
         from .runtime.native import release_on_collect
 
         release_on_collect(model, engine)
+    _log.info("compiled in %.3f s: %d kernel(s)", time.perf_counter() - start, len(schedule))
     return model
+
+
+def _log_partition(prepared, seconds: float) -> None:
+    """The partition's kernel counts at INFO; fallbacks as one WARNING naming their ops."""
+    steps = prepared.schedule.steps
+    fallback = [s for s in steps if s.kind == "fallback"]
+    _log.info("partition + memory plan: %d kernel(s), %d generated, %d fallback in %.3f s",
+              len(steps), len(prepared.generated), len(fallback), seconds)
+    if fallback:
+        ops = sorted({n for s in fallback for n in (s.torch_ops or s.ops)})
+        _log.warning("%d op(s) of this model run as PyTorch fallbacks, not compiled by kiln: %s",
+                     sum(len(s.ops) for s in fallback), ", ".join(ops))
 
 
 def _static_kernels(kernel_text: str, prepared, vectorize: int):

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -41,6 +42,9 @@ from typing import Any
 
 from ..errors import KilnError
 from .cache_root import KNOWN_DIRS, MARKER, configured_cache_dir, is_kind_dir, private_mkdir, safe_cache_root
+
+#: Hits and misses at INFO (damaged entries are warnings, see cache_root).
+_log = logging.getLogger("kiln.cache")
 
 __all__ = [
     "CACHE_FORMAT",
@@ -255,6 +259,7 @@ class KernelCache:
         try:
             data = p.read_bytes()
         except OSError:
+            _log.info("kernel cache miss: %s", p)
             self.stats.count(kind, False)
             return None
         parsed = self._parse(data)
@@ -266,6 +271,7 @@ class KernelCache:
                 pass
             self.stats.count(kind, False)
             return None
+        _log.info("kernel cache hit: %s", p)
         self.stats.count(kind, True)
         return parsed
 

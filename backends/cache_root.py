@@ -53,9 +53,12 @@ _warned: set[str] = set()
 
 
 def configured_cache_dir() -> Path:
-    """The root asked for: ``$KILN_CACHE_DIR``, else ``$XDG_CACHE_HOME/kiln``,
-    else ``~/.cache/kiln`` (not checked: see :func:`safe_cache_root`)."""
-    env = os.environ.get("KILN_CACHE_DIR")
+    """The root asked for: the ``cache_dir`` option (``$KILN_CACHE_DIR``), else
+    ``$XDG_CACHE_HOME/kiln``, else ``~/.cache/kiln`` (not checked: see
+    :func:`safe_cache_root`)."""
+    from ..options import current
+
+    env = current().cache_dir
     if env:
         return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")

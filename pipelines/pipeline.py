@@ -213,7 +213,9 @@ class Pipeline:
         """
         at_end = False
         if verify_each is None:
-            verify_each = os.environ.get("KILN_VERIFY_EACH") == "1"
+            from ..options import current
+
+            verify_each = current().verify_each
             at_end = not verify_each
         op = module.operation if hasattr(module, "operation") else module
         if self.stop_after is not None and self.stop_after not in self.names:

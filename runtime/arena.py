@@ -19,7 +19,6 @@ torch tensors sharing its memory; ``.numpy()`` on them is free as well.
 from __future__ import annotations
 
 import mmap
-import os
 import sys
 import threading
 from collections import OrderedDict
@@ -119,8 +118,9 @@ def _huge_page_buffer(nbytes: int) -> torch.Tensor | None:
     advice had been given on ``torch.empty``'s memory, which malloc may hand
     back from an earlier model with its small pages already faulted in: then
     nothing changed.  The tensor keeps the mapping alive."""
-    if not sys.platform.startswith("linux") or os.environ.get("KILN_HUGEPAGES", "1") == "0" \
-            or not hasattr(mmap, "MADV_HUGEPAGE"):
+    from ..options import current
+
+    if not sys.platform.startswith("linux") or not current().hugepages or not hasattr(mmap, "MADV_HUGEPAGE"):
         return None
     # Private: a shared anonymous mapping is shmem, whose huge pages are another setting.
     mm = mmap.mmap(-1, nbytes + _HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
@@ -136,9 +136,6 @@ def _huge_page_buffer(nbytes: int) -> torch.Tensor | None:
 #: (the issue's bound) for any model whose arenas reach 16 MiB.
 MIN_POOL_BYTES = 32 << 20
 
-_UNITS = {"": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
-          "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30}
-
 
 def pool_bytes_setting(value=None, what: str = "arena_pool_bytes") -> int | None:
     """The pool's byte cap from ``value`` (the ``arena_pool_bytes`` option),
@@ -147,29 +144,11 @@ def pool_bytes_setting(value=None, what: str = "arena_pool_bytes") -> int | None
     An int of bytes >= 0, or text such as ``"512M"`` / ``"2GiB"`` (binary
     units).  Anything else is a KilnError naming the setting and the value.
     """
-    if value is None:
-        env = os.environ.get("KILN_ARENA_POOL_BYTES")
-        if env is None or not env.strip():
-            return None
-        value, what = env, "KILN_ARENA_POOL_BYTES"
-    if isinstance(value, bool):
-        raise KilnError(f"{what} must be a number of bytes, got {value!r}")
-    if isinstance(value, str):
-        text = value.strip().lower().replace(" ", "")
-        digits = text.rstrip("abcdefghijklmnopqrstuvwxyz")
-        unit = text[len(digits):]
-        if not digits.isdigit() or unit not in _UNITS:
-            raise KilnError(f"{what} must be a number of bytes (e.g. 268435456 or '256M'), got {value!r}")
-        return int(digits) * _UNITS[unit]
-    try:
-        import operator
+    from ..options import current, parse_bytes
 
-        n = operator.index(value)  # ints and numpy integers; not 1.5
-    except TypeError:
-        raise KilnError(f"{what} must be a number of bytes, got {value!r}") from None
-    if n < 0:
-        raise KilnError(f"{what} must be >= 0, got {n}")
-    return n
+    if value is None:
+        return current().arena_pool_bytes  # KILN_ARENA_POOL_BYTES, parsed (and checked) there
+    return parse_bytes(value, what)
 
 
 class ArenaPool:

@@ -577,9 +577,9 @@ def view_aliases(schedule) -> dict[int, int]:
     views: a model output must own its memory.  ``KILN_RESHAPE_VIEWS=0``
     keeps every reshape and slice a kernel.
     """
-    import os
+    from ..options import current
 
-    if os.environ.get("KILN_RESHAPE_VIEWS", "1") == "0":
+    if not current().reshape_views:  # KILN_RESHAPE_VIEWS=0
         return {}
     out = {}
     values = schedule.values
@@ -792,6 +792,8 @@ class ModelRuntime:
         # native.library() could start a build.)
         report["native"] = {"library": native.loaded_library() or native.library(), "error": native.build_error,
                             "packed_bytes": native.packed_bytes()}
+        # The native pool's threads (process-wide: KILN_THREADS, kiln.compile(threads=)); 1 without it.
+        report["threads"], report["pinned_workers"] = native.pool_threads() or 1, native.pool_pinned()
         if self.artifact is not None:
             report["artifact"] = dict(self.artifact)
         return report

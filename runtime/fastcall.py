@@ -23,7 +23,6 @@ calls served here.  ``KILN_FAST=0`` turns the fast path off.
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -43,8 +42,10 @@ _Tensor = torch.Tensor
 
 
 def fast_enabled() -> bool:
-    """Whether calls may take the fast path (``KILN_FAST`` is not ``0``)."""
-    return os.environ.get("KILN_FAST", "1") != "0"
+    """Whether calls may take the fast path (the ``fast`` option, ``KILN_FAST``)."""
+    from ..options import current
+
+    return current().fast
 
 
 def _pointer(x) -> int | None:

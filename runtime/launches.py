@@ -21,7 +21,6 @@ descriptors are patched, nothing is called), the last the run's call.
 from __future__ import annotations
 
 import ctypes
-import os
 
 __all__ = ["batch_launches", "idle", "native_fn", "seq_runner", "split_runner", "split_seq_runner"]
 
@@ -30,12 +29,13 @@ _native_fns: dict = {}
 
 def native_fn(name: str, nargs: int, switch: str):
     """The native library's ``name`` (``nargs`` int64 arguments, no result) as
-    a ctypes function, or None (no native library, or ``switch=0`` in the
-    environment); looked up once."""
+    a ctypes function, or None (no native library, or the option ``switch``
+    off: ``KILN_SPLIT=0`` ...); looked up once per process."""
     if name not in _native_fns:
+        from ..options import current, read_once
         from . import native
 
-        lib = native.load() if os.environ.get(switch, "1") != "0" else None
+        lib = native.load() if read_once(switch, getattr(current(), switch)) else None
         fn = None
         if lib is not None:
             fn = getattr(lib, name)
@@ -47,18 +47,18 @@ def native_fn(name: str, nargs: int, switch: str):
 
 def split_runner():
     """``kiln_run_split(fn, args, args)``, or None (``KILN_SPLIT=0``)."""
-    return native_fn("kiln_run_split", 3, "KILN_SPLIT")
+    return native_fn("kiln_run_split", 3, "split")
 
 
 def seq_runner():
     """``kiln_run_seq(n, pairs)``, or None (``KILN_SEQ=0``: one ctypes call per kernel)."""
-    return native_fn("kiln_run_seq", 2, "KILN_SEQ")
+    return native_fn("kiln_run_seq", 2, "seq")
 
 
 def split_seq_runner():
     """``kiln_run_split_seq(n, pairs, pairs)``, or None (``KILN_SPLIT_SEQ=0``:
     each split launch on its own)."""
-    return native_fn("kiln_run_split_seq", 3, "KILN_SPLIT_SEQ")
+    return native_fn("kiln_run_split_seq", 3, "split_seq")
 
 
 def _whole(launch) -> bool:

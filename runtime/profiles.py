@@ -19,12 +19,17 @@ generic calls; :mod:`kiln.runtime.report` reports them.
 
 from __future__ import annotations
 
+import logging
 import numbers
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import KilnError, ShapeError
+
+#: Specializations compiled at run time, at INFO.
+_log = logging.getLogger("kiln.runtime")
 
 __all__ = ["POLICIES", "Profile", "ProfileSelector", "Selection", "bucket_of", "normalize_profiles"]
 
@@ -328,7 +333,10 @@ class ProfileSelector:
         )
         # Compile outside the lock: other shapes keep running meanwhile.  Two
         # threads racing on one bucket both compile; the first one is kept.
+        start = time.perf_counter()
         variant = self._build(profile)
+        _log.info("specialization compiled at run time: %s (for %s) in %.3f s", name,
+                  ", ".join(f"{n}={v}" for n, v in sorted(binding.items())), time.perf_counter() - start)
         with self._lock:
             if key in self._specs:
                 self.counts.cache_hits += 1

@@ -174,11 +174,13 @@ def _bytes(n) -> str:
     return f"{n} B"
 
 
-def _native_line(native: Mapping | None) -> str:
+def _native_line(native: Mapping | None, threads: int | None = None, pinned: int = 0) -> str:
     if not native:
         return "native runtime: -"
     if native.get("library"):
-        return f"native runtime: {native['library']} (packed weights {_bytes(native.get('packed_bytes', 0))})"
+        pinned = f", {pinned} worker(s) pinned" if pinned else ""
+        pool = f", pool of {threads} thread(s){pinned}" if threads else ""
+        return f"native runtime: {native['library']} (packed weights {_bytes(native.get('packed_bytes', 0))}{pool})"
     return f"native runtime: off ({native.get('error') or 'KILN_NATIVE=0 or no C compiler'})"
 
 
@@ -232,7 +234,7 @@ def format_report(report) -> str:
         + (f" (+ {report['static_compile_time_s']:.3f} s for {report['static_compilations']} static kernel set(s))"
            if report.get("static_compilations") else ""),
         f"specializations: {report['specializations']}, cache hits: {report['cache_hits']}",
-        _native_line(report.get("native")),
+        _native_line(report.get("native"), report.get("threads"), report.get("pinned_workers", 0)),
         f"calls: {report['calls']} ({report['timed_calls']} timed; a first call per variant is not; "
         f"{report.get('fast_calls', 0)} by the fast path)" + (f" (last served by {report['last_selection']})" if report.get("last_selection") else ""),
     ]

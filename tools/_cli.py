@@ -105,13 +105,47 @@ def report_exception(prog: str, e: BaseException) -> int:
     return EXIT_INTERNAL_ERROR
 
 
+def add_runtime_arguments(parser, verbose: bool = False) -> None:
+    """``--threads N`` (the native pool's size, :mod:`kiln.options`'
+    ``threads``) and, with ``verbose``, ``-v`` / ``-vv`` (the ``kiln``
+    logger at INFO / DEBUG on stderr) on ``parser``; :func:`apply_runtime_arguments`
+    applies them."""
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="threads of kiln's native pool (default: KILN_THREADS, else every CPU the process may use)")
+    if verbose:
+        parser.add_argument("-v", "--verbose", action="count", default=0,
+                            help="log compile stages, cache hits and fallbacks on stderr (-vv: debug)")
+
+
+def apply_runtime_arguments(args) -> None:
+    """Apply :func:`add_runtime_arguments`' flags: ``--threads`` sets the
+    process's pool size (a bad count is a KilnError naming it), ``-v`` the log level."""
+    from ..options import configure, configure_logging
+
+    if getattr(args, "verbose", 0):
+        configure_logging("debug" if args.verbose > 1 else "info")
+    if args.threads is not None:
+        configure(threads=args.threads)
+
+
+def _debug() -> bool:
+    """The ``debug`` option (``KILN_DEBUG=1``); read while an error is being
+    reported, so a malformed option reads as off here."""
+    from ..options import current
+
+    try:
+        return current().debug
+    except KilnError:
+        return False
+
+
 def run_tool(prog: str, main: Callable[[], int]) -> None:
     """Run ``main`` as the console script ``prog`` and exit with its status."""
     try:
         status = main()
     except (Exception, KeyboardInterrupt) as e:
         code = report_exception(prog, e)
-        if code == EXIT_INTERNAL_ERROR and os.environ.get("KILN_DEBUG"):
+        if code == EXIT_INTERNAL_ERROR and _debug():
             raise
         sys.exit(code)
     sys.exit(status)

@@ -39,6 +39,9 @@ def _set_threads(threads: int) -> None:
     # is loaded, so they must be set before numpy is imported.
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
         os.environ.setdefault(var, str(threads))
+    from ..options import configure
+
+    configure(threads=threads)  # kiln's native pool too (a bad count is a KilnError naming it)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="the quick subset of rows, short measurements")
     parser.add_argument("--workloads", help="comma-separated workload names (default: all)")
     parser.add_argument("--peers", help="comma-separated peers: kiln, eager, torch.compile, onnxruntime")
-    parser.add_argument("--threads", type=int, default=2, help="intra-op threads for every peer (default 2)")
+    parser.add_argument("--threads", type=int, default=2, help="intra-op threads for every peer, kiln's native pool included (default 2)")
     parser.add_argument("--budget", type=float, help="seconds of timed calls per measurement")
     parser.add_argument("--out", help="output folder (default bench/results; with --model: none)")
     parser.add_argument("--kiln-option", action="append", default=[], metavar="KEY=VALUE",

@@ -12,7 +12,9 @@ runs first, or one of the lowering stages after it; ``--list-stages`` lists
 them) instead of writing an artifact, so any step can be reproduced with
 ``kiln-opt --pass-pipeline`` from the printed file; ``--no-optimize`` skips
 the graph passes.  Errors print as ``kiln-compile: error: ...`` with exit
-status 1.
+status 1.  ``-v`` logs the compile's stages and times, kernel cache hits and
+fallbacks on stderr (``-vv``: debug); ``--threads N`` sets the native pool's
+size.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ def source_args(source: str, symbols: list[str]):
 def main(argv=None) -> int:
     """Run the tool; returns the exit status."""
     from ..compiler import GRAPH_PIPELINE, STAGES
+    from ._cli import add_runtime_arguments, apply_runtime_arguments
 
     p = argparse.ArgumentParser(prog="kiln-compile", description=__doc__.split("\n\n")[0])
     p.add_argument("source", nargs="?", help="model.mlir, model.onnx, or pkg.module:factory")
@@ -65,7 +68,9 @@ def main(argv=None) -> int:
     p.add_argument("--vectorize", type=int, default=1, help="vectorization level (0: none)")
     p.add_argument("--no-optimize", action="store_true",
                    help=f"with --stop-after: lower without the graph passes ({GRAPH_PIPELINE})")
+    add_runtime_arguments(p, verbose=True)
     args = p.parse_args(argv)
+    apply_runtime_arguments(args)
     if args.list_stages:
         print("\n".join(("import", GRAPH_PIPELINE, *STAGES)))
         return 0

@@ -72,6 +72,7 @@ def _value(text: str, dtype: str, rng) -> np.ndarray:
 def main(argv=None) -> int:
     """Run the tool; returns the exit status."""
     from ..runtime.artifact import is_artifact, load  # an artifact runs without the compiler (torch-mlir)
+    from ._cli import add_runtime_arguments, apply_runtime_arguments
     from .kiln_compile import source_args
 
     p = argparse.ArgumentParser(prog="kiln-run", description=__doc__.split("\n\n")[0])
@@ -83,7 +84,9 @@ def main(argv=None) -> int:
     p.add_argument("--save", metavar="DIR", help="write outputs as DIR/output<i>.npy")
     p.add_argument("--report", action="store_true",
                    help="print the runtime report (kernels, fallback share, arena bytes, profiles; per-kernel times)")
+    add_runtime_arguments(p)
     args = p.parse_args(argv)
+    apply_runtime_arguments(args)
     if args.seed < 0:
         p.error(f"--seed must be a non-negative integer, got {args.seed}")
 

@@ -91,8 +91,10 @@ MT_MNK = 1 << 22
 
 
 def mt_mnk() -> int:
-    """:data:`MT_MNK`, or ``KILN_BLAS_MT_MNK`` when set."""
-    return int(os.environ.get("KILN_BLAS_MT_MNK", MT_MNK))
+    """:data:`MT_MNK`, or the ``blas_mt_mnk`` option (``KILN_BLAS_MT_MNK``) when set."""
+    from ...options import current
+
+    return current().blas_mt_mnk
 
 #: Products with at most :func:`small_m` rows (M) and a constant, untransposed
 #: B run in ``kiln_sgemm_small`` (kiln/runtime/native): OpenBLAS packs all of
@@ -130,10 +132,11 @@ def small_m() -> int:
     """Products with at most this many rows (M) and a constant, untransposed
     B run in ``kiln_sgemm_small``: :data:`SMALL_M_AVX512` or
     :data:`SMALL_M_AVX2` by the native library's vector width;
-    ``KILN_SMALL_M`` overrides it."""
-    env = os.environ.get("KILN_SMALL_M")
-    if env:
-        return int(env)
+    the ``small_m`` option (``KILN_SMALL_M``) overrides it."""
+    from ...options import current
+
+    if current().small_m is not None:
+        return current().small_m
     from ...runtime import native
 
     lib = native.load()
@@ -181,15 +184,10 @@ def blas_threads() -> int:
     ``KILN_BLAS_THREADS``, else OpenBLAS's own.  Read once, when the native
     library is first used (:func:`_register_sgemm`); the generated code asks
     the library for it (``kiln_blas_threads``)."""
-    env = os.environ.get("KILN_BLAS_THREADS")
-    if env and env.strip():
-        try:
-            return max(1, int(env))
-        except ValueError:
-            from ...errors import KilnError
+    from ...options import current
 
-            raise KilnError(f"KILN_BLAS_THREADS={env!r} is not a whole number of threads "
-                            "(unset it to use OpenBLAS's own count)") from None
+    if current().blas_threads is not None:  # KILN_BLAS_THREADS (a malformed one is a KilnError naming it)
+        return current().blas_threads
     import ctypes
 
     lib = blas_library()
@@ -200,8 +198,10 @@ def blas_threads() -> int:
 
 
 def enabled() -> bool:
-    """Whether library GEMM is on (``KILN_CPU_LIBRARY`` not ``0``) and a BLAS library was found."""
-    return os.environ.get("KILN_CPU_LIBRARY", "1") != "0" and blas_library() is not None
+    """Whether library GEMM is on (the ``cpu_library`` option, ``KILN_CPU_LIBRARY``) and a BLAS library was found."""
+    from ...options import current
+
+    return current().cpu_library and blas_library() is not None
 
 
 def native_enabled() -> bool:
@@ -239,12 +239,14 @@ def _register_sgemm(lib) -> None:
 
 def weight_a_enabled() -> bool:
     """Whether products with a constant A and convolutions go to the native
-    weight-A GEMM and ``kiln_conv2d`` (native runtime on, ``KILN_NATIVE_WA`` not ``0``)."""
-    return os.environ.get("KILN_NATIVE_WA", "1") != "0" and native_enabled()
+    weight-A GEMM and ``kiln_conv2d`` (native runtime on, the ``native_wa`` option, ``KILN_NATIVE_WA``)."""
+    from ...options import current
+
+    return current().native_wa and native_enabled()
 
 
 def native_threads() -> int:
-    """The native pool's size in this process (``KILN_THREADS``).  Not read by
+    """The native pool's size in this process (the ``threads`` option).  Not read by
     code generation: the helpers ask the pool at run time (:func:`pool_threads_line`)."""
     from ...runtime import native
 

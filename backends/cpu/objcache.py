@@ -54,8 +54,10 @@ _log = logging.getLogger("kiln.cache")
 
 
 def enabled() -> bool:
-    """Whether compiled kernels are cached (``KILN_CPU_CACHE`` not ``0`` and a linker found)."""
-    return os.environ.get("KILN_CPU_CACHE", "1") != "0" and _linker() is not None
+    """Whether compiled kernels are cached (the ``cpu_cache`` option, ``KILN_CPU_CACHE``, and a linker found)."""
+    from ...options import current
+
+    return current().cpu_cache and _linker() is not None
 
 
 def _linker() -> str | None:
@@ -322,6 +324,7 @@ def load(key: str, names) -> SharedObjectEngine | None:
     try:
         data = entry.read_bytes()
     except FileNotFoundError:
+        _log.info("CPU kernel cache miss: %s", entry)
         return None
     except OSError as e:
         _discard(entry, f"unreadable: {e.strerror or e}")
@@ -335,6 +338,7 @@ def load(key: str, names) -> SharedObjectEngine | None:
         engine = _load_copy(data)
         for name in names:
             engine.lookup(name)
+        _log.info("CPU kernel cache hit: %s", entry)
         return engine
     except (OSError, RuntimeError) as e:  # intact, but built against something else: rebuild it
         _discard(entry, f"does not load: {e}")
@@ -390,8 +394,9 @@ def _store(engine, entry: Path, libs, key: str) -> None:
             # The digest first: a reader never finds the new entry without it.
             write_digest(entry, key, Path(so).read_bytes())
             os.replace(so, entry)
-    except (OSError, subprocess.SubprocessError):
-        pass
+        _log.info("CPU kernel cache: stored %s", entry)
+    except (OSError, subprocess.SubprocessError) as e:
+        _log.info("CPU kernel cache: could not store %s (%s)", entry, e)
 
 
 class _Tagged:

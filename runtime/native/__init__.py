@@ -113,7 +113,7 @@ def _say(level: int, message: str) -> None:
 def build_dir() -> Path:
     """Where the library is built: ``$KILN_NATIVE_DIR``, else ``build/`` beside
     the sources when that folder can be written, else the cache's ``native/``."""
-    env = os.environ.get("KILN_NATIVE_DIR")
+    env = _options().native_dir
     if env:
         return Path(env)
     here = Path(__file__).with_name("build")
@@ -134,8 +134,8 @@ def _cache_native_dir() -> Path:
 
 def _search_dirs() -> list[Path]:
     """The folders a built library is looked for in, first match wins."""
-    if os.environ.get("KILN_NATIVE_DIR"):
-        return [Path(os.environ["KILN_NATIVE_DIR"])]
+    if _options().native_dir:
+        return [Path(_options().native_dir)]
     dirs = [Path(__file__).with_name("build"), _cache_native_dir()]
     return list(dict.fromkeys(dirs + [build_dir()]))
 
@@ -241,16 +241,7 @@ def _prune(keep: Path) -> int:
 
 
 def _timeout_from_env() -> float:
-    text = os.environ.get("KILN_NATIVE_BUILD_TIMEOUT")
-    if not text:
-        return DEFAULT_TIMEOUT_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise KilnError(f"KILN_NATIVE_BUILD_TIMEOUT={text!r} is not a positive number of seconds")
-    return value
+    return _options().native_build_timeout  # KILN_NATIVE_BUILD_TIMEOUT, DEFAULT_TIMEOUT_S by default
 
 
 def library() -> str | None:
@@ -262,7 +253,7 @@ def library() -> str | None:
 
 def _library_locked() -> str | None:
     global build_error
-    if os.environ.get("KILN_NATIVE", "1") == "0":
+    if not _options().native:
         return None
     if not x86_host():
         build_error = not_x86_message()
@@ -295,7 +286,7 @@ def _rebuild(cc: str, name: str, damaged: list[tuple[Path, str]]) -> Path | None
         for bad, problem in damaged:
             logger.warning("the native library %s %s: deleting it and building it again", bad, problem)
             build.remove(bad)
-        if os.environ.get("KILN_NATIVE_BUILD", "1") == "0":
+        if not _options().native_build:
             build_error = (f"the native library is not built (KILN_NATIVE_BUILD=0 keeps kiln from building it "
                            f"at run time): run `kiln build-native` (scripts/setup.sh does) to build {out}")
             _say(logging.WARNING, f"{build_error}; kiln runs without it")
@@ -325,7 +316,7 @@ def load():
     fails to load is deleted and built once more; if that one fails too,
     kiln runs without it (:data:`build_error` says why)."""
     global _handle, build_error
-    if os.environ.get("KILN_NATIVE", "1") == "0":  # read at every call: a test may turn it off for one compile
+    if not _options().native:  # read at every call: a test may turn it off for one compile
         return None
     if _handle is not None:
         return _handle
@@ -354,7 +345,7 @@ def load():
                 logger.warning("%s; kiln runs without it", build_error)
                 _built[_compiler() or ""] = None
                 return None
-        lib.kiln_pool_init(ctypes.c_int(n))
+        _start(lib, n)
         lib.kiln_packed_bytes.restype = ctypes.c_int64
         _handle = lib
         _set_loaded(path)
@@ -402,7 +393,7 @@ def adopt(data: bytes, origin: str):
             raise KilnError(f"the artifact's native library {name} does not load here: {e}") from None
         finally:
             os.unlink(tmp)
-        lib.kiln_pool_init(ctypes.c_int(n))
+        _start(lib, n)
         lib.kiln_packed_bytes.restype = ctypes.c_int64
         _handle = lib
         _set_loaded(origin)
@@ -410,19 +401,9 @@ def adopt(data: bytes, origin: str):
 
 
 def threads() -> int:
-    """Threads of the native pool: ``KILN_THREADS`` (a positive whole number),
-    else the CPUs this process may use."""
-    env = os.environ.get("KILN_THREADS")
-    if env is not None and env.strip():
-        try:
-            value = int(env)
-        except ValueError:
-            value = 0
-        if value < 1:
-            raise KilnError(f"KILN_THREADS={env!r} is not a positive whole number of threads "
-                            "(unset it to use every CPU this process may use)")
-        return value
-    return _jobs()
+    """Threads of the native pool: the ``threads`` option (``KILN_THREADS``,
+    ``kiln.compile(threads=)``), else the CPUs this process may use."""
+    return _options().threads or _jobs()
 
 
 def packed_bytes() -> int:
@@ -446,3 +427,64 @@ def _release(engine, address) -> None:
 
 
 _NO_ARGS = (ctypes.c_void_p * 1)()
+
+
+def _options():
+    from ...options import current
+
+    return current()
+
+
+#: The library's switches kiln.options hands over when it loads (each read once per process).
+SWITCHES = {"hugepages": b"KILN_HUGEPAGES", "winograd": b"KILN_WINOGRAD", "conv_pair": b"KILN_CONV_PAIR",
+            "vconv_unpadded": b"KILN_VCONV_UNPADDED"}
+
+
+def _start(lib, n: int) -> None:
+    """Hand the options' switches to the freshly loaded ``lib``, then start
+    its pool with ``n`` threads, pinned as the ``pin`` option says.  (A
+    library from an artifact built before these entry points keeps reading
+    the variables, and its pool only grows.)"""
+    from ...options import read_once
+
+    opts = _options()
+    if hasattr(lib, "kiln_set_switch"):
+        for name, variable in SWITCHES.items():
+            lib.kiln_set_switch(ctypes.c_char_p(variable), ctypes.c_int(int(read_once(name, getattr(opts, name)))))
+    if hasattr(lib, "kiln_pool_start"):
+        lib.kiln_pool_start(ctypes.c_int(n), ctypes.c_int(int(opts.pin)))
+    else:
+        lib.kiln_pool_init(ctypes.c_int(n))
+
+
+def start_pool() -> int:
+    """Resize or rebind the running pool to the ``threads`` and ``pin``
+    options (what ``kiln.compile(threads=, pin=)`` and
+    :func:`kiln.options.configure` do); returns its threads.  Without the
+    library loaded, nothing runs now: :func:`load` starts the pool so.  A
+    library without ``kiln_pool_start`` (an older artifact's) is a KilnError
+    when the size would shrink or the binding change."""
+    with _lock:
+        if _handle is None:
+            return threads()
+        n, pin = threads(), _options().pin
+        if hasattr(_handle, "kiln_pool_start"):
+            return int(_handle.kiln_pool_start(ctypes.c_int(n), ctypes.c_int(int(pin))))
+        live = int(_handle.kiln_pool_threads())
+        if n < live or pin:
+            raise KilnError(f"threads={n}, pin={pin}: the native library loaded ({loaded_library()}) cannot "
+                            f"resize its pool of {live} threads; start a fresh process")
+        return int(_handle.kiln_pool_init(ctypes.c_int(n)))
+
+
+def pool_threads() -> int | None:
+    """The native pool's threads (the caller included), None without the library loaded."""
+    return int(_handle.kiln_pool_threads()) if _handle is not None else None
+
+
+def pool_pinned() -> int:
+    """How many of the pool's workers are bound to a CPU (0 without the library
+    or with ``pin`` off)."""
+    if _handle is None or not hasattr(_handle, "kiln_pool_pinned"):
+        return 0
+    return int(_handle.kiln_pool_pinned())

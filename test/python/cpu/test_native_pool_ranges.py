@@ -95,7 +95,9 @@ print(sorted(before)[0], sorted(os.sched_getaffinity(workers[0]))[0], os.sched_g
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: there is no worker to bind")
 def test_a_job_moves_the_worker_off_the_callers_cpu():
+    # Pinning is off unless asked (kiln.options' pin): ask, so workers are bound.
     env = {k: v for k, v in os.environ.items() if k not in ("KILN_PIN", "KILN_THREADS")}
+    env["KILN_PIN"] = "1"
     out = subprocess.run([sys.executable, "-c", _UNSHARE], env=env, capture_output=True, text=True, check=True)
     before, after, caller_kept = out.stdout.split()
     free = min(os.sched_getaffinity(0))  # the CPU no worker was bound to (the caller's)
