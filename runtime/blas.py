@@ -13,8 +13,6 @@ import ctypes
 import glob
 import os
 
-from ..errors import KilnError
-
 __all__ = ["SGEMM", "blas_library", "register_sgemm"]
 
 #: The CBLAS symbol (numpy's bundled OpenBLAS, 64-bit integer interface).
@@ -38,14 +36,12 @@ def blas_library() -> str | None:
 
 
 def _blas_threads(blas) -> int:
-    """``KILN_BLAS_THREADS``, else OpenBLAS's own count (as the backend reads it)."""
-    env = os.environ.get("KILN_BLAS_THREADS")
-    if env and env.strip():
-        try:
-            return max(1, int(env))
-        except ValueError:
-            raise KilnError(f"KILN_BLAS_THREADS={env!r} is not a whole number of threads "
-                            "(unset it to use OpenBLAS's own count)") from None
+    """The ``blas_threads`` option (``KILN_BLAS_THREADS``), else OpenBLAS's own
+    count (as the backend reads it)."""
+    from ..options import current
+
+    if current().blas_threads is not None:  # a malformed KILN_BLAS_THREADS is a KilnError naming it
+        return current().blas_threads
     try:
         return max(1, int(blas.scipy_openblas_get_num_threads64_()))
     except AttributeError:  # pragma: no cover - another OpenBLAS build
@@ -59,7 +55,9 @@ def register_sgemm(lib, path: str) -> None:
     blas = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
     if lib is None or id(lib) in _registered:
         return
-    count = _blas_threads(blas)
+    from ..options import read_once
+
+    count = read_once("blas_threads", _blas_threads(blas))  # handed over once per process
     sgemm, threads = (ctypes.cast(getattr(blas, s), ctypes.c_void_p).value for s in (SGEMM, SET_THREADS))
     lib.kiln_set_sgemm(ctypes.c_int64(sgemm), ctypes.c_int64(threads))
     try:

@@ -229,7 +229,10 @@ def _register_sgemm(lib) -> None:
 
     path = blas_library()
     if path is not None:
-        count = blas_threads()  # a malformed KILN_BLAS_THREADS is an error before anything is registered
+        from ...options import read_once
+
+        # A malformed KILN_BLAS_THREADS is an error before anything is registered; read once per process.
+        count = read_once("blas_threads", blas_threads())
         blas = ctypes.CDLL(path)
         sgemm, threads = (ctypes.cast(getattr(blas, s), ctypes.c_void_p).value for s in (SGEMM, SET_THREADS))
         lib.kiln_set_sgemm(ctypes.c_int64(sgemm), ctypes.c_int64(threads))

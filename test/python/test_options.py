@@ -349,3 +349,15 @@ def test_kiln_run_threads_sets_the_pool_for_the_run(pool, capsys):
     assert main([str(MLP), *inputs, "--repeat", "2", "--threads", "1", "--report"]) == 0
     assert "pool of 1 thread(s)" in capsys.readouterr().out
     assert pool.pool_threads() == 1
+
+
+def test_a_specialization_compiled_at_run_time_is_logged(caplog):
+    model = kiln.compile(str(MLP), policy="specialize", static_kernels=False)
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s, dtype=np.float32) for s in ((2, 3, 32), (32, 64), (64,), (64, 32))]
+    with caplog.at_level(logging.INFO, logger="kiln.runtime"):
+        model(*args)
+        model(*args)  # the same bucket: a cache hit, not logged again
+    lines = [r.getMessage() for r in caplog.records if r.name == "kiln.runtime"]
+    assert len(lines) == 1 and lines[0].startswith("specialization compiled at run time: spec B in ")
+    assert "(for B=2, L=3)" in lines[0]
