@@ -10,7 +10,13 @@ function arguments with named dims).  Failures raise ``ParseError`` /
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
 import re
+import select
+import signal
+import time
 
 from ._mlir import ir
 from .context import DiagnosticCollector
@@ -43,9 +49,14 @@ def parse_module(text: str, source_name: str = "-", *, verify: bool = True) -> i
     or VerifyError with the diagnostics.
     """
     ctx = ir.Context.current
-    # Parse once (a second parse would rename dense resources), inside a
+    if not text.endswith("\n"):
+        # A text ending inside a resource blob's string made the parser read
+        # past its end (SIGSEGV); with a final newline it reports the string.
+        text += "\n"
+    # Parse once here (a second parse would rename dense resources), inside a
     # module unless the text is one: the parser wants one top-level op.
     wrapped, shifted_line = _wrap_in_module(text)
+    _probe_parse(wrapped, source_name, ctx, shifted_line)
     op = _parse_op(wrapped, source_name, ctx, shifted_line)
     body = top_level_ops(op) if wrapped is not text else []
     if len(body) == 1 and body[0].operation.name == "builtin.module":
@@ -139,6 +150,93 @@ def _unshift(diags: list[Diagnostic], line: int | None) -> list[Diagnostic]:
             d.col -= len(_WRAP_PREFIX)
         _unshift(d.notes, line)
     return diags
+
+
+#: How long a probe parse may take: generous, as a model's weights can make
+#: the text hundreds of MB (seconds per 100 MB here).
+_PROBE_SECONDS_MIN, _PROBE_SECONDS_PER_MB = 120.0, 2.0
+
+
+def _probe_parse(text: str, source_name: str, ctx: ir.Context, shifted_line: int | None) -> None:
+    """Parse ``text`` first in a forked child, so the parser's own crashes
+    cannot reach this process; raise the child's ParseError / VerifyError.
+
+    MLIR's parser has bugs that only malformed text reaches: some error paths
+    corrupt the heap (a redefined block label: the *next* parse in the
+    process aborts in malloc), others segfault (a float in a linalg op's
+    ``dimensions``).  A text is parsed here only once the child parsed it
+    cleanly: the same text takes the same path, and that path is not an error
+    path.  A failing text is never parsed here: its diagnostics come from the
+    child, and a crash or hang of the child is a ParseError naming it.
+    Without ``os.fork`` (not POSIX) the text is parsed here directly.
+    """
+    if not hasattr(os, "fork"):
+        return
+    torch = ctx.is_registered_operation("torch.aten.add.Tensor")
+    unregistered = ctx.allow_unregistered_dialects
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: parse, report, and leave without running any cleanup
+        try:
+            os.close(read_end)
+            payload = _child_parse(text, source_name, shifted_line, torch, unregistered)
+            with os.fdopen(write_end, "wb") as out:
+                out.write(payload)
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    limit = _PROBE_SECONDS_MIN + _PROBE_SECONDS_PER_MB * len(text) / 1e6
+    chunks, deadline = [], time.monotonic() + limit
+    with os.fdopen(read_end, "rb") as pipe:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([pipe], [], [], left)[0]:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                raise ParseError(f"could not parse {source_name}: the MLIR parser did not finish in {limit:.0f} s")
+            chunk = os.read(pipe.fileno(), 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    data = b"".join(chunks)
+    if os.WIFSIGNALED(status) or not data:
+        why = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit {os.WEXITSTATUS(status)}"
+        raise ParseError(f"could not parse {source_name}: the MLIR parser crashed on it ({why}); this process "
+                         "did not parse it")
+    result = json.loads(data)
+    if result["ok"]:
+        return
+    kind = VerifyError if result["kind"] == "VerifyError" else ParseError
+    raise kind(result["message"], [_diagnostic_from_dict(d) for d in result["diagnostics"]])
+
+
+def _child_parse(text: str, source_name: str, shifted_line: int | None, torch: bool, unregistered: bool) -> bytes:
+    """In the probe's child: parse in a fresh context like the caller's;
+    ``{"ok": true}`` or the error, as JSON."""
+    from .dialects.kiln import Kiln
+
+    ctx = ir.Context()  # not make_context: its lock may be held by a thread that fork left behind
+    ctx.allow_unregistered_dialects = unregistered
+    with ctx, ir.Location.unknown():
+        Kiln.load()
+        if torch:
+            from torch_mlir.dialects import torch as torch_dialect
+
+            torch_dialect.register_dialect(ctx)
+        try:
+            _parse_op(text, source_name, ctx, shifted_line)
+        except KilnError as e:
+            return json.dumps({"ok": False, "kind": type(e).__name__, "message": e.message,
+                               "diagnostics": [dataclasses.asdict(d) for d in e.diagnostics]}).encode()
+        except Exception as e:  # _parse_op turns every error into a KilnError; this is belt and braces
+            return json.dumps({"ok": False, "kind": "ParseError", "message": f"could not parse {source_name}: {e}",
+                               "diagnostics": []}).encode()
+    return b'{"ok": true}'
+
+
+def _diagnostic_from_dict(d: dict) -> Diagnostic:
+    return Diagnostic(**{**d, "notes": [_diagnostic_from_dict(n) for n in d["notes"]]})
 
 
 def _parse_op(text: str, source_name: str, ctx: ir.Context, shifted_line: int | None = None):
