@@ -13,7 +13,7 @@ import ctypes
 import glob
 import os
 
-__all__ = ["SGEMM", "blas_library", "register_sgemm"]
+__all__ = ["SET_THREADS", "SGEMM", "blas_library", "blas_threads", "register_sgemm"]
 
 #: The CBLAS symbol (numpy's bundled OpenBLAS, 64-bit integer interface).
 SGEMM = "scipy_cblas_sgemm64_"
@@ -35,16 +35,19 @@ def blas_library() -> str | None:
     return None
 
 
-def _blas_threads(blas) -> int:
-    """The ``blas_threads`` option (``KILN_BLAS_THREADS``), else OpenBLAS's own
-    count (as the backend reads it)."""
+def blas_threads(blas=None) -> int:
+    """The thread count multi-threaded sgemm calls use with the native
+    runtime: the ``blas_threads`` option (``KILN_BLAS_THREADS``), else
+    OpenBLAS's own count (``blas``: the loaded library, else numpy's)."""
     from ..options import current
 
     if current().blas_threads is not None:  # a malformed KILN_BLAS_THREADS is a KilnError naming it
         return current().blas_threads
     try:
+        if blas is None:
+            blas = ctypes.CDLL(blas_library())
         return max(1, int(blas.scipy_openblas_get_num_threads64_()))
-    except AttributeError:  # pragma: no cover - another OpenBLAS build
+    except (OSError, TypeError, AttributeError):  # pragma: no cover - no or another OpenBLAS build
         return 1
 
 
@@ -57,7 +60,7 @@ def register_sgemm(lib, path: str) -> None:
         return
     from ..options import read_once
 
-    count = read_once("blas_threads", _blas_threads(blas))  # handed over once per process
+    count = read_once("blas_threads", blas_threads(blas))  # handed over once per process
     sgemm, threads = (ctypes.cast(getattr(blas, s), ctypes.c_void_p).value for s in (SGEMM, SET_THREADS))
     lib.kiln_set_sgemm(ctypes.c_int64(sgemm), ctypes.c_int64(threads))
     try:

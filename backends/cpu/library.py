@@ -49,24 +49,27 @@ off (for measuring what it gains).
 
 from __future__ import annotations
 
-import glob
-import os
-
 from ..._mlir import ir
 from ...pipelines.registry import Option, Pass, register_pass
+from ...runtime.blas import (
+    SET_THREADS,
+    SGEMM,
+    blas_library,
+    blas_threads,  # noqa: F401  (re-exported: the backend's own name for it)
+    register_sgemm,
+)
 from .buffers import erase_dead_buffers, indexing_maps, view_root
 
 __all__ = ["SGEMM", "CpuLibrary", "blas_library", "enabled", "rewrite_contractions", "shared_libs",
            "weight_a_enabled"]
 
-#: The CBLAS symbol (numpy's bundled OpenBLAS, 64-bit integer interface).
-SGEMM = "scipy_cblas_sgemm64_"
 SGEMV = "scipy_cblas_sgemv64_"
-#: OpenBLAS's thread-count setter (0.3.27+; it returns the previous count).
-#: In numpy's pthreads build it sets the process-wide count, not the calling
-#: thread's, so with the native runtime helpers go through BLAS_ENTER /
-#: BLAS_LEAVE instead (:func:`blas_threads_lines`).
-SET_THREADS = "openblas_set_num_threads_local"
+# SGEMM (numpy's bundled OpenBLAS, 64-bit integer interface) and SET_THREADS,
+# OpenBLAS's thread-count setter (0.3.27+; it returns the previous count), are
+# the runtime's (kiln.runtime.blas).  In numpy's pthreads build SET_THREADS
+# sets the process-wide count, not the calling thread's, so with the native
+# runtime helpers go through BLAS_ENTER / BLAS_LEAVE instead
+# (:func:`blas_threads_lines`).
 #: kiln_dispatch.c: set OpenBLAS's count for one helper's products, and put
 #: back the count from before the first helper in flight, under one lock.
 BLAS_ENTER, BLAS_LEAVE = "kiln_blas_enter", "kiln_blas_leave"
@@ -167,36 +170,6 @@ RELEASE = "kiln_release_packed"
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 
-def blas_library() -> str | None:
-    """The path of the OpenBLAS shared library bundled with numpy, or None."""
-    import numpy
-
-    root = os.path.dirname(os.path.dirname(numpy.__file__))
-    for pattern in ("numpy.libs/libscipy_openblas64_*.so*", "numpy/.dylibs/libscipy_openblas64_*.dylib"):
-        found = sorted(glob.glob(os.path.join(root, pattern)))
-        if found:
-            return found[0]
-    return None
-
-
-def blas_threads() -> int:
-    """The thread count multi-threaded sgemm calls use with the native runtime:
-    ``KILN_BLAS_THREADS``, else OpenBLAS's own.  Read once, when the native
-    library is first used (:func:`_register_sgemm`); the generated code asks
-    the library for it (``kiln_blas_threads``)."""
-    from ...options import current
-
-    if current().blas_threads is not None:  # KILN_BLAS_THREADS (a malformed one is a KilnError naming it)
-        return current().blas_threads
-    import ctypes
-
-    lib = blas_library()
-    try:
-        return max(1, int(ctypes.CDLL(lib).scipy_openblas_get_num_threads64_()))
-    except (OSError, AttributeError):  # pragma: no cover - another OpenBLAS build
-        return 1
-
-
 def enabled() -> bool:
     """Whether library GEMM is on (the ``cpu_library`` option, ``KILN_CPU_LIBRARY``) and a BLAS library was found."""
     from ...options import current
@@ -216,28 +189,12 @@ def native_enabled() -> bool:
     return True
 
 
-_sgemm_registered = False
-
-
 def _register_sgemm(lib) -> None:
-    """Hand the BLAS sgemm to the native library once (``kiln_sgemm_par`` calls it),
-    with the thread count multi-threaded sgemm calls use (:func:`blas_threads`)."""
-    global _sgemm_registered
-    if _sgemm_registered:
-        return
-    import ctypes
-
+    """Hand the BLAS sgemm to the native library once (``kiln_sgemm_par`` calls
+    it), with the thread count multi-threaded sgemm calls use (:func:`blas_threads`)."""
     path = blas_library()
     if path is not None:
-        from ...options import read_once
-
-        # A malformed KILN_BLAS_THREADS is an error before anything is registered; read once per process.
-        count = read_once("blas_threads", blas_threads())
-        blas = ctypes.CDLL(path)
-        sgemm, threads = (ctypes.cast(getattr(blas, s), ctypes.c_void_p).value for s in (SGEMM, SET_THREADS))
-        lib.kiln_set_sgemm(ctypes.c_int64(sgemm), ctypes.c_int64(threads))
-        lib.kiln_set_blas_threads(ctypes.c_int32(count))
-        _sgemm_registered = True
+        register_sgemm(lib, path)
 
 
 def weight_a_enabled() -> bool:
