@@ -5,8 +5,8 @@ at a time, so a two-core machine builds in about half the time of one
 ``cc`` over every file) and once more to link, each run in its own process
 group: on a timeout, an error or an interrupt the whole group is killed, so
 no ``cc1`` or ``as`` outlives the build.  The library is written under a
-temporary name with a sha256 sidecar (``<library>.sha256``: hex digest and
-size) and moved into place; :func:`verify` checks a file against its sidecar
+temporary name with a sidecar digest (``<library>.sha256``, see
+:mod:`kiln.runtime.digest`) and moved into place; :func:`verify` checks a file against its sidecar
 before anything ``dlopen``\\ s it (a truncated library is a SIGBUS in every
 process that maps it, flipped bytes a SIGSEGV or SIGILL).
 
@@ -18,7 +18,6 @@ so that each new process does not start the same failing compile again
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import signal
@@ -29,8 +28,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ...errors import KilnError
+from ..digest import digest_path, digest_problem, write_digest
 
-__all__ = ["compile_library", "file_digest", "lock", "record_failure", "recent_failure", "remove", "verify"]
+__all__ = ["compile_library", "lock", "record_failure", "recent_failure", "remove", "verify"]
 
 #: A failed build is not retried by a new process for this long (seconds).
 FAILED_RETRY_S = 3600.0
@@ -38,49 +38,28 @@ FAILED_RETRY_S = 3600.0
 PROGRESS_EVERY_S = 15.0
 
 
-def sidecar(path: Path) -> Path:
-    """The digest file kept beside a library."""
-    return path.with_name(path.name + ".sha256")
-
-
 def failed_marker(path: Path) -> Path:
     """The marker a failed build of ``path`` leaves."""
     return path.with_name(path.name + ".failed")
 
 
-def file_digest(path: Path) -> str:
-    """sha256 (hex) of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def verify(path: Path) -> str | None:
-    """None if ``path`` is whole (its size and sha256 are its sidecar's);
-    otherwise what is wrong with it, as words that follow its name."""
+    """None if ``path`` is whole (its size and sha256 are its sidecar
+    digest's, :mod:`kiln.runtime.digest`); otherwise what is wrong with it,
+    as words that follow its name."""
     try:
         size = path.stat().st_size
     except FileNotFoundError:
         return "is missing"
     if size == 0:
         return "is empty"
-    try:
-        want_hex, want_size = sidecar(path).read_text().split()
-        want = int(want_size)
-    except (OSError, ValueError):
-        return f"has no readable digest beside it ({sidecar(path).name})"
-    if size != want:
-        return f"is {size} bytes, its digest says {want} (truncated or overwritten)"
-    if file_digest(path) != want_hex:
-        return "does not match its sha256 digest (damaged)"
-    return None
+    problem = digest_problem(path)
+    return None if problem is None else f"does not match its digest ({problem})"
 
 
 def remove(path: Path) -> None:
     """Delete a library and its sidecar, whichever exist."""
-    for p in (path, sidecar(path)):
+    for p in (path, digest_path(path)):
         with contextlib.suppress(FileNotFoundError):
             p.unlink()
 
@@ -197,9 +176,7 @@ def compile_library(cc: str, flags: Sequence[str], sources: Sequence[Path], out:
         if not tmp.exists() or tmp.stat().st_size == 0:
             raise KilnError(f"building the native library: {cc} wrote no library")
         # The sidecar first: a reader that finds the new library finds its digest.
-        side = work / "sidecar"
-        side.write_text(f"{file_digest(tmp)} {tmp.stat().st_size}\n")
-        os.replace(side, sidecar(out))
+        write_digest(out, data=tmp.read_bytes())
         os.replace(tmp, out)
         with contextlib.suppress(FileNotFoundError):
             failed_marker(out).unlink()

@@ -16,6 +16,7 @@ import pytest
 
 from kiln.errors import KilnError
 from kiln.runtime import native
+from kiln.runtime.digest import digest_path
 from kiln.runtime.native import build
 from kiln.tools.kiln_main import main as kiln_main
 
@@ -136,7 +137,7 @@ def test_build_native_prints_its_progress_and_writes_a_digest(tmp_path, monkeypa
     # Builds of other sources: a day-old one goes, a recent one stays (a process may still load it).
     out.mkdir()
     for name, age in (("kiln_native-0ld.so", 2 * 86400), ("kiln_native-rec3nt.so", 60)):
-        for path in (out / name, build.sidecar(out / name)):
+        for path in (out / name, digest_path(out / name)):
             path.write_text("x")
             os.utime(path, (time.time() - age, time.time() - age))
     assert kiln_main(["build-native", "--dir", str(out), "--jobs", "2"]) == 0
@@ -150,7 +151,7 @@ def test_build_native_prints_its_progress_and_writes_a_digest(tmp_path, monkeypa
     assert f"8 sources from {REPO / 'runtime' / 'native'}, 2 at a time, into {lib}" in text
     assert "  kiln_attention.c: done (" in text and "  link: done (" in text
     assert f"built {lib} in " in text and f"loaded {lib.name}: " in text
-    assert build.verify(lib) is None and build.sidecar(lib).exists()
+    assert build.verify(lib) is None and digest_path(lib).exists()
     # Again: the whole library is kept, not rebuilt.
     assert kiln_main(["build-native", "--dir", str(out)]) == 0
     assert f"the native library is up to date: {lib}" in capsys.readouterr().out
@@ -187,7 +188,7 @@ def _damage(lib: Path, how: str) -> None:
         mid = len(data) // 2
         lib.write_bytes(data[:mid] + bytes(b ^ 0xFF for b in data[mid:mid + 64]) + data[mid + 64:])
     elif how == "no digest":
-        build.sidecar(lib).unlink()
+        digest_path(lib).unlink()
 
 
 _LOAD_AND_RUN = """
@@ -348,12 +349,19 @@ def test_native_tests_fail_not_skip_without_the_library(tmp_path):
 
 
 def test_the_libraries_digest_is_its_size_and_sha256(tmp_path):
+    from kiln.runtime.digest import digest_path, write_digest
+
     lib = tmp_path / "x.so"
     lib.write_bytes(b"\x7fELF" + bytes(100))
-    assert build.verify(lib) == "has no readable digest beside it (x.so.sha256)"
-    build.sidecar(lib).write_text(f"{build.file_digest(lib)} {lib.stat().st_size}\n")
+    assert build.verify(lib) == "does not match its digest (no digest file x.so.sha256)"
+    write_digest(lib)
     assert build.verify(lib) is None
     lib.write_bytes(b"\x7fELF" + bytes(50))
-    assert build.verify(lib) == "is 54 bytes, its digest says 104 (truncated or overwritten)"
+    assert build.verify(lib) == "does not match its digest (54 bytes, 104 expected)"
     lib.write_bytes(b"\x7fELF" + bytes(99) + b"\x01")
-    assert build.verify(lib) == "does not match its sha256 digest (damaged)"
+    assert build.verify(lib) == "does not match its digest (sha256 mismatch)"
+    lib.write_bytes(b"")
+    assert build.verify(lib) == "is empty"
+    lib.unlink()
+    assert build.verify(lib) == "is missing"
+    assert digest_path(lib).is_file()
