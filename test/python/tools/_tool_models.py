@@ -95,3 +95,21 @@ def write_onnx(path: pathlib.Path) -> pathlib.Path:
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])], initializer=[w, e])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     return path
+
+
+#: The repository root (the ``kiln`` package).
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+
+
+def run_tool(module: str, args, pythonpath=None):
+    """``python -m <module> <args>`` in a fresh process, as a user runs it
+    (``pythonpath``: a folder to import the factories from); ``(rc, out, err)``."""
+    import os
+    import subprocess
+
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
+                       cwd=ROOT, env=env, timeout=300)
+    return r.returncode, r.stdout, r.stderr

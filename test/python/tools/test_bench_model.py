@@ -6,7 +6,6 @@ the table and ``--json``, and the usage errors."""
 import json
 import os
 import pathlib
-import subprocess
 import sys
 
 import pytest
@@ -20,30 +19,14 @@ from kiln.tools import kiln_bench
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import _tool_models as tm  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
+ROOT = tm.ROOT
 
 SYMS = {"B": SymbolInfo("B", 1, 64), "L": SymbolInfo("L", 1, 512, opt=128)}
 INPUTS = [InputSpec.make("x", ["B", "L", 16], "f32"), InputSpec.make("mask", ["B", "L"], "i1")]
 
 
-@pytest.fixture(scope="module")
-def factories(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("factories")
-    return folder, tm.write_factories(folder)
-
-
-@pytest.fixture(scope="module")
-def onnx_model(tmp_path_factory):
-    return tm.write_onnx(tmp_path_factory.mktemp("onnx") / "small.onnx")
-
-
 def bench_cli(args, pythonpath=None):
-    env = dict(os.environ)
-    if pythonpath:
-        env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")])
-    r = subprocess.run([sys.executable, "-m", "kiln.tools.kiln_bench", *args], capture_output=True, text=True,
-                       cwd=ROOT, env=env, timeout=300)
-    return r.returncode, r.stdout, r.stderr
+    return tm.run_tool("kiln.tools.kiln_bench", args, pythonpath)
 
 
 # ---------------------------------------------------------------- shapes

@@ -5,9 +5,7 @@ shape and output named and exit status 1; usage errors exit 2."""
 
 import json
 import math
-import os
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
@@ -22,28 +20,11 @@ from kiln.tools import kiln_main
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import _tool_models as tm  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture(scope="module")
-def factories(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("factories")
-    return folder, tm.write_factories(folder)
-
-
-@pytest.fixture(scope="module")
-def onnx_model(tmp_path_factory):
-    return tm.write_onnx(tmp_path_factory.mktemp("onnx") / "small.onnx")
+ROOT = tm.ROOT
 
 
 def cli(args, pythonpath=None):
-    """``kiln ...`` in a fresh process, as a user runs it."""
-    env = dict(os.environ)
-    if pythonpath:
-        env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")])
-    r = subprocess.run([sys.executable, "-m", "kiln.tools.kiln_main", *args], capture_output=True, text=True,
-                       cwd=ROOT, env=env, timeout=300)
-    return r.returncode, r.stdout, r.stderr
+    return tm.run_tool("kiln.tools.kiln_main", args, pythonpath)
 
 
 # ---------------------------------------------------------------- the table and the comparison
