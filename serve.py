@@ -54,14 +54,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import KilnError, ShapeError
+from .runtime.dtypes import NUMPY_DTYPES
 
 __all__ = ["BatchRunner", "Failure", "batch_symbol_of", "deployment"]
 
 # numpy dtypes of the model's element types, for requests that arrive as
-# plain lists (JSON).  Not kiln.transforms._graph's table: that module loads
-# MLIR, and a replica needs only the runtime.
-_NUMPY = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_,
-          "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64}
+# plain lists (JSON): the runtime's table (a replica needs no MLIR).
+_NUMPY = NUMPY_DTYPES
 
 
 def _load_model(path, **options):
