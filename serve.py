@@ -301,13 +301,11 @@ def _deployment_class():
 
         def __init__(self, path, *, threads=None, pin=False, max_batch_size=32, batch_wait_timeout_s=0.005,
                      batch_symbol="auto", max_rows=None, load_options=None):
-            # Runtime settings are read once per process, before the first
-            # call: set here, in the replica's own process.  Replicas share
-            # machines: their pools are not pinned to the same first CPUs.
-            if threads is not None:
-                os.environ["KILN_THREADS"] = str(threads)
-            if not pin:
-                os.environ["KILN_PIN"] = "0"
+            # The replica's own process: its pool's size and pinning (replicas
+            # share machines: pinned pools would take the same first CPUs).
+            from .options import configure
+
+            configure(pin=bool(pin), **({"threads": int(threads)} if threads is not None else {}))
             self.model = _load_model(path, **(load_options or {}))
             self.runner = BatchRunner(self.model, batch_symbol, max_rows)
             self._batch.set_max_batch_size(max_batch_size)
