@@ -320,7 +320,9 @@ class Dim:
 
     # Arithmetic builds new dims, used by shape functions.
     def _bin(self, other, fn) -> Dim:
-        other = dim(other)
+        # A negative int is a valid *operand* (``L + -1`` for ``x[:, :-1]``,
+        # a slice from the end): only a dim itself cannot be negative.
+        other = _operand(other)
         if self.is_unknown or other.is_unknown:
             return UNKNOWN
         return Dim(fn(self.expr, other.expr))
@@ -334,7 +336,7 @@ class Dim:
         return self._bin(other, lambda a, b: a - b)
 
     def __rsub__(self, other):
-        return dim(other) - self
+        return _operand(other) - self
 
     def __mul__(self, other):
         return self._bin(other, lambda a, b: a * b)
@@ -342,13 +344,21 @@ class Dim:
     __rmul__ = __mul__
 
     def __floordiv__(self, other):
-        other = dim(other)
+        other = _operand(other)
         if not other.is_unknown and not other.is_static:
             raise DimError(f"cannot divide by the symbolic dim '{other}'")
         return self._bin(other, FloorDiv)
 
 
 UNKNOWN = Dim(None)
+
+
+def _operand(value) -> Dim:
+    """``value`` as the operand of dim arithmetic: as :func:`dim`, except that a
+    negative int is a constant term rather than an error."""
+    if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+        return Dim(sympy.Integer(value))
+    return dim(value)
 
 
 def dim(value) -> Dim:

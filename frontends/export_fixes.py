@@ -12,6 +12,10 @@ The order matters, and :func:`prepare_exported_program` applies it:
    (:func:`needs_decomposition`);
 3. :func:`restore_non_persistent_buffers` after it (doing it before trips
    torch.export's verifier: "Non-persistent buffer ... is in the state dict").
+
+One fix is to the importer itself rather than the program:
+:func:`install_importer_fixes` teaches its symbolic-shape translation torch's
+integer division (strided slices, stride-2 convolutions over a symbolic dim).
 """
 
 from __future__ import annotations
@@ -21,8 +25,8 @@ import operator
 import torch
 
 __all__ = [
-    "decomposition_table", "needs_decomposition", "prepare_exported_program", "restore_non_persistent_buffers",
-    "views_to_reshapes",
+    "decomposition_table", "install_importer_fixes", "needs_decomposition", "prepare_exported_program",
+    "restore_non_persistent_buffers", "views_to_reshapes",
 ]
 
 #: Ops kept whole by the decomposition because kiln has a pattern for them
@@ -139,3 +143,50 @@ def prepare_exported_program(ep: torch.export.ExportedProgram, table=None, conve
         ep = ep.run_decompositions(table)
     restore_non_persistent_buffers(ep)
     return ep
+
+
+def install_importer_fixes() -> None:
+    """Teach torch-mlir's FX importer the integer divisions of torch's symbolic shapes.
+
+    ``x[:, ::2]`` (a length ``FloorDiv(L + 1, 2)``) and a stride-2 or unpadded
+    convolution over a symbolic dim (``FloorDiv(L - 3, 2) + 1``) failed with
+    "Translation of sympy.Expr of type FloorDiv not implemented yet": the
+    importer turns each shape into an affine map and knows only ``+ * **
+    Mod``.  Affine maps have floor and ceil division, and kiln reads them back
+    as its own ``/`` (``driver.affine_dims``), so the shapes stay exact.
+
+    The importer's translation function is wrapped once, module-wide: the
+    wrapper handles these cases and hands every other expression to the
+    original, so any import through this process only gains cases.
+    """
+    import torch_mlir.extras.fx_importer as fx
+
+    if getattr(fx.sympy_expr_to_semi_affine_expr, "_kiln_fixed", False):
+        return
+    from torch.utils._sympy import functions as tf
+    from torch_mlir.ir import AffineCeilDivExpr, AffineFloorDivExpr, AffineModExpr
+
+    original = fx.sympy_expr_to_semi_affine_expr
+    binary = {
+        tf.FloorDiv: AffineFloorDivExpr.get,
+        tf.CleanDiv: AffineFloorDivExpr.get,  # exact division: floor is the same
+        tf.CeilDiv: AffineCeilDivExpr.get,
+        tf.PythonMod: AffineModExpr.get,
+        tf.Mod: AffineModExpr.get,
+    }
+
+    def translate(expr, symbols_map):
+        # The importer recurses through its module-level name, which is this
+        # wrapper: nested divisions (FloorDiv(FloorDiv(L, 2), 2)) work too.
+        build = binary.get(type(expr))
+        if build is not None:
+            a, b = expr.args
+            return build(translate(a, symbols_map), translate(b, symbols_map))
+        if isinstance(expr, tf.PowByNatural):
+            return original(expr.args[0] ** expr.args[1], symbols_map)
+        if isinstance(expr, tf.Identity):
+            return translate(expr.args[0], symbols_map)
+        return original(expr, symbols_map)
+
+    translate._kiln_fixed = True
+    fx.sympy_expr_to_semi_affine_expr = translate

@@ -111,6 +111,12 @@ def symbol_names(ep, dynamic_shapes) -> dict[str, str]:
             text = str(s)
             if text.isidentifier() and text not in out:
                 out[text] = d.__name__
+            elif hasattr(d, "root") and hasattr(s, "node"):
+                # A derived Dim (``2*L``): its one free symbol is the root's,
+                # which may appear in no input as itself.
+                free = [str(f) for f in s.node.expr.free_symbols]
+                if len(free) == 1 and free[0] not in out:
+                    out[free[0]] = d.root.__name__
     return out
 
 
@@ -144,8 +150,10 @@ def import_torch(module, example_args, dynamic_shapes=None, fallback=True, *, wi
     """
     from torch_mlir.extras.fx_importer import FxImporter
 
+    from .export_fixes import install_importer_fixes
     from .torch_literals import FastLiterals
 
+    install_importer_fixes()
     ep = export_program(module, example_args, dynamic_shapes)
     names = symbol_names(ep, dynamic_shapes)
     ctx = make_context(torch=True)

