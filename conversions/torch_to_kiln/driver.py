@@ -43,6 +43,7 @@ from ...dialects.kiln import MAX_VARIADIC, FallbackOp, create_op, tensor_info, t
 from ...errors import ConversionError, KilnError, UnsupportedError, VerifyError
 from ...module import ops_where
 from ...transforms._graph import NUMPY_DTYPES
+from ...transforms._resources import resource_bytes
 
 __all__ = ["ConversionStats", "Decline", "Known", "KilnTypeConverter", "TorchToKiln", "convert_torch_to_kiln"]
 
@@ -383,6 +384,7 @@ class TorchToKiln:
         self.opset = 0
         self._fresh = 0
         self._blobs_read = False
+        self._op = None  # the op being converted (see _holder)
 
     # -- values ------------------------------------------------------------
 
@@ -401,16 +403,35 @@ class TorchToKiln:
         if name not in self.resources and not self._blobs_read:
             self._read_small_blobs()
         blob = self.resources.get(name)
-        if isinstance(blob, bytes):
+        if blob is None:
+            # A large blob is elided in that print (BERT's 512 position ids,
+            # sliced to the declared L, became a fallback "without data"):
+            # take the frontend's record of it (FastLiterals) or print the op
+            # being converted alone, when the attribute is that op's.
+            raw = resource_bytes(attr, self._holder(attr))
+            blob = None if raw is None else memoryview(raw)
+        if isinstance(blob, (bytes, memoryview)):
             t = ir.RankedTensorType(attr.type)
             el = str(t.element_type)
             np_type = {"si64": np.int64, "i64": np.int64, "si32": np.int32, "i32": np.int32, "i1": np.bool_,
-                       "si8": np.int8, "f32": np.float32, "f64": np.float64}.get(el)
+                       "si8": np.int8, "ui8": np.uint8, "si16": np.int16, "f16": np.float16,
+                       "f32": np.float32, "f64": np.float64}.get(el)
             if np_type is None:
                 return None
             blob = np.frombuffer(blob, dtype=np_type).reshape(t.shape)
             self.resources[name] = blob
         return blob
+
+    def _holder(self, attr) -> ir.Operation | None:
+        """The op being converted when ``attr`` is one of its attributes (so a
+        print of that op alone holds its blob), else None."""
+        op = self._op
+        if op is None:
+            return None
+        for a in op.attributes:  # names in these bindings, NamedAttributes in others
+            if (op.attributes[a] if isinstance(a, str) else a.attr) == attr:
+                return op
+        return None
 
     def _read_small_blobs(self) -> None:
         """Read the small dense resources (shape-like integer tensors) from the
@@ -578,6 +599,7 @@ class TorchToKiln:
         name = self.op_name(op)
         fn = self.patterns.get(name)
         cx = OpContext(self, op, name)
+        self._op = op
         reason = "no kiln pattern for this op"
         with ir.InsertionPoint(op), op.location:
             if fn is not None:

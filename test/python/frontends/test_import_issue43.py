@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from kiln_ir_helpers import arg_dims, result_dims
+from torch.export import Dim
 
 import kiln
 from kiln.dialects.dims import dim
@@ -90,3 +91,64 @@ def test_derived_dim_whose_root_is_in_no_input():
     module = _imported(m43.derived_only)
     assert arg_dims(module) == [["2", "L+1"]]
     assert result_dims(module)[0] == ["2", "L"]
+
+
+class PositionTable(torch.nn.Module):
+    """A position-id buffer longer than the declared sequence range, sliced to
+    the input's length (BERT's ``position_ids[:, :L]`` with 512 positions)."""
+
+    def __init__(self, persistent):
+        super().__init__()
+        torch.manual_seed(0)
+        self.register_buffer("position_ids", torch.arange(1024).expand((1, -1)), persistent=persistent)
+        self.table = torch.nn.Embedding(1024, 8)
+
+    def forward(self, x):
+        positions = self.position_ids[:, : x.shape[1]]
+        return x + self.table(positions) + positions.unsqueeze(-1).float()
+
+
+@pytest.mark.parametrize("persistent", [True, False])
+def test_large_integer_literal_is_a_constant_not_a_fallback(persistent):
+    # Its blob (8 KiB of si64) is elided in the converter's print of small
+    # blobs: it once fell back ("constant of element type si64 without data").
+    spec = ({0: Dim("B", min=1, max=4), 1: Dim("L", min=2, max=128)},)
+    args = (torch.randn(2, 5, 8),)
+    module, report = kiln.import_torch(PositionTable(persistent), args, spec, with_report=True)
+    assert report.fallbacks == 0 and not report.unsupported
+    assert result_dims(module) == [["B", "L", "8"]]
+    _check(lambda: (PositionTable(persistent), args, spec), [[(1, 2, 8)], [(3, 77, 8)], [(4, 128, 8)]])
+
+
+def _bert_with_mask():
+    """BERT (random weights, 512 positions) called with an attention mask, L <= 128."""
+    import transformers
+
+    sys.path.insert(0, os.path.join(os.path.dirname(kiln.__file__), "examples"))
+    from hf_models import WithPaddingMask
+
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(num_hidden_layers=1, num_attention_heads=2, hidden_size=32, intermediate_size=64,
+                                  vocab_size=100, max_position_embeddings=512)
+    model = WithPaddingMask(transformers.BertModel(cfg)).eval()
+    ids = torch.randint(0, 100, (2, 8))
+    mask = torch.ones_like(ids)
+    mask[0, -3:] = 0
+    b, length = Dim("B", min=1, max=4), Dim("L", min=2, max=128)
+    return model, (ids, mask), {"input_ids": {0: b, 1: length}, "attention_mask": {0: b, 1: length}}
+
+
+def test_bert_with_mask_and_a_longer_position_table():
+    model, args, spec = _bert_with_mask()
+    module, report = kiln.import_torch(model, args, spec, with_report=True)
+    assert not [u for u in report.unsupported if "literal" in u[0]]
+    assert arg_dims(module) == [["B", "L"], ["B", "L"]] and result_dims(module) == [["B", "L", "32"]]
+    compiled = kiln.compile(model, args, spec)
+    for b, n in ((1, 2), (2, 37), (4, 128)):
+        ids = torch.randint(0, 100, (b, n))
+        mask = torch.ones_like(ids)
+        mask[0, n // 2:] = 0
+        got = np.asarray(compiled(ids.numpy(), mask.numpy()))
+        with torch.no_grad():
+            want = model(ids, mask).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
