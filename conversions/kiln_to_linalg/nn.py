@@ -32,7 +32,7 @@ from .common import (
     scalar_const,
     to_float,
 )
-from .elementwise import exp
+from .elementwise import _scf, exp
 
 #: The attribute a convolution's zero-padding generic carries: its pads
 #: ``[top, left, bottom, right]`` (kiln-cpu-library reads it).
@@ -249,6 +249,42 @@ def lower_reduce_mean(lw: Lowering):
         raise lw.error(f"needs a floating-point operand, got {out.dtype}")
     n = to_float(_count(x, axes), out.dtype)
     return [elementwise([s], out.dims, out.dtype, lw.env, lambda v: arith.divf(v, n))]
+
+
+def lower_cumsum(lw: Lowering):
+    """A sequential scan: ``scf.for`` loops over the other dims, and innermost
+    one along ``axis`` carrying the running sum and writing each partial sum
+    with ``tensor.insert``.  A ``linalg.generic`` cannot carry a value from one
+    iteration to the next, and a masked sum over ``k <= i`` would cost
+    ``O(n^2)``; the loops are ``O(n)`` and bufferize in place."""
+    scf = _scf()
+    x = lw.operands[0]
+    out = lw.results[0]
+    t = out.dtype
+    rank = len(out.dims)
+    axis = lw.attrs["axis"] % rank
+    xt = ir.RankedTensorType(x.type)
+    sizes = [const_index(s) if s != DYN else tensor.dim(x, const_index(i)) for i, s in enumerate(xt.shape)]
+    c0, c1 = const_index(0), const_index(1)
+    order = [d for d in range(rank) if d != axis] + [axis]
+    add = arith.addf if is_float(t) else arith.addi
+
+    def nest(level: int, acc: ir.Value, idx: dict) -> ir.Value:
+        d = order[level]
+        if d == axis:
+            loop = scf.ForOp(c0, sizes[d], c1, [acc, scalar_const(t, 0)])
+            with ir.InsertionPoint(loop.body):
+                dest, running = loop.inner_iter_args
+                at = [loop.induction_variable if k == axis else idx[k] for k in range(rank)]
+                running = add(running, tensor.extract(x, at))
+                scf.YieldOp([tensor.insert(running, dest, at), running])
+            return loop.results[0]
+        loop = scf.ForOp(c0, sizes[d], c1, [acc])
+        with ir.InsertionPoint(loop.body):
+            scf.YieldOp([nest(level + 1, loop.inner_iter_args[0], {**idx, d: loop.induction_variable})])
+        return loop.results[0]
+
+    return [nest(0, lw.empty(out.dims, t), {})]
 
 
 def softmax(x: ir.Value, axis: int, dims, env: DimEnv) -> ir.Value:
@@ -665,6 +701,7 @@ def table() -> dict:
         "kiln.reduce_sum": lower_reduce_sum,
         "kiln.reduce_mean": lower_reduce_mean,
         "kiln.reduce_max": lower_reduce_max,
+        "kiln.cumsum": lower_cumsum,
         "kiln.softmax": lower_softmax,
         "kiln.layer_norm": lower_layer_norm,
         "kiln.batch_norm": lower_batch_norm,

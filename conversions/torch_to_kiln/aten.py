@@ -381,17 +381,42 @@ def _pair(v, n=2):
 @pattern("torch.aten.convolution", "torch.aten.conv2d")
 def lower_convolution(cx):
     x, w = cx.tensor(0), cx.tensor(1)
+    if rank_of(x) == 3:
+        return _conv1d(cx, x, w)
     if rank_of(x) != 4:
         raise Decline(f"{rank_of(x) - 2}-D convolution (kiln has conv2d)")
     stride, padding, dilation = _pair(cx.ints(3)), _pair(cx.ints(4)), _pair(cx.ints(5))
+    groups = _conv_groups(cx)
+    operands = [x, w] + ([cx.tensor(2)] if cx.has(2) else [])
+    return cx.build("conv2d", *operands, strides=stride, pads=padding + padding, dilations=dilation, groups=groups)
+
+
+def _conv_groups(cx) -> int:
     if cx.name.endswith("convolution"):
         if cx.scalar(6):
             raise Decline("transposed convolution")
-        groups = cx.int(8)
-    else:
-        groups = cx.int(6)
-    operands = [x, w] + ([cx.tensor(2)] if cx.has(2) else [])
-    return cx.build("conv2d", *operands, strides=stride, pads=padding + padding, dilations=dilation, groups=groups)
+        return cx.int(8)
+    return cx.int(6)
+
+
+def _conv1d(cx, x, w):
+    """A 1-D convolution (Whisper's front end) as ``kiln.conv2d`` over a unit
+    height: ``[N, C, L]`` becomes ``[N, C, 1, L]``, the kernel ``[O, C/g, 1, K]``,
+    and the result loses its unit dim again."""
+    if rank_of(w) != 3:
+        raise Decline("1-D convolution with a weight that is not rank 3")
+    padding = cx.ints(4)
+    if any(isinstance(p, str) for p in padding):
+        raise Decline("1-D convolution with string padding")
+    (stride,), (pad,), (dilation,) = ([int(v) for v in cx.ints(i)][:1] for i in (3, 4, 5))
+    n, c, length = dims_of(x)
+    x4 = cx.build("reshape", x, shape=[n, c, dim(1), length])
+    w4 = cx.build("reshape", w, shape=dims_of(w)[:2] + [dim(1), dims_of(w)[2]])
+    operands = [x4, w4] + ([cx.tensor(2)] if cx.has(2) else [])
+    y = cx.build("conv2d", *operands, strides=[1, stride], pads=[0, pad, 0, pad], dilations=[1, dilation],
+                 groups=_conv_groups(cx))
+    yn, yc, _, yl = dims_of(y)
+    return cx.build("reshape", y, shape=[yn, yc, yl])
 
 
 @pattern("torch.aten.max_pool2d", "torch.aten.max_pool2d_with_indices")
@@ -672,9 +697,162 @@ def lower_full(cx):
         shape, value = [], cx.scalar(0)
     else:
         shape, value = cx.ints(0), cx.scalar(1)
-    if any(not as_dim(s).is_static for s in shape):
-        raise Decline("full with symbolic shape")
-    return cx.const(value, cx.result_dtype(), [as_dim(s).value for s in shape])
+    return _fill(cx, value, [as_dim(s) for s in shape])
+
+
+def _fill(cx, value, dims: list):
+    """``value`` everywhere in a tensor of ``dims``: a splat constant when the
+    dims are static, else a rank-0 constant broadcast (``kiln.expand``) to the
+    symbolic dims, which the lowering fills without reading memory."""
+    if isinstance(value, Dim):
+        if not value.is_static:
+            raise Decline("fill with a symbolic value")
+        value = value.value
+    if not isinstance(value, (int, float, bool)):
+        raise Decline(f"fill with a non-number {value!r}")
+    dtype = cx.result_dtype()
+    if all(d.is_static for d in dims):
+        return cx.const(value, dtype, [d.value for d in dims])
+    return cx.build("expand", cx.const(value, dtype), shape=dims)
+
+
+@pattern("torch.aten.full_like", "torch.aten.zeros_like", "torch.aten.ones_like")
+def lower_full_like(cx):
+    """A fill shaped like operand 0 (``memory_format`` and device do not matter here)."""
+    x = cx.tensor(0)
+    if cx.name.endswith("zeros_like"):
+        value = 0
+    elif cx.name.endswith("ones_like"):
+        value = 1
+    else:
+        value = cx.scalar(1)
+    return _fill(cx, value, dims_of(x))
+
+
+@pattern("torch.aten.repeat")
+def lower_repeat(cx):
+    """``x.repeat(r0, ..., rk)`` (tile) as reshape + expand + reshape: each axis
+    ``d`` with ``r != 1`` becomes ``[1, d]``, broadcast to ``[r, d]`` and merged
+    to ``r*d`` (the copies laid out one after the other, as torch does).  Extra
+    leading repeats add leading axes."""
+    x = cx.tensor(0)
+    reps = [as_dim(r) for r in cx.ints(1)]
+    dims = dims_of(x)
+    if len(reps) < len(dims):
+        raise Decline(f"repeat with {len(reps)} repeats for a rank-{len(dims)} tensor")
+    dims = [dim(1)] * (len(reps) - len(dims)) + dims
+    if all(r.is_static and r.value == 1 for r in reps):
+        return cx.build("reshape", x, shape=dims) if len(dims) != rank_of(x) else x
+    split, tiled, final = [], [], []
+    for r, d in zip(reps, dims):
+        if r.is_static and r.value == 1:
+            split.append(d)
+            tiled.append(d)
+        else:
+            split += [dim(1), d]
+            tiled += [r, d]
+        final.append(r * d)
+    y = cx.build("reshape", x, shape=split)
+    y = cx.build("expand", y, shape=tiled)
+    return cx.build("reshape", y, shape=final)
+
+
+@pattern("torch.aten.cumsum")
+def lower_cumsum(cx):
+    """``torch.cumsum`` as ``kiln.cumsum``; torch sums booleans and small
+    integers in int64 (the result dtype says which), so the operand is cast first."""
+    x = cx.tensor(0)
+    if rank_of(x) == 0:
+        return cx.cast(x, cx.result_dtype())
+    x = cx.cast(x, cx.result_dtype())
+    return cx.build("cumsum", x, axis=cx.int(1) % rank_of(x))
+
+
+def _index_by_gather_chain(cx, x, indices: list, first: int):
+    """``x[..., i0, i1, ...]`` on adjacent axes from ``first`` whose sizes may be
+    symbolic (``padding_mask[batch_idx, kv_idx]``), where no constant stride
+    can linearize them: a ``kiln.gather`` along the first axis with ``i0``
+    broadcast to the index shape ``S``, then per further index a
+    ``kiln.gather_elements`` along the axis after ``S`` (its index broadcast to
+    ``S + [1] + rest``) and a reshape dropping that unit axis."""
+    from ...dialects.kiln.shapes import broadcast_dims
+    from ...errors import VerifyError
+
+    try:
+        s = list(broadcast_dims([dims_of(i) for i in indices], "index tensors"))
+    except VerifyError as e:
+        raise Decline(e.message) from None
+    pre = dims_of(x)[:first]
+    y = cx.build("gather", x, cx.build("expand", indices[0], shape=s), axis=first)
+    for i in indices[1:]:
+        rest = dims_of(y)[first + len(s) + 1:]
+        full = pre + s + [dim(1)] + rest
+        i = cx.build("reshape", cx.build("expand", i, shape=s), shape=[dim(1)] * len(pre) + s + [dim(1)] * (1 + len(rest)))
+        y = cx.build("gather_elements", y, cx.build("expand", i, shape=full), axis=first + len(s))
+        y = cx.build("reshape", y, shape=pre + s + rest)
+    return y
+
+
+@pattern("torch.aten.index.Tensor")
+def lower_index_tensor(cx):
+    """Advanced indexing ``x[i0, :, i2]`` as ``kiln.gather``.
+
+    One index tensor is a gather along its axis (negative indices wrap in the
+    gather).  Several are linearized: each is wrapped to ``[0, size)``, scaled
+    by the stride of its axis within the indexed axes and summed (broadcasting
+    the index tensors, as torch does), then ``x`` with those axes merged into
+    one is gathered at that flat index.  torch puts the broadcast index dims in
+    place of adjacent indexed axes, and in front otherwise: the non-adjacent
+    case moves the indexed axes to the front first.
+    """
+    x = cx.tensor(0)
+    items = cx.value(1)
+    if not isinstance(items, list):
+        raise Decline("index with a non-list of indices")
+    r = rank_of(x)
+    if len(items) > r:
+        raise Decline(f"{len(items)} indices for a rank-{r} tensor")
+    idx = {}
+    for axis, item in enumerate(items):
+        if item is None:
+            continue
+        t = cx.conv.materialize(item, cx.loc) if isinstance(item, Known) else item
+        if not isinstance(t, ir.Value):
+            raise Decline(f"index #{axis} is not a tensor")
+        dt = dtype_of(t)
+        if dt == "i1" or not dt.startswith("i"):
+            raise Decline(f"index #{axis} of dtype {dt} (boolean masks are not supported)")
+        idx[axis] = t
+    if not idx:
+        return x
+    axes = sorted(idx)
+    if len(axes) == 1:
+        return cx.build("gather", x, idx[axes[0]], axis=axes[0])
+    dims = dims_of(x)
+    if axes != list(range(axes[0], axes[-1] + 1)):
+        # Non-adjacent indexed axes: bring them to the front (torch puts the
+        # broadcast index dims first in that case).
+        rest = [a for a in range(r) if a not in idx]
+        x = cx.build("transpose", x, perm=axes + rest)
+        idx = {k: idx[a] for k, a in enumerate(axes)}
+        dims = [dims[a] for a in axes + rest]
+        axes = list(range(len(axes)))
+    first, last = axes[0], axes[-1]
+    sizes = [dims[a] for a in axes]
+    if any(not d.is_static for d in sizes):
+        return _index_by_gather_chain(cx, x, [idx[a] for a in axes], first)
+    flat, stride = None, 1
+    for a, size in reversed(list(zip(axes, sizes))):
+        i = cx.cast(idx[a], "i64")
+        # Negative indices count from the end of their own axis.
+        neg = cx.build("lt", i, cx.like(0, i))
+        i = cx.build("where", neg, cx.build("add", i, cx.like(size.value, i)), i)
+        if stride != 1:
+            i = cx.build("mul", i, cx.like(stride, i))
+        flat = i if flat is None else cx.build("add", i, flat)
+        stride *= size.value
+    merged = cx.build("reshape", x, shape=dims[:first] + [dim(stride)] + dims[last + 1:])
+    return cx.build("gather", merged, flat, axis=first)
 
 
 

@@ -60,6 +60,7 @@ from .nn import (  # noqa: F401
     AvgPool2dOp,
     BatchNormOp,
     Conv2dOp,
+    CumsumOp,
     LayerNormOp,
     MatmulOp,
     MaxPool2dOp,

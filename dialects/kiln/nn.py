@@ -177,6 +177,29 @@ class ReduceMaxOp(_ReduceOp, name="reduce_max", traits=[ext.Pure]):
     """Maximum over ``axes``: ``%r = "kiln.reduce_max"(%x) {axes = array<i64: 0>} : (...) -> ...``."""
 
 
+class CumsumOp(KilnOp, name="cumsum", traits=[ext.Pure]):
+    """Inclusive running sum along ``axis`` (``torch.cumsum``): ``r[..., i, ...]`` is
+    the sum of ``x[..., :i+1, ...]``.  Position ids (``cumsum(mask) * mask``) and
+    ALiBi slopes use it, usually on integers.
+
+    ``%r = "kiln.cumsum"(%x) {axis = 1 : i64} : (!kiln.tensor<["B", "L"], i64>) -> !kiln.tensor<["B", "L"], i64>``
+    """
+
+    x: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+    ATTRS = {"axis": ATTR.int()}
+
+    def shape(self, operands, attrs):
+        (x,) = operands
+        if x.rank == 0:
+            raise VerifyError("requires an operand of rank >= 1")
+        norm_axis(attrs["axis"], x.rank)
+        # A sum of booleans is a count: the frontend casts them to an integer first.
+        if str(x.dtype) == "i1":
+            raise VerifyError("requires a numeric operand, got i1")
+        return [x]
+
+
 class SoftmaxOp(KilnOp, name="softmax", traits=[ext.Pure]):
     """Softmax along ``axis`` (default the last).
 

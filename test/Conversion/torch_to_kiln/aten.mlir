@@ -164,11 +164,11 @@ func.func @bitwise_and$bool(%a: !torch.vtensor<[4],i1>, %b: !torch.vtensor<[4],i
 }
 
 // An op whose operand is a list of tensors falls back with each tensor as an
-// operand and "%operand<k>" markers in the list.
+// operand and "%operand<k>" markers in the list (boolean index tensors: masks are not lowered).
 // CHECK-LABEL: func.func @index$tensor_list_falls_back
 // CHECK: "kiln.fallback"(%arg0, %arg1, %arg2) {attrs = {operand1 = ["%operand1", "%operand2"]}, op_name = "aten.index.Tensor"
-func.func @index$tensor_list_falls_back(%x: !torch.vtensor<[4,5],f32>, %i: !torch.vtensor<[4,1],si64>, %j: !torch.vtensor<[1,5],si64>) -> !torch.vtensor<[4,5],f32> {
-  %l = torch.prim.ListConstruct %i, %j : (!torch.vtensor<[4,1],si64>, !torch.vtensor<[1,5],si64>) -> !torch.list<optional<vtensor>>
+func.func @index$tensor_list_falls_back(%x: !torch.vtensor<[4,5],f32>, %i: !torch.vtensor<[4,1],i1>, %j: !torch.vtensor<[1,5],i1>) -> !torch.vtensor<[4,5],f32> {
+  %l = torch.prim.ListConstruct %i, %j : (!torch.vtensor<[4,1],i1>, !torch.vtensor<[1,5],i1>) -> !torch.list<optional<vtensor>>
   %0 = torch.aten.index.Tensor %x, %l : !torch.vtensor<[4,5],f32>, !torch.list<optional<vtensor>> -> !torch.vtensor<[4,5],f32>
   return %0 : !torch.vtensor<[4,5],f32>
 }
