@@ -601,6 +601,12 @@ class TorchToKiln:
         cx = OpContext(self, op, name)
         self._op = op
         reason = "no kiln pattern for this op"
+        if name == "torch.vtensor.literal" and str(op.results[0].type).endswith(",ui8>"):
+            try:
+                self._record(op, name, cx, (self._unsigned_literal(op),))
+                return
+            except Decline as e:
+                reason = str(e)
         with ir.InsertionPoint(op), op.location:
             if fn is not None:
                 try:
@@ -616,6 +622,30 @@ class TorchToKiln:
                 except KilnError as e:  # a DimError / VerifyError while folding: decline too
                     reason = e.message
             self._fallback(op, name, reason)
+
+    def _unsigned_literal(self, op) -> Known:
+        """A ``ui8`` literal as a known tensor of a dtype kiln has.
+
+        torch-mlir imports every ``bool`` tensor (GPT-Neo's causal-mask
+        buffer) as a ``ui8`` literal converted to ``i1``; kiln has no unsigned
+        dtypes.  Data of only 0 and 1 (a mask) becomes ``i1``, other data
+        ``i16``, which holds every uint8 value: the consumer (the conversion to
+        ``i1``, a cast, a slice) sees the same values.  Arithmetic *in* uint8
+        (wrapping at 256) still has no kiln form: its result type stops it."""
+        value = op.attributes["value"]
+        arr = self.resource(value)
+        if arr is None and isinstance(value, ir.DenseElementsAttr):
+            shape = ir.RankedTensorType(value.type).shape
+            if value.is_splat:
+                arr = np.full(shape, int(ir.IntegerAttr(value.get_splat_value()).value) & 0xFF, dtype=np.uint8)
+            else:
+                arr = np.array(value).astype(np.uint8).reshape(shape)
+        if arr is None:
+            raise Decline("ui8 constant without data")
+        arr = np.asarray(arr, dtype=np.uint8)
+        if arr.size and arr.max() <= 1:
+            return Known(arr.astype(np.bool_), "i1")
+        return Known(arr.astype(np.int16), "i16")
 
     def _record(self, op, name, cx, out) -> None:
         for r, v in zip(op.results, out):

@@ -152,3 +152,58 @@ def test_bert_with_mask_and_a_longer_position_table():
         with torch.no_grad():
             want = model(ids, mask).numpy()
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+class BoolMask(torch.nn.Module):
+    """A bool causal-mask buffer (GPT-Neo's ``bias``), which torch-mlir imports
+    as a ``ui8`` literal converted to ``i1``; and a uint8 table of values up to 255."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("bias", torch.tril(torch.ones(64, 64, dtype=torch.bool)), persistent=False)
+        self.register_buffer("levels", (torch.arange(64) * 4).to(torch.uint8))
+
+    def forward(self, x):
+        n = x.shape[1]
+        masked = torch.where(self.bias[:n, :n], x, torch.finfo(x.dtype).min)
+        return masked, x * self.levels[:n].float()
+
+
+def test_uint8_buffers_are_constants():
+    seq = Dim("L", min=2, max=32)
+    spec = ({0: Dim("B", min=1, max=4), 1: seq, 2: seq},)
+    args = (torch.randn(2, 8, 8),)
+    module, report = kiln.import_torch(BoolMask(), args, spec, with_report=True)
+    assert report.fallbacks == 0 and not report.unsupported
+    assert result_dims(module) == [["B", "L", "L"], ["B", "L", "L"]]
+    _check(lambda: (BoolMask(), args, spec), [[(1, 2, 2)], [(3, 19, 19)], [(4, 32, 32)]])
+
+
+def test_gpt_neo_imports_without_fallback_and_matches_eager():
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.GPTNeoConfig(num_layers=2, num_heads=4, hidden_size=64, vocab_size=100,
+                                    max_position_embeddings=128, attention_types=[[["global", "local"], 1]],
+                                    window_size=8, bos_token_id=0, eos_token_id=0)
+
+    class LastHidden(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids):
+            return self.model(input_ids=ids, use_cache=False).last_hidden_state
+
+    model = LastHidden(transformers.GPTNeoModel(cfg)).eval()
+    args = (torch.randint(0, 100, (2, 8)),)
+    spec = {"ids": {0: Dim("B", min=1, max=4), 1: Dim("L", min=2, max=64)}}
+    _, report = kiln.import_torch(model, args, spec, with_report=True)
+    assert report.fallbacks == 0 and not report.unsupported
+    compiled = kiln.compile(model, args, spec)
+    for b, n in ((1, 2), (2, 17), (4, 64)):
+        ids = torch.randint(0, 100, (b, n))
+        with torch.no_grad():
+            want = model(ids).numpy()
+        got = np.asarray(compiled(ids.numpy()))
+        assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
