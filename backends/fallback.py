@@ -15,6 +15,11 @@ and a single result is written straight into its output with the op's
 Non-tensor operands the frontend recorded as ``operand<i>`` attributes are
 put back at their positions; a string that is a dim expression
 (``"B*16"``) is evaluated under the call's binding.
+
+An op with several results (``aten.sort``, ``aten.topk``,
+``aten.native_group_norm``) whose step keeps only some of them (the others
+unused, so kiln-partition gives the step no output for them) names the kept
+ones in ``results``: output ``k`` receives the op's result ``results[k]``.
 """
 
 from __future__ import annotations
@@ -155,6 +160,8 @@ class FallbackKernel:
 
     ``positions`` lists, for each positional argument of the torch op, either
     ``("tensor", k)`` (the k-th input) or ``("value", v)`` (a recorded scalar).
+    ``results`` lists, per output, the index of the op's result it receives
+    (default: all results in order); ``num_results`` is how many the op has.
     """
 
     kind = "fallback"
@@ -167,6 +174,8 @@ class FallbackKernel:
         outputs: Sequence[TensorInfo],
         positions: Sequence[tuple[str, object]] | None = None,
         kwargs: Mapping[str, object] | None = None,
+        results: Sequence[int] | None = None,
+        num_results: int | None = None,
     ):
         self.name = name
         self.op_name = op_name
@@ -174,14 +183,24 @@ class FallbackKernel:
         self.outputs = list(outputs)
         self.positions = list(positions) if positions is not None else [("tensor", k) for k in range(len(inputs))]
         self.kwargs = dict(kwargs or {})
+        self.results = [int(r) for r in results] if results is not None else list(range(len(self.outputs)))
+        self.num_results = int(num_results) if num_results is not None else len(self.outputs)
+        if len(self.results) != len(self.outputs) or any(not 0 <= r < self.num_results for r in self.results):
+            raise KilnError(
+                f"fallback kernel '{name}' ({op_name}): results {self.results} do not fit "
+                f"{len(self.outputs)} outputs of an op with {self.num_results} results"
+            )
         self._fn, self._packet = resolve_torch_op(op_name)
         self._positional, self._kwarg_only = _schema_split(self._fn)
-        self._use_out = len(self.outputs) == 1 and "out" in self._packet.overloads()
+        # out= writes one result in place; an op with several results has no such form.
+        self._use_out = self.num_results == 1 and len(self.outputs) == 1 and "out" in self._packet.overloads()
         self._lock = threading.Lock()
 
     @classmethod
-    def from_op(cls, op, name: str | None = None) -> FallbackKernel:
-        """Build from a ``kiln.fallback`` op (an ``ir.Operation`` or its view)."""
+    def from_op(cls, op, name: str | None = None, results: Sequence[int] | None = None) -> FallbackKernel:
+        """Build from a ``kiln.fallback`` op (an ``ir.Operation`` or its view);
+        ``results`` the indices of the op results the kernel's outputs receive
+        (default all)."""
         from .._mlir import ir
 
         op = op.operation
@@ -209,14 +228,19 @@ class FallbackKernel:
                 k += 1
         if k != n_tensors:
             raise KilnError(f"fallback '{op_name}': operand positions do not add up ({k} of {n_tensors} tensors)")
+        all_results = list(op.results)
+        if results is None:
+            results = range(len(all_results))
         try:
             return cls(
                 name or op_name,
                 op_name,
                 [_info(v.type) for v in op.operands],
-                [_info(r.type) for r in op.results],
+                [_info(all_results[r].type) for r in results],
                 positions,
                 kwargs,
+                results,
+                len(all_results),
             )
         except UnsupportedError as e:  # name the source op (an ONNX node, a torch file:line)
             raise UnsupportedError(f"{e.message} (at {op.location})") from None
@@ -231,6 +255,8 @@ class FallbackKernel:
             "outputs": [_info_json(o) for o in self.outputs],
             "positions": [[kind, _value_json(v) if kind == "value" else v] for kind, v in self.positions],
             "kwargs": {k: _value_json(v) for k, v in self.kwargs.items()},
+            "results": list(self.results),
+            "num_results": self.num_results,
         }
 
     @classmethod
@@ -251,6 +277,9 @@ class FallbackKernel:
                 [make_info(o["dims"], o["dtype"]) for o in data["outputs"]],
                 positions,
                 {str(k): _value_from_json(v) for k, v in dict(data["kwargs"]).items()},
+                # Absent in artifacts saved before multi-result fallbacks: all results.
+                [int(r) for r in data["results"]] if "results" in data else None,
+                int(data["num_results"]) if "num_results" in data else None,
             )
         except (KeyError, TypeError, ValueError, DimError) as e:
             raise KilnError(f"malformed fallback kernel description: {type(e).__name__}: {e}") from None
@@ -302,9 +331,10 @@ class FallbackKernel:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise KilnError(f"fallback op '{self.op_name}' failed in PyTorch: {first}") from None
         results = list(result) if isinstance(result, (tuple, list)) else [result]
-        if len(results) < len(outs):
-            raise KilnError(f"fallback '{self.op_name}' returned {len(results)} results, expected {len(outs)}")
-        for k, (o, r) in enumerate(zip(outs, results)):
+        if len(results) < self.num_results:
+            raise KilnError(f"fallback '{self.op_name}' returned {len(results)} results, expected {self.num_results}")
+        for o, k in zip(outs, self.results):
+            r = results[k]
             if tuple(r.shape) != tuple(o.shape):
                 raise KilnError(
                     f"fallback '{self.op_name}' result #{k} has shape {tuple(r.shape)}, "

@@ -519,7 +519,7 @@ def prepare(module, function: str, keep_text: bool = False) -> Prepared:
             op = step.op if body is None else next(
                 o for o in body.operations if o.operation.name == "kiln.fallback"
             )
-            fallback[i] = FallbackKernel.from_op(op, step.name)
+            fallback[i] = FallbackKernel.from_op(op, step.name, None if body is None else _returned_results(op, body))
         else:
             generated[i] = step.name
             if step.func is not None:
@@ -597,6 +597,21 @@ def view_aliases(schedule) -> dict[int, int]:
             continue
         out[dst.id] = src.id
     return out
+
+
+def _returned_results(op, body) -> list[int]:
+    """Which results of the fallback ``op`` its outlined kernel returns, in
+    return order: kiln-partition keeps only the used ones (``sort(x).values``
+    drops the indices), and the kernel writes those alone."""
+    ret = body.operations[len(body.operations) - 1]
+    results = list(op.operation.results)
+    picked = []
+    for v in ret.operands:
+        k = next((k for k, r in enumerate(results) if r == v), None)
+        if k is None:
+            raise KilnError(f"fallback kernel of '{op.operation.opview.attr('op_name')}' returns a value it does not compute")
+        picked.append(k)
+    return picked
 
 
 def _slice_offset(func, src_dims, dst_dims) -> str | None:
