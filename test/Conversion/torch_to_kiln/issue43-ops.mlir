@@ -102,3 +102,24 @@ func.func @convolution$1d(%arg0: !torch.vtensor<[?,3,10],f32>) -> !torch.vtensor
   torch.bind_symbolic_shape %1, [%0], affine_map<()[s0] -> (s0, 4, 5)> : !torch.vtensor<[?,4,5],f32>
   return %1 : !torch.vtensor<[?,4,5],f32>
 }
+
+// mask[batch_idx, kv_idx] over symbolic axes (no constant stride): a gather
+// with the first index broadcast to the index shape, then gather_elements
+// along the next axis and a reshape dropping its unit dim.
+// CHECK-LABEL: func.func @index$symbolic_axes
+// CHECK: %[[I0:.*]] = "kiln.expand"(%arg1) {shape = ["B", "L"]}
+// CHECK: %[[G:.*]] = "kiln.gather"(%arg0, %[[I0]]) {axis = 0 : i64} : (!kiln.tensor<["B", "L"], i64>, !kiln.tensor<["B", "L"], i64>) -> !kiln.tensor<["B", "L", "L"], i64>
+// CHECK: %[[E:.*]] = "kiln.expand"(%{{.*}}) {shape = ["B", "L", 1]}
+// CHECK: %[[GE:.*]] = "kiln.gather_elements"(%[[G]], %[[E]]) {axis = 2 : i64} : (!kiln.tensor<["B", "L", "L"], i64>, !kiln.tensor<["B", "L", 1], i64>) -> !kiln.tensor<["B", "L", 1], i64>
+// CHECK: "kiln.reshape"(%[[GE]]) {shape = ["B", "L"]}
+func.func @index$symbolic_axes(%arg0: !torch.vtensor<[?,?],si64>, %arg1: !torch.vtensor<[?,1],si64>, %arg2: !torch.vtensor<[1,?],si64>) -> !torch.vtensor<[?,?],si64> {
+  %0 = torch.symbolic_int "B" {min_val = 1, max_val = 64} : !torch.int
+  %1 = torch.symbolic_int "L" {min_val = 1, max_val = 512} : !torch.int
+  torch.bind_symbolic_shape %arg0, [%0, %1], affine_map<()[s0, s1] -> (s0, s1)> : !torch.vtensor<[?,?],si64>
+  torch.bind_symbolic_shape %arg1, [%0], affine_map<()[s0] -> (s0, 1)> : !torch.vtensor<[?,1],si64>
+  torch.bind_symbolic_shape %arg2, [%1], affine_map<()[s0] -> (1, s0)> : !torch.vtensor<[1,?],si64>
+  %2 = torch.prim.ListConstruct %arg1, %arg2 : (!torch.vtensor<[?,1],si64>, !torch.vtensor<[1,?],si64>) -> !torch.list<optional<vtensor>>
+  %3 = torch.aten.index.Tensor %arg0, %2 : !torch.vtensor<[?,?],si64>, !torch.list<optional<vtensor>> -> !torch.vtensor<[?,?],si64>
+  torch.bind_symbolic_shape %3, [%0, %1], affine_map<()[s0, s1] -> (s0, s1)> : !torch.vtensor<[?,?],si64>
+  return %3 : !torch.vtensor<[?,?],si64>
+}
