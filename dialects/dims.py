@@ -67,6 +67,21 @@ class FloorDiv(sympy.Function):
                 return quotient
             if isinstance(a, FloorDiv) and a.args[1].is_Integer:
                 return FloorDiv(a.args[0], a.args[1] * b)
+            # Whole multiples of b in the symbolic terms come out of the
+            # division: (2*L+1)/2 is L (a stride-2 slice of a 2*L dim), so
+            # that it compares equal to L.  The constant term stays inside,
+            # keeping "(H-3)/2+1" as written.
+            whole, rest = [], []
+            for t in sympy.Add.make_args(a):
+                c, m = t.as_coeff_Mul()
+                if c.is_Integer and not m.is_Number and abs(c) >= b:
+                    q = sympy.Integer(int(c) // int(b))
+                    whole.append(q * m)
+                    rest.append((c - q * b) * m)
+                else:
+                    rest.append(t)
+            if whole:
+                return sympy.Add(*whole) + FloorDiv(checked_expand(sympy.Add(*rest)), b)
         return None
 
 

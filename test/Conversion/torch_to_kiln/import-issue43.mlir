@@ -41,3 +41,32 @@
 // Only L+1 in the inputs: the root keeps the user's name L.
 // ROOT: "kiln.symbol"() {max = 64 : i64, min = 6 : i64, sym_name = "L"}
 // ROOT-NEXT: func.func @main(%arg0: !kiln.tensor<[2, "L+1"], f32> {kiln.name = "x"}) -> (!kiln.tensor<[2, "L"], f32>, !kiln.tensor<[2, "L"], f32>, !kiln.tensor<[2, 1], f32>, !kiln.tensor<[2, "L"], f32>)
+
+// The same shape maps as torch-mlir's importer writes them, through
+// kiln-opt: negative constants, floor division, and a derived symbol.
+// RUN: kiln-opt %s --convert-torch-to-kiln | FileCheck %s --check-prefix=MAPS
+// MAPS: "kiln.symbol"() {max = 8 : i64, min = 1 : i64, sym_name = "B"}
+// MAPS-NEXT: "kiln.symbol"() {max = 64 : i64, min = 6 : i64, sym_name = "L"}
+// MAPS-NOT: kiln.symbol
+// MAPS-LABEL: func.func @maps
+// MAPS-SAME: (%arg0: !kiln.tensor<["B", "L"], f32>, %arg1: !kiln.tensor<["B", "2*L"], f32>)
+// MAPS: "kiln.slice"(%arg0) {{.*}} -> !kiln.tensor<["B", "L-1"], f32>
+// MAPS: "kiln.slice"(%arg1) {{.*}} -> !kiln.tensor<["B", "L"], f32>
+// MAPS: return {{.*}} : !kiln.tensor<["B", "L-1"], f32>, !kiln.tensor<["B", "L"], f32>
+func.func @maps(%arg0: !torch.vtensor<[?,?],f32>, %arg1: !torch.vtensor<[?,?],f32>) -> (!torch.vtensor<[?,?],f32>, !torch.vtensor<[?,?],f32>) {
+  %0 = torch.symbolic_int "B" {min_val = 1, max_val = 8} : !torch.int
+  %1 = torch.symbolic_int "L" {min_val = 6, max_val = 64} : !torch.int
+  %2 = torch.symbolic_int "2*L" {min_val = 12, max_val = 128} : !torch.int
+  torch.bind_symbolic_shape %arg0, [%0, %1], affine_map<()[s0, s1] -> (s0, s1)> : !torch.vtensor<[?,?],f32>
+  torch.bind_symbolic_shape %arg1, [%0, %1], affine_map<()[s0, s1] -> (s0, s1 * 2)> : !torch.vtensor<[?,?],f32>
+  %int1 = torch.constant.int 1
+  %int-1 = torch.constant.int -1
+  %int0 = torch.constant.int 0
+  %int2 = torch.constant.int 2
+  %int_end = torch.constant.int 9223372036854775807
+  %3 = torch.aten.slice.Tensor %arg0, %int1, %int1, %int_end, %int1 : !torch.vtensor<[?,?],f32>, !torch.int, !torch.int, !torch.int, !torch.int -> !torch.vtensor<[?,?],f32>
+  torch.bind_symbolic_shape %3, [%0, %1], affine_map<()[s0, s1] -> (s0, s1 - 1)> : !torch.vtensor<[?,?],f32>
+  %4 = torch.aten.slice.Tensor %arg1, %int1, %int0, %int_end, %int2 : !torch.vtensor<[?,?],f32>, !torch.int, !torch.int, !torch.int, !torch.int -> !torch.vtensor<[?,?],f32>
+  torch.bind_symbolic_shape %4, [%0, %1], affine_map<()[s0, s1] -> (s0, (s1 * 2 + 1) floordiv 2)> : !torch.vtensor<[?,?],f32>
+  return %3, %4 : !torch.vtensor<[?,?],f32>, !torch.vtensor<[?,?],f32>
+}
