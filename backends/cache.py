@@ -33,7 +33,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,7 +40,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import KilnError
-from ..runtime.digest import DIGEST_SUFFIX, digest_path, digest_problem, verify_digest, write_digest
+from ..runtime.digest import (
+    DIGEST_SUFFIX,
+    digest_path,
+    digest_problem,
+    verify_digest,
+    write_atomically,
+    write_digest,
+)
 from .cache_root import KNOWN_DIRS, MARKER, configured_cache_dir, is_kind_dir, private_mkdir, safe_cache_root
 
 #: Hits and misses at INFO (damaged entries are warnings, see cache_root).
@@ -145,20 +151,8 @@ class CacheStats:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    private_mkdir(path.parent)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    private_mkdir(path.parent)  # the cache's folders are the user's alone
+    write_atomically(path, data)
 
 
 class KernelCache:

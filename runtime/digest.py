@@ -17,14 +17,14 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["DIGEST_SUFFIX", "digest_path", "digest_problem", "verify_digest", "write_digest"]
+__all__ = ["DIGEST_SUFFIX", "digest_path", "digest_problem", "verify_digest", "write_atomically", "write_digest"]
 
 #: The sidecar digest of ``x.so`` is ``x.so`` + this.
 DIGEST_SUFFIX = ".sha256"
 _DIGEST_MAGIC = b"KILNDIGEST1\n"
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes) -> None:
     """Write ``path`` through a temporary file in its folder (which must exist)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     try:
@@ -59,7 +59,7 @@ def write_digest(path: str | os.PathLike, key: str | None = None, data: bytes | 
     record = {"name": os.path.basename(os.fspath(path)), "size": len(data),
               "sha256": hashlib.sha256(data).hexdigest(), "key": key}
     side = digest_path(path)
-    _write_atomically(side, _DIGEST_MAGIC + json.dumps(record, sort_keys=True).encode() + b"\n")
+    write_atomically(side, _DIGEST_MAGIC + json.dumps(record, sort_keys=True).encode() + b"\n")
     return side
 
 
