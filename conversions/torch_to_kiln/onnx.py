@@ -169,16 +169,38 @@ def _is_float_dtype(dtype: str) -> bool:
     return dtype.startswith("f") or dtype == "bf16"
 
 
+def _legacy_axis(cx) -> int | None:
+    """Opsets < 7 broadcast B onto A only with ``broadcast=1``, B's dims
+    matching A's from ``axis`` on (default: A's trailing dims, as numpy).
+    The position to align B at when that is not numpy's alignment, else None."""
+    if cx.opset >= 7 or not cx.attr("broadcast", 0) or cx.attr("axis", None) is None:
+        return None
+    ra, rb = rank_of(cx.tensor(0)), rank_of(cx.tensor(1))
+    axis = cx.attr("axis") + (ra if cx.attr("axis") < 0 else 0)
+    if not 0 <= axis <= ra - rb:
+        raise Decline(f"legacy broadcast axis {cx.attr('axis')} does not fit B of rank {rb} in A of rank {ra}")
+    return axis if axis + rb < ra else None
+
+
+def _legacy_broadcast(cx, a, b, axis):
+    """B reshaped so that numpy broadcasting aligns it at A's ``axis``."""
+    if axis is None:
+        return b
+    return cx.build("reshape", b, shape=dims_of(b) + [dim(1)] * (rank_of(a) - axis - rank_of(b)))
+
+
 def _binary(kind):
     fold = _fold(_FOLDS[kind.capitalize()]) if kind.capitalize() in _FOLDS else None
 
     def lower(cx):
-        if fold is not None and _all_known(cx, range(cx.num_operands)):
+        axis = _legacy_axis(cx)
+        if fold is not None and axis is None and _all_known(cx, range(cx.num_operands)):
             try:
                 return fold(cx)
             except Decline:
                 pass
         a, b = cx.tensor(0), cx.tensor(1)
+        b = _legacy_broadcast(cx, a, b, axis)
         if kind == "pow" and dtype_of(b) != dtype_of(a):
             da, db = dtype_of(a), dtype_of(b)
             if _is_float_dtype(db) and not _is_float_dtype(da):
@@ -258,7 +280,26 @@ def lower_leaky_relu(cx):
 
 @pattern("PRelu")
 def lower_prelu(cx):
+    """``where(x >= 0, x, x * slope)``; slope broadcasts to X one way only
+    (opset >= 7).  Opsets 1 and 6 (Caffe2's PRelu) give a 1-D slope one
+    value per channel, axis 1 (PyTorch exported ``nn.PReLU(C)`` so)."""
     x, slope = cx.tensor(0), cx.tensor(1)
+    xd, sd = dims_of(x), dims_of(slope)
+    if cx.opset < 7 and len(sd) == 1 and len(xd) > 2 and sd[0] != dim(1):
+        if sd[0] != xd[1] and sd[0].is_static and xd[1].is_static:
+            raise Decline(f"PRelu-{cx.opset} slope of {sd[0]} values for {xd[1]} channels")
+        slope = cx.build("reshape", slope, shape=[sd[0]] + [dim(1)] * (len(xd) - 2))
+        sd = dims_of(slope)
+    # Unidirectional: every slope dim is 1 or X's (aligned at the right).
+    lead, tail = sd[:max(0, len(sd) - len(xd))], sd[max(0, len(sd) - len(xd)):]
+    bad = any(d != dim(1) for d in lead) or any(
+        s != dim(1) and s != d and (s.is_static and d.is_static or d == dim(1))
+        for s, d in zip(tail, xd[len(xd) - len(tail):]))
+    if bad:
+        raise Decline(f"PRelu slope of shape {[str(d) for d in sd]} does not broadcast to X of shape "
+                      f"{[str(d) for d in xd]}")
+    if lead:
+        slope = cx.build("reshape", slope, shape=tail)
     return cx.build("where", cx.build("ge", x, cx.like(0.0, x)), x, cx.build("mul", x, slope))
 
 
@@ -559,6 +600,7 @@ def lower_rms_norm(cx):
 @pattern("And", "Or", "Xor")
 def lower_logical(cx):
     a, b = cx.tensor(0), cx.tensor(1)
+    b = _legacy_broadcast(cx, a, b, _legacy_axis(cx))
     if cx.name == "onnx.Xor":
         return cx.build("ne", a, b)
     const = cx.like(cx.name == "onnx.Or", a)
