@@ -207,6 +207,11 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
             configure(**pool)
         with using(**settings):
             return compile(source, example_args, dynamic_shapes, symbols, device, **options)
+    if _is_onnx(source) and not options.pop("_values_resolved", False):
+        valued = _value_input_model(source, example_args, dynamic_shapes, symbols, device, options)
+        if valued is not None:
+            return valued
+    options.pop("value_specializations", None)
     if device == "cuda":  # the Triton backend (TRITON_INTERPRET=1 runs it on CPU)
         from .backends.triton.model import compile_cuda
 
@@ -329,6 +334,42 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     return model
 
 
+def _value_input_model(source, example_args, dynamic_shapes, symbols, device, options):
+    """A :class:`~kiln.runtime.value_inputs.ValueInputModel` for an ONNX model
+    with inputs whose values decide shapes (see
+    :mod:`kiln.frontends.onnx_values`), else None.  Shape inputs get symbols
+    named after them (ranges from ``symbols``); every other such input is
+    specialized on its values at call time (``value_specializations``: how
+    many compiled models are cached, default 16)."""
+    from .frontends import onnx_values as ov
+    from .frontends.onnx_import import load_model
+    from .runtime.value_inputs import ValueInputModel
+
+    model, _ = load_model(source)
+    valued = ov.value_inputs(model)
+    if not valued:
+        return None
+    shaped = ov.shape_inputs(model, valued)
+    syms = ov.symbol_names(model, shaped)
+    declared = dict(symbols or {})
+    sym_names = {s for v in syms.values() for s in v}
+    capacity = options.pop("value_specializations", 16)
+
+    def build(frozen, dynamic):
+        m = ov.freeze(model, frozen)
+        if dynamic:
+            m = ov.carrier_model(m, {n: syms[n] for n in shaped})
+        names = ov.dim_params(m)
+        given = {k: v for k, v in declared.items() if k in names}
+        return compile(m, example_args, dynamic_shapes, given or None, device, _values_resolved=True, **options)
+
+    ranges = {k: tuple(v) for k, v in declared.items() if k in sym_names}
+    _log.info("ONNX inputs whose values decide shapes: shape inputs %s, specialized %s",
+              ", ".join(shaped) or "none", ", ".join(n for n in valued if n not in shaped) or "none")
+    return ValueInputModel([i.name for i in ov.graph_inputs(model)], syms,
+                           [n for n in valued if n not in shaped], build, ranges=ranges, capacity=capacity)
+
+
 def _log_partition(prepared, seconds: float) -> None:
     """The partition's kernel counts at INFO; fallbacks as one WARNING naming their ops."""
     steps = prepared.schedule.steps
@@ -386,9 +427,14 @@ def save(model, directory, example_args=None, dynamic_shapes=None, symbols=None,
     """
     from .runtime.artifact import save as save_artifact
     from .runtime.model import CompiledModel
+    from .runtime.value_inputs import ValueInputModel
 
+    if isinstance(model, ValueInputModel):
+        raise KilnError(model.save_error())
     if not isinstance(model, CompiledModel):
         model = compile(model, example_args, dynamic_shapes, symbols, **options)
+        if isinstance(model, ValueInputModel):
+            raise KilnError(model.save_error())
     elif example_args is not None or dynamic_shapes is not None or symbols is not None or options:
         raise KilnError("kiln.save(model, path): the model is compiled already; compile options go to kiln.compile")
     save_artifact(model, directory)

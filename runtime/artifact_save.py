@@ -130,6 +130,9 @@ def save(model, directory) -> dict:
     from . import native
     from .blas import blas_library
 
+    why = getattr(model, "save_error", None)  # a model of several compiled ones (kiln.runtime.value_inputs)
+    if callable(why):
+        raise KilnError(why())
     rt = getattr(model, "runtime", None)
     if getattr(model, "device", None) != "cpu" or getattr(rt, "prepared", None) is None:
         raise KilnError("kiln.save takes a model kiln.compile compiled for the CPU (device='cpu'), "

@@ -79,7 +79,9 @@ def lower_constant(cx):
         el = str(ir.RankedTensorType(value.type).element_type)
         shape = list(ir.RankedTensorType(value.type).shape)
         small = int(np.prod(shape)) <= 64 if shape else True
-        if el == dtype and not (dtype.startswith("i") and small):
+        # Small integer tensors and float scalars stay import-time known
+        # (shapes, axes, Range bounds); used as data they materialize.
+        if el == dtype and not (small and (dtype.startswith("i") or not shape)):
             return cx.build("constant", value=value)
         arr = _attr_array(cx, value)
         if arr is None:
@@ -220,8 +222,28 @@ for _onnx, _kind in (("Add", "add"), ("Sub", "sub"), ("Mul", "mul"), ("Div", "di
     ONNX_PATTERNS[f"onnx.{_onnx}"] = _binary(_kind)
 
 
+# Known (import-time) operands fold: shape arithmetic over frozen inputs (Max of two shapes).
+_KNOWN_FOLDS = {"add": np.add, "maximum": np.maximum, "minimum": np.minimum, "neg": np.negative, "abs": np.abs}
+
+
+def _fold_known(cx, kind):
+    """The folded value when every operand is a non-symbolic Known, else None."""
+    vals = [cx.value(i) for i in range(cx.num_operands)]
+    if kind not in _KNOWN_FOLDS or not all(isinstance(v, Known) and not v.is_symbolic for v in vals):
+        return None
+    out = vals[0].array()
+    for v in vals[1:]:
+        out = _KNOWN_FOLDS[kind](out, v.array())
+    if kind in ("neg", "abs"):
+        out = _KNOWN_FOLDS[kind](out)
+    return Known(np.asarray(out).astype(_np_dtype(cx.result_dtype())), cx.result_dtype())
+
+
 def _variadic(kind):
     def lower(cx):
+        folded = _fold_known(cx, kind)
+        if folded is not None:
+            return folded
         vals = [cx.tensor(i) for i in range(cx.num_operands)]
         out = vals[0]
         for v in vals[1:]:
@@ -244,6 +266,9 @@ def lower_mean(cx):
 
 def _unary(kind):
     def lower(cx):
+        folded = _fold_known(cx, kind)
+        if folded is not None:
+            return folded
         return cx.build(kind, cx.tensor(0))
 
     return lower
@@ -257,7 +282,10 @@ for _onnx, _kind in (("Neg", "neg"), ("Abs", "abs"), ("Exp", "exp"), ("Log", "lo
 @pattern("Identity", "Dropout")
 def lower_identity(cx):
     if cx.name == "onnx.Dropout" and cx.has(2) and cx.known(2).ints() != [0]:
-        raise Decline("Dropout in training mode")
+        # Training mode drops at random; with ratio 0 it keeps everything (the identity).
+        ratio = float(np.asarray(cx.known(1).array()).reshape(-1)[0]) if cx.has(1) else 0.5
+        if ratio != 0.0:
+            raise Decline(f"Dropout in training mode with ratio {ratio} (random; kiln compiles inference)")
     if cx.name == "onnx.Dropout" and len(cx.op.results) > 1:
         x = cx.tensor(0)
         mask = cx.const(1, "i1", [])

@@ -1,0 +1,162 @@
+"""ONNX graph inputs whose values decide shapes: shape inputs and value specializations.
+
+A shape input (ConstantOfShape's / Expand's size) is compiled once, its
+values bound to symbols per call; every other such input (Reshape's shape,
+Slice's starts, a Reduce's axes) is specialized on its values at call time,
+cached and reported.  Each result is compared to ONNX Runtime.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import kiln
+from kiln.compiler import compilation_count
+
+
+def _model(nodes, inputs, outputs, opset=18):
+    g = helper.make_graph(nodes, "g", inputs, outputs)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
+def _ort(model, feeds):
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def _vi(name, elem, dims):
+    return helper.make_tensor_value_info(name, elem, dims)
+
+
+def _check(compiled, model, feeds):
+    got = compiled(*feeds.values())
+    got = list(got) if isinstance(got, tuple) else [got]
+    want = _ort(model, feeds)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def _shape_model():
+    # y = ConstantOfShape(shape, 2.5) + Expand(x, shape): the values of
+    # 'shape' are the output's dims.
+    value = helper.make_tensor("v", TensorProto.FLOAT, [1], [2.5])
+    return _model(
+        [helper.make_node("ConstantOfShape", ["shape"], ["c"], value=value),
+         helper.make_node("Expand", ["x", "shape"], ["e"]),
+         helper.make_node("Add", ["c", "e"], ["y"])],
+        [_vi("x", TensorProto.FLOAT, [1]), _vi("shape", TensorProto.INT64, [3])],
+        [_vi("y", TensorProto.FLOAT, ["A", "B", "C"])])
+
+
+def test_shape_input_compiles_once_for_every_value():
+    model = _shape_model()
+    before = compilation_count()
+    compiled = kiln.compile(model, fallback=False, symbols={"shape_1": (1, 64)})
+    assert compilation_count() - before == 1  # compiled at kiln.compile, once
+    rng = np.random.default_rng(0)
+    for shape in ([2, 3, 4], [1, 1, 1], [5, 64, 3], [7, 2, 9]):
+        x = rng.standard_normal(1).astype(np.float32)
+        _check(compiled, model, {"x": x, "shape": np.array(shape, np.int64)})
+    assert compilation_count() - before == 1
+    rep = compiled.report()
+    assert rep["value_inputs"]["shape_inputs"] == {"shape": ["shape_0", "shape_1", "shape_2"]}
+    assert rep["value_inputs"]["specializations"] == 0
+    assert rep["value_inputs"]["dynamic_calls"] == 4
+    assert "shape input 'shape': symbols shape_0, shape_1, shape_2" in str(rep)
+
+
+def test_shape_input_out_of_range_is_a_shape_error_naming_the_input():
+    compiled = kiln.compile(_shape_model(), fallback=False, symbols={"shape_1": (1, 64)})
+    x = np.ones(1, np.float32)
+    with pytest.raises(kiln.ShapeError, match=r"input 'shape' value #1: shape_1 = 65 violates 1 <= shape_1 <= 64"):
+        compiled(x, np.array([2, 65, 3], np.int64))
+    with pytest.raises(kiln.ShapeError, match="input 'shape' must be a 1-D integer tensor of 3 values"):
+        compiled(x, np.array([2, 3], np.int64))
+
+
+def test_a_zero_size_is_served_by_a_specialization():
+    # 0 is a valid ConstantOfShape size but outside the symbols' default
+    # range (>= 1): that call is specialized on the values instead.
+    model = _shape_model()
+    compiled = kiln.compile(model, fallback=False)
+    _check(compiled, model, {"x": np.ones(1, np.float32), "shape": np.array([2, 0, 3], np.int64)})
+    assert compiled.report()["value_inputs"]["specializations"] == 1
+
+
+def test_reshape_and_slice_with_runtime_values_match_onnxruntime():
+    model = _model(
+        [helper.make_node("Reshape", ["x", "shape"], ["r"]),
+         helper.make_node("Slice", ["r", "starts", "ends", "axes", "steps"], ["y"])],
+        [_vi("x", TensorProto.FLOAT, [2, 3, 4]), _vi("shape", TensorProto.INT64, [3]), _vi("starts", TensorProto.INT64, [2]),
+         _vi("ends", TensorProto.INT64, [2]), _vi("axes", TensorProto.INT64, [2]), _vi("steps", TensorProto.INT64, [2])],
+        [_vi("y", TensorProto.FLOAT, ["A", "B", "C"])])
+    compiled = kiln.compile(model, fallback=False)
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    cases = [
+        ([4, 3, 2], [0, 1], [4, 3], [0, 1], [1, 1]),
+        ([0, -1, 2], [-1, 0], [-5, 2**62], [2, 0], [-1, 1]),   # Reshape's 0 and -1; negative slice, INT_MAX end
+        ([6, 4, 1], [1, 10], [100, -100], [1, 0], [2, -3]),      # clamped starts / ends
+    ]
+    for shape, starts, ends, axes, steps in cases:
+        feeds = {"x": x, "shape": np.array(shape, np.int64), "starts": np.array(starts, np.int64),
+                 "ends": np.array(ends, np.int64), "axes": np.array(axes, np.int64),
+                 "steps": np.array(steps, np.int64)}
+        _check(compiled, model, feeds)
+    v = compiled.report()["value_inputs"]
+    assert v["specialized_inputs"] == ["shape", "starts", "ends", "axes", "steps"]
+    assert v["specializations"] == 3
+
+
+def test_reduce_with_runtime_axes_specializes_per_value_and_reuses(caplog):
+    model = _model(
+        [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=1, noop_with_empty_axes=1)],
+        [_vi("x", TensorProto.FLOAT, ["B", 3, 4]), _vi("axes", TensorProto.INT64, ["K"])],
+        [_vi("y", TensorProto.FLOAT, ["P", "Q", "R"])], opset=13)
+    compiled = kiln.compile(model, fallback=False, symbols={"B": (1, 8)})
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((5, 3, 4)).astype(np.float32)
+    before = compilation_count()
+    with caplog.at_level(logging.INFO, logger="kiln.runtime"):
+        _check(compiled, model, {"x": x, "axes": np.array([0, 2], np.int64)})
+        _check(compiled, model, {"x": x, "axes": np.array([-2], np.int64)})
+    assert sum("value specialization compiled (axes=" in r.getMessage() for r in caplog.records) == 2
+    assert compilation_count() - before == 2
+    # A repeat (another batch size) reuses the first specialization: B stays symbolic in it.
+    _check(compiled, model, {"x": x[:2], "axes": np.array([0, 2], np.int64)})
+    assert compilation_count() - before == 2
+    v = compiled.report()["value_inputs"]
+    assert (v["specialized_inputs"], v["specializations"], v["cache_hits"]) == (["axes"], 2, 1)
+    # An empty axes input with noop_with_empty_axes: the identity.
+    _check(compiled, model, {"x": x, "axes": np.zeros(0, np.int64)})
+
+
+def test_specializations_are_bounded():
+    model = _model(
+        [helper.make_node("Unsqueeze", ["x", "axes"], ["y"])],
+        [_vi("x", TensorProto.FLOAT, [2, 3]), _vi("axes", TensorProto.INT64, [1])],
+        [_vi("y", TensorProto.FLOAT, ["P", "Q", "R"])])
+    compiled = kiln.compile(model, fallback=False, value_specializations=2)
+    x = np.ones((2, 3), np.float32)
+    for a in (0, 1, 2, 0):
+        _check(compiled, model, {"x": x, "axes": np.array([a], np.int64)})
+    v = compiled.report()["value_inputs"]
+    assert (v["specializations"], v["cached"], v["evicted"]) == (4, 2, 2)
+
+
+def test_saving_a_model_with_value_inputs_is_a_clear_error(tmp_path):
+    compiled = kiln.compile(_shape_model(), fallback=False)
+    with pytest.raises(kiln.KilnError, match="kiln.save cannot write a model with shape inputs shape"):
+        kiln.save(compiled, tmp_path / "a")
+    with pytest.raises(kiln.KilnError, match="kiln.save cannot write"):
+        compiled.save(tmp_path / "b")
