@@ -206,9 +206,12 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
         if pool:
             configure(**pool)
         with using(**settings):
-            return compile(source, example_args, dynamic_shapes, symbols, device, **options)
+            # _settings: what a model compiled later, at call time, compiles with (value inputs).
+            return compile(source, example_args, dynamic_shapes, symbols, device,
+                           _settings={**pool, **settings}, **options)
+    later = options.pop("_settings", None) or {}
     if _is_onnx(source) and not options.pop("_values_resolved", False):
-        valued = _value_input_model(source, example_args, dynamic_shapes, symbols, device, options)
+        valued = _value_input_model(source, example_args, dynamic_shapes, symbols, device, {**options, **later})
         if valued is not None:
             return valued
     options.pop("value_specializations", None)
@@ -367,7 +370,8 @@ def _value_input_model(source, example_args, dynamic_shapes, symbols, device, op
     _log.info("ONNX inputs whose values decide shapes: shape inputs %s, specialized %s",
               ", ".join(shaped) or "none", ", ".join(n for n in valued if n not in shaped) or "none")
     return ValueInputModel([i.name for i in ov.graph_inputs(model)], syms,
-                           [n for n in valued if n not in shaped], build, ranges=ranges, capacity=capacity)
+                           [n for n in valued if n not in shaped], build, ranges=ranges, capacity=capacity,
+                           inputs=ov.input_specs(model))
 
 
 def _log_partition(prepared, seconds: float) -> None:

@@ -30,8 +30,8 @@ import re
 
 import numpy as np
 
-__all__ = ["SHAPE_OPERANDS", "VALUE_OPERANDS", "carrier_model", "freeze", "graph_inputs", "shape_inputs",
-           "symbol_names", "value_inputs"]
+__all__ = ["SHAPE_OPERANDS", "VALUE_OPERANDS", "carrier_model", "dim_params", "freeze", "graph_inputs",
+           "input_specs", "shape_inputs", "symbol_names", "value_inputs"]
 
 #: ONNX op type -> the operand positions whose values (not shapes) the op
 #: needs to know its result's shape or semantics.
@@ -222,3 +222,29 @@ def dim_params(model) -> set[str]:
             if d.dim_param:
                 out.add(_sanitize(d.dim_param))
     return out
+
+
+# ONNX element type -> kiln dtype name.
+_KILN_DTYPES = {1: "f32", 10: "f16", 16: "bf16", 11: "f64", 7: "i64", 6: "i32", 5: "i16", 3: "i8", 9: "i1"}
+
+
+def input_specs(model) -> list:
+    """The call inputs as :class:`~kiln.runtime.contract.InputSpec` (dims as
+    the graph declares them: a dim_param or an unnamed dim is a symbol, named
+    as the importer names it); an input kiln has no dtype for is left out."""
+    from ..runtime.contract import InputSpec
+
+    specs = []
+    for vi in graph_inputs(model):
+        tt = vi.type.tensor_type
+        dtype = _KILN_DTYPES.get(tt.elem_type)
+        if dtype is None or not tt.HasField("shape"):
+            continue
+        dims = []
+        for axis, d in enumerate(tt.shape.dim):
+            if d.HasField("dim_value") and d.dim_value > 0:
+                dims.append(d.dim_value)
+            else:
+                dims.append(_sanitize(d.dim_param) if d.dim_param else _sanitize(f"{vi.name}_{axis}"))
+        specs.append(InputSpec.make(vi.name, dims, dtype))
+    return specs

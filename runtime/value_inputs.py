@@ -108,10 +108,13 @@ class ValueInputModel:
 
     def __init__(self, input_names: Sequence[str], shape_inputs: Mapping[str, Sequence[str]],
                  specialized: Sequence[str], build: Callable, ranges: Mapping | None = None,
-                 capacity: int = 16):
+                 capacity: int = 16, inputs: Sequence | None = None):
         if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1:
             raise KilnError(f"value_specializations must be an integer >= 1, got {capacity!r}")
         self.input_names = list(input_names)
+        #: The call's inputs as :class:`~kiln.runtime.contract.InputSpec` (as the
+        #: source declares them), for tools that make inputs; may be empty.
+        self.inputs = list(inputs or [])
         self.shape_inputs = {n: tuple(s) for n, s in shape_inputs.items()}
         self.specialized = list(specialized)
         self.ranges = dict(ranges or {})

@@ -160,3 +160,16 @@ def test_saving_a_model_with_value_inputs_is_a_clear_error(tmp_path):
         kiln.save(compiled, tmp_path / "a")
     with pytest.raises(kiln.KilnError, match="kiln.save cannot write"):
         compiled.save(tmp_path / "b")
+
+
+def test_compile_settings_reach_the_models_compiled_at_call_time(tmp_path):
+    # A cache_dir given to kiln.compile is where a specialization compiled
+    # later, at the first call, stores its kernels.
+    model = _model(
+        [helper.make_node("Unsqueeze", ["x", "axes"], ["y"])],
+        [_vi("x", TensorProto.FLOAT, [2, 3]), _vi("axes", TensorProto.INT64, [1])],
+        [_vi("y", TensorProto.FLOAT, ["P", "Q", "R"])])
+    compiled = kiln.compile(model, fallback=False, cache_dir=str(tmp_path / "c"))
+    assert [s.name for s in compiled.inputs] == ["x", "axes"]
+    _check(compiled, model, {"x": np.ones((2, 3), np.float32), "axes": np.array([1], np.int64)})
+    assert any(p.suffix == ".so" for p in (tmp_path / "c").rglob("*"))
