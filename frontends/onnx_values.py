@@ -7,7 +7,8 @@ import and handled in one of two ways (see :mod:`kiln.runtime.value_inputs`
 for the call side):
 
 - a **shape input**: a 1-D integer input used only as the size operand of
-  ops whose result dims may be symbolic (``ConstantOfShape``, ``Expand``).
+  ops whose result dims may be symbolic (``ConstantOfShape``, ``Expand``,
+  ``Tile``).
   :func:`carrier_model` replaces it by a *carrier*: an input of the same name
   whose dims are fresh symbols (``shape_0``, ``shape_1``, ...) and whose
   ``Shape`` stands in for the values.  The model is compiled once; each call
@@ -48,7 +49,7 @@ VALUE_OPERANDS = {
 
 #: Operand positions whose values kiln takes as symbolic dims (any value >= 1
 #: gives the same kernels): a shape input may feed only these.
-SHAPE_OPERANDS = {"ConstantOfShape": (0,), "Expand": (1,)}
+SHAPE_OPERANDS = {"ConstantOfShape": (0,), "Expand": (1,), "Tile": (1,)}
 
 # Ops that read only their input's shape: a value input is not traced through them.
 _SHAPE_ONLY = {"Shape", "Size"}

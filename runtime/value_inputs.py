@@ -4,7 +4,7 @@
 with graph inputs whose values an op needs (see
 :mod:`kiln.frontends.onnx_values`).  Its inputs are of two kinds:
 
-- **shape inputs** (``ConstantOfShape``'s or ``Expand``'s size as an input):
+- **shape inputs** (``ConstantOfShape``'s, ``Expand``'s or ``Tile``'s sizes as an input):
   the model is compiled once, with the input's values as symbols
   (``shape`` of length 3 -> ``shape_0``, ``shape_1``, ``shape_2``).  A call
   reads the values on the host and passes the compiled model a zero-stride

@@ -221,10 +221,23 @@ def lower_split(cx):
 
 @pattern("Tile")
 def lower_tile(cx):
+    """``[a, b]`` tiled ``[r, s]`` times: reshape to ``[1, a, 1, b]``, expand to
+    ``[r, a, s, b]``, reshape to ``[r*a, s*b]``, which holds for symbolic
+    repeats too (a shape input); repeats of 0 give an empty tensor."""
     x = cx.tensor(0)
-    reps = [_int(v) for v in cx.known(1).ints()]
-    out = x
-    for axis, k in enumerate(reps):
-        if k != 1:
-            out = concat(cx, [out] * k, axis)
-    return out
+    reps = [dim(v) for v in cx.known(1).ints()]
+    src = dims_of(x)
+    if len(reps) != len(src):
+        raise Decline(f"Tile with {len(reps)} repeats for a rank-{len(src)} input")
+    if all(r.is_static and r.value == 1 for r in reps):
+        return x
+    if any(r.is_static and r.value == 0 for r in reps):
+        from ...dialects.kiln import tensor_info
+
+        if not all((r * d).is_static for r, d in zip(reps, src)):
+            raise Decline("Tile with a 0 repeat of a symbolic dim")
+        return cx.const(0, str(tensor_info(x.type).dtype), [(r * d).value for r, d in zip(reps, src)])
+    spread = [d for a in src for d in (dim(1), a)]
+    wide = [d for r, a in zip(reps, src) for d in (r, a)]
+    out = cx.build("expand", cx.build("reshape", x, shape=spread), shape=wide)
+    return cx.build("reshape", out, shape=[r * a for r, a in zip(reps, src)])

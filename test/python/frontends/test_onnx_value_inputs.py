@@ -173,3 +173,21 @@ def test_compile_settings_reach_the_models_compiled_at_call_time(tmp_path):
     assert [s.name for s in compiled.inputs] == ["x", "axes"]
     _check(compiled, model, {"x": np.ones((2, 3), np.float32), "axes": np.array([1], np.int64)})
     assert any(p.suffix == ".so" for p in (tmp_path / "c").rglob("*"))
+
+
+def test_tile_repeats_are_a_shape_input():
+    model = _model(
+        [helper.make_node("Tile", ["x", "reps"], ["y"])],
+        [_vi("x", TensorProto.FLOAT, ["B", 3]), _vi("reps", TensorProto.INT64, [2])],
+        [_vi("y", TensorProto.FLOAT, ["P", "Q"])])
+    before = compilation_count()
+    compiled = kiln.compile(model, fallback=False, symbols={"B": (1, 16)})
+    rng = np.random.default_rng(2)
+    for b, reps in ((2, [1, 1]), (3, [2, 3]), (16, [5, 1])):
+        x = rng.standard_normal((b, 3)).astype(np.float32)
+        _check(compiled, model, {"x": x, "reps": np.array(reps, np.int64)})
+    assert compilation_count() - before == 1
+    assert compiled.report()["value_inputs"]["shape_inputs"] == {"reps": ["reps_0", "reps_1"]}
+    # A repeat of 0 is outside the symbols' range: a specialization serves it.
+    _check(compiled, model, {"x": np.ones((2, 3), np.float32), "reps": np.array([0, 2], np.int64)})
+    assert compiled.report()["value_inputs"]["specializations"] == 1
