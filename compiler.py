@@ -380,10 +380,13 @@ def _log_partition(prepared, seconds: float) -> None:
     fallback = [s for s in steps if s.kind == "fallback"]
     _log.info("partition + memory plan: %d kernel(s), %d generated, %d fallback in %.3f s",
               len(steps), len(prepared.generated), len(fallback), seconds)
-    if fallback:
-        ops = sorted({n for s in fallback for n in (s.torch_ops or s.ops)})
-        _log.warning("%d op(s) of this model run as PyTorch fallbacks, not compiled by kiln: %s",
-                     sum(len(s.ops) for s in fallback), ", ".join(ops))
+    for runtime, label in (("pytorch", "PyTorch fallbacks"), ("onnxruntime", "ONNX Runtime fallbacks")):
+        mine = [s for i, s in enumerate(steps) if s.kind == "fallback"
+                and getattr(prepared.fallback.get(i), "runtime", "pytorch") == runtime]
+        if mine:
+            ops = sorted({n for s in mine for n in (s.torch_ops or s.ops)})
+            _log.warning("%d op(s) of this model run as %s, not compiled by kiln: %s",
+                         sum(len(s.ops) for s in mine), label, ", ".join(ops))
 
 
 def _static_kernels(kernel_text: str, prepared, vectorize: int):

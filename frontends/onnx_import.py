@@ -294,5 +294,5 @@ def import_onnx(model_or_path, symbols=None, fallback=True, *, with_report=False
             raise cls(f"torch-mlir's ONNX importer failed on {where}{at}: {type(e).__name__}: "
                       f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from None
         report = finish(mod, fallback=fallback, source=where, notes=notes,
-                        arg_dims=arg_dims, symbol_ranges=symbol_ranges, named=named)
+                        arg_dims=arg_dims, symbol_ranges=symbol_ranges, named=named, onnx_model=model)
     return (mod, report) if with_report else mod

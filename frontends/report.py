@@ -8,6 +8,14 @@ its ``opt`` point (or 8, clamped into its range): matmul ``2*M*N*K``, conv
 ``2*N*O*OH*OW*C/groups*KH*KW``, attention from its two products, everything
 else one FLOP per output element (data movement none); a fallback op counts one per
 output element.
+
+The report agrees with what :func:`kiln.compile` does with the module: every
+op it counts as a fallback is a ``kiln.fallback`` that the runtime runs, in
+PyTorch (``torch.ops``) or, for an ONNX node, in ONNX Runtime (a one-node
+model, :mod:`kiln.runtime.ort_fallback`); ``fallback_runtimes`` says which
+per op type.  An op neither can run is an error at import, as it would be at
+compile.  When ONNX Runtime fallbacks need the ``onnxruntime`` extra and it
+is not installed, a note says so (compile then fails naming the extra).
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from ..dialects.kiln import tensor_info
 from ..errors import ConversionError, KilnError, VerifyError
 from ..module import symbols_of, verify_module
 
-__all__ = ["ImportReport", "finish"]
+__all__ = ["ImportReport", "fallback_runtimes", "finish"]
 
 
 @dataclass
@@ -37,6 +45,7 @@ class ImportReport:
     symbols: dict = field(default_factory=dict)  # name -> [min, max]
     notes: list = field(default_factory=list)
     unsupported: list = field(default_factory=list)  # [op type, location, reason]
+    runtimes: dict = field(default_factory=dict)  # fallback op type -> "pytorch" / "onnxruntime"
 
     def total(self, kind: str | None = None) -> int:
         """Number of counted source ops (of one kind, or all)."""
@@ -72,6 +81,7 @@ class ImportReport:
             "symbols": self.symbols,
             "notes": self.notes,
             "unsupported": self.unsupported,
+            "fallback_runtimes": self.runtimes,
         }
 
     def to_json(self) -> str:
@@ -92,8 +102,30 @@ class ImportReport:
             rows.append(f"symbol {name}: {lo} <= {name} <= {hi}")
         rows.extend(f"note: {n}" for n in self.notes)
         for name, loc, why in self.unsupported:
-            rows.append(f"fallback: {name} at {loc}: {why}")
+            runs = _RUNS_IN.get(self.runtimes.get(name), "")
+            rows.append(f"fallback: {name} at {loc}: {why}" + (f" (runs in {runs})" if runs else ""))
         return "\n".join(rows)
+
+
+_RUNS_IN = {"pytorch": "PyTorch", "onnxruntime": "ONNX Runtime"}
+
+
+def fallback_runtimes(module_op) -> dict:
+    """``{op name: "pytorch" | "onnxruntime"}`` for the ``kiln.fallback`` ops of
+    a kiln module: ONNX Runtime runs those carrying a one-node ONNX model."""
+    from ..runtime.ort_fallback import MODEL_ATTR
+
+    out = {}
+
+    def visit(op):
+        if op.name == "kiln.fallback":
+            attrs = op.attributes["attrs"] if "attrs" in op.attributes else None
+            ort = attrs is not None and MODEL_ATTR in ir.DictAttr(attrs)
+            out[ir.StringAttr(op.attributes["op_name"]).value] = "onnxruntime" if ort else "pytorch"
+        return ir.WalkResult.ADVANCE
+
+    module_op.walk(visit)
+    return out
 
 
 def _binding(symbols) -> dict:
@@ -157,15 +189,18 @@ def estimate_flops(module_op) -> dict:
 
 
 def finish(mod: ir.Module, *, fallback=True, symbol_names=None, resources=None, source="", notes=(),
-           arg_dims=None, symbol_ranges=None, named=()) -> ImportReport:
+           arg_dims=None, symbol_ranges=None, named=(), onnx_model=None) -> ImportReport:
     """Convert the torch-dialect ``mod`` to kiln in place, verify it, and report.
 
-    Raises KilnError subclasses (never returns a partial module as success).
+    ``onnx_model`` is the ONNX model ``mod`` was imported from (its nodes
+    become the payload of ONNX Runtime fallbacks).  Raises KilnError
+    subclasses (never returns a partial module as success).
     """
     with DiagnosticCollector(mod.context) as diags:
         try:
             stats = convert_module(mod.operation, fallback=fallback, symbol_names=symbol_names,
-                                   resources=resources, arg_dims=arg_dims, symbol_ranges=symbol_ranges)
+                                   resources=resources, arg_dims=arg_dims, symbol_ranges=symbol_ranges,
+                                   onnx_model=onnx_model)
         except KilnError:
             raise
         except Exception as e:  # a bug in a pattern must not reach the user as a traceback
@@ -179,6 +214,16 @@ def finish(mod: ir.Module, *, fallback=True, symbol_names=None, resources=None, 
             key = name.removeprefix("torch.")
             report.ops.setdefault(key, {"converted": 0, "decomposed": 0, "fallback": 0})[kind] += n
     report.unsupported = [[n.removeprefix("torch."), loc, why] for n, loc, why in stats.unsupported]
+    report.runtimes = fallback_runtimes(mod.operation)
+    ort_ops = sorted(n for n, r in report.runtimes.items() if r == "onnxruntime")
+    if ort_ops:
+        from ..runtime.ort_fallback import EXTRA
+
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError:
+            report.notes.append(f"{', '.join(ort_ops)} run(s) in ONNX Runtime, which is not installed: "
+                                f"kiln.compile will fail until it is (pip install '{EXTRA}')")
     syms = symbols_of(mod.operation)
     report.symbols = {name: [info.min, info.max] for name, info in syms.items()}
     for name, info in syms.items():

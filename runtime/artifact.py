@@ -396,12 +396,12 @@ def _build(directory, manifest: dict, start: float, policy, profiling, arena_poo
     import torch
 
     from ..backends.cpu.jit import CpuKernel
-    from ..backends.fallback import FallbackKernel
     from . import native
     from .blas import blas_library, register_sgemm
     from .contract import InputSpec
     from .executor import ModelRuntime, Prepared
     from .model import CompiledModel, Step, ValueInfo
+    from .ort_fallback import fallback_from_json
     from .symbols import SymbolInfo
 
     # The weights, mapped copy-on-write: tensors are views of the file, private to this process.
@@ -445,7 +445,7 @@ def _build(directory, manifest: dict, start: float, policy, profiling, arena_poo
         t = torch.from_numpy(tensor(name))
         constants[int(vid)] = t.view(torch.bfloat16) if sched.values[int(vid)].info.dtype == "bf16" else t
     generated = {int(i): str(n) for i, n in manifest["generated"].items()}
-    fallback = {int(i): FallbackKernel.from_json(d, _spec) for i, d in manifest["fallback"].items()}
+    fallback = {int(i): fallback_from_json(d, _spec) for i, d in manifest["fallback"].items()}
     if sorted([*generated, *fallback]) != list(range(len(sched.steps))):
         raise KilnError(f"'{directory}': {MANIFEST} does not give every step of the schedule one kernel")
     prepared = Prepared(sched, plan, fallback, generated, constants, None)

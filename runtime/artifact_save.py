@@ -126,9 +126,9 @@ def save(model, directory) -> dict:
     directory holding anything else is refused."""
     from ..backends.cpu.export import engine_object
     from ..backends.cpu.jit import CpuKernel
-    from ..backends.fallback import FallbackKernel
     from . import native
     from .blas import blas_library
+    from .ort_fallback import is_fallback_kernel
 
     why = getattr(model, "save_error", None)  # a model of several compiled ones (kiln.runtime.value_inputs)
     if callable(why):
@@ -194,7 +194,7 @@ def save(model, directory) -> dict:
         variants.append({"name": desc["name"], "kind": desc["kind"], "ranges": desc["ranges"], "at": dict(at),
                          "choices": dict(choices), "library": lib})
 
-    fallback = {str(i): k.to_json() for i, k in enumerate(kernels) if isinstance(k, FallbackKernel)}
+    fallback = {str(i): k.to_json() for i, k in enumerate(kernels) if is_fallback_kernel(k)}
     kernel_text = getattr(rt.specialize, "kernel_text", None)
     if kernel_text is None and hasattr(rt.specialize, "read_text"):
         kernel_text = rt.specialize.read_text()

@@ -5,8 +5,10 @@
 
 A factory returns ``(module, example_args, dynamic_shapes)`` (see
 ``kiln.bench.models``).  ``--report`` prints, per op type, how many ops were
-converted directly, decomposed, or fell back, and the fallback rate;
-``--report-json`` writes the same as JSON.  ``--no-fallback`` makes an
+converted directly, decomposed, or fell back, the fallback rate, and where
+each fallback runs (PyTorch, or ONNX Runtime for an ONNX node: exactly what
+``kiln.compile`` of the same model runs); ``--report-json`` writes the same
+as JSON.  ``--no-fallback`` makes an
 unsupported op an error.  Errors print as ``kiln-import: error: ...`` with
 exit status 1.
 """

@@ -23,17 +23,24 @@ PATTERNS = {**ATEN_PATTERNS, **ONNX_PATTERNS}
 
 
 def convert_module(module_op, *, fallback=True, symbol_names=None, resources=None, arg_dims=None,
-                   symbol_ranges=None) -> ConversionStats:
+                   symbol_ranges=None, onnx_model=None) -> ConversionStats:
     """Convert ``module_op`` (a ``builtin.module`` in the torch dialect) to kiln in place.
 
     ``fallback=False`` raises :class:`~kiln.errors.UnsupportedError` listing
     every op without a kiln lowering instead of emitting ``kiln.fallback``.
+    ``onnx_model`` is the ONNX model the module was imported from: an ONNX
+    node that falls back keeps its own ``NodeProto`` (see :mod:`.onnx_fallback`).
     Returns per-op-type statistics (converted / decomposed / fallback).
     """
-    return TorchToKiln(
+    conv = TorchToKiln(
         module_op, PATTERNS, fallback=fallback, symbol_names=symbol_names, resources=resources,
         arg_dims=arg_dims, symbol_ranges=symbol_ranges,
-    ).run()
+    )
+    if onnx_model is not None:
+        from .onnx_fallback import OnnxNodes
+
+        conv.onnx_nodes = OnnxNodes(onnx_model)
+    return conv.run()
 
 
 @register_pass

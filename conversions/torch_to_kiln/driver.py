@@ -682,6 +682,11 @@ class TorchToKiln:
         if not self.fallback:
             op.location.emit_error(f"unsupported op '{name.removeprefix('torch.')}': {reason}")
         self.stats.fallback[name] += 1
+        if self.fallback and name.startswith("onnx."):  # no torch.ops twin: a one-node model for ONNX Runtime
+            from .onnx_fallback import onnx_fallback
+
+            onnx_fallback(self, op, name, reason)
+            return
         operands, attrs, listed = [], {}, {}
         for i, v in enumerate(op.operands):
             val = self.values.get(v)
