@@ -366,6 +366,11 @@ def _value_input_model(source, example_args, dynamic_shapes, symbols, device, op
         given = {k: v for k, v in declared.items() if k in names}
         return compile(m, example_args, dynamic_shapes, given or None, device, _values_resolved=True, **options)
 
+    unknown = sorted(set(declared) - sym_names - ov.dim_params(model))
+    if unknown:
+        known = sorted(sym_names | ov.dim_params(model))
+        raise KilnError(f"symbols {', '.join(unknown)} are neither dim_params of the model's inputs nor "
+                        f"symbols of its shape inputs (known: {', '.join(known) or 'none'})")
     ranges = {k: tuple(v) for k, v in declared.items() if k in sym_names}
     _log.info("ONNX inputs whose values decide shapes: shape inputs %s, specialized %s",
               ", ".join(shaped) or "none", ", ".join(n for n in valued if n not in shaped) or "none")

@@ -191,3 +191,8 @@ def test_tile_repeats_are_a_shape_input():
     # A repeat of 0 is outside the symbols' range: a specialization serves it.
     _check(compiled, model, {"x": np.ones((2, 3), np.float32), "reps": np.array([0, 2], np.int64)})
     assert compiled.report()["value_inputs"]["specializations"] == 1
+
+
+def test_an_unknown_symbol_is_an_error():
+    with pytest.raises(kiln.KilnError, match="symbols shape_9 are neither dim_params"):
+        kiln.compile(_shape_model(), fallback=False, symbols={"shape_9": (1, 4)})
