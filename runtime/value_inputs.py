@@ -209,7 +209,41 @@ class ValueInputModel:
                 special = True
         return None if special else values
 
-    def __call__(self, *args):
+    def _positional(self, args: Sequence, named: Mapping) -> list:
+        """A call's inputs by position: ``args`` first, then ``named`` in their places."""
+        missing = object()
+        if len(args) > len(self.input_names):
+            return list(args)  # the count check below names the problem
+        out = list(args) + [missing] * (len(self.input_names) - len(args))
+        for name, value in named.items():
+            if name not in self._index:
+                raise ShapeError(f"the model has no input {name!r} (its inputs: "
+                                 f"{', '.join(map(repr, self.input_names))})")
+            if out[self._index[name]] is not missing:
+                raise ShapeError(f"input {name!r} is given twice")
+            out[self._index[name]] = value
+        absent = [n for n, v in zip(self.input_names, out) if v is missing]
+        if absent:
+            raise ShapeError(f"missing input{'s' if len(absent) > 1 else ''}: {', '.join(map(repr, absent))}")
+        return out
+
+    def __call__(self, *args, **kwargs):
+        """Run on the inputs by position, by name (``model(x=a)``), or as one
+        dict (``model({"x": a})``, which returns ``{output name: array}``)."""
+        as_dict = len(args) == 1 and isinstance(args[0], Mapping)
+        if as_dict or kwargs:
+            named = {**(dict(args[0]) if as_dict else {}), **kwargs}
+            results = self._run(*self._positional(() if as_dict else args, named))
+            if not as_dict:
+                return results
+            results = results if isinstance(results, tuple) else (results,)
+            names = list(getattr(self._last, "output_names", None) or [])
+            if len(names) != len(results):
+                names = [f"output{j}" for j in range(len(results))]
+            return dict(zip(names, results))
+        return self._run(*args)
+
+    def _run(self, *args):
         if len(args) != len(self.input_names):
             names = ", ".join(f"'{n}'" for n in self.input_names)
             raise ShapeError(f"the model takes {len(self.input_names)} inputs ({names}), got {len(args)}")

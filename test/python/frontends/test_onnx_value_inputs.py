@@ -196,3 +196,18 @@ def test_tile_repeats_are_a_shape_input():
 def test_an_unknown_symbol_is_an_error():
     with pytest.raises(kiln.KilnError, match="symbols shape_9 are neither dim_params"):
         kiln.compile(_shape_model(), fallback=False, symbols={"shape_9": (1, 4)})
+
+
+def test_inputs_by_name_and_as_a_dict():
+    model = _shape_model()
+    compiled = kiln.compile(model, fallback=False)
+    x, shape = np.full(1, 3.0, np.float32), np.array([2, 3, 1], np.int64)
+    want = _ort(model, {"x": x, "shape": shape})[0]
+    np.testing.assert_allclose(compiled(shape=shape, x=x), want)
+    got = compiled({"x": x, "shape": shape})
+    assert list(got) and len(got) == 1
+    np.testing.assert_allclose(next(iter(got.values())), want)
+    with pytest.raises(kiln.ShapeError, match="missing input: 'shape'"):
+        compiled(x=x)
+    with pytest.raises(kiln.ShapeError, match="has no input 'z'"):
+        compiled(x=x, shape=shape, z=x)
