@@ -84,7 +84,9 @@ def lower_unsqueeze(cx):
 
 @pattern("Concat")
 def lower_concat(cx):
-    axis = cx.attr("axis")
+    axis = cx.attr("axis", 1 if cx.opset < 4 else None)  # Concat-1: optional, default 1
+    if axis is None:
+        raise Decline("Concat without attribute 'axis'")
     vals = [cx.value(i) for i in range(cx.num_operands)]
     if all(isinstance(v, Known) for v in vals):
         if any(isinstance(v.data, list) for v in vals):
@@ -187,7 +189,10 @@ def lower_pad(cx):
                 full[a], full[r + a] = pads[i], pads[len(axes) + i]
             pads = full
     else:
-        pads, value = cx.attr("pads"), cx.attr("value", 0.0)
+        # Pad-1 named the attribute 'paddings'.
+        pads, value = cx.attr("pads", None) or cx.attr("paddings", None), cx.attr("value", 0.0)
+        if pads is None:
+            raise Decline("Pad without attribute 'pads'")
     if any(p < 0 for p in pads):
         raise Decline("negative pads (cropping)")
     if mode == "wrap":
@@ -202,7 +207,7 @@ def lower_split(cx):
     axis = cx.attr("axis", 0) % r
     n = len(cx.op.results)
     size = dims_of(x)[axis]
-    if cx.opset >= 13 and cx.has(1):
+    if (cx.opset >= 13 or cx.opset < 2) and cx.has(1):  # Split-1 took the sizes as an input too
         split = [int(s) for s in cx.known(1).ints()]
     elif cx.attr("split", None):
         split = cx.attr("split")
