@@ -348,10 +348,14 @@ def _value_input_model(source, example_args, dynamic_shapes, symbols, device, op
     from .frontends.onnx_import import load_model
     from .runtime.value_inputs import ValueInputModel
 
+    try:  # the graph alone (no external weights) tells whether any input is one
+        graph = ov.read_graph(source)
+    except Exception:  # noqa: BLE001 - unreadable: the import below reports it as it always did
+        return None
+    if not ov.value_inputs(graph):
+        return None
     model, _ = load_model(source)
     valued = ov.value_inputs(model)
-    if not valued:
-        return None
     shaped = ov.shape_inputs(model, valued)
     syms = ov.symbol_names(model, shaped)
     declared = dict(symbols or {})

@@ -32,7 +32,7 @@ import re
 import numpy as np
 
 __all__ = ["SHAPE_OPERANDS", "VALUE_OPERANDS", "carrier_model", "dim_params", "freeze", "graph_inputs",
-           "input_specs", "shape_inputs", "symbol_names", "value_inputs"]
+           "input_specs", "read_graph", "shape_inputs", "symbol_names", "value_inputs"]
 
 #: ONNX op type -> the operand positions whose values (not shapes) the op
 #: needs to know its result's shape or semantics.
@@ -61,6 +61,20 @@ def graph_inputs(model) -> list:
     """The graph inputs that are not initializers (the model's call arguments), in order."""
     inits = {t.name for t in model.graph.initializer}
     return [i for i in model.graph.input if i.name not in inits]
+
+
+def read_graph(source):
+    """The ``ModelProto`` of a ModelProto, bytes or path, without its external
+    data (what :func:`value_inputs` needs; a path is read without the weights)."""
+    import os
+
+    import onnx
+
+    if isinstance(source, onnx.ModelProto):
+        return source
+    if isinstance(source, (bytes, bytearray)):
+        return onnx.load_from_string(bytes(source))
+    return onnx.load(os.fspath(source), load_external_data=False)
 
 
 def value_inputs(model) -> list[str]:

@@ -211,3 +211,16 @@ def test_inputs_by_name_and_as_a_dict():
         compiled(x=x)
     with pytest.raises(kiln.ShapeError, match="has no input 'z'"):
         compiled(x=x, shape=shape, z=x)
+
+
+def test_a_model_path_with_a_value_input(tmp_path):
+    model = _model(
+        [helper.make_node("Squeeze", ["x", "axes"], ["y"])],
+        [_vi("x", TensorProto.FLOAT, [1, 3, 1]), _vi("axes", TensorProto.INT64, [1])],
+        [_vi("y", TensorProto.FLOAT, ["P", "Q"])])
+    path = tmp_path / "squeeze.onnx"
+    onnx.save(model, str(path))
+    compiled = kiln.compile(str(path), fallback=False)
+    x = np.arange(3, dtype=np.float32).reshape(1, 3, 1)
+    for a in (0, -1):
+        _check(compiled, model, {"x": x, "axes": np.array([a], np.int64)})
