@@ -237,6 +237,10 @@ class OpContext:
     def tensor(self, i: int) -> ir.Value:
         """Operand ``i`` as a kiln tensor (materializing a known constant)."""
         v = self.value(i)
+        if isinstance(v, Known) and v.is_symbolic:  # shape values as data: computed at run time
+            from .onnx_fold import symbolic_tensor
+
+            return symbolic_tensor(self, v)
         if isinstance(v, Known):
             return self.conv.materialize(v, self.loc)
         if isinstance(v, ir.Value):
@@ -608,6 +612,13 @@ class TorchToKiln:
             except Decline as e:
                 reason = str(e)
         with ir.InsertionPoint(op), op.location:
+            if name.startswith("onnx."):  # all operands known at import: evaluated here (onnx_fold)
+                from .onnx_fold import fold_known
+
+                folded = fold_known(cx)
+                if folded is not None:
+                    self._record(op, name, cx, folded)
+                    return
             if fn is not None:
                 try:
                     out = fn(cx)

@@ -18,7 +18,7 @@ from ..._mlir import ir
 from ...dialects.dims import Dim, dim
 from ...dialects.kiln.shapes import product
 from ...transforms._graph import NUMPY_DTYPES
-from .aten import dims_of, dtype_of, rank_of
+from .aten import dims_of, dtype_of, rank_of, tensor_type
 from .driver import Decline, Known
 
 ONNX_PATTERNS: dict = {}
@@ -412,9 +412,11 @@ def lower_not(cx):
 def lower_cast(cx):
     to = cx.result_dtype()
     v = cx.value(0)
+    if isinstance(v, Known) and v.is_symbolic and to not in ("i64", "i32"):
+        return cx.cast(cx.tensor(0), to)  # dims as data (a 1/sqrt(L) scale): computed at run time
     if isinstance(v, Known):
-        if isinstance(v.data, list) and to.startswith("i"):
-            return Known(v.data, to)
+        if isinstance(v.data, list) and to in ("i64", "i32"):
+            return Known(v.data, to, rank0=v.rank0)
         return Known(v.array().astype(_np_dtype(to)), to)
     return cx.cast(cx.tensor(0), to)
 
@@ -652,22 +654,59 @@ def lower_mish(cx):
 
 @pattern("Range")
 def lower_range(cx):
-    start, limit, delta = (cx.known(i).array().reshape(-1)[0] for i in range(3))
-    return Known(np.arange(start, limit, delta).astype(_np_dtype(cx.result_dtype())), cx.result_dtype())
+    """Known bounds fold; a symbolic ``limit`` (``arange(L)`` exported) gives a
+    ``kiln.range`` of ``ceil((limit - start) / delta)`` elements."""
+    vals = [cx.known(i) for i in range(3)]
+    if not any(v.is_symbolic for v in vals):
+        start, limit, delta = (v.array().reshape(-1)[0] for v in vals)
+        return Known(np.arange(start, limit, delta).astype(_np_dtype(cx.result_dtype())), cx.result_dtype())
+    start, limit, delta = (v.ints()[0] if len(v.ints()) == 1 else None for v in vals)
+    if any(isinstance(v, Dim) and not v.is_static for v in (start, delta)) or None in (start, limit, delta):
+        raise Decline("Range with a symbolic start or delta")
+    start, delta = int(dim(start).value if isinstance(start, Dim) else start), int(
+        dim(delta).value if isinstance(delta, Dim) else delta)
+    if delta <= 0:
+        raise Decline("Range over a symbolic limit with a non-positive delta")
+    n = (dim(limit) - start + (delta - 1)) // delta
+    return cx.build("range", shape=[n], start=start, step=delta, results=[tensor_type([n], cx.result_dtype())])
 
 
 @pattern("Trilu")
 def lower_trilu(cx):
-    """``where(mask, x, 0)`` with the triangle mask built at import time."""
+    """``where(mask, x, 0)``, the mask ``col - row >= k`` (upper) or ``<= k``
+    (lower).  Static matrix dims and a known ``k`` give a constant mask;
+    symbolic dims (a causal mask over ``L``), a large matrix or a run-time
+    ``k`` compare two ``kiln.range`` ops instead."""
     x = cx.tensor(0)
     dims = dims_of(x)
-    if not (dims[-1].is_static and dims[-2].is_static):
-        raise Decline("Trilu over symbolic matrix dims")
-    k = int(cx.known(1).array().reshape(-1)[0]) if cx.has(1) else 0
-    n, m = dims[-2].value, dims[-1].value
-    mask = np.triu(np.ones((n, m), dtype=np.bool_), k) if cx.attr("upper", 1) else np.tril(
-        np.ones((n, m), dtype=np.bool_), k)
-    return cx.build("where", cx.conv.materialize(Known(mask, "i1"), cx.loc), x, cx.like(0, x))
+    if len(dims) < 2:
+        raise Decline(f"Trilu of a rank-{len(dims)} tensor (needs rank >= 2)")
+    n, m = dims[-2], dims[-1]
+    upper = bool(cx.attr("upper", 1))
+    k = cx.value(1) if cx.has(1) else Known(np.asarray(0, dtype=np.int64), "i64")
+    static_k = isinstance(k, Known) and not k.is_symbolic
+    if static_k and n.is_static and m.is_static and n.value * m.value <= _CONSTANT_MASK:
+        kv = int(k.array().reshape(-1)[0])
+        ones = np.ones((n.value, m.value), dtype=np.bool_)
+        mask = cx.conv.materialize(Known(np.triu(ones, kv) if upper else np.tril(ones, kv), "i1"), cx.loc)
+    else:
+        rows = cx.build("range", shape=[n], start=0, step=1, results=[tensor_type([n], "i64")])
+        cols = cx.build("range", shape=[m], start=0, step=1, results=[tensor_type([m], "i64")])
+        diff = cx.build("sub", cx.build("reshape", cols, shape=[dim(1), m]),
+                        cx.build("reshape", rows, shape=[n, dim(1)]))
+        if static_k:
+            kt = cx.const(int(k.array().reshape(-1)[0]), "i64")
+        else:
+            kt = cx.tensor(1)
+            if rank_of(kt) != 0:
+                kt = cx.build("reshape", kt, shape=[])
+            kt = cx.cast(kt, "i64")
+        mask = cx.build("ge" if upper else "le", diff, kt)
+    return cx.build("where", mask, x, cx.like(0, x))
+
+
+# A Trilu mask up to this many elements is a constant; a larger one is computed.
+_CONSTANT_MASK = 1 << 16
 
 
 @pattern("InstanceNormalization")

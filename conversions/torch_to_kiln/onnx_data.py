@@ -11,7 +11,7 @@ import numpy as np
 from ...dialects.dims import Dim, dim
 from ...dialects.kiln.data import SLICE_END
 from ...dialects.kiln.shapes import product
-from .aten import concat, dims_of, rank_of, reshape_dims, squeeze_dims
+from .aten import _slice_by_gather, concat, dims_of, rank_of, reshape_dims, squeeze_dims
 from .driver import Decline, Known
 from .onnx import _axes, pattern
 
@@ -114,6 +114,9 @@ def _clamp_end(e):
 
 @pattern("Slice")
 def lower_slice(cx):
+    """``kiln.slice``; a symbolic bound (``position_ids[:, :L]`` exported) is a
+    gather of a ``kiln.range`` on its axis, a symbolic end equal to the axis
+    size is "to the end"."""
     v = cx.value(0)
     if cx.opset >= 10:
         starts, ends = cx.known(1).ints(), cx.known(2).ints()
@@ -123,17 +126,43 @@ def lower_slice(cx):
         starts, ends = cx.attr("starts"), cx.attr("ends")
         axes = cx.attr("axes", None) or list(range(len(starts)))
         steps = [1] * len(starts)
-    starts, ends, axes, steps = ([_int(a) for a in lst] for lst in (starts, ends, axes, steps))
-    if isinstance(v, Known) and isinstance(v.data, list) and axes in ([0], [-1]):
+    axes, steps = [_int(a) for a in axes], [_int(a) for a in steps]
+    starts, ends = [_bound(a) for a in starts], [_bound(a) for a in ends]
+    symbolic = any(isinstance(b, Dim) for b in starts + ends)
+    if isinstance(v, Known) and isinstance(v.data, list) and axes in ([0], [-1]) and not symbolic:
         s, e = starts[0], ends[0]
         return Known(v.data[slice(s, None if e >= 2**31 - 1 else e, steps[0])], v.dtype)
     x = cx.tensor(0)
     r = rank_of(x)
     axes = [a % r for a in axes]
-    ends = [(-(2**62) if e <= -(2**31) else _clamp_end(e)) for e in ends]
-    if any(e == -(2**62) for e in ends):
-        raise Decline("Slice to before the start with a negative step")
-    return cx.build("slice", x, starts=starts, ends=ends, axes=axes, steps=steps)
+    dims = dims_of(x)
+    plain, gathered = [], []
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        if isinstance(e, Dim) and e == dims[a]:
+            e = SLICE_END  # x[:, :L] of an L-long axis: all of it
+        if isinstance(s, Dim) or isinstance(e, Dim):
+            gathered.append((a, s, e, st))
+            continue
+        if e <= -(2**31) or (dims[a].is_static and e < -dims[a].value):
+            if not dims[a].is_static:
+                raise Decline("Slice to before the start of a symbolic axis")
+            e = -(dims[a].value + 1)  # through index 0 (a negative step), or empty
+        plain.append((s, _clamp_end(e), a, st))
+    if plain:
+        s_, e_, a_, st_ = (list(t) for t in zip(*plain))
+        x = cx.build("slice", x, starts=s_, ends=e_, axes=a_, steps=st_)
+    for a, s, e, st in gathered:
+        if isinstance(e, int) and e < 0 or isinstance(s, int) and s < 0:
+            raise Decline("Slice with a symbolic bound and a negative index")
+        x = _slice_by_gather(cx, x, a, s, None if isinstance(e, int) and e >= SLICE_END else e, st)
+    return x
+
+
+def _bound(v):
+    """A Slice start or end: an int, or a symbolic Dim."""
+    if isinstance(v, Dim) and not v.is_static:
+        return v
+    return _int(v)
 
 
 @pattern("Gather")
