@@ -108,6 +108,21 @@ def _reduce(fn):
     return run
 
 
+def _arg_reduce(fn):
+    """argmax / argmin with ``select_last_index`` (the first index of the flipped axis)."""
+
+    def run(args, attrs, op):
+        (x,) = args
+        axis = attrs["axis"] % x.ndim
+        if attrs["select_last_index"]:
+            r = x.shape[axis] - 1 - fn(np.flip(x, axis), axis=axis)
+        else:
+            r = fn(x, axis=axis)
+        return np.expand_dims(r, axis) if attrs["keepdims"] else r
+
+    return run
+
+
 def _softmax(args, attrs, op):
     (x,) = args
     axis = attrs["axis"]
@@ -225,6 +240,14 @@ EVALUATORS: dict[str, Callable] = {
     "kiln.reduce_sum": _reduce(np.sum),
     "kiln.reduce_mean": _reduce(np.mean),
     "kiln.reduce_max": _reduce(np.max),
+    "kiln.reduce_prod": _reduce(np.prod),
+    "kiln.reduce_min": _reduce(np.min),
+    "kiln.argmax": _arg_reduce(np.argmax),
+    "kiln.argmin": _arg_reduce(np.argmin),
+    "kiln.floor": _unary(np.floor),
+    "kiln.ceil": _unary(np.ceil),
+    "kiln.sin": _unary(np.sin),
+    "kiln.cos": _unary(np.cos),
     "kiln.softmax": _softmax,
     "kiln.layer_norm": _layer_norm,
     "kiln.batch_norm": _batch_norm,

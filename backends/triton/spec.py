@@ -46,7 +46,8 @@ __all__ = [
     "partition_function",
 ]
 
-UNARY = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "silu", "erf"}
+UNARY = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "silu", "erf",
+         "floor", "ceil", "sin", "cos"}
 BINARY = {"add", "sub", "mul", "div", "pow", "maximum", "minimum"}
 COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
 #: Ops computed elementwise inside a pointwise kernel or an epilogue.

@@ -225,6 +225,69 @@ def lower_gather_elements(lw: Lowering):
     return generic([indices], [init], [identity_map(rank), identity_map(rank)], ["parallel"] * rank, body)
 
 
+def _scatter_combine(reduction: str, t: ir.Type):
+    """The scalar ``combine(old, update)`` of a ScatterND reduction."""
+    flt = is_float(t)
+    return {
+        "add": arith.addf if flt else arith.addi,
+        "mul": arith.mulf if flt else arith.muli,
+        "max": arith.maximumf if flt else arith.maxsi,
+        "min": arith.minimumf if flt else arith.minsi,
+    }[reduction]
+
+
+def lower_scatter_nd(lw: Lowering):
+    """Sequential ``scf.for`` loops over the update rows (the batch dims of
+    ``indices``) and, inside, over each row's slice, writing with
+    ``tensor.insert`` into a copy of ``data``: rows apply in order, so
+    duplicate positions combine (or the last one wins) as ONNX's reference
+    does.  A row's ``k`` positions are read once per row; a negative one
+    counts from the end, and one out of range (an error in ONNX) is clamped
+    so that nothing is written outside the tensor.  The loops bufferize in
+    place on the copy."""
+    from .elementwise import _scf
+
+    scf = _scf()
+    data, indices, updates = lw.operands
+    out = lw.results[0]
+    t = out.dtype
+    it = ir.RankedTensorType(indices.type)
+    k = it.shape[-1]
+    batch = it.rank - 1
+    rank = len(out.dims)
+    dsizes = [_idx(s) for s in _dims_of(data)]
+    usizes = [_idx(s) for s in _dims_of(updates)]
+    reduction = lw.attrs["reduction"]
+    combine = None if reduction == "none" else _scatter_combine(reduction, t)
+    i64 = ir.IntegerType.get_signless(64)
+    c0, c1 = const_index(0), const_index(1)
+
+    def positions(ivs):
+        pos = []
+        for j in range(k):
+            v = tensor.extract(indices, list(ivs) + [const_index(j)])
+            iv = arith.index_cast(ir.IndexType.get(), cast_scalar(v, i64))
+            iv = arith.select(arith.cmpi(arith.CmpIPredicate.slt, iv, c0), arith.addi(iv, dsizes[j]), iv)
+            pos.append(_clamp(iv, c0, arith.subi(dsizes[j], c1)))
+        return pos
+
+    def nest(level: int, acc: ir.Value, ivs: list, pos) -> ir.Value:
+        if level == batch and pos is None:
+            pos = positions(ivs)
+        if level == batch + rank - k:
+            at = pos + ivs[batch:]
+            u = tensor.extract(updates, ivs)
+            if combine is not None:
+                u = combine(tensor.extract(acc, at), u)
+            return tensor.insert(u, acc, at)
+        loop = scf.ForOp(c0, usizes[level], c1, [acc])
+        with ir.InsertionPoint(loop.body):
+            scf.YieldOp([nest(level + 1, loop.inner_iter_args[0], ivs + [loop.induction_variable], pos)])
+        return loop.results[0]
+
+    return [nest(0, copy_contiguous(data), [], None)]
+
+
 def lower_range(lw: Lowering):
     """``start + i * step`` for ``i`` in ``[0, n)``, computed in the result dtype."""
     out = lw.results[0]
@@ -291,6 +354,7 @@ def table() -> dict:
         "kiln.concat": lower_concat,
         "kiln.gather": lower_gather,
         "kiln.gather_elements": lower_gather_elements,
+        "kiln.scatter_nd": lower_scatter_nd,
         "kiln.range": lower_range,
         "kiln.pad": lower_pad,
     }

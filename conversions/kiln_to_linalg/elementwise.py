@@ -214,6 +214,8 @@ SCALAR = {
     "kiln.erf": lambda x, a: erf(x),
     "kiln.cos": lambda x, a: math.cos(x),
     "kiln.sin": lambda x, a: math.sin(x),
+    "kiln.floor": lambda x, a: math.floor(x),
+    "kiln.ceil": lambda x, a: math.ceil(x),
     "kiln.where": lambda c, x, y, a: arith.select(c, x, y),
 }
 

@@ -237,6 +237,11 @@ def lower_reduce_max(lw: Lowering):
     def mx(a, b):
         return arith.maximumf(a, b) if is_float(t) else arith.maxsi(a, b)
 
+    if str(t) == "i1":
+        # Signed i1 has true = -1 < false = 0 (maxsi picked false): a max of
+        # booleans is an or, from false (an empty set gives false, as ONNX).
+        return [reduce(x, _reduce_axes(lw), lw.attrs["keepdims"], scalar_const(t, 0), arith.ori, lw.env,
+                       list(out.dims))]
     return [reduce(x, _reduce_axes(lw), lw.attrs["keepdims"], lowest(t), mx, lw.env, list(out.dims))]
 
 
@@ -249,6 +254,77 @@ def lower_reduce_mean(lw: Lowering):
         raise lw.error(f"needs a floating-point operand, got {out.dtype}")
     n = to_float(_count(x, axes), out.dtype)
     return [elementwise([s], out.dims, out.dtype, lw.env, lambda v: arith.divf(v, n))]
+
+
+def lower_reduce_prod(lw: Lowering):
+    """Product over the axes, from 1 (so an empty set gives 1)."""
+    x = lw.operands[0]
+    out = lw.results[0]
+    one = scalar_const(out.dtype, 1)
+    return [reduce(x, _reduce_axes(lw), lw.attrs["keepdims"], one, _mul, lw.env, list(out.dims))]
+
+
+def lower_reduce_min(lw: Lowering):
+    """Minimum from the identity (+inf, the type's maximum; for booleans an and from true)."""
+    x = lw.operands[0]
+    out = lw.results[0]
+    t = out.dtype
+    if str(t) == "i1":
+        init, mn = scalar_const(t, 1), arith.andi
+    else:
+        init = _highest(t)
+
+        def mn(a, b):
+            return arith.minimumf(a, b) if is_float(t) else arith.minsi(a, b)
+
+    return [reduce(x, _reduce_axes(lw), lw.attrs["keepdims"], init, mn, lw.env, list(out.dims))]
+
+
+def _highest(t: ir.Type) -> ir.Value:
+    """The identity of ``min``: +inf for floats, the maximum for integers."""
+    if is_float(t):
+        return arith.constant(t, float("inf"))
+    return arith.constant(t, 2 ** (ir.IntegerType(t).width - 1) - 1)
+
+
+def lower_arg_reduce(lw: Lowering):
+    """``kiln.argmax`` / ``kiln.argmin``: one reduction generic carrying the
+    best value and its index (two outputs).  A strict comparison keeps the
+    first extreme, a non-strict one the last (``select_last_index``); from
+    the identity (-inf / +inf), a row of only that value gives index 0 or the
+    last index, as it should.  A NaN wins over any number (numpy's rule)."""
+    x = lw.operands[0]
+    out = lw.results[0]
+    xt = ir.RankedTensorType(x.type)
+    rank, et = xt.rank, xt.element_type
+    axis = lw.attrs["axis"] % rank
+    keep, last = lw.attrs["keepdims"], lw.attrs["select_last_index"]
+    is_max = lw.name == "kiln.argmax"
+    i64 = ir.IntegerType.get_signless(64)
+    init_v = fill(lowest(et) if is_max else _highest(et), lw.empty(out.dims, et))
+    init_i = fill(scalar_const(i64, 0), lw.empty(out.dims, i64))
+    out_exprs = [("c", 0) if i == axis else i for i in range(rank) if keep or i != axis]
+    maps = [identity_map(rank), affine_map(rank, out_exprs), affine_map(rank, out_exprs)]
+    iters = ["reduction" if i == axis else "parallel" for i in range(rank)]
+    if is_float(et):
+        pred = {(True, False): "OGT", (True, True): "OGE", (False, False): "OLT", (False, True): "OLE"}[(is_max, last)]
+    else:
+        pred = {(True, False): "sgt", (True, True): "sge", (False, False): "slt", (False, True): "sle"}[(is_max, last)]
+
+    def body(v, acc_v, acc_i):
+        if is_float(et):
+            take = arith.cmpf(getattr(arith.CmpFPredicate, pred), v, acc_v)
+            v_nan = arith.cmpf(arith.CmpFPredicate.UNO, v, v)
+            acc_num = arith.cmpf(arith.CmpFPredicate.ORD, acc_v, acc_v)
+            # A NaN replaces a number; once held, a NaN stays (the first) or moves to a later NaN (the last).
+            nan_take = arith.andi(v_nan, acc_num) if not last else v_nan
+            take = arith.ori(take, nan_take)
+        else:
+            take = arith.cmpi(getattr(arith.CmpIPredicate, pred), v, acc_v)
+        i = arith.index_cast(i64, loop_index(axis))
+        return [arith.select(take, v, acc_v), arith.select(take, i, acc_i)]
+
+    return [generic([x], [init_v, init_i], maps, iters, body)[1]]
 
 
 def lower_cumsum(lw: Lowering):
@@ -702,6 +778,10 @@ def table() -> dict:
         "kiln.reduce_mean": lower_reduce_mean,
         "kiln.reduce_max": lower_reduce_max,
         "kiln.cumsum": lower_cumsum,
+        "kiln.reduce_prod": lower_reduce_prod,
+        "kiln.reduce_min": lower_reduce_min,
+        "kiln.argmax": lower_arg_reduce,
+        "kiln.argmin": lower_arg_reduce,
         "kiln.softmax": lower_softmax,
         "kiln.layer_norm": lower_layer_norm,
         "kiln.batch_norm": lower_batch_norm,

@@ -568,16 +568,6 @@ def lower_global_pool(cx):
     return cx.build(kind, x, axes=list(range(2, rank_of(x))), keepdims=True)
 
 
-@pattern("BatchNormalization")
-def lower_batch_norm(cx):
-    if len(cx.op.results) > 1 and any(_used(r) for r in list(cx.op.results)[1:]):
-        raise Decline("BatchNormalization in training mode")
-    if cx.attr("training_mode", 0):
-        raise Decline("BatchNormalization in training mode")
-    y = cx.build("batch_norm", *[cx.tensor(i) for i in range(5)], epsilon=cx.attr("epsilon", 1e-5))
-    return tuple([y] + [None] * (len(cx.op.results) - 1)) if len(cx.op.results) > 1 else y
-
-
 def _used(v) -> bool:
     return any(True for _ in v.uses)
 
@@ -775,8 +765,6 @@ def _reduce(kind, since=18):
 
 
 def _reduce_kind(cx, kind, x, axes, keep):
-    if kind == "reduce_min":
-        return cx.build("neg", cx.build("reduce_max", cx.build("neg", x), axes=axes, keepdims=keep))
     if kind == "reduce_sum_square":
         return cx.build("reduce_sum", cx.build("mul", x, x), axes=axes, keepdims=keep)
     if kind == "reduce_l2":

@@ -337,3 +337,43 @@ class SymbolOp(KilnOp, name="symbol"):
         if parent is None or parent.operation.name != "builtin.module":
             raise VerifyError("must be at module level")
         return []
+
+
+SCATTER_REDUCTIONS = ("none", "add", "mul", "max", "min")
+
+
+class ScatterNDOp(KilnOp, name="scatter_nd", traits=[ext.Pure]):
+    """A copy of ``data`` with slices replaced (or combined) by ``updates``
+    (ONNX ``ScatterND``): ``indices`` is ``[i_0, ..., i_{q-2}, k]``, each of
+    its rows the position of a slice ``data[p_0, ..., p_{k-1}, ...]``
+    (negative values count from the end), and ``updates`` is
+    ``indices.dims[:-1] + data.dims[k:]``.  ``reduction`` (``none``, ``add``,
+    ``mul``, ``max``, ``min``) combines an update with the value already
+    there; rows apply in order, so duplicate positions accumulate.
+
+    ``%r = "kiln.scatter_nd"(%d, %i, %u) {reduction = "add"} : (!kiln.tensor<[4, "L"], f32>, !kiln.tensor<[2, 1], i64>, !kiln.tensor<[2, "L"], f32>) -> !kiln.tensor<[4, "L"], f32>``
+    """
+
+    data: ext.Operand[TensorType]
+    indices: ext.Operand[TensorType]
+    updates: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+    ATTRS = {"reduction": ATTR.str(default="none")}
+
+    def shape(self, operands, attrs):
+        data, idx, upd = operands
+        _require_index_dtype(idx)
+        same_dtype([data, upd], "data and updates")
+        if attrs["reduction"] not in SCATTER_REDUCTIONS:
+            raise VerifyError(f"attribute 'reduction' must be one of {', '.join(SCATTER_REDUCTIONS)}, "
+                              f"got \"{attrs['reduction']}\"")
+        if idx.rank < 1:
+            raise VerifyError("indices must have rank >= 1")
+        k = idx.dims[-1]
+        if not k.is_static or k.value > data.rank:
+            raise VerifyError(f"the last dim of indices must be a static size <= the rank of data ({data.rank}), "
+                              f"got {k}")
+        want = tuple(idx.dims[:-1]) + tuple(data.dims[k.value:])
+        if len(want) != upd.rank or any(not (a.is_unknown or b.is_unknown or a == b) for a, b in zip(want, upd.dims)):
+            raise VerifyError(f"updates must have shape {shape_text(want)}, got {shape_text(upd.dims)}")
+        return [data]

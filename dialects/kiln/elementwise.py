@@ -178,6 +178,14 @@ class SinOp(UnaryOp, name="sin", traits=[ext.Pure]):
     """Sine: ``%r = "kiln.sin"(%x) : (!kiln.tensor<["L", 16], f32>) -> !kiln.tensor<["L", 16], f32>``."""
 
 
+class FloorOp(UnaryOp, name="floor", traits=[ext.Pure]):
+    """Round toward -inf: ``%r = "kiln.floor"(%x) : (!kiln.tensor<["B"], f32>) -> !kiln.tensor<["B"], f32>``."""
+
+
+class CeilOp(UnaryOp, name="ceil", traits=[ext.Pure]):
+    """Round toward +inf: ``%r = "kiln.ceil"(%x) : (!kiln.tensor<["B"], f32>) -> !kiln.tensor<["B"], f32>``."""
+
+
 class WhereOp(KilnOp, name="where", traits=[ext.Pure]):
     """``cond ? x : y`` elementwise, the three operands broadcast together.
 
@@ -213,4 +221,5 @@ class CastOp(KilnOp, name="cast", traits=[ext.Pure]):
 
 BINARY_OPS = [AddOp, SubOp, MulOp, DivOp, PowOp, MaximumOp, MinimumOp]
 COMPARE_OPS = [EqOp, NeOp, LtOp, LeOp, GtOp, GeOp]
-UNARY_OPS = [NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, SigmoidOp, ReluOp, GeluOp, SiluOp, ErfOp, CosOp, SinOp]
+UNARY_OPS = [NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, SigmoidOp, ReluOp, GeluOp, SiluOp, ErfOp, CosOp, SinOp,
+             FloorOp, CeilOp]

@@ -4,7 +4,7 @@
 
 from typing import Optional
 
-from ..._mlir import ext
+from ..._mlir import ext, ir
 from ...errors import VerifyError
 from ..dims import dim, shape_text
 from .base import ATTR, KilnOp, TensorInfo, TensorType, is_float
@@ -345,3 +345,48 @@ class PackedAttentionOp(KilnOp, name="packed_attention", traits=[ext.Pure]):
                               f"got {shape_text(x.dims)}")
         _require_default_scale(attrs, dim(last.value // (3 * heads)))
         return [TensorInfo(x.dims[:-1] + (dim(last.value // 3),), x.dtype)]
+
+
+class ReduceProdOp(_ReduceOp, name="reduce_prod", traits=[ext.Pure]):
+    """Product over ``axes`` (1 over an empty set): ``%r = "kiln.reduce_prod"(%x) {axes = array<i64: 1>, keepdims = true} : (!kiln.tensor<["B", 16], f32>) -> !kiln.tensor<["B", 1], f32>``."""
+
+
+class ReduceMinOp(_ReduceOp, name="reduce_min", traits=[ext.Pure]):
+    """Minimum over ``axes`` (+inf / the type's maximum / true over an empty set): ``%r = "kiln.reduce_min"(%x) {axes = array<i64: 0>} : (...) -> ...``."""
+
+
+class _ArgReduceOp(KilnOp):
+    """Shared shape rule of argmax / argmin: the ``i64`` index of the extreme
+    along ``axis`` (the first one, or the last with ``select_last_index``)."""
+
+    x: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+    ATTRS = {"axis": ATTR.int(default=0), "keepdims": ATTR.bool(default=True),
+             "select_last_index": ATTR.bool(default=False)}
+
+    def shape(self, operands, attrs):
+        (x,) = operands
+        if x.rank == 0:
+            raise VerifyError("requires an operand of rank >= 1")
+        if str(x.dtype) == "i1":
+            raise VerifyError("requires a numeric operand, got i1")
+        axis = norm_axis(attrs["axis"], x.rank)
+        if attrs["keepdims"]:
+            dims = tuple(dim(1) if i == axis else d for i, d in enumerate(x.dims))
+        else:
+            dims = tuple(d for i, d in enumerate(x.dims) if i != axis)
+        return [TensorInfo(dims, ir.IntegerType.get_signless(64))]
+
+
+class ArgmaxOp(_ArgReduceOp, name="argmax", traits=[ext.Pure]):
+    """Index of the maximum along ``axis`` (NaN counts as the maximum, as in numpy).
+
+    ``%r = "kiln.argmax"(%x) {axis = 1 : i64, keepdims = false} : (!kiln.tensor<["B", 16], f32>) -> !kiln.tensor<["B"], i64>``
+    """
+
+
+class ArgminOp(_ArgReduceOp, name="argmin", traits=[ext.Pure]):
+    """Index of the minimum along ``axis`` (NaN counts as the minimum, as in numpy).
+
+    ``%r = "kiln.argmin"(%x) {axis = -1 : i64, select_last_index = true} : (!kiln.tensor<["B", 16], f32>) -> !kiln.tensor<["B", 1], i64>``
+    """

@@ -151,8 +151,8 @@ def test_op_table_rows():
     # cx.name decides which branch a pattern registered for several ops takes.
     assert "`kiln.reduce_max`" in rows["`GlobalMaxPool`"] and "reduce_mean" not in rows["`GlobalMaxPool`"]
     assert "no kiln op" in rows["`Identity`"]
-    # A helper called with a bound kind: ReduceMin is neg + reduce_max.
-    assert rows["`ReduceMin`"].split("|")[2].strip() == "`kiln.neg`, `kiln.reduce_max`"
+    # A helper called with a bound kind: ReduceL1 is abs + reduce_sum.
+    assert rows["`ReduceL1`"].split("|")[2].strip() == "`kiln.reduce_sum`, `kiln.abs`"
     assert "transposed convolution" in rows["`aten.convolution`"].split("Falls back: ")[1]
     assert "transposed" not in rows["`aten.conv2d`"]  # that Decline sits under cx.name.endswith("convolution")
     assert rows["`Shape`"].split("|")[2].strip() == "folded at import time"
