@@ -111,8 +111,8 @@ def _node_cases() -> list:
 
 def _read_value(path: str, type_proto):
     """The value stored in ``path`` as ``type_proto`` says: an array for a
-    tensor, a list of arrays for a sequence (or the raw proto's text when
-    onnx cannot read it back: the case is out of scope then anyway)."""
+    tensor (a string tensor as an object array), a list of arrays for a
+    sequence."""
     import onnx
     from onnx import numpy_helper
 
@@ -179,16 +179,21 @@ def _model_cases(suite: str) -> list:
         model = onnx.load(path)
         inits = {t.name for t in model.graph.initializer}
         inputs = [v for v in model.graph.input if v.name not in inits]
-        data_sets = []
+        data_sets, overrides = [], False
         for ds in sorted(glob.glob(os.path.join(case_dir, "test_data_set_*"))):
             n_in = len(glob.glob(os.path.join(ds, "input_*.pb")))
             n_out = len(glob.glob(os.path.join(ds, "output_*.pb")))
-            # A data set may leave out the inputs an initializer gives.
-            ins = [_read_value(os.path.join(ds, f"input_{i}.pb"), inputs[i].type) for i in range(n_in)]
+            # A data set leaves out the inputs an initializer gives, or feeds
+            # them all (overriding the initializers: kiln takes them as constants).
+            feeds = inputs if n_in <= len(inputs) else list(model.graph.input)
+            overrides |= n_in > len(inputs)
+            ins = [_read_value(os.path.join(ds, f"input_{i}.pb"), feeds[i].type) for i in range(n_in)]
             outs = [_read_value(os.path.join(ds, f"output_{i}.pb"), model.graph.output[i].type)
                     for i in range(n_out)]
             data_sets.append((ins, outs))
         scope = _model_scope(model) or ("" if data_sets else "no data sets")
+        if overrides:
+            scope = "; ".join(filter(None, [scope, "data sets override initializers"]))
         found.append(ModelCase(name, suite, model, data_sets, scope))
     return found
 
