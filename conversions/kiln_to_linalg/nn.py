@@ -631,8 +631,9 @@ def lower_max_pool2d(lw: Lowering):
         return m
 
     res = generic([x] * len(taps), [init], maps + [identity_map(4)], ["parallel"] * 4, body)
-    if not lw.attrs["ceil_mode"]:  # x is the input or its one padding: tagged for the native max pool
-        pads = _pairs(lw.attrs["pads"], [0, 0, 0, 0])
+    pads = _pairs(lw.attrs["pads"], [0, 0, 0, 0])
+    small = all(2 * p <= k for p, k in zip(pads, kernel + kernel))  # windows that always overlap the input
+    if not lw.attrs["ceil_mode"] and small:  # x is the input or its one padding: tagged for the native max pool
         if any(pads):
             x.owner.attributes[POOL_PAD_ATTR] = ir.DenseI64ArrayAttr.get(list(pads))
         res[0].owner.attributes[MAX_POOL_ATTR] = ir.DenseI64ArrayAttr.get([*kernel, *strides, *dil, *pads])
@@ -656,7 +657,10 @@ def lower_avg_pool2d(lw: Lowering):
     cdims = [dim(1), dim(1), out.dims[2], out.dims[3]]
     counts = linalg.pooling_nchw_sum(cx, window, outs=[fill(zero, empty_tensor(cdims, t, lw.env))],
                                      strides=strides, dilations=dil)
-    return [elementwise([sums, counts], out.dims, t, lw.env, arith.divf)]
+    # A window wholly in the padding (pads past the kernel) counts no cell
+    # without count_include_pad: its average is 0 (ONNX Runtime's), not 0 / 0.
+    one = scalar_const(t, 1.0)
+    return [elementwise([sums, counts], out.dims, t, lw.env, lambda s, c: arith.divf(s, arith.maximumf(c, one)))]
 
 
 # -- attention -----------------------------------------------------------------

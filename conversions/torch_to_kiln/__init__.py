@@ -13,6 +13,7 @@ from __future__ import annotations
 from ...pipelines.registry import Option, Pass, register_pass
 from . import onnx_data  # noqa: F401  (registers the data-movement patterns)
 from . import onnx_resize  # noqa: F401  (registers Resize / Upsample)
+from . import onnx_nn  # noqa: F401  (registers the convolution and pooling patterns)
 from . import onnx_ops  # noqa: F401  (registers ArgMax, ScatterND, GroupNormalization, ...)
 from .aten import ATEN_PATTERNS
 from .driver import ConversionStats, KilnTypeConverter, TorchToKiln, check_legal

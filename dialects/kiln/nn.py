@@ -110,8 +110,10 @@ class _Pool2dOp(KilnOp):
         pads = _pairs(attrs, "pads", 4, [0, 0, 0, 0])
         dil = _pairs(attrs, "dilations", 2, [1, 1]) if "dilations" in attrs else [1, 1]
         ceil = attrs["ceil_mode"]
-        if any(p * 2 > k for p, k in zip(pads, kernel + kernel)):
-            raise VerifyError(f"padding {pads} must be at most half the kernel {kernel}")
+        # Any padding is allowed (ONNX's rule; PyTorch's half-kernel limit is
+        # stricter): the lowering pads explicitly.
+        if any(p < 0 for p in pads):
+            raise VerifyError(f"padding {pads} must be non-negative")
         n, c, h, w = x.dims
         oh = window_out(h, dim(kernel[0]), strides[0], pads[0], pads[2], dil[0], ceil)
         ow = window_out(w, dim(kernel[1]), strides[1], pads[1], pads[3], dil[1], ceil)
@@ -134,7 +136,8 @@ class MaxPool2dOp(_Pool2dOp, name="max_pool2d", traits=[ext.Pure]):
 
 
 class AvgPool2dOp(_Pool2dOp, name="avg_pool2d", traits=[ext.Pure]):
-    """2-D average pooling (NCHW); padded cells count when ``count_include_pad``.
+    """2-D average pooling (NCHW); padded cells count when ``count_include_pad``
+    (never the cells ``ceil_mode`` adds past the padding).
 
     ``%r = "kiln.avg_pool2d"(%x) {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>} : (...) -> ...``
     """
@@ -143,6 +146,7 @@ class AvgPool2dOp(_Pool2dOp, name="avg_pool2d", traits=[ext.Pure]):
         "kernel": ATTR.ints(),
         "strides": ATTR.ints(optional=True),
         "pads": ATTR.ints(default=[0, 0, 0, 0]),
+        "dilations": ATTR.ints(default=[1, 1]),
         "ceil_mode": ATTR.bool(default=False),
         "count_include_pad": ATTR.bool(default=False),
     }

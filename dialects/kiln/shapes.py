@@ -98,7 +98,16 @@ def window_out(size: Dim, kernel: Dim, stride: int, pad_lo: int, pad_hi: int, di
         raise VerifyError(f"strides and dilations must be positive, got stride {stride} dilation {dilation}")
     span = size + (pad_lo + pad_hi) - dilation * (kernel - 1) - 1
     if ceil:
-        span = span + (stride - 1)
+        # Rounding up adds a last window only where it starts inside the input
+        # or the low padding (PyTorch's and ONNX's rule): its start
+        # (out - 1) * stride must stay below size + pad_lo.  Both bounds are
+        # floor divisions of size plus a constant, so the smaller constant
+        # gives the count for static and symbolic sizes alike.
+        if not (isinstance(kernel, int) or kernel.is_static):
+            raise VerifyError(f"ceil_mode needs a static kernel, got {kernel}")
+        k = kernel if isinstance(kernel, int) else kernel.value
+        extent = dilation * (k - 1) + 1
+        span = size + pad_lo + min(pad_hi - extent + stride - 1, -1)
     out = span // stride + 1
     if out.is_static and out.value <= 0:
         raise VerifyError(f"window of extent {dilation * (kernel - 1) + 1} does not fit an input of size {size} with padding {pad_lo}+{pad_hi}")
