@@ -133,9 +133,10 @@ def test_symbolic_spatial_dims():
         dict(scales=[1, 1, 2.0, 0.5], attrs=dict(mode="nearest")),
         dict(scales=[1, 1, 0.5, 1.5], attrs=dict(mode="cubic", coordinate_transformation_mode="half_pixel",
                                                  exclude_outside=1)),
+        dict(scales=[1, 1, 2.0, 2.0], attrs=dict(mode="linear", coordinate_transformation_mode="align_corners")),
     ]
     model = _model(["N", 2, "H", "W"], specs)
-    compiled = _check(model, [(1, 2, 3, 4), (2, 2, 8, 7), (1, 2, 13, 10)])
+    compiled = _check(model, [(1, 2, 3, 4), (2, 2, 8, 7), (1, 2, 13, 10), (1, 2, 5, 16)])
     assert [str(d) for d in compiled.outputs[0].dims] == ["N", "2", "2*H", "W/2"]
 
 
