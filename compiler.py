@@ -359,13 +359,19 @@ def _value_input_model(source, example_args, dynamic_shapes, symbols, device, op
     shaped = ov.shape_inputs(model, valued)
     syms = ov.symbol_names(model, shaped)
     declared = dict(symbols or {})
+    fixed = ov.broadcast_fixed(model, shaped)  # Expand dims the values may only be 1 or d at
+    labels = {n.name or f"{n.op_type}_{i}": n for i, n in enumerate(model.graph.node)}
+    broadcasts = {}
+    for label, dims in fixed.items():
+        for k, d in dims.items():
+            broadcasts.setdefault(labels[label].input[1], []).append((k, d, f"node '{label}' (Expand)"))
     sym_names = {s for v in syms.values() for s in v}
     capacity = options.pop("value_specializations", 16)
 
     def build(frozen, dynamic):
         m = ov.freeze(model, frozen)
         if dynamic:
-            m = ov.carrier_model(m, {n: syms[n] for n in shaped})
+            m = ov.carrier_model(m, {n: syms[n] for n in shaped}, fixed)
         names = ov.dim_params(m)
         given = {k: v for k, v in declared.items() if k in names}
         return compile(m, example_args, dynamic_shapes, given or None, device, _values_resolved=True, **options)
@@ -380,7 +386,7 @@ def _value_input_model(source, example_args, dynamic_shapes, symbols, device, op
               ", ".join(shaped) or "none", ", ".join(n for n in valued if n not in shaped) or "none")
     return ValueInputModel([i.name for i in ov.graph_inputs(model)], syms,
                            [n for n in valued if n not in shaped], build, ranges=ranges, capacity=capacity,
-                           inputs=ov.input_specs(model))
+                           inputs=ov.input_specs(model), broadcasts=broadcasts)
 
 
 def _log_partition(prepared, seconds: float) -> None:

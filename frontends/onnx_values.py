@@ -31,7 +31,7 @@ import re
 
 import numpy as np
 
-__all__ = ["SHAPE_OPERANDS", "VALUE_OPERANDS", "carrier_model", "dim_params", "freeze", "graph_inputs",
+__all__ = ["SHAPE_OPERANDS", "VALUE_OPERANDS", "broadcast_fixed", "carrier_model", "dim_params", "freeze", "graph_inputs",
            "input_specs", "read_graph", "shape_inputs", "symbol_names", "value_inputs"]
 
 #: ONNX op type -> the operand positions whose values (not shapes) the op
@@ -200,10 +200,44 @@ def freeze(model, values: dict):
     return m
 
 
-def carrier_model(model, symbols: dict):
+def broadcast_fixed(model, names) -> dict[str, dict[int, int]]:
+    """``{Expand node name: {value index: d}}``: where an Expand of shape
+    input in ``names`` aligns a value with a static dim ``d != 1`` of its
+    input.  ONNX allows only 1 or ``d`` there and the result has ``d``:
+    :func:`carrier_model` puts 1 in the symbol's place (so the kernels stay
+    valid for every value) and the runtime checks the value is 1 or ``d``."""
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - no shapes: no fixed dims (those Expands are specialized)
+        return {}
+    shapes = {t.name: list(t.dims) for t in inferred.graph.initializer}
+    for vi in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output):
+        tt = vi.type.tensor_type
+        if tt.HasField("shape"):
+            shapes[vi.name] = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+    lengths = {i.name: _static_length(i) for i in graph_inputs(model) if i.name in names}
+    out = {}
+    for index, node in enumerate(model.graph.node):
+        if node.op_type != "Expand" or len(node.input) < 2 or node.input[1] not in lengths:
+            continue
+        src, n = shapes.get(node.input[0]), lengths[node.input[1]]
+        if src is None:
+            continue
+        fixed = {k: src[k - n + len(src)] for k in range(n)
+                 if 0 <= k - n + len(src) and src[k - n + len(src)] not in (None, 1)}
+        if fixed:
+            out[node.name or f"{node.op_type}_{index}"] = fixed
+    return out
+
+
+def carrier_model(model, symbols: dict, fixed: dict | None = None):
     """A copy of ``model`` where each shape input ``name`` (``symbols[name]``
     its symbols) is a bool input of the same name with those symbols as dims,
-    and its uses read ``Shape(name)`` instead (see the module docstring)."""
+    and its uses read ``Shape(name)`` instead (see the module docstring);
+    ``fixed`` (:func:`broadcast_fixed`) gives the Expands that read 1 in
+    place of some values."""
     import onnx
     from onnx import helper
 
@@ -212,10 +246,13 @@ def carrier_model(model, symbols: dict):
     for name, syms in symbols.items():
         value = f"{name}__values"
         for node in m.graph.node:
+            fix = (fixed or {}).get(node.name) if node.op_type == "Expand" else None
             for k, i in enumerate(node.input):
-                if i == name:
+                if i == name and fix:
+                    node.input[k] = _masked(nodes, value, len(syms), fix, node.name)
+                elif i == name:
                     node.input[k] = value
-        nodes.append(helper.make_node("Shape", [name], [value], name=f"{name}__shape"))
+        nodes.insert(0, helper.make_node("Shape", [name], [value], name=f"{name}__shape"))
         for vi in m.graph.input:
             if vi.name == name:
                 vi.CopyFrom(helper.make_tensor_value_info(name, onnx.TensorProto.BOOL, list(syms)))
@@ -227,6 +264,24 @@ def carrier_model(model, symbols: dict):
     del m.graph.node[:]
     m.graph.node.extend(nodes + rest)
     return m
+
+
+def _masked(nodes: list, value: str, n: int, fix: dict, label: str) -> str:
+    """``Concat`` of the ``n`` values of ``value``, 1 at the indices in
+    ``fix``: appended to ``nodes``; returns its output's name."""
+    from onnx import helper
+
+    parts = []
+    for k in range(n):
+        out = f"{value}__{label}__{k}"
+        if k in fix:
+            nodes.append(helper.make_node("Constant", [], [out], value_ints=[1]))
+        else:
+            nodes.append(helper.make_node("Constant", [], [out + "_i"], value_ints=[k]))
+            nodes.append(helper.make_node("Gather", [value, out + "_i"], [out]))
+        parts.append(out)
+    nodes.append(helper.make_node("Concat", parts, [f"{value}__{label}"], axis=0))
+    return f"{value}__{label}"
 
 
 def dim_params(model) -> set[str]:

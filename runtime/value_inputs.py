@@ -108,7 +108,7 @@ class ValueInputModel:
 
     def __init__(self, input_names: Sequence[str], shape_inputs: Mapping[str, Sequence[str]],
                  specialized: Sequence[str], build: Callable, ranges: Mapping | None = None,
-                 capacity: int = 16, inputs: Sequence | None = None):
+                 capacity: int = 16, inputs: Sequence | None = None, broadcasts: Mapping | None = None):
         if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1:
             raise KilnError(f"value_specializations must be an integer >= 1, got {capacity!r}")
         self.input_names = list(input_names)
@@ -118,6 +118,9 @@ class ValueInputModel:
         self.shape_inputs = {n: tuple(s) for n, s in shape_inputs.items()}
         self.specialized = list(specialized)
         self.ranges = dict(ranges or {})
+        #: {shape input: [(value index, d, node)]}: an Expand broadcasts a dim
+        #: of size d there, so the value must be 1 or d (the kernels take d).
+        self.broadcasts = {n: list(v) for n, v in (broadcasts or {}).items()}
         self.capacity = capacity
         self._build = build
         self._lock = threading.Lock()
@@ -198,6 +201,10 @@ class ValueInputModel:
             raise ShapeError(f"input '{name}' must be a 1-D integer tensor of {len(syms)} values "
                              f"(a shape input), got {arr.dtype} of shape {list(arr.shape)}")
         values = [int(v) for v in arr]
+        for k, d, node in self.broadcasts.get(name, ()):
+            if values[k] not in (1, d):
+                raise ShapeError(f"input '{name}' value #{k} is {values[k]}, but {node} broadcasts a dim of "
+                                 f"size {d} there (the value must be 1 or {d})")
         special = False
         for k, (sym, v) in enumerate(zip(syms, values)):
             rng = self.ranges.get(sym)

@@ -224,3 +224,22 @@ def test_a_model_path_with_a_value_input(tmp_path):
     x = np.arange(3, dtype=np.float32).reshape(1, 3, 1)
     for a in (0, -1):
         _check(compiled, model, {"x": x, "axes": np.array([a], np.int64)})
+
+
+def test_expand_of_static_dims_is_compiled_once_and_checked():
+    # x is [3, 1]: the shape's value aligned with the 3 may be 1 or 3 (the
+    # result keeps 3); the one aligned with the 1 is a symbol.
+    model = _model(
+        [helper.make_node("Expand", ["x", "shape"], ["y"])],
+        [_vi("x", TensorProto.FLOAT, [3, 1]), _vi("shape", TensorProto.INT64, [3])],
+        [_vi("y", TensorProto.FLOAT, ["P", "Q", "R"])])
+    before = compilation_count()
+    compiled = kiln.compile(model, fallback=False)
+    x = np.arange(3, dtype=np.float32).reshape(3, 1)
+    for shape in ([2, 1, 6], [1, 3, 4], [5, 3, 1]):
+        _check(compiled, model, {"x": x, "shape": np.array(shape, np.int64)})
+    assert compilation_count() - before == 1
+    assert compiled.report()["value_inputs"]["specializations"] == 0
+    with pytest.raises(kiln.ShapeError, match=r"input 'shape' value #1 is 2, but node 'Expand_0' \(Expand\) "
+                                              r"broadcasts a dim of size 3 there"):
+        compiled(x, np.array([1, 2, 4], np.int64))
