@@ -276,6 +276,58 @@ def _transposed_weight(cx, w, groups):
     return cx.build("slice", wt, starts=[-1] * r, ends=[-SLICE_END] * r, axes=axes, steps=[-1] * r)
 
 
+def _crop(cx, y, axis, begin, length):
+    """``y`` along ``axis`` read from ``begin`` for ``length`` cells, zeros outside it."""
+    size = dims_of(y)[axis]
+    tail = length + begin - size  # cells past y's end (negative: cut)
+    if not tail.is_static:
+        raise Decline(f"ConvTranspose output length {length} of a symbolic input on axis {axis}")
+    tail = tail.value
+    if begin > 0 or tail < 0:
+        y = _slice(cx, y, axis, max(begin, 0), tail if tail < 0 else None)
+    if begin < 0 or tail > 0:
+        pads = [0] * (2 * rank_of(y))
+        pads[axis], pads[rank_of(y) + axis] = max(-begin, 0), max(tail, 0)
+        y = cx.build("pad", y, pads=pads, value=0.0)
+    return y
+
+
+def _conv_transpose_tiles(cx, x, w, begins, lengths, groups):
+    """A transposed convolution whose kernel equals its stride (no dilation:
+    U-Net's and FPN's 2x2 stride-2 upsampling): every input cell writes its
+    own ``K..`` tile of the output, so the result is one 1x1 convolution to
+    ``Co * prod(K)`` channels and a reshape / transpose laying the tiles out
+    (no multiplies by inserted zeros), then cropped or padded to the output
+    window, and the bias added."""
+    xd, wd = dims_of(x), dims_of(w)
+    r = len(xd) - 2
+    ci, cog, ks = wd[0], wd[1], [d.value for d in wd[2:]]
+    if not ci.is_static or ci.value % groups:
+        raise Decline(f"ConvTranspose weight dim 0 ({ci}) is not a static multiple of group {groups}")
+    cig = ci.value // groups
+    tile = 1
+    for k in ks:
+        tile *= k
+    # [Ci, Co/g, K..] -> [g, Co/g, K.., Ci/g] -> [Co * prod(K), Ci/g, 1..]
+    w1 = _reshape(cx, w, [dim(groups), dim(cig), cog] + wd[2:])
+    w1 = cx.build("transpose", w1, perm=[0, 2] + list(range(3, r + 3)) + [1])
+    w1 = _reshape(cx, w1, [cog * (groups * tile), dim(cig)] + [dim(1)] * r)
+    y = conv(cx, x, w1, None, [1] * r, [1] * r, [0] * (2 * r), groups)
+    co = cog * groups
+    # [N, Co, K.., S..] -> [N, Co, S1, K1, S2, K2, ..] -> [N, Co, S1*K1, ..]
+    y = _reshape(cx, y, xd[:1] + [co] + [dim(k) for k in ks] + xd[2:])
+    perm = [0, 1]
+    for a in range(r):
+        perm += [2 + r + a, 2 + a]
+    y = cx.build("transpose", y, perm=perm)
+    y = _reshape(cx, y, xd[:1] + [co] + [size * k for size, k in zip(xd[2:], ks)])
+    for a in range(r):
+        y = _crop(cx, y, 2 + a, begins[a], lengths[a])
+    if cx.has(2):
+        y = cx.build("add", y, _reshape(cx, cx.tensor(2), [dim(1), co] + [dim(1)] * r))
+    return y
+
+
 @pattern("ConvTranspose")
 def lower_conv_transpose(cx):
     x, w = cx.tensor(0), cx.tensor(1)
@@ -289,6 +341,8 @@ def lower_conv_transpose(cx):
     dilations = list(cx.attr("dilations", None) or [1] * r)
     groups = cx.attr("group", 1)
     begins, lengths = _transpose_pads(cx, x, kernel, strides, dilations)
+    if kernel == strides and all(d == 1 for d in dilations) and any(s > 1 for s in strides):
+        return _conv_transpose_tiles(cx, x, w, begins, lengths, groups)
     z = _insert_zeros(cx, x, strides)
     # The full result is the stride-1 convolution of the zero-inserted input
     # padded by extent - 1 on each side; cell p of the output reads full cell

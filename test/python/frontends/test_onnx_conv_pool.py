@@ -63,6 +63,10 @@ def test_2d_transposed_convolution_and_pools():
         _node("ConvTranspose", ["x", "w1", "b1"], ["ct"], strides=[2, 3], pads=[1, 0, 2, 1],
               output_padding=[1, 2], dilations=[2, 1], group=2),
         _node("ConvTranspose", ["x", "w2"], ["same"], strides=[2, 1], auto_pad="SAME_LOWER"),
+        # kernel = stride: the tiles path (a 1x1 convolution and a tile layout)
+        _node("ConvTranspose", ["x", "w4", "b1"], ["tiles"], strides=[2, 3], pads=[1, 0, 0, 2],
+              output_padding=[1, 0], group=2),
+        _node("ConvTranspose", ["x", "w4"], ["tsame"], strides=[2, 3], auto_pad="SAME_UPPER", group=2),
         _node("ConvTranspose", ["s", "w3"], ["shaped"], strides=[3, 2], output_shape=[12, 8]),
         _node("AveragePool", ["x"], ["avg0"], kernel_shape=[3, 2], strides=[3, 2], pads=[2, 1, 2, 1], ceil_mode=1),
         _node("AveragePool", ["x"], ["avg1"], kernel_shape=[3, 2], strides=[3, 2], pads=[2, 1, 2, 1], ceil_mode=1,
@@ -73,8 +77,9 @@ def test_2d_transposed_convolution_and_pools():
         _node("MaxPool", ["x"], ["mpi1", "idx1"], kernel_shape=[2, 2], strides=[1, 2], pads=[0, 1, 1, 0],
               storage_order=1),
     ]
-    inits = [("w1", _x(4, 3, 3, 2)), ("b1", _x(6)), ("w2", _x(4, 3, 4, 3)), ("w3", _x(2, 3, 4, 3))]
-    outputs = [(n, 4, F) for n in ("ct", "same", "shaped", "avg0", "avg1", "avgd", "mp1", "mpi0")]
+    inits = [("w1", _x(4, 3, 3, 2)), ("b1", _x(6)), ("w2", _x(4, 3, 4, 3)), ("w3", _x(2, 3, 4, 3)),
+             ("w4", _x(4, 3, 2, 3))]
+    outputs = [(n, 4, F) for n in ("ct", "same", "tiles", "tsame", "shaped", "avg0", "avg1", "avgd", "mp1", "mpi0")]
     outputs += [("idx0", 4, I64), ("mpi1", 4, F), ("idx1", 4, I64)]
     model = _model([("x", ["N", 4, "H", "W"]), ("s", ["N", 2, 3, 3])], nodes, outputs, inits)
     # Every residue of H and W modulo the strides (ceil_mode's last window).
@@ -92,13 +97,14 @@ def test_3d_convolution_and_pools():
         _node("Conv", ["x", "w", "b"], ["conv"], strides=[2, 1, 2], pads=[1, 0, 1, 2, 1, 0], dilations=[1, 2, 1],
               group=2),
         _node("ConvTranspose", ["x", "wt"], ["ct"], strides=[2, 1, 2], pads=[0, 1, 1, 1, 0, 0], group=2),
+        _node("ConvTranspose", ["x", "wt"], ["tiles"], strides=[2, 3, 2], pads=[1, 0, 0, 0, 1, 1]),
         _node("MaxPool", ["x"], ["mp"], **pool),
         _node("AveragePool", ["x"], ["ap"], count_include_pad=1, **pool),
         _node("AveragePool", ["x"], ["ap0"], kernel_shape=[3, 1, 2], strides=[1, 1, 2], pads=[1, 0, 1, 1, 0, 1]),
         _node("MaxPool", ["x"], ["mpi", "idx"], kernel_shape=[2, 1, 2], strides=[2, 2, 2], ceil_mode=1),
     ]
     inits = [("w", _x(6, 2, 3, 2, 3)), ("b", _x(6)), ("wt", _x(4, 1, 2, 3, 2))]
-    outputs = [(n, 5, F) for n in ("conv", "ct", "mp", "ap", "ap0", "mpi")] + [("idx", 5, I64)]
+    outputs = [(n, 5, F) for n in ("conv", "ct", "tiles", "mp", "ap", "ap0", "mpi")] + [("idx", 5, I64)]
     model = _model([("x", ["N", 4, "D", "H", "W"])], nodes, outputs, inits)
     _check(model, {"N": (1, 2), "D": (3, 9), "H": (3, 8), "W": (3, 8)},
            [{"x": _x(n, 4, d, h, w)} for n, d, h, w in ((1, 3, 3, 3), (2, 6, 5, 4), (1, 9, 8, 8))])
@@ -106,8 +112,10 @@ def test_3d_convolution_and_pools():
 
 def test_1d_transposed_convolution_with_a_weight_input():
     nodes = [_node("ConvTranspose", ["x", "w"], ["y"], strides=[2], pads=[3, 1]),
+             _node("ConvTranspose", ["x", "w"], ["t"], strides=[3], pads=[2, 1], output_padding=[2]),
              _node("MaxPool", ["x"], ["m", "i"], kernel_shape=[3], strides=[2], pads=[1, 1], ceil_mode=1)]
-    model = _model([("x", ["N", 2, "L"]), ("w", [2, 3, 3])], nodes, [("y", 3, F), ("m", 3, F), ("i", 3, I64)])
+    model = _model([("x", ["N", 2, "L"]), ("w", [2, 3, 3])], nodes,
+                   [("y", 3, F), ("t", 3, F), ("m", 3, F), ("i", 3, I64)])
     _check(model, {"N": (1, 2), "L": (2, 9)},
            [{"x": _x(n, 2, length), "w": _x(2, 3, 3)} for n, length in ((1, 2), (2, 7), (1, 9))])
 
