@@ -118,6 +118,15 @@ def _numpy(x, what: str) -> np.ndarray:
         raise KilnError(f"{what}: cannot hand a {getattr(x, 'dtype', '?')} tensor to ONNX Runtime ({e})") from None
 
 
+def _as_shape(a: np.ndarray, dims, binding) -> np.ndarray:
+    """``a`` viewed with the shape kiln's ``dims`` give at ``binding`` when it
+    holds that many elements in another shape (a rank-0 value as ``[1]``)."""
+    if len(dims) == a.ndim:
+        return a
+    shape = tuple(f(binding) for f in dims)
+    return a.reshape(shape) if a.size == int(np.prod(shape)) else a
+
+
 def _dtype_name(arr: np.ndarray) -> str:
     for name, t in NUMPY_DTYPES.items():
         if arr.dtype == t:
@@ -168,6 +177,10 @@ class OrtFallbackKernel:
         self._where = where
         self._wanted = [self.result_names[r] for r in self.results]
         self._np_in = [NUMPY_DTYPES[str(i.dtype)] for i in self.inputs]
+        # The shapes kiln's types give, per input and output, at a binding: the
+        # runtime may hand a rank-0 value as one element of rank 1.
+        self._in_shape = [[compile_expr(d)[0] for d in i.dims] for i in self.inputs]
+        self._out_shape = [[compile_expr(d)[0] for d in o.dims] for o in self.outputs]
         self._np_out = [NUMPY_DTYPES[str(o.dtype)] for o in self.outputs]
         self._ort = import_onnxruntime(f"{op_name}{' at ' + location if location else ''}: this model")
         self._session = None
@@ -210,14 +223,14 @@ class OrtFallbackKernel:
             a = _numpy(inputs[k], f"{self._where}, input #{k}")
             if a.dtype != self._np_in[k]:
                 raise KilnError(f"{self._where}: input #{k} is {_dtype_name(a)}, the node takes {self.inputs[k].dtype}")
-            feeds[f.name] = np.ascontiguousarray(a)
+            feeds[f.name] = _as_shape(np.ascontiguousarray(a), self._in_shape[k], binding)
         sess = self.session()
         try:
             results = sess.run(self._wanted, feeds)
         except Exception as e:  # ORT's own exception types
             raise KilnError(f"{self._where} failed in ONNX Runtime: {_first_line(e)}") from None
         for j, (o, r) in enumerate(zip(outputs, results)):
-            dst = _numpy(o, f"{self._where}, output #{j}")
+            dst = _as_shape(_numpy(o, f"{self._where}, output #{j}"), self._out_shape[j], binding)
             r = np.asarray(r)
             if r.dtype != self._np_out[j]:
                 raise KilnError(f"{self._where}: ONNX Runtime returned {_dtype_name(r)} for result "
