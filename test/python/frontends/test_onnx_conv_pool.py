@@ -120,13 +120,24 @@ def test_1d_transposed_convolution_with_a_weight_input():
            [{"x": _x(n, 2, length), "w": _x(2, 3, 3)} for n, length in ((1, 2), (2, 7), (1, 9))])
 
 
-def test_torch_max_pool_ceil_mode_shape():
-    """aten.max_pool2d with ceil_mode: no window starting past the input."""
+def test_torch_pools_ceil_mode_shape():
+    """aten.max_pool2d / avg_pool2d with ceil_mode: no window starting past the input and its low padding."""
     torch = pytest.importorskip("torch")
-    pool = torch.nn.MaxPool2d(kernel_size=1, stride=2, ceil_mode=True)
-    x = torch.randn(1, 1, 2, 2)
-    compiled = kiln.compile(pool, (x,), fallback=False)
-    want = pool(x)
-    got = np.asarray(compiled(x.numpy()))
-    assert got.shape == tuple(want.shape) == (1, 1, 1, 1)
-    np.testing.assert_allclose(got, want.numpy())
+
+    class Pools(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mp = torch.nn.MaxPool2d(kernel_size=1, stride=2, ceil_mode=True)
+            self.ap = torch.nn.AvgPool2d(kernel_size=2, stride=3, padding=1, ceil_mode=True)
+
+        def forward(self, x):
+            return self.mp(x), self.ap(x)
+
+    model = Pools()
+    x = torch.randn(1, 2, 4, 4)
+    compiled = kiln.compile(model, (x,), fallback=False)
+    got = compiled(x.numpy())
+    for g, w, shape in zip(got, model(x), ((1, 2, 2, 2), (1, 2, 2, 2))):
+        g = np.asarray(g)
+        assert g.shape == tuple(w.shape) == shape
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-6)
