@@ -78,7 +78,9 @@ def _row_op(op, sym: str) -> bool:
         return first.rank >= 3  # [S, L, 3 * H * D]: S a batch dim (of rank 2, S would be the queries)
     if name in ("kiln.softmax", "kiln.layer_norm"):
         return attrs.get("axis", -1) % first.rank != 0
-    if name in ("kiln.reduce_sum", "kiln.reduce_mean", "kiln.reduce_max"):
+    if name in ("kiln.argmax", "kiln.argmin"):
+        return attrs.get("axis", 0) % first.rank != 0
+    if name in ("kiln.reduce_sum", "kiln.reduce_mean", "kiln.reduce_max", "kiln.reduce_min", "kiln.reduce_prod"):
         axes = attrs.get("axes") or list(range(first.rank))
         return 0 not in _norm(axes, first.rank)
     if name == "kiln.transpose":

@@ -201,7 +201,7 @@ class _RowKernel(TritonKernel):
 
 
 class ReduceKernel(_RowKernel):
-    """``kiln.reduce_sum`` / ``reduce_mean`` / ``reduce_max`` over any axes."""
+    """``kiln.reduce_sum`` / ``reduce_mean`` / ``reduce_max`` / ``reduce_min`` over any axes."""
 
     kind = "reduce"
     SAME_SHAPE = False
@@ -215,25 +215,32 @@ class ReduceKernel(_RowKernel):
         op = self.spec.anchor.op.split("_", 1)[1]
         dtype = self.x_spec.dtype
         ct = compute_tl(dtype)
+        init = "0"
         if op == "max":
             init = "float('-inf')" if is_float_dtype(dtype) else "-9223372036854775807" if dtype == "i64" else "-2147483647"
+        elif op == "min":
+            init = "float('inf')" if is_float_dtype(dtype) else "9223372036854775807" if dtype == "i64" else "2147483647"
         src = Source()
         self._head(src, [])
-        if op == "max":
+        if op in ("max", "min"):
             src(f"acc = tl.full((BLOCK,), {init}, {ct})")
         else:
             src(f"acc = tl.zeros((BLOCK,), dtype={ct})")
         src("for c0 in range(0, ncols, BLOCK):")
         src.indent()
         self._cols(src)
-        v = self._x(src, init if op == "max" else "0", ct)
+        v = self._x(src, init, ct)
         if op == "max":
             src(f"acc = tl.maximum(acc, {v})")
+        elif op == "min":
+            src(f"acc = tl.minimum(acc, {v})")
         else:
             src(f"acc += {v}")
         src.dedent()
         if op == "max":
             src("res = tl.max(acc, axis=0)")
+        elif op == "min":
+            src("res = tl.min(acc, axis=0)")
         elif op == "sum":
             src("res = tl.sum(acc, axis=0)")
         else:

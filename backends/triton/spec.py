@@ -63,6 +63,7 @@ ANCHORS = {
     "kiln.reduce_sum": "reduce",
     "kiln.reduce_mean": "reduce",
     "kiln.reduce_max": "reduce",
+    "kiln.reduce_min": "reduce",
     "kiln.max_pool2d": "pool",
     "kiln.avg_pool2d": "pool",
     "kiln.attention": "attention",

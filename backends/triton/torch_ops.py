@@ -1,4 +1,5 @@
-"""Kernels the Triton backend runs in PyTorch: concat, pad, gather, fallback.
+"""Kernels the Triton backend runs in PyTorch: concat, pad, gather, gather_elements,
+scatter_nd, argmax / argmin, reduce_prod, fallback.
 
 These are data-movement ops (or ops kiln cannot lower) with no generated
 Triton kernel yet; they follow the same kernel contract so a program mixes
@@ -56,6 +57,27 @@ class TorchKernel(TritonKernel):
             axis = at.get("axis", 0) % data.dim()
             flat = torch.index_select(data, axis, idx.reshape(-1).long())
             y = flat.reshape(data.shape[:axis] + idx.shape + data.shape[axis + 1 :])
+        elif op in ("kiln.argmax", "kiln.argmin"):
+            x = args[0]
+            axis = at.get("axis", 0) % x.dim()
+            fn = torch.argmax if op == "kiln.argmax" else torch.argmin
+            if at.get("select_last_index", False):
+                y = x.shape[axis] - 1 - fn(torch.flip(x, [axis]), dim=axis, keepdim=True)
+            else:
+                y = fn(x, dim=axis, keepdim=True)
+            y = y if at.get("keepdims", True) else y.squeeze(axis)
+        elif op == "kiln.reduce_prod":
+            y = args[0]
+            axes = sorted({a % y.dim() for a in at.get("axes") or range(y.dim())}, reverse=True)
+            for a in axes:
+                y = torch.prod(y, dim=a, keepdim=bool(at.get("keepdims", False)))
+        elif op == "kiln.gather_elements":
+            data, idx = args
+            axis = at.get("axis", 0) % data.dim()
+            idx = idx.long()
+            y = torch.gather(data, axis, torch.where(idx < 0, idx + data.shape[axis], idx))
+        elif op == "kiln.scatter_nd":
+            y = _scatter_nd(*args, at.get("reduction", "none"))
         elif op == "kiln.fallback" and at["op_name"].startswith("aten."):
             name = at["op_name"].split(".")
             fn = getattr(torch.ops.aten, name[1])
@@ -64,3 +86,26 @@ class TorchKernel(TritonKernel):
         else:
             raise UnsupportedError(f"the Triton backend has no kernel for '{op}'")
         outputs[0].copy_(y)
+
+
+def _scatter_nd(data, indices, updates, reduction: str):
+    """ONNX ScatterND on torch tensors: rows of ``indices`` applied in order."""
+    import torch
+
+    k = indices.shape[-1]
+    out = data.clone()
+    rows = indices.reshape(-1, k).long().tolist()
+    ups = updates.reshape((len(rows),) + tuple(data.shape[k:]))
+    for row, u in zip(rows, ups):
+        pos = tuple(p + data.shape[j] if p < 0 else p for j, p in enumerate(row))
+        if reduction == "add":
+            out[pos] = out[pos] + u
+        elif reduction == "mul":
+            out[pos] = out[pos] * u
+        elif reduction == "max":
+            out[pos] = torch.maximum(out[pos], u)
+        elif reduction == "min":
+            out[pos] = torch.minimum(out[pos], u)
+        else:
+            out[pos] = u
+    return out
