@@ -25,11 +25,10 @@ from onnx import TensorProto, helper, numpy_helper
 import kiln
 from kiln.tools import onnx_conformance
 
-#: The floor on the in-scope pass share of the model suites: 100 of 123
-#: passed before the PRelu / legacy-broadcast fixes, 103 after, 107 with
-#: Expand's run-time shape input; the other 16 need 3-D conv/pool and
-#: ConvTranspose.
-MIN_SHARE = 0.86
+#: The floor on the in-scope pass share of the model suites: every case
+#: (100 of 123 passed before the PRelu / legacy-broadcast fixes, Expand's
+#: run-time shape input, 3-D conv/pool and ConvTranspose).
+MIN_SHARE = 1.0
 
 
 class RemainingModelCases(UserWarning):
