@@ -50,10 +50,12 @@ __all__ = ["FOLD_LIMIT", "fold_known", "symbolic_tensor"]
 #: (a ``ConstantOfShape`` of a big static shape stays a splat + expand).
 FOLD_LIMIT = 1 << 16
 
-# Ops never evaluated at import: random values, and ops the patterns own.
+# Ops never evaluated here: random values, subgraphs, and ops whose patterns
+# already take known operands (ConstantOfShape: a splat constant, not a dense
+# array of its value; a known integer shape folds there too).
 _NEVER = frozenset({
-    "Constant", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
-    "Bernoulli", "Dropout", "If", "Loop", "Scan",
+    "Constant", "ConstantOfShape", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+    "Multinomial", "Bernoulli", "Dropout", "If", "Loop", "Scan",
 })
 
 # kiln dtype -> numpy dtype of a folded value (bf16 is not folded).

@@ -202,6 +202,39 @@ def test_symbolic_range_and_slice_bounds():
                  symbols=symbols)
 
 
+def test_legacy_expand_minus_one_code():
+    """``x[:, :1].expand(-1, L, -1)`` as the legacy exporter writes it:
+    ``Where(Equal(t, -1 * ones(Shape(t))), ones, t)`` over ``t = [-1, L, -1]``
+    (a Shape of a known value, a comparison the range of ``L`` decides)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "L", 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "L", 8])
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "i1"], ["l"], axis=0),
+        helper.make_node("Unsqueeze", ["l", "ax0"], ["l1"]),
+        helper.make_node("Concat", ["m1", "l1", "m1"], ["c"], axis=0),
+        helper.make_node("Reshape", ["c", "m1"], ["t"]),
+        helper.make_node("Shape", ["t"], ["ts"]),
+        helper.make_node("ConstantOfShape", ["ts"], ["ones"], value=helper.make_tensor("v", 7, [1], [1])),
+        helper.make_node("Mul", ["ones", "neg"], ["negs"]),
+        helper.make_node("Equal", ["t", "negs"], ["eq"]),
+        helper.make_node("Where", ["eq", "ones", "t"], ["target"]),
+        helper.make_node("Slice", ["x", "zero1", "one1", "ax1"], ["first"]),
+        helper.make_node("Expand", ["first", "target"], ["y"]),
+    ]
+    inits = [_i64("i1", 1), _i64("ax0", [0]), _i64("m1", [-1]), _i64("neg", -1), _i64("zero1", [0]),
+             _i64("one1", [1]), _i64("ax1", [1])]
+    model = _model(nodes, [x], [y], inits)
+    symbols = {"B": (1, 4), "L": (2, 32)}
+    module, report = _import(model, symbols=symbols)
+    assert report.fallbacks == 0
+    assert _symbols(module) == ["B", "L"]
+    assert result_dims(module) == [["B", "L", "8"]]
+    rng = np.random.default_rng(7)
+    _against_ort(model, [{"x": rng.standard_normal((b, n, 8)).astype(np.float32)} for b, n in
+                         [(1, 2), (2, 11), (4, 32)]], symbols=symbols)
+
+
 @pytest.mark.parametrize("upper,k", [(0, None), (1, 1), (0, -2)])
 def test_trilu_over_a_symbolic_length(upper, k):
     """A causal mask as exporters write it: ``Expand(1, [L, L]) -> Trilu``
