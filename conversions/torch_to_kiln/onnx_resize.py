@@ -33,6 +33,7 @@ import numpy as np
 from ..._mlir import ir
 from ...dialects.dims import Dim, dim
 from ...dialects.kiln import tensor_type
+from ...dialects.kiln.data import SLICE_END
 from .aten import dims_of, dtype_of, rank_of
 from .driver import Decline, Known
 from .onnx import _attr_array, pattern
@@ -523,9 +524,13 @@ def _dense(cx, x, axis, index, weight, n_in, dtype):
 
 
 def _dim_value(cx, d: Dim):
-    """A rank-0 f64 tensor holding the value of dim ``d`` at run time."""
-    ones = cx.build("expand", cx.const(1.0, "f64"), shape=[d])
-    return cx.build("reduce_sum", ones, axes=[0], keepdims=False)
+    """A rank-0 f64 tensor holding the value of dim ``d`` at run time: the
+    last entry of ``1, 2, ..., d``.  Not a reduction: two reductions of one
+    result shape fused into one CPU kernel returned the same value (a backend
+    bug seen with two such dim values)."""
+    count = cx.build("range", shape=[d], start=1.0, step=1.0, results=[tensor_type([d], "f64")])
+    last = cx.build("slice", count, starts=[-1], ends=[SLICE_END], axes=[0])
+    return cx.build("reshape", last, shape=[])
 
 
 def _symbolic_axis(cx, x, axis, p, n_out: Dim, scale, roi):

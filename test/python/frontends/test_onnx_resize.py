@@ -141,7 +141,7 @@ def test_symbolic_spatial_dims():
 
 
 def test_symbolic_sizes_from_shape_arithmetic():
-    """``sizes = concat(shape[:2], shape[2:] * 2)`` (a dynamic-shape export): symbolic sizes."""
+    """``sizes = concat(shape[:2], shape[2:] * 2)`` (a dynamic-shape export) and ``shape[2:] + 2``: symbolic sizes."""
     i64 = TensorProto.INT64
     nodes = [
         helper.make_node("Shape", ["X"], ["shp"]),
@@ -149,10 +149,14 @@ def test_symbolic_sizes_from_shape_arithmetic():
         helper.make_node("Slice", ["shp", "c2", "c4"], ["hw"]),
         helper.make_node("Mul", ["hw", "two"], ["hw2"]),
         helper.make_node("Concat", ["nc", "hw2"], ["sz"], axis=0),
+        helper.make_node("Add", ["hw", "two"], ["hw3"]),
+        helper.make_node("Concat", ["nc", "hw3"], ["sz3"], axis=0),
     ]
     inits = [helper.make_tensor(n, i64, [1], [v]) for n, v in (("c0", 0), ("c2", 2), ("c4", 4))]
     inits.append(helper.make_tensor("two", i64, [2], [2, 2]))
-    specs = [dict(sizes="sz", attrs=dict(mode="linear", coordinate_transformation_mode="align_corners"))]
+    # sizes 2*H (a constant scale) and H + 2 (a scale known only at run time: (H+2)/H)
+    specs = [dict(sizes="sz", attrs=dict(mode="linear", coordinate_transformation_mode="align_corners")),
+             dict(sizes="sz3", attrs=dict(mode="linear"))]
     _check(_model(["N", 2, "H", "W"], specs, extra_nodes=nodes, extra_inits=inits), [(1, 2, 3, 5), (2, 2, 6, 4)])
 
 
