@@ -328,6 +328,51 @@ def _conv_transpose_tiles(cx, x, w, begins, lengths, groups):
     return y
 
 
+def _conv_transpose_phases(cx, x, w, kernel, strides, begins, lengths, groups):
+    """A strided transposed convolution as one stride-1 convolution of ``x``
+    computing every output phase (the cells ``q = s*m + phi``) at once: phase
+    ``phi`` is the correlation of ``x`` with the taps ``w[phi::s]`` reversed
+    (zero-filled in front to ``J = ceil(K/s)`` taps), the phases' weights
+    stacked along the output channels (per group); the phases are then
+    interleaved (reshape / transpose), cropped or padded to the output
+    window, and the bias added.  No products with inserted zeros."""
+    xd, wd = dims_of(x), dims_of(w)
+    r = len(xd) - 2
+    ci, cog = wd[0], wd[1]
+    if not ci.is_static or ci.value % groups:
+        raise Decline(f"ConvTranspose weight dim 0 ({ci}) is not a static multiple of group {groups}")
+    cig = ci.value // groups
+    taps = [-(-k // st) for k, st in zip(kernel, strides)]
+    parts = []
+    for phase in itertools.product(*[range(st) for st in strides]):
+        sub = cx.build("slice", w, starts=list(phase), ends=[SLICE_END] * r, axes=list(range(2, r + 2)),
+                       steps=list(strides))
+        sub = cx.build("slice", sub, starts=[-1] * r, ends=[-SLICE_END] * r, axes=list(range(2, r + 2)),
+                       steps=[-1] * r)
+        front = [t - d.value for t, d in zip(taps, dims_of(sub)[2:])]
+        if any(front):
+            sub = cx.build("pad", sub, pads=[0, 0] + front + [0] * (r + 2), value=0.0)
+        parts.append(_reshape(cx, sub, [dim(groups), dim(cig), dim(1), cog] + [dim(t) for t in taps]))
+    stack = parts[0] if len(parts) == 1 else cx.build("concat", *parts, axis=2)
+    stack = cx.build("transpose", stack, perm=[0, 2, 3, 1] + list(range(4, r + 4)))  # [g, P, Cog, Cig, J..]
+    w1 = _reshape(cx, stack, [cog * (groups * len(parts)), dim(cig)] + [dim(t) for t in taps])
+    y = conv(cx, x, w1, None, [1] * r, [1] * r, [t - 1 for t in taps] * 2, groups)
+    m = dims_of(y)[2:]
+    co = cog * groups
+    # [N, g, s.., Cog, M..] -> [N, g, Cog, M1, s1, M2, s2, ..] -> [N, Co, M1*s1, ..]
+    y = _reshape(cx, y, xd[:1] + [dim(groups)] + [dim(st) for st in strides] + [cog] + m)
+    perm = [0, 1, 2 + r]
+    for a in range(r):
+        perm += [3 + r + a, 2 + a]
+    y = cx.build("transpose", y, perm=perm)
+    y = _reshape(cx, y, xd[:1] + [co] + [size * st for size, st in zip(m, strides)])
+    for a in range(r):
+        y = _crop(cx, y, 2 + a, begins[a], lengths[a])
+    if cx.has(2):
+        y = cx.build("add", y, _reshape(cx, cx.tensor(2), [dim(1), co] + [dim(1)] * r))
+    return y
+
+
 @pattern("ConvTranspose")
 def lower_conv_transpose(cx):
     x, w = cx.tensor(0), cx.tensor(1)
@@ -341,8 +386,14 @@ def lower_conv_transpose(cx):
     dilations = list(cx.attr("dilations", None) or [1] * r)
     groups = cx.attr("group", 1)
     begins, lengths = _transpose_pads(cx, x, kernel, strides, dilations)
-    if kernel == strides and all(d == 1 for d in dilations) and any(s > 1 for s in strides):
-        return _conv_transpose_tiles(cx, x, w, begins, lengths, groups)
+    if all(d == 1 for d in dilations) and any(s > 1 for s in strides):
+        if kernel == strides:
+            return _conv_transpose_tiles(cx, x, w, begins, lengths, groups)
+        phases = 1
+        for st in strides:
+            phases *= st
+        if all(k >= st for k, st in zip(kernel, strides)) and phases <= _MAX_CONCAT:
+            return _conv_transpose_phases(cx, x, w, kernel, strides, begins, lengths, groups)
     z = _insert_zeros(cx, x, strides)
     # The full result is the stride-1 convolution of the zero-inserted input
     # padded by extent - 1 on each side; cell p of the output reads full cell

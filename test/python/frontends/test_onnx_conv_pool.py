@@ -63,6 +63,10 @@ def test_2d_transposed_convolution_and_pools():
         _node("ConvTranspose", ["x", "w1", "b1"], ["ct"], strides=[2, 3], pads=[1, 0, 2, 1],
               output_padding=[1, 2], dilations=[2, 1], group=2),
         _node("ConvTranspose", ["x", "w2"], ["same"], strides=[2, 1], auto_pad="SAME_LOWER"),
+        # kernel >= stride: the output phases as one convolution; kernel < stride: zero insertion
+        _node("ConvTranspose", ["x", "w5", "b1"], ["phases"], strides=[2, 3], pads=[1, 2, 0, 1],
+              output_padding=[1, 2], group=2),
+        _node("ConvTranspose", ["x", "w6"], ["sparse"], strides=[2, 3], pads=[0, 1, 1, 0]),
         # kernel = stride: the tiles path (a 1x1 convolution and a tile layout)
         _node("ConvTranspose", ["x", "w4", "b1"], ["tiles"], strides=[2, 3], pads=[1, 0, 0, 2],
               output_padding=[1, 0], group=2),
@@ -78,8 +82,9 @@ def test_2d_transposed_convolution_and_pools():
               storage_order=1),
     ]
     inits = [("w1", _x(4, 3, 3, 2)), ("b1", _x(6)), ("w2", _x(4, 3, 4, 3)), ("w3", _x(2, 3, 4, 3)),
-             ("w4", _x(4, 3, 2, 3))]
-    outputs = [(n, 4, F) for n in ("ct", "same", "tiles", "tsame", "shaped", "avg0", "avg1", "avgd", "mp1", "mpi0")]
+             ("w4", _x(4, 3, 2, 3)), ("w5", _x(4, 3, 3, 4)), ("w6", _x(4, 2, 1, 2))]
+    names = ("ct", "same", "phases", "sparse", "tiles", "tsame", "shaped", "avg0", "avg1", "avgd", "mp1", "mpi0")
+    outputs = [(n, 4, F) for n in names]
     outputs += [("idx0", 4, I64), ("mpi1", 4, F), ("idx1", 4, I64)]
     model = _model([("x", ["N", 4, "H", "W"]), ("s", ["N", 2, 3, 3])], nodes, outputs, inits)
     # Every residue of H and W modulo the strides (ceil_mode's last window).
