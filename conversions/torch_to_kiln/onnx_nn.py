@@ -12,10 +12,13 @@ decompositions into them, so the 2-D paths stay as they were:
   channels, then a 2-D pool over ``(D, H*W)`` with a ``[kd, 1]`` window.
   Max is separable; so is the average over a box, whose divisor (valid
   cells, or cells inside the padding) is the product of per-axis counts.
-- ConvTranspose: zero insertion (reshape, pad, reshape) between the input's
-  cells, then a stride-1 convolution with the weight's in / out channels
-  swapped per group and its taps flipped, padded (or cropped) so that the
-  result is ONNX's output window.
+- ConvTranspose: without dilation and with a kernel at least its stride,
+  one stride-1 convolution computing every output phase (a 1x1 convolution
+  when the kernel equals the stride), the phases interleaved by a reshape /
+  transpose; otherwise zero insertion (reshape, pad, reshape) between the
+  input's cells, then a stride-1 convolution with the weight's in / out
+  channels swapped per group and its taps flipped.  Either result is
+  cropped or padded to ONNX's output window.
 - MaxPool's ``Indices``: the running maximum over the window taps (strided
   slices of the input padded with ``-inf``) with the flattened index of
   each tap's cell chosen alongside it.
