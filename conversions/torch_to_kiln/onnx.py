@@ -554,14 +554,21 @@ def lower_range(cx):
         start, limit, delta = (v.array().reshape(-1)[0] for v in vals)
         return Known(np.arange(start, limit, delta).astype(_np_dtype(cx.result_dtype())), cx.result_dtype())
     start, limit, delta = (v.ints()[0] if len(v.ints()) == 1 else None for v in vals)
-    if any(isinstance(v, Dim) and not v.is_static for v in (start, delta)) or None in (start, limit, delta):
-        raise Decline("Range with a symbolic start or delta")
-    start, delta = int(dim(start).value if isinstance(start, Dim) else start), int(
-        dim(delta).value if isinstance(delta, Dim) else delta)
+    if None in (start, limit, delta) or isinstance(delta, Dim) and not delta.is_static:
+        raise Decline("Range with a symbolic delta")
+    delta = int(delta.value if isinstance(delta, Dim) else delta)
     if delta <= 0:
-        raise Decline("Range over a symbolic limit with a non-positive delta")
+        raise Decline("Range over symbolic bounds with a non-positive delta")
+    dtype = cx.result_dtype()
     n = (dim(limit) - start + (delta - 1)) // delta
-    return cx.build("range", shape=[n], start=start, step=delta, results=[tensor_type([n], cx.result_dtype())])
+    if isinstance(start, Dim) and not start.is_static:
+        # arange(past, past + L): a range from 0 shifted by the start, computed at run time.
+        r = cx.build("range", shape=[n], start=0, step=delta, results=[tensor_type([n], dtype)])
+        from .onnx_fold import symbolic_tensor
+
+        return cx.build("add", r, symbolic_tensor(cx, Known([start], dtype, rank0=True)))
+    start = int(start.value if isinstance(start, Dim) else start)
+    return cx.build("range", shape=[n], start=start, step=delta, results=[tensor_type([n], dtype)])
 
 
 @pattern("Trilu")

@@ -202,6 +202,25 @@ def test_symbolic_range_and_slice_bounds():
                  symbols=symbols)
 
 
+def test_range_with_a_symbolic_start():
+    """``arange(P, P + L)`` (positions after a past of length ``P``): a range
+    of ``L`` elements shifted by ``P`` at run time."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "L"])
+    p = helper.make_tensor_value_info("p", TensorProto.FLOAT, ["B", "P"])
+    y = helper.make_tensor_value_info("y", TensorProto.INT64, ["L"])
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Shape", ["p"], ["ps"]),
+             helper.make_node("Gather", ["s", "i1"], ["l"], axis=0),
+             helper.make_node("Gather", ["ps", "i1"], ["pl"], axis=0),
+             helper.make_node("Add", ["pl", "l"], ["end"]), helper.make_node("Range", ["pl", "end", "one"], ["y"])]
+    model = _model(nodes, [x, p], [y], [_i64("i1", 1), _i64("one", 1)])
+    symbols = {"B": (1, 4), "L": (1, 16), "P": (1, 16)}
+    module, report = _import(model, symbols=symbols)
+    assert report.fallbacks == 0
+    assert result_dims(module) == [["L"]]
+    _against_ort(model, [{"x": np.zeros((b, n), np.float32), "p": np.zeros((b, q), np.float32)}
+                         for b, n, q in [(1, 1, 1), (2, 5, 9), (4, 16, 16)]], symbols=symbols)
+
+
 def test_legacy_expand_minus_one_code():
     """``x[:, :1].expand(-1, L, -1)`` as the legacy exporter writes it:
     ``Where(Equal(t, -1 * ones(Shape(t))), ones, t)`` over ``t = [-1, L, -1]``
