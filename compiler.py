@@ -143,21 +143,19 @@ def _signature(module: ir.Module):
             raise UnsupportedError(f"function '{name}' argument #{i} has type {t}, not a !kiln.tensor")
         info = tensor_info(t)
         inputs.append(InputSpec.make(arg_names[i], info.dims, dtype_name(info.dtype)))
+    from .frontends.names import value_names
+
+    out_names = value_names(fn, "res_attrs", len(ftype.results), "output")
     for j, t in enumerate(ftype.results):
         info = tensor_info(t)
-        outputs.append(ValueInfo(f"output{j}", tuple(info.dims), dtype_name(info.dtype)))
+        outputs.append(ValueInfo(out_names[j], tuple(info.dims), dtype_name(info.dtype)))
     return name, inputs, outputs
 
 
 def _arg_names(fn, n: int) -> list[str]:
-    names = [f"arg{i}" for i in range(n)]
-    if "arg_attrs" in fn.attributes:
-        for i, d in enumerate(ir.ArrayAttr(fn.attributes["arg_attrs"])):
-            d = ir.DictAttr(d)
-            for key in ("kiln.name", "kiln.input_name"):
-                if key in d:
-                    names[i] = ir.StringAttr(d[key]).value
-    return names
+    from .frontends.names import value_names
+
+    return value_names(fn, "arg_attrs", n, "arg")
 
 
 def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device="cpu", **options):  # noqa: A001
@@ -323,6 +321,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
         values=values,
         schedule=schedule,
         output_ids=list(sched.outputs),
+        output_names=[o.name for o in outputs],
         symbols=syms,
         base_compilations=1 if engine is not None else 0,
         ir=kept,

@@ -14,7 +14,6 @@ and MLIR renames the blobs ``_``, ``__1``, ...)
 
 from __future__ import annotations
 
-import os
 import re
 import warnings
 
@@ -22,6 +21,8 @@ from .._mlir import ir
 from ..context import make_context
 from ..conversions.torch_to_kiln.driver import UNSET_MAX
 from ..errors import ConversionError, KilnError, ParseError, UnsupportedError
+from .names import name_signature
+from .onnx_external import attach, read_model
 from .report import finish
 
 __all__ = ["import_onnx", "load_model"]
@@ -31,26 +32,13 @@ MIN_OPSET = 1
 
 
 def load_model(model_or_path):
-    """An ``onnx.ModelProto`` from a path, bytes or a ModelProto; ParseError if unreadable."""
-    import onnx
-
-    if isinstance(model_or_path, onnx.ModelProto):
-        return model_or_path, "<model>"
-    if isinstance(model_or_path, (bytes, bytearray)):
-        data, where = bytes(model_or_path), "<bytes>"
-    else:
-        where = os.fspath(model_or_path)
-        try:
-            with open(where, "rb") as f:
-                data = f.read()
-        except OSError as e:
-            raise ParseError(f"cannot read ONNX model {where}: {e.strerror}") from None
-    try:
-        model = onnx.load_from_string(data)
-    except Exception as e:
-        raise ParseError(f"{where} is not a valid ONNX model (truncated or corrupt): {type(e).__name__}: {e}") from None
-    if not model.graph.node and not model.graph.output:
-        raise ParseError(f"{where} is not a valid ONNX model: it has no graph")
+    """``(model, where)``: the ``onnx.ModelProto`` of a path, bytes or a
+    ModelProto, with its external data (files beside the model, as
+    ``torch.onnx.export(..., dynamo=True)`` writes them) read in; ParseError
+    if unreadable, or if an external location leaves the model's directory
+    or is missing (see :mod:`kiln.frontends.onnx_external`)."""
+    model, where, deferred = read_model(model_or_path)
+    attach(model, deferred)
     return model, where
 
 
@@ -163,6 +151,39 @@ def _check_value_types(model, where) -> None:
                 raise UnsupportedError(f"{where}: graph {role} '{v.name}' has {kind}, which kiln does not support")
 
 
+def _check_node_types(model, where) -> None:
+    """UnsupportedError naming the first node (and value) of the main graph
+    that makes a value kiln cannot hold: a sequence, map or optional value
+    (ONNX shape inference's type for it), or a string tensor (an output, a
+    constant attribute or an initializer).  torch-mlir's importer would
+    fail on a string constant without naming the type, and the conversion
+    spells a sequence in torch's types."""
+    import onnx
+
+    string = onnx.TensorProto.STRING
+    for t in model.graph.initializer:
+        if t.data_type == string:
+            raise UnsupportedError(f"{where}: initializer '{t.name}' has type tensor(string), which kiln does not "
+                                   f"support")
+    types = {v.name: v.type for v in model.graph.value_info}
+    for index, node in enumerate(model.graph.node):
+        for a in node.attribute:
+            tensors = [a.t] if a.type == onnx.AttributeProto.TENSOR else \
+                list(a.tensors) if a.type == onnx.AttributeProto.TENSORS else []
+            if any(t.data_type == string for t in tensors):
+                raise UnsupportedError(f"{where}: {node_label(node, index)} has attribute '{a.name}' of type "
+                                       f"tensor(string), which kiln does not support")
+        for out in node.output:
+            tp = types.get(out) if out else None
+            if tp is None:
+                continue
+            which = tp.WhichOneof("value")
+            if which in ("sequence_type", "map_type", "optional_type", "sparse_tensor_type") or \
+                    (which == "tensor_type" and tp.tensor_type.elem_type == string):
+                raise UnsupportedError(f"{where}: {node_label(node, index)} output '{out}' has "
+                                       f"{_value_kind(tp)}, which kiln does not support")
+
+
 def node_label(node, index: int) -> str:
     """How errors name an ONNX node: ``node 'Mul_3' (Mul)``.
 
@@ -255,7 +276,9 @@ def import_onnx(model_or_path, symbols=None, fallback=True, *, with_report=False
     from torch_mlir.extras import onnx_importer
 
     ranges = _check_symbols(symbols)
-    model, where = load_model(model_or_path)
+    # Large initializers stay out of the proto through the checker and shape
+    # inference (they serialize it: protobuf's 2 GB limit) until attach().
+    model, where, deferred = read_model(model_or_path)
     _opset(model, where)
     try:
         onnx.checker.check_model(model)
@@ -266,7 +289,9 @@ def import_onnx(model_or_path, symbols=None, fallback=True, *, with_report=False
     except Exception as e:
         raise ParseError(f"{where}: ONNX shape inference failed: {str(e).strip().splitlines()[0]}") from None
 
+    attach(model, deferred)
     _check_value_types(model, where)
+    _check_node_types(model, where)
     arg_dims, named = _input_dims(model, ranges)
     unknown = sorted(set(ranges) - set(named))
     if unknown:
@@ -295,4 +320,7 @@ def import_onnx(model_or_path, symbols=None, fallback=True, *, with_report=False
                       f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from None
         report = finish(mod, fallback=fallback, source=where, notes=notes,
                         arg_dims=arg_dims, symbol_ranges=symbol_ranges, named=named, onnx_model=model)
+        inits = {t.name for t in model.graph.initializer}
+        name_signature(mod, [i.name for i in model.graph.input if i.name not in inits],
+                       [o.name for o in model.graph.output])
     return (mod, report) if with_report else mod

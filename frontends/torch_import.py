@@ -15,6 +15,7 @@ import warnings
 from .._mlir import ir
 from ..context import make_context
 from ..errors import ConversionError, KilnError, UnsupportedError
+from .names import name_signature
 from .report import ImportReport, finish
 
 __all__ = ["import_torch", "export_program"]
@@ -120,21 +121,6 @@ def symbol_names(ep, dynamic_shapes) -> dict[str, str]:
     return out
 
 
-def _name_arguments(mod, names) -> None:
-    """Record the forward()'s parameter names as ``kiln.name`` argument
-    attributes, so shape errors say ``input 'x'`` rather than ``arg0``."""
-    for op in mod.body.operations:
-        if op.operation.name != "func.func":
-            continue
-        fn = op.operation
-        n = len(ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value).inputs)
-        if n != len(names):
-            return
-        fn.attributes["arg_attrs"] = ir.ArrayAttr.get(
-            [ir.DictAttr.get({"kiln.name": ir.StringAttr.get(name)}) for name in names]
-        )
-
-
 def import_torch(module, example_args, dynamic_shapes=None, fallback=True, *, with_report=False):
     """Import a ``torch.nn.Module`` (or ExportedProgram) into kiln.
 
@@ -169,7 +155,8 @@ def import_torch(module, example_args, dynamic_shapes=None, fallback=True, *, wi
             raise ConversionError(f"torch-mlir's FX importer failed: {type(e).__name__}: {e}") from None
         mod = importer.module
         report = finish(mod, fallback=fallback, symbol_names=names, source=type(module).__name__)
-        _name_arguments(mod, [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"])
+        # forward()'s parameter names: shape errors say input 'x', and model(x=...) works.
+        name_signature(mod, [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"])
     return (mod, report) if with_report else mod
 
 

@@ -484,6 +484,10 @@ def _build(directory, manifest: dict, start: float, policy, profiling, arena_poo
         inputs=inputs, values=values, output_ids=list(sched.outputs), symbols=symbols, base_compilations=0,
         schedule=[Step(k, list(s.inputs), list(s.outputs)) for k, s in zip(kernels, sched.steps)],
         keepalive=[mm, *engines.values()], runtime=runtime,
+        # (artifacts written before outputs had names recorded their value names, "%7")
+        output_names=[o["name"] if isinstance(o, dict) and isinstance(o.get("name"), str)
+                      and not o["name"].startswith("%") else f"output{j}"
+                      for j, o in enumerate(manifest.get("outputs") or [])],
     )
     for eng in engines.values():  # weights the native GEMM packs are freed with the model
         native.release_on_collect(model, eng)

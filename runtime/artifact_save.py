@@ -234,7 +234,8 @@ def save(model, directory) -> dict:
         "symbols": {n: {"min": s.min, "max": s.max, "opt": s.opt, "multiple_of": s.multiple_of}
                     for n, s in rt.symbols.items()},
         "inputs": [{"name": s.name, "dims": _dims_json(s.dims), "dtype": s.dtype} for s in model.inputs],
-        "outputs": [{"name": o.name, "dims": _dims_json(o.dims), "dtype": o.dtype} for o in model.outputs],
+        "outputs": [{"name": n, "dims": _dims_json(o.dims), "dtype": o.dtype}
+                    for n, o in zip(model.output_names, model.outputs)],
         "value_names": [v.name for v in model.values],
         "profiles": [p.describe() for p in rt.profiles],
         "policy": rt.policy,

@@ -14,17 +14,23 @@ A call is three steps, kept separate so the runtime can grow each one
    torch tensors when the inputs were torch tensors (sharing memory).
 
 Value ids ``0 .. n_inputs-1`` are the model inputs, in order.
+
+Inputs may be given by position, by name (``model(x=a, mask=m)``) or as one
+dict (``model({"x": a, "mask": m})``, which returns a dict of the outputs by
+name, as ONNX Runtime's ``run`` takes and gives them); named calls map to a
+positional one, whose cost stays as it was.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..backends.kernel import as_numpy
 from ..dialects.dims import evaluate
+from ..errors import ShapeError
 from .contract import InputSpec, ShapeContract, arguments_key
 from .dtypes import NUMPY_DTYPES
 
@@ -67,7 +73,9 @@ class CompiledModel:
     tensor) is a :class:`~kiln.errors.ShapeError` naming it.
 
     ``values`` describes every value id; ``schedule`` runs in order;
-    ``output_ids`` are returned (one array, or a tuple for several).
+    ``output_ids`` are returned (one array, or a tuple for several), and a
+    call with one dict returns ``{output name: array}`` (``output_names``:
+    the source's names, ``output<j>`` where it has none).
     ``compilations`` counts JIT compilations behind this model: 1 for the
     dynamic kernels, whatever the shapes it is called with, plus one per
     profile or specialization that compiled static kernels; ``keepalive``
@@ -85,11 +93,14 @@ class CompiledModel:
     device: str = "cpu"
     # kiln.runtime.executor.ModelRuntime: profiles, arena, fallback kernels, metrics.
     runtime: object = None
+    output_names: list = field(default_factory=list)  # one per output id; output<j> where unnamed
 
     def __post_init__(self):
         profiles = self.runtime.profiles if self.runtime is not None else ()
         self.contract = ShapeContract(self.inputs, self.symbols, profiles)
         self.calls = 0
+        if len(self.output_names) != len(self.output_ids):
+            self.output_names = [f"output{j}" for j in range(len(self.output_ids))]
 
     @property
     def compilations(self) -> int:
@@ -128,7 +139,52 @@ class CompiledModel:
             step.kernel([env[i] for i in step.inputs], outs, binding)
         return [env[i] for i in self.output_ids]
 
-    def __call__(self, *args):
+    def positional(self, args: Sequence = (), named: Mapping | None = None) -> list:
+        """The inputs of a call as a positional list: ``args`` first, then
+        ``named`` (input name -> value) in their places.  ShapeError naming
+        an input that the model lacks, one given twice, or ones missing."""
+        names = [s.name for s in self.inputs]
+        if len(args) > len(names):
+            raise ShapeError(f"the model takes {len(names)} inputs ({', '.join(map(repr, names))}), "
+                             f"got {len(args)} by position")
+        missing = object()
+        out = list(args) + [missing] * (len(names) - len(args))
+        for name, value in (named or {}).items():
+            try:
+                i = names.index(name)
+            except ValueError:
+                raise ShapeError(f"the model has no input {name!r} (its inputs: "
+                                 f"{', '.join(map(repr, names)) or 'none'})") from None
+            if out[i] is not missing:
+                raise ShapeError(f"input {name!r} is given twice (by position and by name)")
+            out[i] = value
+        absent = [f"'{s.name}' {s.shape_text()} {s.dtype}" for s, v in zip(self.inputs, out) if v is missing]
+        if absent:
+            raise ShapeError(f"missing input{'s' if len(absent) > 1 else ''}: {', '.join(absent)}")
+        return out
+
+    def _named_call(self, args, kwargs):
+        """A call by name: ``model(x=a)`` returns what ``model(a)`` does;
+        ``model({"x": a})`` returns ``{output name: array}``."""
+        as_dict = len(args) == 1 and isinstance(args[0], Mapping)
+        if as_dict:
+            named = dict(args[0])
+            for k, v in kwargs.items():
+                if k in named:
+                    raise ShapeError(f"input {k!r} is given twice (in the dict and by keyword)")
+                named[k] = v
+            args = ()
+        else:
+            named = kwargs
+        results = self(*self.positional(args, named))
+        if not as_dict:
+            return results
+        results = results if len(self.output_ids) != 1 else (results,)
+        return dict(zip(self.output_names, results))
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            return self._named_call(args, kwargs)
         runtime = self.runtime
         key = None
         if runtime is not None and runtime.fast_on:
@@ -138,6 +194,8 @@ class CompiledModel:
             if results is not None:  # a repeat of an input key whose plan is frozen (kiln.runtime.fastcall)
                 self.calls += 1
                 return results[0] if len(results) == 1 else tuple(results)
+        if len(args) == 1 and isinstance(args[0], Mapping):  # model({"x": a}): no array has a key
+            return self._named_call(args, kwargs)
         binding = self.contract.bind(args)
         torch_out = bool(args) and all(_is_torch(a) for a in args)  # of the arguments as given
         args = self.contract.readable(args, self.device)
@@ -162,7 +220,11 @@ class CompiledModel:
         it) that prints as :func:`kiln.format_report`'s text."""
         from .report import Report
 
-        return Report(self.runtime.report() if self.runtime is not None else {})
+        if self.runtime is None:
+            return Report({})
+        out = self.runtime.report()
+        out["signature"] = self.signature()  # the inputs and outputs by name
+        return Report(out)
 
     def save(self, directory) -> dict:
         """Write the model as an artifact directory (:func:`kiln.save`), which
@@ -171,6 +233,16 @@ class CompiledModel:
 
         return save(self, directory)
 
+    def signature(self) -> dict:
+        """The inputs and outputs by name, with their symbolic shapes and
+        dtypes: ``{"inputs": [{"name", "shape", "dtype"}], "outputs": [...]}``."""
+        def entry(name, dims, dtype):
+            return {"name": name, "shape": [d.to_attr_value() if hasattr(d, "to_attr_value") else d for d in dims],
+                    "dtype": dtype}
+
+        return {"inputs": [entry(s.name, s.dims, s.dtype) for s in self.inputs],
+                "outputs": [entry(n, o.dims, o.dtype) for n, o in zip(self.output_names, self.outputs)]}
+
     def shape_contract(self) -> dict:
         """The symbols with their ranges, the inputs' symbolic shapes, the
         profiles and the policy, as plain data."""
@@ -178,7 +250,8 @@ class CompiledModel:
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{s.name}: {s.shape_text()} {s.dtype}" for s in self.inputs)
-        outs = ", ".join(f"[{', '.join(map(str, o.dims))}] {o.dtype}" for o in self.outputs)
+        outs = ", ".join(f"{n}: [{', '.join(map(str, o.dims))}] {o.dtype}"
+                         for n, o in zip(self.output_names, self.outputs))
         return f"<CompiledModel ({ins}) -> ({outs}), {len(self.schedule)} kernel(s) on {self.device}>"
 
 

@@ -4,7 +4,8 @@
     kiln-run model.mlir --input arg0=7x33x16 --repeat 20
     kiln-run kiln.bench.models:tiny_mlp --input 0=64x16
 
-``--input NAME=VALUE`` (NAME is the input's name or its position) takes a
+``--input NAME=VALUE`` (NAME is the input's name, as the source names it: an
+ONNX graph input's name, a torch forward() parameter's; or its position) takes a
 ``.npy`` file or a shape such as ``7x33x16`` (random data of the input's
 dtype, seeded by ``--seed``); inputs not given use their example shape when
 the source is a factory.  Prints each output's shape, dtype and a few
@@ -130,10 +131,12 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         model(*inputs)
         times.append(time.perf_counter() - t)
+    out_names = getattr(model, "output_names", None) or [f"output{i}" for i in range(len(outputs))]
     for i, (info, out) in enumerate(zip(model.outputs, outputs)):
         flat = np.asarray(out).reshape(-1)
         head = np.array2string(flat[:6], precision=5, separator=", ")
-        print(f"output{i}: shape {list(out.shape)} {info.dtype} {head}{' ...' if flat.size > 6 else ''}")
+        label = f"output{i}" + (f" '{out_names[i]}'" if out_names[i] != f"output{i}" else "")  # the source's name
+        print(f"{label}: shape {list(out.shape)} {info.dtype} {head}{' ...' if flat.size > 6 else ''}")
         if args.save:
             os.makedirs(args.save, exist_ok=True)
             np.save(os.path.join(args.save, f"output{i}.npy"), out)

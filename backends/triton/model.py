@@ -66,9 +66,11 @@ class TritonModel(CompiledModel):
             step.kernel([env[i] for i in step.inputs], outs, binding)
         return [env[i] for i in self.output_ids]
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
         import torch
 
+        if kwargs or (len(args) == 1 and isinstance(args[0], dict)):  # by name: CompiledModel._named_call
+            return self._named_call(args, kwargs)
         binding = self.bind(args)
         results = self.run(args, binding)
         self.calls += 1
