@@ -50,6 +50,12 @@ def lower_gather_elements(cx):
     axis = cx.attr("axis", 0)
     if not -r <= axis < r:
         raise Decline(f"attribute 'axis' {axis} is out of range for rank {r}")
+    if rank_of(idx) != r:
+        raise Decline(f"GatherElements indices of rank {rank_of(idx)} for data of rank {r}")
+    for k, (d, i) in enumerate(zip(dims_of(x), dims_of(idx))):
+        # Off the axis, an index position reads data at the same position.
+        if k != axis % r and d.is_static and i.is_static and i.value > d.value:
+            raise Decline(f"GatherElements indices dim {k} ({i.value}) exceeds data's ({d.value})")
     return cx.build("gather_elements", x, idx, axis=axis % r)
 
 

@@ -166,8 +166,9 @@ def test_batch_norm_training_mode():
 
 
 def test_unsupported_forms_name_the_op():
-    """ScatterND with a symbolic index depth and GroupNormalization over symbolic
-    channels are UnsupportedErrors naming the op, not wrong results."""
+    """ScatterND with a symbolic index depth, GroupNormalization over symbolic
+    channels and GatherElements indices larger than data off the axis are
+    UnsupportedErrors naming the op, not wrong results."""
     scatter = _model([helper.make_node("ScatterND", ["d", "i", "u"], ["y"])],
                      [("d", F, [4, 4]), ("i", I64, [2, "K"]), ("u", F, [2, 4])], [("y", F, [4, 4])], 18)
     with pytest.raises(UnsupportedError, match="ScatterND.*symbolic last dim of indices"):
@@ -176,6 +177,10 @@ def test_unsupported_forms_name_the_op():
                    [("x", F, [1, "C", 4]), ("s", F, ["C"]), ("b", F, ["C"])], [("y", F, [1, "C", 4])], 21)
     with pytest.raises(UnsupportedError, match="GroupNormalization.*symbolic channel"):
         kiln.compile(group, symbols={"C": (2, 8)}, fallback=False)
+    gather = _model([helper.make_node("GatherElements", ["d", "i"], ["y"], axis=1)],
+                    [("d", F, [2, 3]), ("i", I64, [4, 2])], [("y", F, [4, 2])], 13)
+    with pytest.raises(UnsupportedError, match="GatherElements indices dim 0 .4. exceeds data's .2."):
+        kiln.compile(gather, fallback=False)
 
 
 def test_reduce_min_max_booleans_and_integer_extremes():
