@@ -27,8 +27,8 @@ shapes).  Rather than one folding rule per op, the conversion driver asks
 
 :func:`symbolic_tensor` is the way back: a symbolic shape tensor that a kiln
 op needs as data (``Cast`` to float for a ``1/sqrt(L)`` scale) becomes a
-tensor computed at run time from the dims (``reduce_sum`` of a ``[d]`` run
-of ones per symbolic element).
+tensor computed at run time from the dims (the last entry of a ``kiln.range``
+of ``d + 1`` elements per symbolic element).
 """
 
 from __future__ import annotations
@@ -631,8 +631,9 @@ def _known(arr: np.ndarray, dtype: str) -> Known:
 
 def symbolic_tensor(cx, k: Known) -> ir.Value:
     """A kiln tensor holding the values of the symbolic shape tensor ``k``:
-    each symbolic element ``d`` is ``reduce_sum`` of a ``[d]`` run of ones,
+    each symbolic element ``d`` is the last entry of ``range(d + 1)``,
     computed at run time; static elements are constants."""
+    from ...dialects.kiln.data import SLICE_END
     from .aten import concat, tensor_type
 
     dtype = k.dtype if k.dtype in ("i64", "i32") else "i64"
@@ -642,9 +643,11 @@ def symbolic_tensor(cx, k: Known) -> ir.Value:
         if not isinstance(x, Dim):
             parts.append(cx.const(x, dtype, [1]))
             continue
-        ones = cx.build("expand", cx.const(1, dtype), shape=[x], results=[tensor_type([x], dtype)])
-        total = cx.build("reduce_sum", ones, axes=[0], keepdims=True)
-        parts.append(total)
+        # The last entry of range(x + 1), not a reduction: two reductions fused
+        # into one CPU kernel returned the same value (seen in onnx_resize).
+        n = x + 1
+        r = cx.build("range", shape=[n], start=0, step=1, results=[tensor_type([n], dtype)])
+        parts.append(cx.build("slice", r, starts=[-1], ends=[SLICE_END], axes=[0], steps=[1]))
     out = parts[0] if len(parts) == 1 else concat(cx, parts, 0)
     if k.rank0 and len(parts) == 1:
         out = cx.build("reshape", out, shape=[])

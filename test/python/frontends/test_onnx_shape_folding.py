@@ -202,6 +202,18 @@ def test_symbolic_range_and_slice_bounds():
                  symbols=symbols)
 
 
+def test_symbolic_dims_as_data():
+    """``Cast(Shape(x))`` of a ``[B, L, 3]`` input: each dim's value computed
+    at run time, ``B`` and ``L`` apart (not one value for both)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "L", 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Cast", ["s"], ["y"], to=TensorProto.FLOAT)]
+    model = _model(nodes, [x], [y])
+    symbols = {"B": (1, 8), "L": (1, 32)}
+    _against_ort(model, [{"x": np.zeros((b, n, 3), np.float32)} for b, n in [(1, 1), (2, 7), (8, 32)]],
+                 symbols=symbols)
+
+
 def test_range_with_a_symbolic_start():
     """``arange(P, P + L)`` (positions after a past of length ``P``): a range
     of ``L`` elements shifted by ``P`` at run time."""
