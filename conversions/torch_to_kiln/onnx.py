@@ -408,6 +408,24 @@ def lower_not(cx):
     return cx.build("eq", x, cx.like(0, x))
 
 
+@pattern("IsNaN")
+def lower_isnan(cx):
+    # x != x is true exactly for NaN (kiln.ne on floats is the unordered compare).
+    x = cx.tensor(0)
+    return cx.build("ne", x, x)
+
+
+@pattern("IsInf")
+def lower_isinf(cx):
+    x = cx.tensor(0)
+    pos, neg = cx.attr("detect_positive", 1), cx.attr("detect_negative", 1)
+    if not (pos or neg):
+        return cx.build("lt", x, x)  # false everywhere, NaN included
+    if pos and neg:
+        return cx.build("eq", cx.build("abs", x), cx.like(float("inf"), x))
+    return cx.build("eq", x, cx.like(float("inf") if pos else float("-inf"), x))
+
+
 @pattern("Cast")
 def lower_cast(cx):
     to = cx.result_dtype()

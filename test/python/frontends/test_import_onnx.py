@@ -202,3 +202,39 @@ def test_bad_symbol_ranges():
         kiln.import_onnx(_cnn(), symbols={"N": (10, 2)})
     with pytest.raises(kiln.KilnError, match="symbols M are not dim_params of the model's inputs"):
         kiln.import_onnx(_cnn(), symbols={"M": (1, 2)})
+
+
+def test_isnan_isinf_match_onnxruntime():
+    """IsNaN / IsInf (what torch's dynamo exporter emits for masked attention) compile, NaN and -inf included."""
+    import onnxruntime as ort
+
+    nodes = [helper.make_node("IsNaN", ["x"], ["nan"]), helper.make_node("IsInf", ["x"], ["inf"]),
+             helper.make_node("IsInf", ["x"], ["pos"], detect_negative=0),
+             helper.make_node("IsInf", ["x"], ["neg"], detect_positive=0)]
+    outs = [helper.make_tensor_value_info(n, TensorProto.BOOL, ["N"]) for n in ("nan", "inf", "pos", "neg")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"])], outs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    compiled = kiln.compile(model, fallback=False, symbols={"N": (1, 64)})
+    sess = ort.InferenceSession(model.SerializeToString())
+    base = np.array([1, np.nan, np.inf, -np.inf, 0, -2], np.float32)
+    for n in (1, 6, 64):
+        x = np.resize(base, n)
+        for got, want in zip(compiled(x), sess.run(None, {"x": x})):
+            np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_an_op_deprecated_at_the_models_opset_imports():
+    """GroupNormalization-18 (deprecated by -21; ONNX Runtime runs it) fails onnx.checker, and only that complaint is let through."""
+    import onnxruntime as ort
+
+    node = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2, epsilon=1e-5)
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([node], "g", [vi("x", TensorProto.FLOAT, ["N", 4, 3])], [vi("y", TensorProto.FLOAT, ["N", 4, 3])],
+                              [numpy_helper.from_array(np.array([0.5, 2.0], np.float32), "s"),
+                               numpy_helper.from_array(np.array([1.0, -1.0], np.float32), "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    compiled = kiln.compile(model, fallback=False, symbols={"N": (1, 8)})
+    sess = ort.InferenceSession(model.SerializeToString())
+    for n in (1, 5, 8):
+        x = np.random.default_rng(n).standard_normal((n, 4, 3)).astype(np.float32)
+        np.testing.assert_allclose(compiled(x), sess.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
