@@ -180,6 +180,11 @@ def freeze(model, values: dict):
     from onnx import helper, numpy_helper
 
     m = _copy(model)
+    if 0 < m.ir_version < 4:
+        # IR < 4 wants every initializer listed as a graph input, and a listed
+        # input would be overridable (and clash with a Constant node's output):
+        # IR 4 only drops that rule, so the frozen copy is IR 4.
+        m.ir_version = 4
     keep = [i for i in m.graph.input if i.name not in values]
     del m.graph.input[:]
     m.graph.input.extend(keep)

@@ -109,6 +109,11 @@ def lower_slice(lw: Lowering):
             s = const_index(start) if start >= 0 else arith.addi(n, const_index(start))
             offsets[axis] = _clamp(s, const_index(0), n)
             strides[axis] = step
+    if any(d.is_static and d.value == 0 for d in out.dims):
+        # An empty result: tensor.extract_slice's verifier rejects an offset
+        # equal to the dim (0 of a dim of 0, or past the last row), which
+        # canonicalization may make static.
+        return [lw.empty(out.dims, out.dtype)]
     if any(s < 0 for s in strides):
         return [_gather_slice(lw, x, offsets, strides)]
     out_sizes = [d.value if d.is_static else lw.env.value(d) for d in out.dims]
@@ -157,9 +162,14 @@ def lower_concat(lw: Lowering):
     rank = len(out.dims)
     axis = lw.attrs["axis"] % rank
     init = lw.empty(out.dims, out.dtype)
+    # An operand empty along the axis holds no position: reading it (at the
+    # clamped index -1) would read outside its buffer.
+    operands = [x for x in lw.operands if ir.RankedTensorType(x.type).shape[axis] != 0]
+    if not operands or any(d.is_static and d.value == 0 for d in out.dims):
+        return [init]
     starts, sizes = [], []
     offset = const_index(0)
-    for x in lw.operands:
+    for x in operands:
         n = _idx(_dims_of(x)[axis])
         starts.append(offset)
         sizes.append(n)
@@ -168,7 +178,7 @@ def lower_concat(lw: Lowering):
     def body(_):
         a = loop_index(axis)
         result = None
-        for x, start, n in reversed(list(zip(lw.operands, starts, sizes))):
+        for x, start, n in reversed(list(zip(operands, starts, sizes))):
             p = _clamp(arith.subi(a, start), const_index(0), arith.subi(n, const_index(1)))
             idx = [p if i == axis else loop_index(i) for i in range(rank)]
             v = tensor.extract(x, idx)

@@ -225,8 +225,54 @@ def lower_pad(cx):
     if any(p < 0 for p in pads):
         raise Decline("negative pads (cropping)")
     if mode == "wrap":
-        raise Decline("Pad mode 'wrap'")
+        return _wrap_pad(cx, x, pads)
     return cx.build("pad", x, pads=pads, value=value, mode=mode)
+
+
+def _wrap_pad(cx, x, pads):
+    """Pad mode 'wrap' (Pad-19), one axis at a time.  A static axis of n
+    is tiled enough times and sliced ``[(-a) mod n, ... + a + n + b)`` (any
+    amount, as ONNX Runtime allows); a symbolic axis is the concatenation
+    ``x[n-a:], x, x[:b]``, exact only when n >= a and n >= b, which the
+    symbol's range must guarantee."""
+    r = rank_of(x)
+    for axis in range(r):
+        a, b = pads[axis], pads[r + axis]
+        if a == 0 and b == 0:
+            continue
+        n = dims_of(x)[axis]
+        if n.is_static:
+            n = n.value
+            if n == 0:
+                raise Decline(f"Pad mode 'wrap' of {a}+{b} on axis {axis} of size 0")
+            start = (-a) % n
+            reps = -(-(start + a + n + b) // n)
+            src = dims_of(x)
+            spread = src[:axis] + [dim(1)] + src[axis:]
+            wide = src[:axis] + [dim(reps)] + src[axis:]
+            tiled = cx.build("expand", cx.build("reshape", x, shape=spread), shape=wide)
+            tiled = cx.build("reshape", tiled, shape=src[:axis] + [dim(reps * n)] + src[axis + 1:])
+            x = cx.build("slice", tiled, starts=[start], ends=[start + a + n + b], axes=[axis])
+            continue
+        if not _at_least(cx, n, max(a, b)):
+            raise Decline(f"Pad mode 'wrap' of {a}+{b} on axis {axis} of size {n}: the symbol's range "
+                          f"must keep the size >= {max(a, b)}")
+        parts = []
+        if a:
+            parts.append(cx.build("slice", x, starts=[-a], ends=[SLICE_END], axes=[axis]))
+        parts.append(x)
+        if b:
+            parts.append(cx.build("slice", x, starts=[0], ends=[b], axes=[axis]))
+        x = concat(cx, parts, axis)
+    return x
+
+
+def _at_least(cx, d: Dim, k: int) -> bool:
+    """Whether the symbols' ranges (minimum 0 when not given) keep ``d >= k``."""
+    from ...dialects.dims import symbol
+
+    shift = {symbol(s): symbol(s) + cx.conv.symbols.get(s, (0, None))[0] for s in d.symbols}
+    return bool((d.expr.xreplace(shift) - k).is_nonnegative)
 
 
 @pattern("Split")
