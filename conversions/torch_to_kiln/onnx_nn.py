@@ -168,8 +168,12 @@ def _conv3d(cx, x, w, b, strides, dilations, pads, groups):
     extent = (kd - 1) * dilations[0] + 1
     p2 = [pads[1], pads[2], pads[4], pads[5]]
     y = None
-    for first in range(0, kd, _MAX_CONCAT):
-        taps = range(first, min(kd, first + _MAX_CONCAT))
+    # Chunks of equal size, at most _MAX_CONCAT taps (a divisor of kd): sums of
+    # convolutions of unequal channel counts here (16 + 1, 9 + 8 taps) gave
+    # wrong values through the optimized native CPU path (issue 36 report).
+    size = max(c for c in range(1, min(kd, _MAX_CONCAT) + 1) if kd % c == 0)
+    for first in range(0, kd, size):
+        taps = range(first, min(kd, first + size))
         parts = []
         for t in taps:
             xs = _window_slice(cx, xt, 1, t * dilations[0], extent, strides[0])

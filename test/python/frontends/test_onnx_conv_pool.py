@@ -101,6 +101,8 @@ def test_3d_convolution_and_pools():
     nodes = [
         _node("Conv", ["x", "w", "b"], ["conv"], strides=[2, 1, 2], pads=[1, 0, 1, 2, 1, 0], dilations=[1, 2, 1],
               group=2),
+        # 17 depth taps: more than one kiln.concat takes, so a sum of convolutions
+        _node("Conv", ["x", "wd"], ["deep"], strides=[2, 1, 1], pads=[8, 0, 1, 8, 0, 1]),
         _node("ConvTranspose", ["x", "wt"], ["ct"], strides=[2, 1, 2], pads=[0, 1, 1, 1, 0, 0], group=2),
         _node("ConvTranspose", ["x", "wt"], ["tiles"], strides=[2, 3, 2], pads=[1, 0, 0, 0, 1, 1]),
         _node("MaxPool", ["x"], ["mp"], **pool),
@@ -108,8 +110,8 @@ def test_3d_convolution_and_pools():
         _node("AveragePool", ["x"], ["ap0"], kernel_shape=[3, 1, 2], strides=[1, 1, 2], pads=[1, 0, 1, 1, 0, 1]),
         _node("MaxPool", ["x"], ["mpi", "idx"], kernel_shape=[2, 1, 2], strides=[2, 2, 2], ceil_mode=1),
     ]
-    inits = [("w", _x(6, 2, 3, 2, 3)), ("b", _x(6)), ("wt", _x(4, 1, 2, 3, 2))]
-    outputs = [(n, 5, F) for n in ("conv", "ct", "tiles", "mp", "ap", "ap0", "mpi")] + [("idx", 5, I64)]
+    inits = [("w", _x(6, 2, 3, 2, 3)), ("b", _x(6)), ("wt", _x(4, 1, 2, 3, 2)), ("wd", _x(3, 4, 17, 2, 3))]
+    outputs = [(n, 5, F) for n in ("conv", "deep", "ct", "tiles", "mp", "ap", "ap0", "mpi")] + [("idx", 5, I64)]
     model = _model([("x", ["N", 4, "D", "H", "W"])], nodes, outputs, inits)
     _check(model, {"N": (1, 2), "D": (3, 9), "H": (3, 8), "W": (3, 8)},
            [{"x": _x(n, 4, d, h, w)} for n, d, h, w in ((1, 3, 3, 3), (2, 6, 5, 4), (1, 9, 8, 8))])
