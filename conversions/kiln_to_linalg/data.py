@@ -167,19 +167,24 @@ def lower_concat(lw: Lowering):
     operands = [x for x in lw.operands if ir.RankedTensorType(x.type).shape[axis] != 0]
     if not operands or any(d.is_static and d.value == 0 for d in out.dims):
         return [init]
-    starts, sizes = [], []
+    starts, sizes, lasts = [], [], []
     offset = const_index(0)
     for x in operands:
-        n = _idx(_dims_of(x)[axis])
+        d = _dims_of(x)[axis]
+        n = _idx(d)
         starts.append(offset)
         sizes.append(n)
+        # A dynamic operand may be empty at run time: read its index 0 then
+        # (never selected), not -1 (before its buffer).
+        last = arith.subi(n, const_index(1))
+        lasts.append(last if isinstance(d, int) else arith.maxsi(last, const_index(0)))
         offset = arith.addi(offset, n)
 
     def body(_):
         a = loop_index(axis)
         result = None
-        for x, start, n in reversed(list(zip(operands, starts, sizes))):
-            p = _clamp(arith.subi(a, start), const_index(0), arith.subi(n, const_index(1)))
+        for x, start, n, last in reversed(list(zip(operands, starts, sizes, lasts))):
+            p = _clamp(arith.subi(a, start), const_index(0), last)
             idx = [p if i == axis else loop_index(i) for i in range(rank)]
             v = tensor.extract(x, idx)
             if result is None:

@@ -152,3 +152,18 @@ def test_freeze_value_input_of_ir3_model():
     for shape in ([3, 4], [12, 1], [4, 3]):
         got = np.asarray(compiled(x, np.array(shape, np.int64)))
         np.testing.assert_array_equal(got, x.reshape(shape))
+
+
+def test_concat_with_an_operand_empty_at_run_time():
+    """Concat of ``x[1:]`` (L-1 rows: empty at L = 1), x and ``x[1:]`` again, and a constant Pad of it, at L = 1, 2, 5."""
+    i64 = np.int64
+    model = _model(
+        [("x", ["L", 2])],
+        [helper.make_node("Slice", ["x", "s", "e", "a"], ["t"]),
+         helper.make_node("Concat", ["t", "x", "t"], ["y"], axis=0),
+         helper.make_node("Pad", ["t", "p"], ["y2"], mode="constant")],
+        [("y", 2), ("y2", 2)],
+        [("s", np.array([1], i64)), ("e", np.array([2**63 - 1], i64)), ("a", np.array([0], i64)),
+         ("p", np.array([1, 0, 1, 0], i64))],
+    )
+    _check(model, [{"x": _x(n, 2)} for n in (1, 2, 5)])
