@@ -199,42 +199,99 @@ def _uses(v: ir.Value) -> int:
     return sum(1 for _ in v.uses)
 
 
+# Ops other than linalg ones (whose init aliases each result) that
+# eliminate-empty-tensors traces a destination through: the aliasing operand.
+_ALIASING = {"tensor.expand_shape": 0, "tensor.collapse_shape": 0, "tensor.cast": 0, "tensor.insert_slice": 1}
+
+
+def _destination_chain(value: ir.Value):
+    """The links ``(op, operand slot, result index)`` from ``value``'s
+    producer back along destination operands to a ``tensor.empty`` (the last
+    op, slot None), as eliminate-empty-tensors follows them; None when the
+    chain ends elsewhere (nothing is eliminated then)."""
+    links = []
+    while True:
+        op = _owner_op(value)
+        if op is None:
+            return None
+        if op.name == "tensor.empty":
+            links.append((op, None, 0))
+            return links
+        index = [i for i, r in enumerate(op.results) if r == value][0]
+        if op.name.startswith("linalg."):
+            slot = len(op.operands) - len(op.results) + index
+        elif op.name in _ALIASING:
+            slot = _ALIASING[op.name]
+        else:
+            return None
+        links.append((op, slot, index))
+        value = op.operands[slot]
+
+
+def _writing_uses(v: ir.Value) -> int:
+    """Uses of ``v`` that may bufferize to a write of its buffer: all but a
+    linalg op's input, ``tensor.extract`` and ``tensor.dim``."""
+    count = 0
+    for use in v.uses:
+        user = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+        if user.name in ("tensor.extract", "tensor.dim"):
+            continue
+        if user.name.startswith("linalg.") and use.operand_number < len(user.operands) - len(user.results):
+            continue
+        count += 1
+    return count
+
+
+def _cheap_to_clone(op, slot) -> bool:
+    """An init producer no dearer than a copy: ``tensor.empty``, a reshape,
+    a fill, or an elementwise generic that does not read its init."""
+    if slot is None or op.name in _ALIASING or op.name == "linalg.fill":
+        return True
+    if op.name != "linalg.generic" or not _all_parallel(op):
+        return False
+    n_in = len(op.operands) - len(op.results)
+    return not list(op.regions[0].blocks[0].arguments[slot].uses) and slot >= n_in
+
+
 def unshare_output_inits(module) -> None:
-    """Give each function result's producer an init (``tensor.empty``, maybe
-    zero-filled) used by nothing else, so eliminate-empty-tensors can place
-    every result in its own output buffer."""
+    """Give each function result's producer a destination chain (its init,
+    that init's init, ... down to a ``tensor.empty``) used by nothing else.
+
+    eliminate-empty-tensors replaces the chain's ``tensor.empty`` with the
+    output argument (``to_tensor restrict``), and one-shot bufferization
+    does not see ``materialize_in_destination``'s write of that memref as a
+    conflict: when CSE merged two results' inits (two same-shape reductions'
+    zero fills, two products' bias broadcasts), one result computed into the
+    other's output buffer and the later copy-out overwrote it (both results
+    came back equal).  A chain of cheap ops (empty, fill, elementwise,
+    reshapes) is cloned for the result; otherwise its init is a fresh copy.
+    """
+    from ...conversions.kiln_to_linalg.common import copy_contiguous
+
     for fn in _functions(module):
         block = fn.regions[0].blocks[0]
-        for op in block.operations:
+        for op in list(block.operations):
             if op.operation.name != "bufferization.materialize_in_destination":
                 continue
-            producer = _owner_op(op.operation.operands[0])
-            if producer is None or not producer.name.startswith("linalg."):
+            links = _destination_chain(op.operation.operands[0])
+            if not links or len(links) < 2:
                 continue
-            results = list(producer.results)
-            index = [i for i, r in enumerate(results) if r == op.operation.operands[0]][0]
-            slot = len(producer.operands) - len(results) + index
-            init = producer.operands[slot]
-            init_op = _owner_op(init)
-            if init_op is None:
+            producer, slot, _ = links[0]
+            # Every value the chain passes through below the producer's
+            # result must have one use that may write it (the next op up
+            # the chain); other ops may only read it.
+            if all(_writing_uses(link.results[index]) == 1 for link, _, index in links[1:]):
                 continue
-            chain = [init_op]
-            if init_op.name == "linalg.fill":
-                empty_op = _owner_op(init_op.operands[1])
-                if empty_op is None or empty_op.name != "tensor.empty":
-                    continue
-                chain = [empty_op, init_op]
-            elif init_op.name != "tensor.empty":
-                continue
-            if all(_uses(c.results[0]) == 1 for c in chain):
-                continue
-            ip = ir.InsertionPoint(producer)
-            new_empty = chain[0].clone(ip=ip)
-            value = new_empty.results[0]
-            if len(chain) == 2:
-                new_fill = chain[1].clone(ip=ip)
-                new_fill.operands[1] = value
-                value = new_fill.results[0]
+            with ir.InsertionPoint(producer), producer.location:
+                if all(_cheap_to_clone(link, s) for link, s, _ in links[1:]):
+                    value = None
+                    for link, s, index in reversed(links[1:]):
+                        clone = link.clone(ip=ir.InsertionPoint(producer))
+                        if s is not None:
+                            clone.operands[s] = value
+                        value = clone.results[index]
+                else:
+                    value = copy_contiguous(producer.operands[slot])
             producer.operands[slot] = value
 
 
