@@ -190,7 +190,7 @@ def freeze(model, values: dict):
     m.graph.input.extend(keep)
     consts = []
     for name, arr in values.items():
-        arr = np.ascontiguousarray(arr)
+        arr = np.array(arr, copy=True, order="C")  # keeps rank 0 (ascontiguousarray makes it 1-D)
         if arr.dtype == np.float32 and arr.ndim <= 1 and arr.size <= 64:
             # A float scalar (Range's start, Pad's value, Dropout's ratio) as a
             # Constant node: the conversion folds those, not float initializers.

@@ -147,7 +147,10 @@ def lower_slice(cx):
             if not dims[a].is_static:
                 raise Decline("Slice to before the start of a symbolic axis")
             e = -(dims[a].value + 1)  # through index 0 (a negative step), or empty
-        plain.append((s, _clamp_end(e), a, st))
+        e = _clamp_end(e)
+        if not dims[a].is_static:
+            s, e = _symbolic_axis_bounds(cx, dims[a], s, e)
+        plain.append((s, e, a, st))
     if plain:
         s_, e_, a_, st_ = (list(t) for t in zip(*plain))
         x = cx.build("slice", x, starts=s_, ends=e_, axes=a_, steps=st_)
@@ -156,6 +159,43 @@ def lower_slice(cx):
             raise Decline("Slice with a symbolic bound and a negative index")
         x = _slice_by_gather(cx, x, a, s, None if isinstance(e, int) and e >= SLICE_END else e, st)
     return x
+
+
+def _symbolic_axis_bounds(cx, d: Dim, s: int, e: int) -> tuple[int, int]:
+    """``(start, end)`` of a Slice on the symbolic axis ``d`` that kiln.slice
+    may take as they are: ONNX clamps each index to ``[0, d]``, kiln.slice
+    does not, so an index must lie inside the axis for every ``d`` in the
+    symbols' ranges — or, for an end, past it for every ``d`` (then it means
+    "to the end").  Any other index (``x[1:1000]`` where L may be 500 or
+    2000) would give a result dim that is wrong for some L: Decline."""
+    for index, what in ((s, "start"), (e, "end")):
+        if what == "end" and index >= SLICE_END:
+            continue
+        if index >= 0 and _at_least(cx, d, index):
+            continue
+        if index < 0 and _at_least(cx, d, -index):
+            continue
+        if what == "end" and index >= 0 and _at_most(cx, d, index):
+            e = SLICE_END
+            continue
+        raise Decline(f"Slice {what} {index} on the symbolic axis {d}: the symbols' ranges put it inside "
+                      "the axis for some sizes and past it for others")
+    return s, e
+
+
+def _at_most(cx, d: Dim, k: int) -> bool:
+    """Whether the symbols' ranges keep ``d <= k`` (each symbol at most its maximum)."""
+    import sympy
+
+    from ...dialects.dims import symbol
+
+    shift = {}
+    for name in d.symbols:
+        hi = cx.conv.symbols.get(name, (0, None))[1]
+        if hi is None:
+            return False
+        shift[symbol(name)] = hi - sympy.Symbol(f"_t_{name}", nonnegative=True)
+    return bool((k - d.expr.xreplace(shift)).is_nonnegative)
 
 
 def _bound(v):

@@ -280,17 +280,35 @@ class _Samples:
         if self._runs is None:
             self._runs = []
             syms = sorted({s for d in self.candidates for s in d.symbols})
-            for k in range(3):
+            # Three prime samples to match dims by, and each range's ends: a
+            # dim right at the primes but not at a minimum (x[-3:] is 3 rows
+            # only while L >= 3) fails verify().
+            for k in range(5):
                 binding = {}
                 for i, s in enumerate(syms):
                     lo, hi = self.conv.symbols.get(s, (1, 2**31 - 1))
-                    binding[s] = min(max(_PRIMES[(i * 3 + k) % len(_PRIMES)], lo), hi)
+                    sample = lo if k == 3 else hi if k == 4 else _PRIMES[(i * 3 + k) % len(_PRIMES)]
+                    binding[s] = min(max(sample, lo), hi)
                 try:
                     shapes = _infer(self.make(self.outs, binding))
                 except KilnError:  # a dim not positive at these values
                     continue
                 self._runs.append((binding, {n: _shape_dims(v) for n, v in shapes.items()}))
         return self._runs
+
+    def verify(self, name: str, dims: list, where: str, j: int) -> None:
+        """UnsupportedError unless ``dims`` (from whichever source) give the
+        dims ONNX infers at every sample, the symbols' range ends included."""
+        for binding, shapes in self.runs():
+            got = shapes.get(name)
+            if got is None or len(got) != len(dims):
+                continue
+            for a, (d, v) in enumerate(zip(dims, got)):
+                if isinstance(v, int) and set(d.symbols) <= set(binding) and evaluate(d, binding) != v:
+                    at = ", ".join(f"{k}={x}" for k, x in sorted(binding.items()))
+                    raise UnsupportedError(
+                        f"{where}: dim #{a} of result #{j} is {v} at {at}, not {d}: its size is no kiln dim "
+                        "expression of the input dims, and kiln preallocates the outputs of an ONNX Runtime fallback")
 
     def dims(self, name: str) -> list | None:
         """Per output dim: the kiln Dim matching every sample, or None."""
@@ -457,6 +475,7 @@ def onnx_fallback(conv, op, name: str, reason: str) -> None:
             declared.tensor_type.HasField("shape")) else None
         dims = _resolve_dims(conv, sizes, [inferred.get(f"out{j}"), declared], lambda j=j: sampled.dims(f"out{j}"),
                              where, reason, j)
+        sampled.verify(f"out{j}", dims, where, j)
         results.append(f"out{j}")
         result_types.append(conv.types.convert(op.results[j].type, dims))
         final_outs.append(_value_info(f"out{j}", _ONNX_OF_KILN[dtype], _dims_of(dims)))

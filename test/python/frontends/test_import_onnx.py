@@ -201,3 +201,20 @@ def test_an_op_deprecated_at_the_models_opset_imports():
     for n in (1, 5, 8):
         x = np.random.default_rng(n).standard_normal((n, 4, 3)).astype(np.float32)
         np.testing.assert_allclose(compiled(x), sess.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
+
+
+def test_a_rank0_value_input_stays_rank0():
+    """A scalar value input (HannWindow's size) is frozen as a rank-0 constant per call, not a 1-element vector."""
+    import onnxruntime as ort
+
+    nodes = [helper.make_node("HannWindow", ["size"], ["w"]), helper.make_node("Mul", ["x", "w"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("size", TensorProto.INT64, []),
+                     helper.make_tensor_value_info("x", TensorProto.FLOAT, ["W"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["W"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    compiled = kiln.compile(model, symbols={"W": (1, 64)})
+    sess = ort.InferenceSession(model.SerializeToString())
+    for w in (4, 9):
+        feeds = {"size": np.array(w, np.int64), "x": np.linspace(1, 2, w, dtype=np.float32)}
+        np.testing.assert_allclose(compiled(**feeds), sess.run(None, feeds)[0], rtol=1e-5, atol=1e-6)
