@@ -11,10 +11,12 @@ legality and fallback work, :mod:`.aten`, :mod:`.onnx` and :mod:`.onnx_data` for
 from __future__ import annotations
 
 from ...pipelines.registry import Option, Pass, register_pass
-from . import onnx_data  # noqa: F401  (registers the data-movement patterns)
-from . import onnx_resize  # noqa: F401  (registers Resize / Upsample)
-from . import onnx_nn  # noqa: F401  (registers the convolution and pooling patterns)
-from . import onnx_ops  # noqa: F401  (registers ArgMax, ScatterND, GroupNormalization, ...)
+from . import (
+    onnx_data,  # noqa: F401  (registers the data-movement patterns)
+    onnx_nn,  # noqa: F401  (registers the convolution and pooling patterns)
+    onnx_ops,  # noqa: F401  (registers ArgMax, ScatterND, GroupNormalization, ...)
+    onnx_resize,  # noqa: F401  (registers Resize / Upsample)
+)
 from .aten import ATEN_PATTERNS
 from .driver import ConversionStats, KilnTypeConverter, TorchToKiln, check_legal
 from .onnx import ONNX_PATTERNS
