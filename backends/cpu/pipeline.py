@@ -41,7 +41,7 @@ __all__ = ["BUFFERIZE", "TO_LLVM", "CpuLower", "prepare_module", "run_upstream"]
 # buffer.  After CSE one tensor.empty (or its zero fill) can feed several
 # results, and eliminating it into one output made two results share that
 # buffer (wrong values): :func:`unshare_output_inits` gives every result's
-# init its own empty first.
+# init chain (a fill or broadcast and its empty, ...) to itself first.
 BUFFERIZE = (
     "eliminate-empty-tensors,"
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map},"
