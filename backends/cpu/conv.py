@@ -276,7 +276,13 @@ def output_init(g):
     (a reshape of it) is set, before ``g`` and with only views of it in
     between, by a generic broadcasting a contiguous 1-D f32 bias along dim 1
     or filling it with 0.0: the native convolution then starts from the bias
-    itself (``beta`` 0) and the init can go."""
+    itself (``beta`` 0) and the init can go.
+
+    Every op using the buffer (through any view, or in a nested body) before
+    ``g`` other than the init must be a view or a dealloc: a read of the
+    init's values there (a copy into another accumulator, when CSE merged
+    two products' zero fills) would read an unwritten buffer once the init
+    is gone."""
     reshape = getattr(g.c.owner, "operation", None)
     if reshape is None or reshape.name != "memref.reshape":
         return None
@@ -284,11 +290,12 @@ def output_init(g):
     block_ops = [o.operation for o in g.op.block.operations]
     at = block_ops.index(g.op)
     init = None
-    for user in _users_of(z):
-        pos = block_ops.index(user) if user.block == g.op.block else None
-        if pos is None or pos > at or user.name == "memref.reshape":
+    for user in dict.fromkeys(_ancestor_in(u, g.op.block) for u in view_closure(z)[1]):
+        if user is None:
+            return None  # used in another block: its order against g is unknown
+        if block_ops.index(user) >= at or user.name == "memref.dealloc":
             continue
-        if init is not None or user.name != "linalg.generic":
+        if init is not None or user.name != "linalg.generic" or user.operands[-1] != z:
             return None
         init = user
     if init is None or len(init.operands) != 2 or init.operands[1] != z:
