@@ -182,9 +182,16 @@ def prepare_module(module) -> None:
         fn.attributes["function_type"] = ir.TypeAttr.get(
             ir.FunctionType.get(list(ftype.inputs) + [o.type for o in outs], [])
         )
-        if "arg_attrs" in fn.attributes and outs:  # one (empty) dict per new output argument
-            attrs = list(ir.ArrayAttr(fn.attributes["arg_attrs"])) + [ir.DictAttr.get({}) for _ in outs]
-            fn.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+        # The results become output arguments: their attributes (kiln.name)
+        # move along, or func.func's verifier counts res_attrs against 0 results.
+        res_attrs = list(ir.ArrayAttr(fn.attributes["res_attrs"])) if "res_attrs" in fn.attributes else []
+        if res_attrs:
+            del fn.attributes["res_attrs"]
+        if outs and ("arg_attrs" in fn.attributes or res_attrs):
+            args = (list(ir.ArrayAttr(fn.attributes["arg_attrs"])) if "arg_attrs" in fn.attributes
+                    else [ir.DictAttr.get({}) for _ in ftype.inputs])
+            outs_attrs = res_attrs if len(res_attrs) == len(outs) else [ir.DictAttr.get({}) for _ in outs]
+            fn.attributes["arg_attrs"] = ir.ArrayAttr.get(args + outs_attrs)
         fn.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
 
 

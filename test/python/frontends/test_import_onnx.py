@@ -218,3 +218,21 @@ def test_a_rank0_value_input_stays_rank0():
     for w in (4, 9):
         feeds = {"size": np.array(w, np.int64), "x": np.linspace(1, 2, w, dtype=np.float32)}
         np.testing.assert_allclose(compiled(**feeds), sess.run(None, feeds)[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("stage", ["kiln-cpu-prepare", "kiln-cpu-bufferize", "kiln-cpu-to-llvm"])
+def test_named_results_survive_every_cpu_stage(tmp_path, stage):
+    """Output names are result attributes; kiln-cpu-prepare turns results into output arguments, and
+    their names move along (a res_attrs left behind made every later stage's IR invalid)."""
+    import subprocess
+    import sys
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])])
+    path = tmp_path / "relu.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    run = subprocess.run([sys.executable, "-m", "kiln.tools.kiln_compile", str(path), f"--stop-after={stage}"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert 'kiln.name = "x"' in run.stdout and 'kiln.name = "y"' in run.stdout
