@@ -37,7 +37,7 @@ from ..errors import DimError, KilnError, UnsupportedError
 if TYPE_CHECKING:
     from ..dialects.kiln import TensorInfo
 
-__all__ = ["FallbackKernel", "resolve_torch_op"]
+__all__ = ["FallbackKernel", "fallback_kernel", "resolve_torch_op"]
 
 
 def resolve_torch_op(op_name: str):
@@ -344,3 +344,22 @@ class FallbackKernel:
 
     def __repr__(self) -> str:
         return f"<FallbackKernel {self.name} {self.op_name}>"
+
+
+def fallback_kernel(op, name: str, results=None):
+    """The kernel of a ``kiln.fallback`` op (``results``: the op results its
+    outputs receive, default all): ONNX Runtime's for an ONNX node imported
+    with its one-node model (:mod:`kiln.runtime.ort_fallback`), else PyTorch's."""
+    from .._mlir import ir
+    from ..runtime.ort_fallback import IO_ATTR, MODEL_ATTR, OrtFallbackKernel
+
+    op, attrs = op.operation, op.operation.opview.attr("attrs")
+    texts = {a.name: ir.StringAttr(a.attr).value for a in (ir.DictAttr(attrs) if attrs is not None else ())
+             if a.name in (MODEL_ATTR, IO_ATTR)}
+    if MODEL_ATTR not in texts:
+        return FallbackKernel.from_op(op, name, results)
+    results = list(range(len(op.results))) if results is None else list(results)
+    return OrtFallbackKernel.from_attrs(
+        name, op.opview.attr("op_name"), [_info(v.type) for v in op.operands],
+        [_info(op.results[r].type) for r in results], texts, results,
+        getattr(op.location, "name_str", None) or str(op.location))

@@ -31,8 +31,7 @@ from .fastcall import fast_enabled
 from .launches import batch_launches, idle
 from .report import Metrics
 
-__all__ = ["Executor", "ModelRuntime", "Prepared", "constant_tensor", "fallback_kernel", "numpy_of", "prepare",
-           "view_aliases"]
+__all__ = ["Executor", "ModelRuntime", "Prepared", "constant_tensor", "numpy_of", "prepare", "view_aliases"]
 
 #: Argument keys (types, shapes, dtypes) a model keeps a fast path for, each
 #: with an arena of its own; the oldest goes first.
@@ -461,8 +460,9 @@ class Prepared:
     """A kiln module partitioned and planned for the runtime.
 
     ``schedule`` (detached from the IR) and ``plan`` describe the call;
-    ``fallback`` maps step indices to fallback kernels (:func:`fallback_kernel`:
-    PyTorch's or, for ONNX nodes, ONNX Runtime's);
+    ``fallback`` maps step indices to fallback kernels
+    (:func:`kiln.backends.fallback.fallback_kernel`: PyTorch's or, for ONNX
+    nodes, ONNX Runtime's);
     ``generated`` maps step indices to the kernel function names left in the
     module for the backend to lower; ``constants`` maps value ids to tensors;
     ``text`` is the partitioned, planned IR (before the module was stripped),
@@ -505,6 +505,7 @@ def prepare(module, function: str, keep_text: bool = False) -> Prepared:
     Must run inside the module's context.
     """
     from .._mlir import ir
+    from ..backends.fallback import fallback_kernel
     from ..pipelines import Pipeline
     from ..transforms.plan_memory import read_plan
     from .split import split_symbol
@@ -598,26 +599,6 @@ def view_aliases(schedule) -> dict[int, int]:
             continue
         out[dst.id] = src.id
     return out
-
-
-def fallback_kernel(op, name: str, results=None):
-    """The kernel of a ``kiln.fallback`` op (``results``: the op results its
-    outputs receive, default all): ONNX Runtime's for an ONNX node imported
-    with its one-node model (:mod:`kiln.runtime.ort_fallback`), else PyTorch's."""
-    from .._mlir import ir
-    from ..backends.fallback import FallbackKernel, _info
-    from .ort_fallback import IO_ATTR, MODEL_ATTR, OrtFallbackKernel
-
-    op, attrs = op.operation, op.operation.opview.attr("attrs")
-    texts = {a.name: ir.StringAttr(a.attr).value for a in (ir.DictAttr(attrs) if attrs is not None else ())
-             if a.name in (MODEL_ATTR, IO_ATTR)}
-    if MODEL_ATTR not in texts:
-        return FallbackKernel.from_op(op, name, results)
-    results = list(range(len(op.results))) if results is None else list(results)
-    return OrtFallbackKernel.from_attrs(
-        name, op.opview.attr("op_name"), [_info(v.type) for v in op.operands],
-        [_info(op.results[r].type) for r in results], texts, results,
-        getattr(op.location, "name_str", None) or str(op.location))
 
 
 def _returned_results(op, body) -> list[int]:
