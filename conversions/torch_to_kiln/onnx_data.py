@@ -149,7 +149,7 @@ def lower_slice(cx):
             e = -(dims[a].value + 1)  # through index 0 (a negative step), or empty
         e = _clamp_end(e)
         if not dims[a].is_static:
-            s, e = _symbolic_axis_bounds(cx, dims[a], s, e)
+            s, e = _symbolic_axis_bounds(cx, dims[a], s, e, st)
         plain.append((s, e, a, st))
     if plain:
         s_, e_, a_, st_ = (list(t) for t in zip(*plain))
@@ -161,13 +161,16 @@ def lower_slice(cx):
     return x
 
 
-def _symbolic_axis_bounds(cx, d: Dim, s: int, e: int) -> tuple[int, int]:
+def _symbolic_axis_bounds(cx, d: Dim, s: int, e: int, step: int) -> tuple[int, int]:
     """``(start, end)`` of a Slice on the symbolic axis ``d`` that kiln.slice
     may take as they are: ONNX clamps each index to ``[0, d]``, kiln.slice
     does not, so an index must lie inside the axis for every ``d`` in the
     symbols' ranges — or, for an end, past it for every ``d`` (then it means
     "to the end").  Any other index (``x[1:1000]`` where L may be 500 or
-    2000) would give a result dim that is wrong for some L: Decline."""
+    2000) would give a result dim that is wrong for some L: Decline.  A
+    slice empty at every size (``x[2:2]``, ``x[-1:-3]``) is ``[0:0]``."""
+    if step > 0 and e < SLICE_END and (0 <= e <= s or e <= s < 0):
+        return 0, 0
     for index, what in ((s, "start"), (e, "end")):
         if what == "end" and index >= SLICE_END:
             continue

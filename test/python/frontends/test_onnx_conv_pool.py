@@ -9,6 +9,7 @@ compilation each keeps the file fast)."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from ort_compare import check_against_ort
 
 import kiln
 
@@ -39,19 +40,7 @@ def _model(inputs, nodes, outputs, inits=()):
 
 def _check(model, symbols, feeds_list, rtol=1e-4, atol=1e-5):
     """Compile ``model`` once; for each feed dict compare every output (shape and values) with ONNX Runtime."""
-    compiled = kiln.compile(model, symbols=symbols, fallback=False)
-    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    names = [o.name for o in model.graph.output]
-    for feeds in feeds_list:
-        want = session.run(None, feeds)
-        got = compiled(*feeds.values())
-        got = list(got) if isinstance(got, (list, tuple)) else [got]
-        assert len(got) == len(want)
-        for name, g, w in zip(names, got, want):
-            g = np.asarray(g)
-            where = f"{name} at {[v.shape for v in feeds.values()]}"
-            assert g.shape == w.shape, f"{where}: shape {g.shape}, expected {w.shape}"
-            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=where)
+    check_against_ort(model, feeds_list, symbols=symbols, rtol=rtol, atol=atol)
 
 
 def test_2d_transposed_convolution_and_pools():

@@ -38,6 +38,8 @@ def _check(model, compiled, sizes):
     (0, 3, 3, 64),          # the end lies inside every L
     (-3, 2**62, 3, 64),     # a negative start inside every L
     (1, 2**62, 1, 64),      # x[1:] is empty at L = 1
+    (2, 2, 1, 64),          # empty at every L, even L = 1 where ONNX clamps the start
+    (-1, -3, 1, 64),        # empty at every L
 ])
 def test_bounds_the_ranges_decide_compile(start, end, lo, hi):
     model = _slice_model(start, end)

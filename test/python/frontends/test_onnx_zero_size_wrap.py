@@ -11,6 +11,7 @@ least the pad; otherwise an UnsupportedError."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from ort_compare import check_against_ort
 
 import kiln
 from kiln.errors import KilnError
@@ -37,19 +38,7 @@ def _model(inputs, nodes, outputs, inits=(), opset=19, ir_version=None):
 
 def _check(model, feeds_list, symbols=None):
     """Compile once; compare every output's shape and values with ONNX Runtime for each feed dict."""
-    compiled = kiln.compile(model, symbols=symbols, fallback=False)
-    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    names = [o.name for o in model.graph.output]
-    for feeds in feeds_list:
-        want = session.run(None, feeds)
-        got = compiled(*feeds.values())
-        got = list(got) if isinstance(got, (list, tuple)) else [got]
-        assert len(got) == len(want)
-        for name, g, w in zip(names, got, want):
-            g = np.asarray(g)
-            where = f"{name} at {[v.shape for v in feeds.values()]}"
-            assert g.shape == w.shape, f"{where}: shape {g.shape}, expected {w.shape}"
-            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, err_msg=where)
+    check_against_ort(model, feeds_list, symbols=symbols)
 
 
 def test_split_zero_sizes_static():
