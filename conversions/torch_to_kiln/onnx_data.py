@@ -182,7 +182,8 @@ def _symbolic_axis_bounds(cx, d: Dim, s: int, e: int, step: int) -> tuple[int, i
             e = SLICE_END
             continue
         raise Decline(f"Slice {what} {index} on the symbolic axis {d}: the symbols' ranges put it inside "
-                      "the axis for some sizes and past it for others")
+                      f"the axis for some sizes and past it for others (a range for {', '.join(sorted(d.symbols))} "
+                      "in symbols= that keeps it inside decides it)")
     return s, e
 
 
