@@ -50,6 +50,7 @@ def _model(family):
     }[family]()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["falcon", "gemma", "gpt2", "gptj", "llama", "mistral", "phi", "qwen2"])
 def test_decoder_without_cache_compiles_and_matches_eager(family):
     torch.manual_seed(0)
