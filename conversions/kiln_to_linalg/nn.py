@@ -222,17 +222,18 @@ def _reduce_axes(lw: Lowering):
     return [a % rank for a in lw.attrs["axes"]] if lw.attrs["axes"] else list(range(rank))
 
 
+def _reduce_over_axes(lw: Lowering, init, combine):
+    """``combine`` over the op's axes from ``init``, into its result's dims."""
+    return [reduce(lw.operands[0], _reduce_axes(lw), lw.attrs["keepdims"], init, combine, lw.env,
+                   list(lw.results[0].dims))]
+
+
 def lower_reduce_sum(lw: Lowering):
-    x = lw.operands[0]
-    out = lw.results[0]
-    zero = scalar_const(out.dtype, 0)
-    return [reduce(x, _reduce_axes(lw), lw.attrs["keepdims"], zero, _add, lw.env, list(out.dims))]
+    return _reduce_over_axes(lw, scalar_const(lw.results[0].dtype, 0), _add)
 
 
 def lower_reduce_max(lw: Lowering):
-    x = lw.operands[0]
-    out = lw.results[0]
-    t = out.dtype
+    t = lw.results[0].dtype
 
     def mx(a, b):
         return arith.maximumf(a, b) if is_float(t) else arith.maxsi(a, b)
@@ -240,9 +241,8 @@ def lower_reduce_max(lw: Lowering):
     if str(t) == "i1":
         # Signed i1 has true = -1 < false = 0 (maxsi picked false): a max of
         # booleans is an or, from false (an empty set gives false, as ONNX).
-        return [reduce(x, _reduce_axes(lw), lw.attrs["keepdims"], scalar_const(t, 0), arith.ori, lw.env,
-                       list(out.dims))]
-    return [reduce(x, _reduce_axes(lw), lw.attrs["keepdims"], lowest(t), mx, lw.env, list(out.dims))]
+        return _reduce_over_axes(lw, scalar_const(t, 0), arith.ori)
+    return _reduce_over_axes(lw, lowest(t), mx)
 
 
 def lower_reduce_mean(lw: Lowering):
@@ -258,17 +258,12 @@ def lower_reduce_mean(lw: Lowering):
 
 def lower_reduce_prod(lw: Lowering):
     """Product over the axes, from 1 (so an empty set gives 1)."""
-    x = lw.operands[0]
-    out = lw.results[0]
-    one = scalar_const(out.dtype, 1)
-    return [reduce(x, _reduce_axes(lw), lw.attrs["keepdims"], one, _mul, lw.env, list(out.dims))]
+    return _reduce_over_axes(lw, scalar_const(lw.results[0].dtype, 1), _mul)
 
 
 def lower_reduce_min(lw: Lowering):
     """Minimum from the identity (+inf, the type's maximum; for booleans an and from true)."""
-    x = lw.operands[0]
-    out = lw.results[0]
-    t = out.dtype
+    t = lw.results[0].dtype
     if str(t) == "i1":
         init, mn = scalar_const(t, 1), arith.andi
     else:
@@ -277,7 +272,7 @@ def lower_reduce_min(lw: Lowering):
         def mn(a, b):
             return arith.minimumf(a, b) if is_float(t) else arith.minsi(a, b)
 
-    return [reduce(x, _reduce_axes(lw), lw.attrs["keepdims"], init, mn, lw.env, list(out.dims))]
+    return _reduce_over_axes(lw, init, mn)
 
 
 def _highest(t: ir.Type) -> ir.Value:
