@@ -10,6 +10,12 @@ fi
 . .venv/bin/activate
 pip install -q --disable-pip-version-check "torch==2.13.0" 2>&1 | grep -v '^WARNING: Location' || true
 pip install -q --disable-pip-version-check -e '.[test,serve]' 2>&1 | grep -v '^WARNING: Location' || true
+# The zoo tests' model libraries. torchvision's registry wheel is a CUDA build that
+# would pull a CUDA torch: --no-deps (its C extension does not load; its models are
+# pure Python, test/python/zoo/zoo_common.py imports it). timm's other needs
+# (huggingface_hub, pyyaml, safetensors) come with transformers.
+pip install -q --disable-pip-version-check --no-deps "torchvision==0.28.*" "timm==1.0.*" 2>&1 \
+  | grep -v '^WARNING: Location' || true
 python -c "import kiln, torch; assert torch.__version__.startswith('2.13.0'), torch.__version__" \
   || { echo "setup failed: kiln or torch 2.13.0 does not import" >&2; exit 1; }
 # The native runtime library (runtime/native/*.c), compiled now rather than by
