@@ -11,7 +11,9 @@ The order matters, and :func:`prepare_exported_program` applies it:
    skipped when it would change nothing kiln cares about
    (:func:`needs_decomposition`);
 3. :func:`restore_non_persistent_buffers` after it (doing it before trips
-   torch.export's verifier: "Non-persistent buffer ... is in the state dict").
+   torch.export's verifier: "Non-persistent buffer ... is in the state dict");
+4. :func:`list_state_to_get_attr` last (the graph it leaves is for the
+   importer only: torch.export's verifier rejects tensor ``get_attr`` nodes).
 
 One fix is to the importer itself rather than the program:
 :func:`install_importer_fixes` teaches its symbolic-shape translation torch's
@@ -25,8 +27,8 @@ import operator
 import torch
 
 __all__ = [
-    "decomposition_table", "install_importer_fixes", "needs_decomposition", "prepare_exported_program",
-    "restore_non_persistent_buffers", "views_to_reshapes",
+    "decomposition_table", "install_importer_fixes", "list_state_to_get_attr", "needs_decomposition",
+    "prepare_exported_program", "restore_non_persistent_buffers", "views_to_reshapes",
 ]
 
 #: Ops kept whole by the decomposition because kiln has a pattern for them
@@ -71,6 +73,56 @@ def restore_non_persistent_buffers(ep: torch.export.ExportedProgram) -> list[str
             ep.state_dict[name] = ep.constants[name]
             restored.append(name)
     return restored
+
+
+def list_state_to_get_attr(ep: torch.export.ExportedProgram) -> list[str]:
+    """Make every parameter, buffer or constant that an op takes inside a
+    list argument a ``get_attr`` of the graph module; returns their names.
+
+    timm's LeViT and EfficientFormer index a parameter table with a buffer
+    (``biases[:, idxs]``: ``aten.index.Tensor(biases, [None, idxs])``).
+    torch-mlir's frozen import replaces each state placeholder by its
+    ``torch.Tensor`` and imports a tensor found directly in an argument as a
+    literal, but inside a list it expects graph nodes only: "Heterogeneous
+    lists are not supported: expected vtensor, got <class 'torch.Tensor'>".
+    A ``get_attr`` node is what its list path imports as a literal.  Uses
+    outside lists keep the placeholder (the importer binds a ``get_attr``
+    node's value once and asserts on a second top-level use); the literal is
+    the same either way (one tensor, one blob).
+    """
+    sig = ep.graph_signature
+    state = {**sig.inputs_to_parameters, **sig.inputs_to_buffers, **sig.inputs_to_lifted_tensor_constants}
+    values = {**ep.state_dict, **ep.constants}
+    graph, gm = ep.graph, ep.graph_module
+    getters: dict[str, torch.fx.Node] = {}
+    # After every placeholder: the importer binds placeholders to the
+    # function's arguments in order.
+    first_op = next(n for n in graph.nodes if n.op != "placeholder")
+
+    def getter(node):
+        if node.name not in getters:
+            attr = f"_kiln_list_state_{len(getters)}"
+            setattr(gm, attr, values[state[node.name]])
+            with graph.inserting_before(first_op):
+                getters[node.name] = graph.get_attr(attr)
+        return getters[node.name]
+
+    def in_list(arg):
+        if isinstance(arg, (list, tuple)):
+            return type(arg)(
+                getter(a) if isinstance(a, torch.fx.Node) and a.op == "placeholder" and a.name in state
+                and state[a.name] in values else in_list(a)
+                for a in arg
+            )
+        return arg
+
+    for node in list(graph.nodes):
+        if node.op == "call_function":
+            node.args = tuple(in_list(a) for a in node.args)
+            node.kwargs = {k: in_list(v) for k, v in node.kwargs.items()}
+    if getters:
+        gm.recompile()
+    return list(getters)
 
 
 def decomposition_table(keep=KEEP_WHOLE):
@@ -142,6 +194,7 @@ def prepare_exported_program(ep: torch.export.ExportedProgram, table=None, conve
     if converts is None or needs_decomposition(ep, table, converts):
         ep = ep.run_decompositions(table)
     restore_non_persistent_buffers(ep)
+    list_state_to_get_attr(ep)
     return ep
 
 
