@@ -17,6 +17,7 @@ import os
 import threading
 import time
 
+from . import progress
 from ._mlir import ir
 from .dialects.kiln import TensorType, dtype_name, tensor_info
 from .errors import KilnError, ParseError, UnsupportedError
@@ -109,6 +110,7 @@ def lower(module: ir.Module, stop_after: str | None = None, vectorize: int = 1,
 
     with module.context, ir.Location.unknown():
         p = Pipeline(stop_after=stop_after)
+        _announce_stages(p, module)
         for name in STAGES:
             if name == "kiln-cpu-vectorize":
                 p.add(name, level=vectorize)
@@ -116,6 +118,26 @@ def lower(module: ir.Module, stop_after: str | None = None, vectorize: int = 1,
                 p.add(name)
         p.run(module, verify_each=verify_each)
     return module
+
+
+def _announce_stages(p, module: ir.Module) -> None:
+    """Have pipeline ``p`` announce each lowering stage it enters
+    (:func:`kiln.progress.stage`: ``lowering 3/7 (kiln-cpu-vectorize, 40 kernels)``)."""
+    kernels = sum(1 for op in module.body.operations if op.operation.name == "func.func")
+    previous = p.after_stage
+
+    def announce(i: int) -> None:
+        if i < len(STAGES):
+            progress.stage("lowering", i + 1, len(STAGES), detail=f"{STAGES[i]}, {kernels} kernel(s)")
+
+    def after_stage(stage, op) -> None:
+        if previous is not None:
+            previous(stage, op)
+        if stage.name in STAGES:
+            announce(STAGES.index(stage.name) + 1)
+
+    p.after_stage = after_stage
+    announce(0)
 
 
 def _entry(module: ir.Module):
@@ -227,6 +249,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     if not (static_kernels == "auto" or isinstance(static_kernels, bool)):
         raise KilnError(f"static_kernels must be 'auto', True or False, got {static_kernels!r}")
     start = time.perf_counter()
+    progress.stage("import")
     module = load_source(source, example_args, dynamic_shapes, symbols, fallback=options.get("fallback", True))
     _log.info("import (%s): %.3f s", type(source).__name__, time.perf_counter() - start)
     engine = None
@@ -244,6 +267,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
             name = optimize if isinstance(optimize, str) else GRAPH_PIPELINE
             graph = Pipeline.parse(name) if "(" in name else Pipeline.named(name)
             t = time.perf_counter()
+            progress.stage("graph passes", detail=name)
             graph.run(module, verify_each=None)  # verified once at the end (KILN_VERIFY_EACH=1: per pass)
             _log.info("graph passes (%s): %.3f s", name, time.perf_counter() - t)
             if options.get("keep_ir"):
@@ -251,6 +275,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
         # kiln-partition + kiln-plan-memory: the schedule, the arena plan and
         # the fallback kernels come out; the module keeps the generated kernels.
         t = time.perf_counter()
+        progress.stage("partition + memory plan")
         prepared = prepare(module, fname, keep_text=bool(options.get("keep_ir")))
         _log_partition(prepared, time.perf_counter() - t)
         if options.get("keep_ir"):
@@ -276,13 +301,18 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
                 # Verified once at the end, as the graph passes are (per stage it
                 # was 0.18 of resnet50's 1.2 s warm compile; KILN_VERIFY_EACH=1).
                 lower(module, vectorize=vectorize, verify_each=None)
+                _log.info("lowering to the LLVM dialect: %d kernel(s) in %.3f s", len(names), time.perf_counter() - t)
                 if options.get("keep_ir"):
                     kept["llvm"] = str(module)
+                progress.stage("LLVM", detail=f"{len(names)} kernels")
+                t_llvm = time.perf_counter()
                 try:
                     # Materializes the code now: missing symbols fail here.
                     engine = jit(module, names=names, key=key)
                 except Exception as e:  # the engine reports unresolved symbols as a RuntimeError
                     raise KilnError(f"the CPU JIT failed: {e}") from None
+                _log.info("LLVM: %d kernel(s) compiled to machine code in %.3f s", len(names),
+                          time.perf_counter() - t_llvm)
             _log.info("kernels: %d generated, %s in %.3f s", len(names),
                       "loaded from the kernel cache" if getattr(engine, "cache", None) == "hit"
                       else "lowered and compiled by LLVM", time.perf_counter() - t)
@@ -394,13 +424,63 @@ def _log_partition(prepared, seconds: float) -> None:
     fallback = [s for s in steps if s.kind == "fallback"]
     _log.info("partition + memory plan: %d kernel(s), %d generated, %d fallback in %.3f s",
               len(steps), len(prepared.generated), len(fallback), seconds)
-    for runtime, label in (("pytorch", "PyTorch fallbacks"), ("onnxruntime", "ONNX Runtime fallbacks")):
-        mine = [s for i, s in enumerate(steps) if s.kind == "fallback"
-                and getattr(prepared.fallback.get(i), "runtime", "pytorch") == runtime]
-        if mine:
-            ops = sorted({n for s in mine for n in (s.torch_ops or s.ops)})
-            _log.warning("%d op(s) of this model run as %s, not compiled by kiln: %s",
-                         sum(len(s.ops) for s in mine), label, ", ".join(ops))
+    warn_fallbacks([site for s in fallback for site in s.sites])
+
+
+def fallback_sites(module: ir.Module) -> list[list[str]]:
+    """``[op, location, runtime]`` of each ``kiln.fallback`` op of ``module``
+    (what :attr:`kiln.transforms.partition.Step.sites` holds, for a backend
+    that does not partition through :func:`kiln.runtime.executor.prepare`)."""
+    from .frontends.report import fallback_runtimes
+    from .locations import location_text
+
+    runtimes = fallback_runtimes(module.operation)
+    sites = []
+
+    def visit(op):
+        if op.name == "kiln.fallback":
+            name = ir.StringAttr(op.attributes["op_name"]).value
+            sites.append([name, location_text(op.location), runtimes.get(name, "pytorch")])
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return sites
+
+
+def warn_fallbacks(sites) -> None:
+    """Log :func:`fallback_warning` of ``sites`` (nothing without any): the
+    one warning of a compile whose model has fallbacks."""
+    message = fallback_warning(sites)
+    if message:
+        _log.warning("%s", message)
+
+
+#: Fallback sites a warning lists before it says how many more there are.
+WARN_SITES = 12
+
+
+def fallback_warning(sites) -> str | None:
+    """The one warning of a compile whose model has fallbacks (``sites``:
+    ``[op, location, runtime]`` each, :attr:`kiln.transforms.partition.Step.sites`),
+    or None without any: how many ops run as PyTorch / ONNX Runtime
+    fallbacks, and each op with where the model uses it (``model.py:42``,
+    ``node 'Mul_3' (Mul)``), one entry per op and place (``x3`` when the
+    place repeats, as in a loop)."""
+    if not sites:
+        return None
+    labels = {"pytorch": "PyTorch", "onnxruntime": "ONNX Runtime"}
+    counts: dict = {}
+    for op, loc, runtime in sites:
+        counts[(op, loc, runtime)] = counts.get((op, loc, runtime), 0) + 1
+    runtimes = sorted({r for _, _, r in sites}, key=lambda r: (r != "pytorch", r))
+    mixed = len(runtimes) > 1
+    entries = [f"{op} at {loc}" + (f" x{n}" if n > 1 else "") + (f" ({labels.get(rt, rt)})" if mixed else "")
+               for (op, loc, rt), n in counts.items()]
+    if len(entries) > WARN_SITES:
+        entries = entries[:WARN_SITES] + [f"... {len(entries) - WARN_SITES} more (report()['fallback']['sites'])"]
+    kinds = " and ".join(labels.get(r, r) for r in runtimes)
+    return (f"{len(sites)} op(s) of this model run as {kinds} fallbacks, not compiled by kiln: "
+            + ", ".join(entries))
 
 
 def _static_kernels(kernel_text: str, prepared, vectorize: int):

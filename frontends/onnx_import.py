@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import warnings
 
+from .. import progress
 from .._mlir import ir
 from ..context import make_context
 from ..conversions.torch_to_kiln.driver import UNSET_MAX
@@ -279,6 +281,8 @@ def import_onnx(model_or_path, symbols=None, fallback=True, *, with_report=False
     from torch_mlir.extras import onnx_importer
 
     ranges = _check_symbols(symbols)
+    progress.stage("import", detail="ONNX checker and shape inference")
+    start = time.perf_counter()
     # Large initializers stay out of the proto through the checker and shape
     # inference (they serialize it: protobuf's 2 GB limit) until attach().
     model, where, deferred = read_model(model_or_path)
@@ -310,6 +314,9 @@ def import_onnx(model_or_path, symbols=None, fallback=True, *, with_report=False
     notes = [f"symbol '{n}' has no range given: 1 <= {n} <= {UNSET_MAX}" for n in named if n not in ranges]
 
     _label_nodes(model.graph)  # a copy: infer_shapes returned a new model
+    _log.info("%s read, checked and shape-inferred: %.3f s", where, time.perf_counter() - start)
+    progress.stage("import", detail="torch-mlir ONNX importer")
+    start = time.perf_counter()
     ctx = make_context(torch=True)
     with ctx, ir.Location.unknown():
         try:
@@ -327,6 +334,7 @@ def import_onnx(model_or_path, symbols=None, fallback=True, *, with_report=False
             cls = UnsupportedError if type(e).__name__ == "OnnxImportError" else ConversionError
             raise cls(f"torch-mlir's ONNX importer failed on {where}{at}: {type(e).__name__}: "
                       f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from None
+        _log.info("torch-mlir ONNX import: %.3f s", time.perf_counter() - start)
         report = finish(mod, fallback=fallback, source=where, notes=notes,
                         arg_dims=arg_dims, symbol_ranges=symbol_ranges, named=named, onnx_model=model)
         inits = {t.name for t in model.graph.initializer}

@@ -21,8 +21,11 @@ is not installed, a note says so (compile then fails naming the extra).
 from __future__ import annotations
 
 import json
+import logging
+import time
 from dataclasses import dataclass, field
 
+from .. import progress
 from .._mlir import ir
 from ..context import DiagnosticCollector
 from ..conversions.torch_to_kiln import convert_module
@@ -32,7 +35,10 @@ from ..dialects.kiln import tensor_info
 from ..errors import ConversionError, KilnError, VerifyError
 from ..module import symbols_of, verify_module
 
-__all__ = ["ImportReport", "fallback_runtimes", "finish"]
+__all__ = ["ImportReport", "fallback_locations", "fallback_runtimes", "finish"]
+
+#: Stage times at INFO (kiln.compile's first stages), as the ONNX importer's.
+_log = logging.getLogger("kiln.import")
 
 
 @dataclass
@@ -69,6 +75,14 @@ class ImportReport:
         total = self.flops["converted"] + self.flops["fallback"]
         return self.flops["fallback"] / total if total else 0.0
 
+    @property
+    def fallback_sites(self) -> list[dict]:
+        """One ``{"op", "location", "runtime", "reason"}`` per fallback op:
+        where the model uses it (``model.py:42``, ``node 'Mul_3' (Mul)``) and
+        what runs it (``"pytorch"`` or ``"onnxruntime"``)."""
+        return [{"op": name, "location": loc, "runtime": self.runtimes.get(name, "pytorch"), "reason": why}
+                for name, loc, why in self.unsupported]
+
     def to_dict(self) -> dict:
         """The report as plain JSON data."""
         return {
@@ -82,6 +96,7 @@ class ImportReport:
             "notes": self.notes,
             "unsupported": self.unsupported,
             "fallback_runtimes": self.runtimes,
+            "fallback_sites": self.fallback_sites,
         }
 
     def to_json(self) -> str:
@@ -122,6 +137,22 @@ def fallback_runtimes(module_op) -> dict:
             attrs = op.attributes["attrs"] if "attrs" in op.attributes else None
             ort = attrs is not None and MODEL_ATTR in ir.DictAttr(attrs)
             out[ir.StringAttr(op.attributes["op_name"]).value] = "onnxruntime" if ort else "pytorch"
+        return ir.WalkResult.ADVANCE
+
+    module_op.walk(visit)
+    return out
+
+
+def fallback_locations(module_op) -> dict:
+    """``{printed location: user's text}`` (:func:`kiln.locations.location_text`)
+    of the ``kiln.fallback`` ops of a kiln module."""
+    from ..locations import location_text
+
+    out = {}
+
+    def visit(op):
+        if op.name == "kiln.fallback":
+            out[str(op.location)] = location_text(op.location)
         return ir.WalkResult.ADVANCE
 
     module_op.walk(visit)
@@ -196,6 +227,8 @@ def finish(mod: ir.Module, *, fallback=True, symbol_names=None, resources=None, 
     become the payload of ONNX Runtime fallbacks).  Raises KilnError
     subclasses (never returns a partial module as success).
     """
+    progress.stage("conversion to kiln")
+    start = time.perf_counter()
     with DiagnosticCollector(mod.context) as diags:
         try:
             stats = convert_module(mod.operation, fallback=fallback, symbol_names=symbol_names,
@@ -208,12 +241,19 @@ def finish(mod: ir.Module, *, fallback=True, symbol_names=None, resources=None, 
     if diags.errors:
         raise VerifyError("conversion to kiln emitted errors", diags.errors)
     verify_module(mod.operation)
+    _log.info("conversion to kiln: %.3f s (%d op(s) converted, %d decomposed, %d fallback)",
+              time.perf_counter() - start, sum(stats.converted.values()), sum(stats.decomposed.values()),
+              sum(stats.fallback.values()))
     report = ImportReport(source=source, notes=list(notes))
     for kind in ("converted", "decomposed", "fallback"):
         for name, n in getattr(stats, kind).items():
             key = name.removeprefix("torch.")
             report.ops.setdefault(key, {"converted": 0, "decomposed": 0, "fallback": 0})[kind] += n
-    report.unsupported = [[n.removeprefix("torch."), loc, why] for n, loc, why in stats.unsupported]
+    # Where each fallback is, as the user reads it (the model's file:line, an
+    # ONNX node's label): the conversion records the printed location, its
+    # kiln.fallback keeps the location itself.
+    texts = fallback_locations(mod.operation)
+    report.unsupported = [[n.removeprefix("torch."), texts.get(loc, loc), why] for n, loc, why in stats.unsupported]
     report.runtimes = fallback_runtimes(mod.operation)
     ort_ops = sorted(n for n, r in report.runtimes.items() if r == "onnxruntime")
     if ort_ops:

@@ -10,8 +10,11 @@ are renamed back to the user's ``Dim`` names from ``dynamic_shapes``.
 
 from __future__ import annotations
 
+import logging
+import time
 import warnings
 
+from .. import progress
 from .._mlir import ir
 from ..context import make_context
 from ..errors import ConversionError, KilnError, UnsupportedError
@@ -19,6 +22,9 @@ from .names import name_signature
 from .report import ImportReport, finish
 
 __all__ = ["import_torch", "export_program"]
+
+#: Stage times at INFO (kiln.compile's first stages), as the ONNX importer's.
+_log = logging.getLogger("kiln.import")
 
 def _converts(name: str) -> bool:
     """Whether convert-torch-to-kiln has a pattern (or a structural rule) for torch-mlir op ``name``."""
@@ -140,13 +146,18 @@ def import_torch(module, example_args, dynamic_shapes=None, fallback=True, *, wi
     from .torch_literals import FastLiterals
 
     install_importer_fixes()
+    progress.stage("export", detail="torch.export")
+    start = time.perf_counter()
     ep = export_program(module, example_args, dynamic_shapes)
+    _log.info("torch.export of %s: %.3f s", type(module).__name__, time.perf_counter() - start)
     names = symbol_names(ep, dynamic_shapes)
     ctx = make_context(torch=True)
     with ctx, ir.Location.unknown():
         # Weights are copied into their blobs directly, not through
         # tensor.tolist() (see torch_literals).
         importer = FxImporter(context=ctx, hooks=FastLiterals())
+        progress.stage("import", detail="torch-mlir FX importer")
+        start = time.perf_counter()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -154,6 +165,7 @@ def import_torch(module, example_args, dynamic_shapes=None, fallback=True, *, wi
         except Exception as e:
             raise ConversionError(f"torch-mlir's FX importer failed: {type(e).__name__}: {e}") from None
         mod = importer.module
+        _log.info("torch-mlir FX import: %.3f s", time.perf_counter() - start)
         report = finish(mod, fallback=fallback, symbol_names=names, source=type(module).__name__)
         # forward()'s parameter names: shape errors say input 'x', and model(x=...) works.
         name_signature(mod, [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"])

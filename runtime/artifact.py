@@ -201,6 +201,7 @@ class _Step:
     torch_ops: list = field(default_factory=list)
     split: str | None = None
     view_offset: str | None = None
+    sites: list = field(default_factory=list)  # [op name, location, runtime] of each fallback op
 
 
 @dataclass
@@ -238,10 +239,20 @@ def _schedule_json(schedule) -> dict:
                    for v in schedule.values],
         "steps": [{"name": s.name, "kind": s.kind, "ops": list(s.ops), "inputs": list(s.inputs),
                    "outputs": list(s.outputs), "torch_ops": list(s.torch_ops), "split": s.split,
-                   "view_offset": s.view_offset} for s in schedule.steps],
+                   "view_offset": s.view_offset, "sites": [list(x) for x in getattr(s, "sites", [])]}
+                  for s in schedule.steps],
         "inputs": list(schedule.inputs),
         "outputs": list(schedule.outputs),
     }
+
+
+def _sites(data) -> list:
+    """A step's fallback sites from a manifest: [op, location, runtime] strings
+    (an entry of another shape is dropped: they are only reported)."""
+    if not isinstance(data, list):
+        return []
+    return [[str(x) for x in site] for site in data
+            if isinstance(site, list) and len(site) == 3 and all(isinstance(x, str) for x in site)]
 
 
 def _schedule_from(data: dict) -> _Schedule:
@@ -250,7 +261,7 @@ def _schedule_from(data: dict) -> _Schedule:
         raise ValueError("value ids are not 0..n-1")
     steps = [_Step(str(s["name"]), str(s["kind"]), list(s["ops"]), [int(v) for v in s["inputs"]],
                    [int(v) for v in s["outputs"]], list(s.get("torch_ops") or []), s.get("split"),
-                   s.get("view_offset")) for s in data["steps"]]
+                   s.get("view_offset"), _sites(s.get("sites"))) for s in data["steps"]]
     for s in steps:
         if any(not 0 <= v < len(values) for v in s.inputs + s.outputs):
             raise ValueError(f"step '{s.name}' names a value outside 0..{len(values) - 1}")

@@ -506,6 +506,7 @@ def prepare(module, function: str, keep_text: bool = False) -> Prepared:
     """
     from .._mlir import ir
     from ..backends.fallback import fallback_kernel
+    from ..locations import location_text
     from ..pipelines import Pipeline
     from ..transforms.plan_memory import read_plan
     from .split import split_symbol
@@ -522,6 +523,9 @@ def prepare(module, function: str, keep_text: bool = False) -> Prepared:
                 o for o in body.operations if o.operation.name == "kiln.fallback"
             )
             fallback[i] = fallback_kernel(op, step.name, None if body is None else _returned_results(op, body))
+            # Where the model uses it, for report() and the compile's warning.
+            step.sites = [[op.operation.opview.attr("op_name"), location_text(op.operation.location),
+                           getattr(fallback[i], "runtime", "pytorch")]]
         else:
             generated[i] = step.name
             if step.func is not None:

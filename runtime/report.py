@@ -134,6 +134,9 @@ def build_report(schedule, metrics: Metrics, *, compile_time_s: float = 0.0, sel
             "op_names": sorted({n for s in fallback_steps for n in (s.torch_ops or s.ops)}),
             "share_of_ops": (fallback_ops / total_ops) if total_ops else 0.0,
             "share_of_time": (m["fallback_s"] / m["total_s"]) if m["total_s"] > 0 else 0.0,
+            # Each fallback op, where the model uses it (model.py:42, node 'Mul_3' (Mul)), what runs it.
+            "sites": [{"op": op, "location": loc, "runtime": rt}
+                      for s in fallback_steps for op, loc, rt in getattr(s, "sites", ())],
         },
         "arena": {
             "planned_peak_bytes": planned,
@@ -163,6 +166,9 @@ def build_report(schedule, metrics: Metrics, *, compile_time_s: float = 0.0, sel
             name: {"calls": n, "total_s": s, "mean_s": s / n if n else 0.0} for name, (n, s) in m["kernel_s"].items()
         }
     return report
+
+
+_RUNS_IN = {"pytorch": "PyTorch", "onnxruntime": "ONNX Runtime"}
 
 
 def _bytes(n) -> str:
@@ -228,6 +234,8 @@ def format_report(report) -> str:
         f"kernels launched per call: {report['kernels_launched_per_call']}",
         f"fallback ops: {fb['ops']} ({fb['share_of_ops']:.1%} of ops, {fb['share_of_time']:.1%} of measured time)"
         + (f": {', '.join(fb['op_names'])}" if fb["op_names"] else ""),
+        *(f"  fallback {x['op']} at {x['location']} (runs in {_RUNS_IN.get(x['runtime'], x['runtime'])})"
+          for x in fb.get("sites", ())),
         f"arena at {at}: planned peak {_bytes(arena['planned_peak_bytes'])}, no reuse {_bytes(arena['no_reuse_bytes'])}",
         f"compile time: {report['compile_time_s']:.3f} s"
         + (f" (kernel cache {report['kernel_cache']})" if report.get("kernel_cache") else "")

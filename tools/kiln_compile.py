@@ -14,7 +14,8 @@ them) instead of writing an artifact, so any step can be reproduced with
 the graph passes.  Errors print as ``kiln-compile: error: ...`` with exit
 status 1.  ``-v`` logs the compile's stages and times, kernel cache hits and
 fallbacks on stderr (``-vv``: debug); ``--threads N`` sets the native pool's
-size.
+size.  A compile that takes longer than a couple of seconds shows a progress
+line on stderr (:class:`kiln.progress.ProgressLine`); ``-q`` hides it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import sys
 import time
 
 from ..errors import KilnError
+from ..progress import ProgressLine
 
 __all__ = ["entry", "main", "source_args"]
 
@@ -69,6 +71,7 @@ def main(argv=None) -> int:
     p.add_argument("--no-optimize", action="store_true",
                    help=f"with --stop-after: lower without the graph passes ({GRAPH_PIPELINE})")
     add_runtime_arguments(p, verbose=True)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress line on stderr for a long compile")
     args = p.parse_args(argv)
     apply_runtime_arguments(args)
     if args.list_stages:
@@ -77,14 +80,16 @@ def main(argv=None) -> int:
     if not args.source:
         p.error("a source is required")
     source, example_args, dynamic_shapes, symbols = source_args(args.source, args.symbol)
-    if args.stop_after:
-        return _stop_after(args, source, example_args, dynamic_shapes, symbols)
-    if not args.output:
+    if not args.stop_after and not args.output:
         raise KilnError("give the artifact directory with -o (or --stop-after=STAGE to print IR)")
-    from ..compiler import save
+    # -v logs each stage already: a progress line would only break its lines.
+    with ProgressLine("kiln-compile", enabled=not (args.quiet or args.verbose)):
+        if args.stop_after:
+            return _stop_after(args, source, example_args, dynamic_shapes, symbols)
+        from ..compiler import save
 
-    start = time.perf_counter()
-    model = save(source, args.output, example_args, dynamic_shapes, symbols, vectorize=args.vectorize)
+        start = time.perf_counter()
+        model = save(source, args.output, example_args, dynamic_shapes, symbols, vectorize=args.vectorize)
     print(f"kiln-compile: wrote {args.output} ({time.perf_counter() - start:.2f} s): {model}", file=sys.stderr)
     return 0
 

@@ -9,8 +9,11 @@ converted directly, decomposed, or fell back, the fallback rate, and where
 each fallback runs (PyTorch, or ONNX Runtime for an ONNX node: exactly what
 ``kiln.compile`` of the same model runs); ``--report-json`` writes the same
 as JSON.  ``--no-fallback`` makes an
-unsupported op an error.  Errors print as ``kiln-import: error: ...`` with
-exit status 1.
+unsupported op an error.  The report lists each fallback op with where the
+model uses it: ``file.py:LINE`` of the model's code for PyTorch, the node
+(``node 'Mul_3' (Mul)``) for ONNX.  An import longer than a couple of seconds
+shows a progress line on stderr (``-q`` hides it).  Errors print as
+``kiln-import: error: ...`` with exit status 1.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import importlib
 import sys
 
 from ..errors import KilnError
+from ..progress import ProgressLine
 
 __all__ = ["entry", "main"]
 
@@ -66,6 +70,7 @@ def main(argv=None) -> int:
     p.add_argument("--report-json", metavar="FILE", help="write the import report as JSON")
     p.add_argument("--no-fallback", action="store_true", help="error on ops kiln cannot lower")
     p.add_argument("--elide-weights", action="store_true", help="print large constants elided")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress line on stderr for a long import")
     args = p.parse_args(argv)
 
     from ..frontends import import_onnx, import_torch
@@ -75,12 +80,15 @@ def main(argv=None) -> int:
         is_onnx = args.source.endswith(".onnx") or ":" not in args.source
         if is_onnx:
             symbols = dict(_parse_symbol(s) for s in args.symbol)
-            module, report = import_onnx(args.source, symbols=symbols, fallback=fallback, with_report=True)
+            with ProgressLine("kiln-import", verb="importing", enabled=not args.quiet):
+                module, report = import_onnx(args.source, symbols=symbols, fallback=fallback, with_report=True)
         else:
             if args.symbol:
                 raise KilnError("--symbol applies to ONNX models; a factory's dynamic_shapes give the ranges")
             mod, example_args, dynamic_shapes = _load_factory(args.source)
-            module, report = import_torch(mod, example_args, dynamic_shapes, fallback=fallback, with_report=True)
+            with ProgressLine("kiln-import", verb="importing", enabled=not args.quiet):
+                module, report = import_torch(mod, example_args, dynamic_shapes, fallback=fallback,
+                                              with_report=True)
         text = module.operation.get_asm(large_elements_limit=16 if args.elide_weights else None,
                                         large_resource_limit=64 if args.elide_weights else None,
                                         enable_debug_info=False)

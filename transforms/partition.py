@@ -400,6 +400,8 @@ class Step:
     torch_ops: list[str] = field(default_factory=list)  # original names of fallback ops
     split: str | None = None  # the symbol the kernel may run split along (kiln.runtime.split)
     view_offset: str | None = None  # a lone slice that is a contiguous run of its input: where it starts
+    # [op name, location, runtime] of each fallback op (kiln.runtime.executor.prepare fills it in).
+    sites: list = field(default_factory=list)
 
 
 @dataclass
@@ -419,7 +421,7 @@ class Schedule:
         values = [ValueInfo(v.id, v.kind, TensorInfo(v.info.dims, str(v.info.dtype)), v.step, v.index) for v in self.values]
         steps = [
             Step(s.name, s.kind, list(s.ops), list(s.inputs), list(s.outputs), torch_ops=list(s.torch_ops),
-                 split=s.split, view_offset=s.view_offset)
+                 split=s.split, view_offset=s.view_offset, sites=[list(x) for x in s.sites])
             for s in self.steps
         ]
         return Schedule(self.function, values, steps, list(self.inputs), list(self.outputs), {})

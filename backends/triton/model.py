@@ -88,7 +88,7 @@ def compile_cuda(source, example_args=None, dynamic_shapes=None, symbols=None, *
     ``max_configs``, ``cache`` (a :class:`~kiln.backends.cache.KernelCache`),
     ``keep_ir``.
     """
-    from ...compiler import _entry, _signature, load_source
+    from ...compiler import _entry, _signature, fallback_sites, load_source, warn_fallbacks
     from ...module import symbols_of
     from ...pipelines import Pipeline
 
@@ -99,6 +99,7 @@ def compile_cuda(source, example_args=None, dynamic_shapes=None, symbols=None, *
         os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     module = load_source(source, example_args, dynamic_shapes, symbols)
     with module.context, ir.Location.unknown():
+        warn_fallbacks(fallback_sites(module))  # once per compile, as the CPU path's
         syms = symbols_of(module.operation)
         _, inputs, outputs = _signature(module)
         p = Pipeline()
