@@ -32,6 +32,11 @@ pattern                  rewrite
 ``conv-batch-norm``      ``batch_norm(conv2d(x, w, b))`` with constant weights and
                          statistics  ->  ``conv2d(x, w * s, (b - mean) * s + beta)``,
                          ``s = gamma / sqrt(var + eps)`` per output channel
+``attention``            ``softmax(q @ kT * scale [+ mask]) @ v`` written out (scale as
+                         mul / div, on the scores or on q; ``masked_fill`` / ``where``
+                         or additive masks; the importer's batched matmuls), the
+                         causal ``arange`` mask as ``causal``  ->  ``kiln.attention``
+                         (:mod:`kiln.transforms.attention_match`)
 ``packed-attention``     the heads of one projection ``p [.., L, 3 * H * D]`` split
                          (reshape to ``[.., L, 3, H, D]``, transpose to ``[3, .., H,
                          L, D]``, a slice and reshape per q, k, v), attended, and
@@ -53,80 +58,22 @@ Statistics: one counter per pattern applied.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import numpy as np
 
 from .._mlir import ir
 from ..dialects.dims import dim
-from ..dialects.kiln import create_op, tensor_info
+from ..dialects.kiln import tensor_info
 from ..errors import KilnError, VerifyError
 from ..pipelines.registry import Option, Pass, register_pass
 from ._graph import block_ops, constant_array, functions, make_constant
+from ._match import Pattern, axes_of, build, dims_of, producer, rank, single_use, splat
+from .attention_match import ATTENTION_PATTERNS
 from .fold_constants import operand_map
 
 __all__ = ["PATTERNS", "Pattern", "Simplify"]
 
-# Constants larger than this are never read to decide a match.
-_MAX_PROBE_BYTES = 1 << 16
-
-
-@dataclass(frozen=True)
-class Pattern:
-    """One rewrite: ``fn(root op) -> replacement value | None`` (None: no match)."""
-
-    name: str
-    root: str
-    fn: Callable
-
-
-# -- matching helpers ---------------------------------------------------------
-
-
-def _producer(value, name: str):
-    """The op defining ``value`` if it is a ``name`` op, else None."""
-    owner = value.owner
-    if isinstance(owner, ir.Block):
-        return None
-    owner = owner.operation
-    return owner if owner.name == name else None
-
-
-def _splat(value) -> float | None:
-    """The value every element of a (small) constant has, else None."""
-    arr = constant_array(value, _MAX_PROBE_BYTES)
-    if arr is None or arr.size == 0:
-        return None
-    flat = arr.reshape(-1)
-    first = flat[0]
-    if not bool((flat == first).all()):
-        return None
-    # The shortest decimal that rounds to the value in its own dtype: an f32
-    # epsilon of 1e-5 becomes 1e-5, not 9.99999974e-06.
-    return float(str(first)) if np.issubdtype(flat.dtype, np.floating) else float(first)
-
-
-def _build(root, name: str, operands, attrs=None, **named):
-    """Build a kiln op before ``root`` at its location; None if it is invalid."""
-    try:
-        return create_op(name, operands, attrs=attrs, loc=root.location, ip=ir.InsertionPoint(root), **named).result
-    except (VerifyError, KilnError):
-        return None
-
-
-def _rank(value) -> int:
-    return len(tensor_info(value.type).dims)
-
-
-def _axes(op) -> list[int] | None:
-    """Normalized reduction axes of a ``keepdims`` reduction, else None."""
-    attrs = op.opview.decoded_attrs()
-    if not attrs["keepdims"]:
-        return None
-    rank = _rank(op.operands[0])
-    axes = attrs["axes"] or list(range(rank))
-    return sorted(a % rank for a in axes)
+_producer, _splat, _build, _rank, _axes = producer, splat, build, rank, axes_of
+_single_use, _dims_of = single_use, dims_of
 
 
 # -- identities ---------------------------------------------------------------
@@ -269,10 +216,6 @@ def layer_norm(root):
     return _build(root, "kiln.layer_norm", [x], {"axis": axes[0] - rank, "epsilon": eps})
 
 
-def _single_use(value) -> bool:
-    return len(list(value.uses)) == 1
-
-
 def _fold_into_layer_norm(root, field: str):
     for i in (0, 1):
         ln = _producer(root.operands[i], "kiln.layer_norm")
@@ -343,10 +286,6 @@ def avg_pool_global(root):
     if list(attrs["kernel"]) != [dims[2].value, dims[3].value]:
         return None
     return _build(root, "kiln.reduce_mean", [x], {"axes": [2, 3], "keepdims": True})
-
-
-def _dims_of(value) -> list:
-    return list(tensor_info(value.type).dims)
 
 
 def _head_part(value, i: int):
@@ -421,6 +360,7 @@ PATTERNS: list[Pattern] = [
     Pattern("layer-norm-bias", "kiln.add", layer_norm_bias),
     Pattern("avg-pool-global", "kiln.avg_pool2d", avg_pool_global),
     Pattern("conv-batch-norm", "kiln.batch_norm", conv_batch_norm),
+    *ATTENTION_PATTERNS,
     Pattern("packed-attention", "kiln.reshape", packed_attention),
 ]
 

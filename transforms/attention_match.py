@@ -1,0 +1,398 @@
+"""``kiln-simplify``'s ``attention`` pattern: attention written out, as one
+``kiln.attention``.
+
+Users (and GPT-2's eager code) write attention as
+
+    s = q @ k.transpose(-1, -2) * scale          # or / sqrt(d), or q * scale first
+    s = s.masked_fill(mask, -inf)                # or + bias / + additive mask
+    p = softmax(s, -1)                           # or exp / sum, after kiln's softmax pattern
+    o = p @ v
+
+and the torch importer turns each 4-D ``@`` into ``reshape(matmul(reshape(
+expand(a)), reshape(expand(b))))`` over a flattened batch.  The pattern is
+rooted at the product with ``v`` and walks up:
+
+- the **product** is a ``kiln.matmul``, or a ``kiln.reshape`` of a 3-D one
+  whose leading dim is the product of the reshape's leading dims (the
+  importer's batched form); each operand is then read back in the
+  reshape's batch dims (a ``reshape`` that ``reshape-reshape`` folds away,
+  or that keeps a GQA ``expand`` of k and v as it is);
+- ``p`` is a ``kiln.softmax`` over the last axis read only by the product;
+- ``s`` peels, from the outside in: positive constant **scales** (``mul`` /
+  ``div`` by a splat), a boolean **mask** ``where(m, c, s)`` with ``c``
+  ``-inf`` or a huge negative (``masked_fill``: ``m`` marks the dropped
+  scores) or ``where(m, s, c)`` (``m`` marks the kept ones), and an
+  **additive mask** ``s + m`` (a padding mask, ALiBi or another bias) that
+  broadcasts to the scores without widening them and that no scale seen
+  further out multiplies;
+- the core is ``q @ kT`` (same product forms), ``k`` is ``kT`` with its last
+  two axes swapped (a transpose that ``transpose-transpose`` folds into the
+  head split), and scales on ``q`` or ``k`` join the others.
+
+A boolean mask ``j > i`` built from two ``kiln.range`` over the query and key
+positions (``torch.arange(L)`` compared with itself transposed, the causal
+mask) becomes ``causal = true``; another boolean mask becomes the op's ``i1``
+mask (inverting the comparison that built it, or selecting ``-inf`` / ``0``
+into an additive mask where it is not a comparison).  ``scale`` is set
+unless it is the default ``1 / sqrt(D)``.  At most one mask besides the
+causal one: two would need adding into one, which the pattern leaves to
+the scores' own kernel.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._mlir import ir
+from ..dialects.kiln import tensor_info
+from ..dialects.kiln.shapes import product
+from ._graph import make_constant
+from ._match import Pattern, build, dims_of, producer, rank, single_use, splat
+
+__all__ = ["ATTENTION_PATTERNS", "attention"]
+
+#: The comparison that keeps what ``name`` drops (and the converse).
+_INVERSE = {"kiln.gt": "kiln.le", "kiln.le": "kiln.gt", "kiln.lt": "kiln.ge", "kiln.ge": "kiln.lt",
+            "kiln.eq": "kiln.ne", "kiln.ne": "kiln.eq"}
+
+#: A masked-out score at most this (f32/f64) is as good as -inf to a softmax
+#: (``exp`` of it is 0 next to any finite score); ``masked_fill(m, -1e9)``.
+_HUGE_NEGATIVE = -1e9
+
+
+def _masked_value(value) -> bool:
+    """True when ``value`` is a splat constant a softmax sees as ``-inf``:
+    ``-inf``, at most -1e9, or at most half the dtype's lowest (f16's -65504)."""
+    c = splat(value)
+    if c is None:
+        return False
+    if c == -math.inf or c <= _HUGE_NEGATIVE:
+        return True
+    lowest = {"f16": -65504.0}.get(str(tensor_info(value.type).dtype))
+    return lowest is not None and c <= lowest / 2
+
+
+def _positive_scale(value) -> float | None:
+    c = splat(value)
+    return c if c is not None and math.isfinite(c) and c > 0 else None
+
+
+def _peel_scale(value):
+    """``(x, factor)`` when ``value`` is ``x * c``, ``c * x`` or ``x / c`` with a
+    positive splat ``c`` that leaves x's type unchanged; else ``(value, 1.0)``."""
+    for name in ("kiln.mul", "kiln.div"):
+        op = producer(value, name)
+        if op is None:
+            continue
+        orders = ((0, 1), (1, 0)) if name == "kiln.mul" else ((0, 1),)
+        for xi, ci in orders:
+            x, c = op.operands[xi], _positive_scale(op.operands[ci])
+            if c is not None and x.type == value.type:
+                return x, (c if name == "kiln.mul" else 1.0 / c)
+    return value, 1.0
+
+
+class _Builder:
+    """Ops built before the root while a match is still tentative; erased if
+    it fails later, so a near-miss leaves the IR as it was."""
+
+    def __init__(self, root):
+        self.root = root
+        self.made: list = []
+
+    def op(self, name, operands, attrs=None):
+        v = build(self.root, name, operands, attrs)
+        if v is not None:
+            self.made.append(v.owner.operation)
+        return v
+
+    def constant(self, array, dtype):
+        v = make_constant(np.asarray(array), dtype, loc=self.root.location, ip=ir.InsertionPoint(self.root))
+        self.made.append(v.owner.operation)
+        return v
+
+    def discard(self):
+        for op in reversed(self.made):
+            if not any(list(r.uses) for r in op.results):
+                op.erase()
+        self.made.clear()
+
+
+def _product(value):
+    """``(a, b, batch)`` when ``value`` is a batched matrix product of ``a [...,
+    M, K]`` and ``b [..., K, N]`` giving ``batch + [M, N]``: a ``kiln.matmul``
+    (``a``, ``b`` its operands, possibly needing a broadcast) or the importer's
+    ``reshape(matmul(a3, b3))`` with ``a3``'s leading dim the product of
+    ``batch`` (``a``, ``b`` then 3-D, to read back in ``batch``); else None."""
+    mm = producer(value, "kiln.matmul")
+    if mm is not None:
+        a, b = mm.operands
+        if rank(a) < 2 or rank(b) < 2:
+            return None
+        return a, b, None
+    r = producer(value, "kiln.reshape")
+    mm = producer(r.operands[0], "kiln.matmul") if r is not None else None
+    if mm is None or not single_use(r.operands[0]):
+        return None
+    a, b = mm.operands
+    flat, out = dims_of(mm.results[0]), dims_of(value)
+    if rank(a) != 3 or rank(b) != 3 or len(out) < 3 or out[-2:] != flat[-2:] or product(out[:-2]) != flat[0]:
+        return None
+    return a, b, out[:-2]
+
+
+def _in_batch(builder, value, batch):
+    """``value [..., M, K]`` as ``batch + [M, K]``: itself when ``batch`` is None
+    (a direct product) or its leading dims already are ``batch``, else a
+    reshape (same element count required)."""
+    dims = dims_of(value)
+    if batch is None or dims[:-2] == list(batch):
+        return value
+    want = list(batch) + dims[-2:]
+    r = producer(value, "kiln.reshape")
+    if r is not None and dims_of(r.operands[0]) == want:
+        return r.operands[0]  # the importer's flattening of an operand already in batch
+    if product(dims[:-2]) != product(batch):
+        return None
+    return builder.op("kiln.reshape", [value], {"shape": list(batch) + dims[-2:]})
+
+
+def _swap_last(builder, value):
+    """``value`` with its last two axes swapped (a transpose; simplify folds it
+    into the transpose that usually produced ``value``)."""
+    n = rank(value)
+    perm = list(range(n - 2)) + [n - 1, n - 2]
+    t = producer(value, "kiln.transpose")
+    if t is not None and list(t.opview.attr("perm")) == perm:
+        return t.operands[0]
+    return builder.op("kiln.transpose", [value], {"perm": perm})
+
+
+def _positions(value, axis_len):
+    """True when ``value`` is a ``kiln.range`` 0, 1, ... of ``axis_len``
+    reshaped to put it on one axis (all other dims 1); returns that axis
+    counted from the end, else None."""
+    r = producer(value, "kiln.reshape")
+    src = r.operands[0] if r is not None else value
+    rng = producer(src, "kiln.range")
+    if rng is None:
+        return None
+    a = rng.opview.decoded_attrs()
+    if a["start"] != 0 or a["step"] != 1:
+        return None
+    dims = dims_of(value)
+    axes = [i for i, d in enumerate(dims) if not (d.is_static and d.value == 1)]
+    length = dims_of(src)
+    if len(length) != 1 or length[0] != axis_len:
+        return None
+    if len(axes) != 1:
+        return None
+    return axes[0] - len(dims)
+
+
+_COMPARE = {"kiln.gt": np.greater, "kiln.ge": np.greater_equal, "kiln.lt": np.less, "kiln.le": np.less_equal,
+            "kiln.eq": np.equal, "kiln.ne": np.not_equal}
+
+
+def _offset_predicate(cond, q_len):
+    """The i1 ``cond`` as a predicate of ``d = j - i`` (key minus query
+    position) when it compares positions from ``kiln.range``: ``cmp(a, b)``
+    or ``cmp(a - b, c)`` with ``a``, ``b`` the two positions and ``c`` an
+    integer splat (``torch.triu(ones, 1)``'s ``j - i >= 1``); else None."""
+    op = cond.owner
+    if isinstance(op, ir.Block) or op.operation.name not in _COMPARE:
+        return None
+    op = op.operation
+    cmp = _COMPARE[op.name]
+    lhs, rhs = op.operands
+    c = 0.0
+    sub = producer(lhs, "kiln.sub")
+    if sub is not None and _positions(rhs, q_len) is None:
+        c = splat(rhs)
+        if c is None or c != int(c):
+            return None
+        lhs, rhs = sub.operands
+    a, b = _positions(lhs, q_len), _positions(rhs, q_len)
+    if a is None or b is None or {a, b} != {-1, -2}:
+        return None
+    sign = 1 if a == -1 else -1  # a - b is d (j - i) or -d
+    return lambda d: bool(cmp(sign * d, c))
+
+
+def _is_causal(cond, drop: bool, q_len, k_len) -> bool:
+    """True when the i1 ``cond`` is the causal mask of a square score: the
+    keys after the query (``d = j - i >= 1``) when it marks the dropped
+    scores, the others when it marks the kept ones; ``i`` the query position
+    (axis -2) and ``j`` the key's (axis -1), both from ``kiln.range``.  A
+    comparison of ``d`` with an integer is a step or a point, so agreeing on
+    ``-3 .. 3`` decides it."""
+    if q_len != k_len:
+        return False
+    pred = _offset_predicate(cond, q_len)
+    return pred is not None and all(pred(d) == ((d >= 1) == drop) for d in range(-3, 4))
+
+
+def _broadcasts_into(mask, scores_dims) -> bool:
+    """True when ``mask`` broadcasts to ``scores_dims`` without widening them."""
+    m = dims_of(mask)
+    if len(m) > len(scores_dims):
+        return False
+    for a, b in zip(reversed(m), reversed(scores_dims)):
+        if not (a == b or a.is_static and a.value == 1):
+            return False
+    return True
+
+
+def _peel_scores(s, scores_dims, dtype):
+    """Walk the softmax input ``s`` down to the product ``q @ kT``: returns
+    ``(core, factor, masks)`` with ``masks`` a list of ``("add", m)`` /
+    ``("keep", m)`` / ``("drop", m)``; None when something else is in the way
+    (a scale outside an additive mask, a mask that widens the scores)."""
+    factor, masks = 1.0, []
+    for _ in range(6):
+        x, f = _peel_scale(s)
+        if f != 1.0:
+            factor, s = factor * f, x
+            continue
+        where = producer(s, "kiln.where")
+        if where is not None and s.type == where.results[0].type:
+            cond, a, b = where.operands
+            if dims_of(b) == scores_dims and _masked_value(a):
+                kind, s = "drop", b
+            elif dims_of(a) == scores_dims and _masked_value(b):
+                kind, s = "keep", a
+            else:
+                return None
+            if not _broadcasts_into(cond, scores_dims):
+                return None
+            masks.append((kind, cond))
+            continue
+        add = producer(s, "kiln.add")
+        if add is not None:
+            for si, mi in ((0, 1), (1, 0)):
+                inner, m = add.operands[si], add.operands[mi]
+                if dims_of(inner) == scores_dims and _reaches_product(inner):
+                    break
+            else:
+                return None
+            if factor != 1.0 or tensor_info(m.type).dtype != dtype or not _broadcasts_into(m, scores_dims):
+                return None  # (qk + m) * c scales the mask too
+            masks.append(("add", m))
+            s = inner
+            continue
+        return s, factor, masks
+    return None
+
+
+def _reaches_product(value) -> bool:
+    """True when ``value`` is a product, possibly scaled or masked on the way."""
+    for _ in range(6):
+        if _product(value) is not None:
+            return True
+        x, f = _peel_scale(value)
+        if f != 1.0:
+            value = x
+            continue
+        where = producer(value, "kiln.where")
+        if where is None:
+            return False
+        value = where.operands[2] if _masked_value(where.operands[1]) else where.operands[1]
+    return False
+
+
+def _bool_mask(builder, kind, cond, dtype):
+    """The ``i1`` mask (true: keep) or additive mask for a boolean ``where``."""
+    if kind == "keep":
+        return cond
+    op = cond.owner
+    if not isinstance(op, ir.Block) and op.operation.name in _INVERSE:
+        return builder.op(_INVERSE[op.operation.name], list(op.operation.operands))
+    # Not a comparison: select -inf / 0 into an additive mask.
+    neg = builder.constant(np.array(-np.inf), dtype)
+    zero = builder.constant(np.array(0.0), dtype)
+    return builder.op("kiln.where", [cond, neg, zero])
+
+
+def attention(root):
+    """``softmax(q @ kT * scale [+ mask]) @ v`` -> ``kiln.attention`` (see the module doc)."""
+    out = _product(root.results[0])
+    if out is None:
+        return None
+    p_val, v_val, batch = out
+    if batch is not None:
+        # The batched form: p is the softmax flattened to [N, L, S], rows in
+        # the output's batch order (the same batch dims, row-major).
+        r = producer(p_val, "kiln.reshape")
+        if r is None or not single_use(p_val):
+            return None
+        p_src = r.operands[0]
+        if dims_of(p_src) != list(batch) + dims_of(p_val)[-2:]:
+            return None
+    else:
+        p_src = p_val
+    sm = producer(p_src, "kiln.softmax")
+    if sm is None or not single_use(p_src) or sm.opview.attr("axis") % rank(p_src) != rank(p_src) - 1:
+        return None
+    s = sm.operands[0]
+    scores_dims = dims_of(s)
+    dtype = tensor_info(s.type).dtype
+    peeled = _peel_scores(s, scores_dims, dtype)
+    if peeled is None:
+        return None
+    core, factor, masks = peeled
+    qk = _product(core)
+    if qk is None:
+        return None
+    q_val, kt_val, qk_batch = qk
+    builder = _Builder(root)
+    try:
+        result = _assemble(builder, q_val, kt_val, v_val, qk_batch, batch, factor, masks, dtype)
+    except Exception:
+        builder.discard()
+        raise
+    if result is None or result.type != root.results[0].type:
+        builder.discard()
+        return None
+    return result
+
+
+def _assemble(builder, q_val, kt_val, v_val, qk_batch, batch, factor, masks, dtype):
+    q = _in_batch(builder, q_val, qk_batch)
+    kt = _in_batch(builder, kt_val, qk_batch)
+    v = _in_batch(builder, v_val, batch)
+    if q is None or kt is None or v is None:
+        return None
+    q, fq = _peel_scale(q)
+    kt, fkt = _peel_scale(kt)
+    k = _swap_last(builder, kt)
+    if k is None:
+        return None
+    k, fk = _peel_scale(k)
+    factor *= fq * fkt * fk
+    q_len, k_len = dims_of(q)[-2], dims_of(k)[-2]
+    causal, mask = False, None
+    for kind, m in masks:
+        if kind != "add" and not causal and _is_causal(m, kind == "drop", q_len, k_len):
+            causal = True
+            continue
+        if mask is not None:
+            return None  # two masks: left to the scores' kernel
+        mask = m if kind == "add" else _bool_mask(builder, kind, m, dtype)
+        if mask is None:
+            return None
+    attrs = {"causal": causal}
+    head = dims_of(q)[-1]
+    default = 1.0 / math.sqrt(head.value) if head.is_static and head.value > 0 else None
+    if default is None or abs(factor - default) > 1e-6 * default:
+        attrs["scale"] = factor
+    operands = [q, k, v] + ([mask] if mask is not None else [])
+    return builder.op("kiln.attention", operands, attrs)
+
+
+#: The table entries :mod:`kiln.transforms.simplify` adds to its own.
+ATTENTION_PATTERNS = [
+    Pattern("attention", "kiln.matmul", attention),
+    Pattern("attention", "kiln.reshape", attention),
+]
