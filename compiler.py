@@ -419,7 +419,7 @@ def _value_input_model(source, example_args, dynamic_shapes, symbols, device, op
 
 
 def _log_partition(prepared, seconds: float) -> None:
-    """The partition's kernel counts at INFO; fallbacks as one WARNING naming their ops."""
+    """The partition's kernel counts at INFO; fallbacks as one WARNING naming their ops and locations."""
     steps = prepared.schedule.steps
     fallback = [s for s in steps if s.kind == "fallback"]
     _log.info("partition + memory plan: %d kernel(s), %d generated, %d fallback in %.3f s",

@@ -86,6 +86,7 @@ def main(argv=None) -> int:
     p.add_argument("--report", action="store_true",
                    help="print the runtime report (kernels, fallback share, arena bytes, profiles; per-kernel times)")
     add_runtime_arguments(p)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress line on stderr for a long compile")
     args = p.parse_args(argv)
     apply_runtime_arguments(args)
     if args.seed < 0:
@@ -99,9 +100,11 @@ def main(argv=None) -> int:
         model = load(args.model, **options)
     else:
         from ..compiler import compile as kiln_compile
+        from ..progress import ProgressLine
 
         source, example, dynamic_shapes, symbols = source_args(args.model, args.symbol)
-        model = kiln_compile(source, example, dynamic_shapes, symbols, **options)
+        with ProgressLine("kiln-run", enabled=not args.quiet):
+            model = kiln_compile(source, example, dynamic_shapes, symbols, **options)
     compile_s = time.perf_counter() - start
 
     rng = np.random.default_rng(args.seed)
