@@ -18,7 +18,7 @@ from ..dialects.kiln import create_op, tensor_info
 from ..errors import KilnError, VerifyError
 from ._graph import constant_array
 
-__all__ = ["MAX_PROBE_BYTES", "Pattern", "axes_of", "build", "dims_of", "producer", "rank", "single_use", "splat"]
+__all__ = ["MAX_PROBE_BYTES", "Pattern", "axes_of", "build", "dims_of", "producer", "rank", "same_value", "single_use", "splat"]
 
 #: Constants larger than this are never read to decide a match.
 MAX_PROBE_BYTES = 1 << 16
@@ -91,3 +91,20 @@ def axes_of(op) -> list[int] | None:
 def single_use(value) -> bool:
     """True when exactly one operand reads ``value``."""
     return len(list(value.uses)) == 1
+
+
+def same_value(a, b) -> bool:
+    """True when ``a`` and ``b`` are one value, or the results of two kiln ops
+    of one name, operands and attributes (the ``x - mean`` that torch.export
+    writes twice in a hand-written norm, before CSE has run)."""
+    if a == b:
+        return True
+    oa, ob = a.owner, b.owner
+    if isinstance(oa, ir.Block) or isinstance(ob, ir.Block):
+        return False
+    oa, ob = oa.operation, ob.operation
+    if oa.name != ob.name or not oa.name.startswith("kiln.") or oa.name == "kiln.constant" or a.type != b.type:
+        return False
+    if len(oa.results) != 1 or list(oa.operands) != list(ob.operands) or len(oa.regions):
+        return False
+    return {n.name: str(n.attr) for n in oa.attributes} == {n.name: str(n.attr) for n in ob.attributes}

@@ -32,6 +32,10 @@ pattern                  rewrite
 ``conv-batch-norm``      ``batch_norm(conv2d(x, w, b))`` with constant weights and
                          statistics  ->  ``conv2d(x, w * s, (b - mean) * s + beta)``,
                          ``s = gamma / sqrt(var + eps)`` per output channel
+``gelu``                 ``0.5 * x * (1 + erf(x / sqrt 2))`` and the tanh form
+                         ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x**3)))``
+                         ->  ``kiln.gelu`` (:mod:`kiln.transforms.activation_match`)
+``silu``                 ``x * sigmoid(x)``  ->  ``kiln.silu``
 ``attention``            ``softmax(q @ kT * scale [+ mask]) @ v`` written out (scale as
                          mul / div, on the scores or on q; ``masked_fill`` / ``where``
                          or additive masks; the importer's batched matmuls), the
@@ -66,7 +70,8 @@ from ..dialects.kiln import tensor_info
 from ..errors import KilnError, VerifyError
 from ..pipelines.registry import Option, Pass, register_pass
 from ._graph import block_ops, constant_array, functions, make_constant
-from ._match import Pattern, axes_of, build, dims_of, producer, rank, single_use, splat
+from ._match import Pattern, axes_of, build, dims_of, producer, rank, same_value, single_use, splat
+from .activation_match import ACTIVATION_PATTERNS
 from .attention_match import ATTENTION_PATTERNS
 from .fold_constants import operand_map
 
@@ -173,9 +178,9 @@ def _variance_of(value, centered, axes) -> bool:
     sq = mean.operands[0]
     mul = _producer(sq, "kiln.mul")
     if mul is not None:
-        return mul.operands[0] == centered and mul.operands[1] == centered
+        return same_value(mul.operands[0], centered) and same_value(mul.operands[1], centered)
     power = _producer(sq, "kiln.pow")
-    return power is not None and power.operands[0] == centered and _splat(power.operands[1]) == 2.0
+    return power is not None and same_value(power.operands[0], centered) and _splat(power.operands[1]) == 2.0
 
 
 def layer_norm(root):
@@ -360,6 +365,7 @@ PATTERNS: list[Pattern] = [
     Pattern("layer-norm-bias", "kiln.add", layer_norm_bias),
     Pattern("avg-pool-global", "kiln.avg_pool2d", avg_pool_global),
     Pattern("conv-batch-norm", "kiln.batch_norm", conv_batch_norm),
+    *ACTIVATION_PATTERNS,
     *ATTENTION_PATTERNS,
     Pattern("packed-attention", "kiln.reshape", packed_attention),
 ]
