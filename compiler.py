@@ -20,6 +20,7 @@ import time
 from . import progress
 from ._mlir import ir
 from .dialects.kiln import TensorType, dtype_name, tensor_info
+from .dialects.kiln.data import checked_reshapes, module_checks
 from .errors import KilnError, ParseError, UnsupportedError
 
 __all__ = ["GRAPH_PIPELINE", "STAGES", "compilation_count", "compile", "load_source", "lower"]
@@ -256,6 +257,9 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     with module.context, ir.Location.unknown():
         syms = symbols_of(module.operation)
         fname, inputs, outputs = _signature(module)
+        # Taken before the graph passes, which may fold a reshape away: its
+        # check is the model's (ONNX Runtime would refuse those values too).
+        checks = checked_reshapes(module.operation) + module_checks(module.operation)
         kept = {}
         if options.get("keep_ir"):
             kept["kiln"] = str(module)
@@ -357,6 +361,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
         ir=kept,
         keepalive=[module.context, module, engine],
         runtime=runtime,
+        checks=checks,
     )
     if engine is not None:  # weights packed by the native GEMM are freed with the model
         from .runtime.native import release_on_collect
@@ -396,13 +401,16 @@ def _value_input_model(source, example_args, dynamic_shapes, symbols, device, op
             broadcasts.setdefault(labels[label].input[1], []).append((k, d, f"node '{label}' (Expand)"))
     sym_names = {s for v in syms.values() for s in v}
     capacity = options.pop("value_specializations", 16)
+    # Slice bounds' symbols take 0 too (a slice from the start) unless declared.
+    floors = {s: 0 for n in ov.zero_valued(model, shaped) for s in syms[n]}
 
     def build(frozen, dynamic):
         m = ov.freeze(model, frozen)
         if dynamic:
             m = ov.carrier_model(m, {n: syms[n] for n in shaped}, fixed)
         names = ov.dim_params(m)
-        given = {k: v for k, v in declared.items() if k in names}
+        given = {**{k: (0, 2**31 - 1) for k in floors}, **declared}
+        given = {k: v for k, v in given.items() if k in names}
         return compile(m, example_args, dynamic_shapes, given or None, device, _values_resolved=True, **options)
 
     unknown = sorted(set(declared) - sym_names - ov.dim_params(model))
@@ -415,7 +423,7 @@ def _value_input_model(source, example_args, dynamic_shapes, symbols, device, op
               ", ".join(shaped) or "none", ", ".join(n for n in valued if n not in shaped) or "none")
     return ValueInputModel([i.name for i in ov.graph_inputs(model)], syms,
                            [n for n in valued if n not in shaped], build, ranges=ranges, capacity=capacity,
-                           inputs=ov.input_specs(model), broadcasts=broadcasts)
+                           inputs=ov.input_specs(model), broadcasts=broadcasts, floors=floors)
 
 
 def _log_partition(prepared, seconds: float) -> None:

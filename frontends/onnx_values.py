@@ -32,7 +32,7 @@ import re
 import numpy as np
 
 __all__ = ["SHAPE_OPERANDS", "VALUE_OPERANDS", "broadcast_fixed", "carrier_model", "dim_params", "freeze", "graph_inputs",
-           "input_specs", "read_graph", "shape_inputs", "symbol_names", "value_inputs"]
+           "input_specs", "read_graph", "shape_inputs", "symbol_names", "value_inputs", "zero_valued"]
 
 #: ONNX op type -> the operand positions whose values (not shapes) the op
 #: needs to know its result's shape or semantics.
@@ -49,7 +49,7 @@ VALUE_OPERANDS = {
 
 #: Operand positions whose values kiln takes as symbolic dims (any value >= 1
 #: gives the same kernels): a shape input may feed only these.
-SHAPE_OPERANDS = {"ConstantOfShape": (0,), "Expand": (1,), "Tile": (1,)}
+SHAPE_OPERANDS = {"ConstantOfShape": (0,), "Expand": (1,), "Tile": (1,), "Reshape": (1,), "Slice": (1, 2)}
 
 # Ops that read only their input's shape: a value input is not traced through them.
 _SHAPE_ONLY = {"Shape", "Size"}
@@ -129,6 +129,19 @@ def shape_inputs(model, candidates) -> list[str]:
             continue
         uses = [(n.op_type, k) for n in model.graph.node for k, i in enumerate(n.input) if i == name]
         if uses and all(k in SHAPE_OPERANDS.get(op, ()) for op, k in uses):
+            out.append(name)
+    return out
+
+
+def zero_valued(model, names) -> list[str]:
+    """Those shape inputs in ``names`` whose every value may be 0 in the
+    compiled model: inputs used only as ``Slice`` starts / ends (a slice from
+    0, or an empty one), unlike sizes, where 0 is a zero-size tensor that a
+    specialization serves."""
+    out = []
+    for name in names:
+        uses = [(n.op_type, k) for n in model.graph.node for k, i in enumerate(n.input) if i == name]
+        if uses and all(op == "Slice" and k in (1, 2) for op, k in uses):
             out.append(name)
     return out
 

@@ -409,7 +409,7 @@ def _build(directory, manifest: dict, start: float, policy, profiling, arena_poo
     from ..backends.cpu.jit import CpuKernel
     from . import native
     from .blas import blas_library, register_sgemm
-    from .contract import InputSpec
+    from .contract import BoundsCheck, InputSpec, ReshapeCheck
     from .executor import ModelRuntime, Prepared
     from .model import CompiledModel, Step, ValueInfo
     from .ort_fallback import fallback_from_json
@@ -487,6 +487,8 @@ def _build(directory, manifest: dict, start: float, policy, profiling, arena_poo
     runtime.restored_info = {str(v["name"]): {k: v[k] for k in ("name", "kind", "ranges")}
                              for v in manifest["variants"]}
     inputs = [InputSpec.make(i["name"], i["dims"], i["dtype"]) for i in manifest["inputs"]]
+    checks = [ReshapeCheck(c["where"], tuple(c["src"]), tuple(c["dst"])) if c["kind"] == "reshape"
+              else BoundsCheck(c["where"], c["start"], c["end"], c["size"]) for c in manifest.get("checks", [])]
     names = list(manifest["value_names"])
     if len(names) != len(sched.values) or len(inputs) != len(sched.inputs):
         raise KilnError(f"'{directory}': {MANIFEST}'s inputs and values do not match its schedule")
@@ -494,7 +496,7 @@ def _build(directory, manifest: dict, start: float, policy, profiling, arena_poo
     model = CompiledModel(
         inputs=inputs, values=values, output_ids=list(sched.outputs), symbols=symbols, base_compilations=0,
         schedule=[Step(k, list(s.inputs), list(s.outputs)) for k, s in zip(kernels, sched.steps)],
-        keepalive=[mm, *engines.values()], runtime=runtime,
+        keepalive=[mm, *engines.values()], runtime=runtime, checks=checks,
         # (artifacts written before outputs had names recorded their value names, "%7")
         output_names=[o["name"] if isinstance(o, dict) and isinstance(o.get("name"), str)
                       and not o["name"].startswith("%") else f"output{j}"

@@ -27,7 +27,7 @@ import numpy as np
 from ..dialects.dims import Dim, dim
 from ..errors import DimError, ShapeError
 
-__all__ = ["InputSpec", "ShapeContract", "compile_expr", "dtype_of", "needs_conversion", "readable", "shape_of"]
+__all__ = ["BoundsCheck", "BoundsError", "InputSpec", "ReshapeCheck", "ShapeContract", "parse_checks", "compile_expr", "dtype_of", "needs_conversion", "readable", "shape_of"]
 
 
 # ----------------------------------------------------------------------------
@@ -317,6 +317,52 @@ class _Check:
     symbols: frozenset
 
 
+@dataclass(frozen=True)
+class ReshapeCheck:
+    """A reshape whose element counts only the binding decides (a target of
+    run-time values): ``where`` names it (its model location), ``src`` and
+    ``dst`` are its input's and result's dims as text."""
+
+    where: str
+    src: tuple
+    dst: tuple
+
+    def as_data(self) -> dict:
+        """The check as plain data (artifact manifests)."""
+        return {"where": self.where, "src": list(self.src), "dst": list(self.dst)}
+
+
+@dataclass(frozen=True)
+class BoundsCheck:
+    """A slice by run-time bounds (dim texts) that the compiled kernels take
+    only inside its axis: ``0 <= start <= end <= size`` (the source op clamps
+    other values, which a :class:`BoundsError` lets a caller serve otherwise)."""
+
+    where: str
+    start: str
+    end: str
+    size: str
+
+    def as_data(self) -> dict:
+        """The check as plain data (artifact manifests)."""
+        return {"where": self.where, "start": self.start, "end": self.end, "size": self.size}
+
+
+class BoundsError(ShapeError):
+    """Slice bounds outside the range the compiled kernels take (see :class:`BoundsCheck`)."""
+
+
+def parse_checks(texts: Sequence[str]) -> list:
+    """The module's ``kiln.checks`` strings as :class:`BoundsCheck` objects."""
+    out = []
+    for text in texts:
+        kind, *fields = str(text).split("|")
+        if kind != "bounds" or len(fields) != 4:
+            raise ShapeError(f"unknown shape check {text!r}")
+        out.append(BoundsCheck(*fields))
+    return out
+
+
 def _solver(d: Dim, name: str):
     """``value -> symbol value`` for a dim linear in one symbol (``2*L+1``)."""
     if d.is_symbol:
@@ -350,13 +396,22 @@ class ShapeContract:
     objects, listed in range errors.
     """
 
-    def __init__(self, inputs: Sequence[InputSpec], symbols: Mapping, profiles: Sequence = ()):
+    def __init__(self, inputs: Sequence[InputSpec], symbols: Mapping, profiles: Sequence = (),
+                 checks: Sequence = ()):
         self.inputs = list(inputs)
         self.symbols = dict(symbols)
         self.profiles = list(profiles)
+        #: ReshapeCheck / BoundsCheck: what the binding must satisfy besides the dims.
+        self.checks = list(checks)
         self._binds: list[_Bind] = []
         self._checks: list[_Check] = []
         self._plan()
+        self._reshapes, self._bounds = [], []
+        for c in self.checks:
+            if isinstance(c, ReshapeCheck):
+                self._reshapes.append((c, [compile_expr(d)[0] for d in c.src], [compile_expr(d)[0] for d in c.dst]))
+            else:
+                self._bounds.append((c, *(compile_expr(d)[0] for d in (c.start, c.end, c.size))))
         # Shapes and dtypes already checked -> their binding: a call with a
         # shape seen before is one dict lookup (the check is deterministic).
         self._seen: dict[tuple, dict[str, int]] = {}
@@ -477,6 +532,16 @@ class ShapeContract:
                 f"{n} = {binding[n]} bound from {self._where(*self._bound_from[n])}" for n in sorted(c.symbols)
             )
             raise ShapeError(f"{where} is {got} but {c.expr} = {want} ({bound})")
+        for r, src, dst in self._reshapes:
+            a, b = [f(binding) for f in src], [f(binding) for f in dst]
+            if int(np.prod(a, dtype=np.int64)) != int(np.prod(b, dtype=np.int64)) or min(b, default=0) < 0:
+                raise ShapeError(f"{r.where}: cannot reshape {a} ({int(np.prod(a))} elements) to {b} "
+                                 f"({int(np.prod(b))} elements)")
+        for c, start, end, size in self._bounds:
+            s, e, n = start(binding), end(binding), size(binding)
+            if not 0 <= s <= e <= n:
+                raise BoundsError(f"{c.where}: slice bounds {s}:{e} on an axis of {n}; the compiled slice "
+                                  f"takes 0 <= start <= end <= size ({c.start}:{c.end} of {c.size})")
         return binding
 
     def bind(self, values: Sequence) -> dict[str, int]:

@@ -94,10 +94,12 @@ class CompiledModel:
     # kiln.runtime.executor.ModelRuntime: profiles, arena, fallback kernels, metrics.
     runtime: object = None
     output_names: list = field(default_factory=list)  # one per output id; output<j> where unnamed
+    # ReshapeCheck / BoundsCheck: ops of run-time values, checked when the shapes are bound.
+    checks: list = field(default_factory=list)
 
     def __post_init__(self):
         profiles = self.runtime.profiles if self.runtime is not None else ()
-        self.contract = ShapeContract(self.inputs, self.symbols, profiles)
+        self.contract = ShapeContract(self.inputs, self.symbols, profiles, self.checks)
         self.calls = 0
         if len(self.output_names) != len(self.output_ids):
             self.output_names = [f"output{j}" for j in range(len(self.output_ids))]

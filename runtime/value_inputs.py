@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import KilnError, ShapeError
+from .contract import BoundsError
 from .report import Report
 
 __all__ = ["ValueInputModel", "ValueReport"]
@@ -42,6 +43,10 @@ _log = logging.getLogger("kiln.runtime")
 
 #: Elements a specialized input may have: its values are a cache key and a constant.
 MAX_SPECIALIZED_ELEMENTS = 4096
+
+# The largest value a shape input's symbol takes without a declared range (a
+# symbol's default maximum); larger ones are specialized.
+_MAX_SYMBOL = 2**31 - 1
 
 
 def _host(value, name: str) -> np.ndarray:
@@ -108,7 +113,8 @@ class ValueInputModel:
 
     def __init__(self, input_names: Sequence[str], shape_inputs: Mapping[str, Sequence[str]],
                  specialized: Sequence[str], build: Callable, ranges: Mapping | None = None,
-                 capacity: int = 16, inputs: Sequence | None = None, broadcasts: Mapping | None = None):
+                 capacity: int = 16, inputs: Sequence | None = None, broadcasts: Mapping | None = None,
+                 floors: Mapping | None = None):
         if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1:
             raise KilnError(f"value_specializations must be an integer >= 1, got {capacity!r}")
         self.input_names = list(input_names)
@@ -121,6 +127,9 @@ class ValueInputModel:
         #: {shape input: [(value index, d, node)]}: an Expand broadcasts a dim
         #: of size d there, so the value must be 1 or d (the kernels take d).
         self.broadcasts = {n: list(v) for n, v in (broadcasts or {}).items()}
+        #: {symbol: lowest value}: where the compiled model takes values below 1
+        #: (Slice bounds take 0); a symbol not named here takes 1 and up.
+        self.floors = dict(floors or {})
         self.capacity = capacity
         self._build = build
         self._lock = threading.Lock()
@@ -212,8 +221,8 @@ class ValueInputModel:
                 if not rng[0] <= v <= rng[1]:
                     raise ShapeError(f"input '{name}' value #{k}: {sym} = {v} violates "
                                      f"{rng[0]} <= {sym} <= {rng[1]}")
-            elif v < 1:
-                special = True
+            elif not self.floors.get(sym, 1) <= v <= _MAX_SYMBOL:
+                special = True  # 0, -1, a "to the end" INT64_MAX: values no dim takes
         return None if special else values
 
     def _positional(self, args: Sequence, named: Mapping) -> list:
@@ -269,18 +278,28 @@ class ValueInputModel:
         model = self._dynamic_model(frozen) if (self.shape_inputs and dynamic) else None
         torch_like = bool(args) and all(type(a).__module__.startswith("torch") for a in args)
         if model is not None:
-            with self._lock:
-                self.dynamic_calls += 1
             inner = []
             for i, name in enumerate(self.input_names):
                 if name in frozen:
                     continue
                 inner.append(_carrier(shapes[name][1], torch_like) if name in shapes else args[i])
-        else:
-            for name, (arr, _) in shapes.items():
-                frozen[name] = np.array(arr, copy=True)
-            model = self._static_model(frozen)
-            inner = [a for a, n in zip(args, self.input_names) if n not in frozen]
+            try:
+                out = model(*inner)
+            except BoundsError as e:
+                # Slice bounds the symbolic kernels do not take (past the
+                # axis, end before start): the source clamps them, and a
+                # specialization for these values does the same.
+                _log.info("shape input values specialized: %s", e)
+            else:
+                with self._lock:
+                    self.dynamic_calls += 1
+                self._last = model
+                self.calls += 1
+                return out
+        for name, (arr, _) in shapes.items():
+            frozen[name] = np.array(arr, copy=True)
+        model = self._static_model(frozen)
+        inner = [a for a, n in zip(args, self.input_names) if n not in frozen]
         self._last = model
         self.calls += 1
         return model(*inner)

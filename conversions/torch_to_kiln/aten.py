@@ -607,9 +607,17 @@ def _slice_by_gather(cx, x, axis, start, end, step):
     if end.is_static and end.value >= SLICE_END:
         end = size
     n = (end - start + (step - 1)) // step
-    if not start.is_static:
-        raise Decline("slice with a symbolic start")
-    idx = cx.build("range", shape=[n], start=start.value, step=step, results=[tensor_type([n], "i64")])
+    if start.is_static:
+        idx = cx.build("range", shape=[n], start=start.value, step=step, results=[tensor_type([n], "i64")])
+    else:  # range(n) * step + start, the start computed at run time
+        from .onnx_fold import symbolic_tensor
+
+        idx = cx.build("range", shape=[n], start=0, step=step, results=[tensor_type([n], "i64")])
+        idx = cx.build("add", idx, symbolic_tensor(cx, Known([start], "i64")))
+    if not (start.is_static and end == size):
+        # The gather reads inside the axis only for in-range bounds, which a
+        # source slice need not have (it clamps): checked per call.
+        cx.check_bounds(start, end, size)
     return cx.build("gather", x, idx, axis=axis)
 
 

@@ -41,6 +41,7 @@ from ..._mlir import ir
 from ...dialects.dims import UNKNOWN, Dim, dim
 from ...dialects.kiln import MAX_VARIADIC, FallbackOp, create_op, tensor_info, tensor_type
 from ...errors import ConversionError, KilnError, UnsupportedError, VerifyError
+from ...locations import location_text
 from ...module import ops_where
 from ...transforms._graph import NUMPY_DTYPES
 from ...transforms._resources import resource_bytes
@@ -49,6 +50,11 @@ __all__ = ["ConversionStats", "Decline", "Known", "KilnTypeConverter", "TorchToK
 
 # Symbols without a declared range get this one (and the import report says so).
 UNSET_MAX = 2**31 - 1
+
+#: Module attribute listing what the shape contract checks per call for the
+#: imported ops to mean what the source's did, one string per check:
+#: ``bounds|<where>|<start>|<end>|<size>`` (dim texts; see OpContext.check_bounds).
+CHECKS_ATTR = "kiln.checks"
 
 
 class Decline(Exception):
@@ -217,6 +223,14 @@ class OpContext:
         self.loc = op.location
         self.kiln_ops = 0
         self.opset = conv.opset
+        self.checks: list[str] = []  # see check_bounds; kept when the pattern succeeds
+
+    def check_bounds(self, start, end, size) -> None:
+        """Record that ``0 <= start <= end <= size`` must hold for the kiln ops
+        built here to be this op (a slice by run-time bounds): the shape
+        contract checks it per call (see :data:`CHECKS_ATTR`)."""
+        where = f"{self.name} at {location_text(self.loc)}"
+        self.checks.append("|".join(["bounds", where, str(start), str(end), str(size)]))
 
     # -- operands --------------------------------------------------------
 
@@ -385,6 +399,7 @@ class TorchToKiln:
         self.symbols: dict[str, tuple[int, int]] = dict(symbol_ranges or {})
         self.arg_dims = dict(arg_dims or {})
         self.stats = ConversionStats()
+        self.checks: list[str] = []  # the ops' check_bounds records
         self.opset = 0
         self._fresh = 0
         self._blobs_read = False
@@ -659,6 +674,7 @@ class TorchToKiln:
         return Known(arr.astype(np.int16), "i16")
 
     def _record(self, op, name, cx, out) -> None:
+        self.checks.extend(cx.checks)
         for r, v in zip(op.results, out):
             if isinstance(v, ir.Value):
                 v = self._refine(r, v)
@@ -758,6 +774,9 @@ class TorchToKiln:
         with ip, ir.Location.unknown():
             for name, (lo, hi) in self.symbols.items():
                 create_op("symbol", attrs={"sym_name": name, "min": lo, "max": hi})
+            if self.checks:
+                self.module_op.attributes[CHECKS_ATTR] = ir.ArrayAttr.get(
+                    [ir.StringAttr.get(c) for c in self.checks])
 
 
 def _scalar_attr(v) -> ir.Attribute:

@@ -27,7 +27,12 @@ def lower_reshape(cx):
     src = dims_of(x)
     if not cx.attr("allowzero", 0):
         target = [src[i] if (isinstance(t, int) and t == 0) else t for i, t in enumerate(target)]
-    return cx.build("reshape", x, shape=reshape_dims(src, target))
+    shape = reshape_dims(src, target)
+    # A target of run-time values (a shape input's symbols, or a constant -1
+    # that divides only some sizes) has an element count that only the
+    # binding decides: checked per call, as ONNX Runtime does.
+    checked = product(src) != product(shape)
+    return cx.build("reshape", x, shape=shape, **({"checked": True} if checked else {}))
 
 
 @pattern("Flatten")

@@ -15,14 +15,16 @@ SLICE_END = 2**62
 
 class ReshapeOp(KilnOp, name="reshape", traits=[ext.Pure]):
     """Reshape to the dims in ``shape`` (symbols and expressions allowed); the
-    element counts must be provably equal.
+    element counts must be provably equal, or, with ``checked``, are compared
+    when the symbols are bound (a target of run-time values: an ONNX shape
+    input), see :func:`checked_reshapes`.
 
     ``%r = "kiln.reshape"(%x) {shape = ["B*L", 16]} : (!kiln.tensor<["B", "L", 16], f32>) -> !kiln.tensor<["B*L", 16], f32>``
     """
 
     x: ext.Operand[TensorType]
     res: ext.Result[TensorType]
-    ATTRS = {"shape": ATTR.dims()}
+    ATTRS = {"shape": ATTR.dims(), "checked": ATTR.bool(default=False)}
 
     def shape(self, operands, attrs):
         (x,) = operands
@@ -30,12 +32,23 @@ class ReshapeOp(KilnOp, name="reshape", traits=[ext.Pure]):
         if any(d.is_unknown for d in target):
             raise VerifyError("attribute 'shape' must not contain '?'")
         src, dst = product(x.dims), product(target)
+        if attrs["checked"] and not src.is_unknown and not _unequal(src, dst):
+            return [TensorInfo(tuple(target), x.dtype)]  # decided per call: see checked_reshapes
         if not src.is_unknown and src != dst:
             raise VerifyError(
                 f"cannot reshape {shape_text(x.dims)} ({src} elements) to "
                 f"{shape_text(target)} ({dst} elements)"
             )
         return [TensorInfo(tuple(target), x.dtype)]
+
+
+def _unequal(a: Dim, b: Dim) -> bool:
+    """Whether ``a != b`` for every positive value of their symbols (as sympy
+    proves it: ``12*B`` and ``24*B`` are, ``12*B`` and ``s0*s1`` are not)."""
+    import sympy
+
+    e = (a - b).expr
+    return e.subs({s: sympy.Symbol(s.name, positive=True, integer=True) for s in e.free_symbols}).is_zero is False
 
 
 class TransposeOp(KilnOp, name="transpose", traits=[ext.Pure]):
@@ -377,3 +390,39 @@ class ScatterNDOp(KilnOp, name="scatter_nd", traits=[ext.Pure]):
         if len(want) != upd.rank or any(not (a.is_unknown or b.is_unknown or a == b) for a, b in zip(want, upd.dims)):
             raise VerifyError(f"updates must have shape {shape_text(want)}, got {shape_text(upd.dims)}")
         return [data]
+
+
+def checked_reshapes(module_op) -> list:
+    """The ``checked`` reshapes of a module as
+    :class:`~kiln.runtime.contract.ReshapeCheck`\\ s: their element counts are
+    compared when the shape contract binds the symbols, before any kernel
+    runs (a reshape to run-time values that do not fit is a ShapeError naming
+    it, never a kernel reading past its input)."""
+    from ...locations import location_text
+    from ...runtime.contract import ReshapeCheck
+
+    out = []
+
+    def visit(op):
+        if op.name == "kiln.reshape" and op.opview.attr("checked"):
+            src = tensor_info(op.operands[0].type).dims
+            dst = tensor_info(op.results[0].type).dims
+            out.append(ReshapeCheck(location_text(op.location), tuple(map(str, src)), tuple(map(str, dst))))
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    visit(inner.operation)
+
+    visit(module_op)
+    return out
+
+
+def module_checks(module_op) -> list:
+    """The module's ``kiln.checks`` (recorded by the importer: slices by
+    run-time bounds) as :class:`~kiln.runtime.contract.BoundsCheck`\\ s."""
+    from ...runtime.contract import parse_checks
+
+    attrs = module_op.attributes
+    if "kiln.checks" not in attrs:
+        return []
+    return parse_checks(ir.StringAttr(a).value for a in ir.ArrayAttr(attrs["kiln.checks"]))

@@ -1,9 +1,9 @@
 """ONNX graph inputs whose values decide shapes: shape inputs and value specializations.
 
-A shape input (ConstantOfShape's / Expand's size) is compiled once, its
-values bound to symbols per call; every other such input (Reshape's shape,
-Slice's starts, a Reduce's axes) is specialized on its values at call time,
-cached and reported.  Each result is compared to ONNX Runtime.
+A shape input (ConstantOfShape's / Expand's / Tile's / Reshape's sizes,
+Slice's starts and ends) is compiled once, its values bound to symbols per
+call; every other such input (a Reduce's axes, Slice's steps) is specialized
+on its values at call time, cached and reported.  Each result is compared to ONNX Runtime.
 """
 
 from __future__ import annotations
@@ -114,8 +114,13 @@ def test_reshape_and_slice_with_runtime_values_match_onnxruntime():
                  "steps": np.array(steps, np.int64)}
         _check(compiled, model, feeds)
     v = compiled.report()["value_inputs"]
-    assert v["specialized_inputs"] == ["shape", "starts", "ends", "axes", "steps"]
-    assert v["specializations"] == 3
+    # Slice's axes and steps are specialized; Reshape's shape and the slice
+    # bounds are shape inputs, whose 0 / -1 / out-of-range values (cases 2, 3)
+    # are specialized too, as the symbolic kernels do not take them.
+    assert v["shape_inputs"] == {"shape": ["shape_0", "shape_1", "shape_2"], "starts": ["starts_0", "starts_1"],
+                                 "ends": ["ends_0", "ends_1"]}
+    assert v["specialized_inputs"] == ["axes", "steps"]
+    assert (v["shape_input_models"], v["dynamic_calls"], v["specializations"]) == (1, 1, 2)
 
 
 def test_reduce_with_runtime_axes_specializes_per_value_and_reuses(caplog):
@@ -243,3 +248,94 @@ def test_expand_of_static_dims_is_compiled_once_and_checked():
     with pytest.raises(kiln.ShapeError, match=r"input 'shape' value #1 is 2, but node 'Expand_0' \(Expand\) "
                                               r"broadcasts a dim of size 3 there"):
         compiled(x, np.array([1, 2, 4], np.int64))
+
+
+def _reshape_slice_model():
+    # y = Slice(Reshape(x, shape), starts, ends, axes=[1]), c = ConstantOfShape(fill)
+    # with x: [B, 24]; shape, starts, ends and fill are int64 inputs.
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
+    value = helper.make_tensor("v", TensorProto.FLOAT, [1], [0.5])
+    return _model(
+        [helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"),
+         helper.make_node("Constant", [], ["axes"], value=axes),
+         helper.make_node("Slice", ["r", "starts", "ends", "axes"], ["s"], name="slice"),
+         helper.make_node("ConstantOfShape", ["fill"], ["c"], value=value),
+         helper.make_node("Relu", ["s"], ["y"])],
+        [_vi("x", TensorProto.FLOAT, ["B", 24]), _vi("shape", TensorProto.INT64, [3]),
+         _vi("starts", TensorProto.INT64, [1]), _vi("ends", TensorProto.INT64, [1]),
+         _vi("fill", TensorProto.INT64, [3])],
+        [_vi("y", TensorProto.FLOAT, ["P", "Q", "R"]), _vi("c", TensorProto.FLOAT, ["S", "T", "U"])])
+
+
+def test_reshape_slice_and_constant_of_shape_inputs_compile_once():
+    # The acceptance case of issue 36: Reshape / Slice / ConstantOfShape driven
+    # by int64 inputs, one compilation for every value, each call against ORT.
+    model = _reshape_slice_model()
+    before = compilation_count()
+    compiled = kiln.compile(model, fallback=False, symbols={"B": (1, 16)})
+    assert compilation_count() - before == 1
+    rng = np.random.default_rng(2)
+    cases = [  # B, shape, starts, ends, fill
+        (2, [2, 6, 4], [0], [6], [1, 6, 4]),
+        (1, [1, 24, 1], [3], [17], [1, 1, 1]),
+        (4, [8, 3, 4], [1], [2], [9, 2, 5]),
+        (16, [4, 96, 1], [95], [96], [4, 1, 1]),
+        (3, [6, 2, 6], [2], [2], [1, 0, 6]),   # an empty slice; fill's 0 is a specialization
+    ]
+    for b, shape, starts, ends, fill in cases[:4]:
+        feeds = {"x": rng.standard_normal((b, 24)).astype(np.float32), "shape": np.array(shape, np.int64),
+                 "starts": np.array(starts, np.int64), "ends": np.array(ends, np.int64),
+                 "fill": np.array(fill, np.int64)}
+        _check(compiled, model, feeds)
+    assert compilation_count() - before == 1
+    v = compiled.report()["value_inputs"]
+    assert sorted(v["shape_inputs"]) == ["ends", "fill", "shape", "starts"]
+    assert (v["specializations"], v["dynamic_calls"]) == (0, 4)
+    b, shape, starts, ends, fill = cases[4]
+    feeds = {"x": rng.standard_normal((b, 24)).astype(np.float32), "shape": np.array(shape, np.int64),
+             "starts": np.array(starts, np.int64), "ends": np.array(ends, np.int64), "fill": np.array(fill, np.int64)}
+    _check(compiled, model, feeds)
+    assert compiled.report()["value_inputs"]["specializations"] == 1
+
+
+def test_a_reshape_to_values_that_do_not_fit_is_a_shape_error_naming_the_node():
+    model = _reshape_slice_model()
+    compiled = kiln.compile(model, fallback=False)
+    x = np.ones((2, 24), np.float32)
+    one = np.array([1], np.int64)
+    with pytest.raises(kiln.ShapeError, match=r"node 'reshape' \(Reshape\): cannot reshape \[2, 24\] "
+                                              r"\(48 elements\) to \[5, 5, 2\] \(50 elements\)"):
+        compiled(x, np.array([5, 5, 2], np.int64), np.array([0], np.int64), one, np.array([1, 1, 1], np.int64))
+
+
+def test_slice_bounds_past_the_axis_are_clamped_by_a_specialization():
+    # ONNX clamps starts / ends to the axis; the symbolic kernels take only
+    # 0 <= start <= end <= size, so other values are served specialized.
+    model = _reshape_slice_model()
+    compiled = kiln.compile(model, fallback=False)
+    x = np.arange(48, dtype=np.float32).reshape(2, 24)
+    for starts, ends in (([2], [100]), ([5], [3]), ([1], [2**62])):
+        _check(compiled, model, {"x": x, "shape": np.array([2, 6, 4], np.int64), "starts": np.array(starts, np.int64),
+                                 "ends": np.array(ends, np.int64), "fill": np.array([1, 1, 4], np.int64)})
+    v = compiled.report()["value_inputs"]
+    assert (v["specializations"], v["dynamic_calls"]) == (3, 0)
+
+
+def test_a_constant_minus_one_that_divides_some_sizes_is_checked_per_call(tmp_path):
+    # Reshape [B, 12] to [4, -1, 2]: ONNX Runtime runs it where 4 * 2 divides
+    # 12 * B (even B) and refuses it elsewhere; so does kiln, from a compiled
+    # model and from its saved artifact (was: not convertible, a fallback).
+    shape = helper.make_tensor("s", TensorProto.INT64, [3], [4, -1, 2])
+    model = _model([helper.make_node("Constant", [], ["shape"], value=shape),
+                    helper.make_node("Reshape", ["x", "shape"], ["y"], name="r")],
+                   [_vi("x", TensorProto.FLOAT, ["B", 12])], [_vi("y", TensorProto.FLOAT, [4, "Q", 2])])
+    compiled = kiln.compile(model, fallback=False, symbols={"B": (1, 8)})
+    kiln.save(compiled, tmp_path / "art")
+    loaded = kiln.load(tmp_path / "art")
+    for m in (compiled, loaded):
+        for b in (2, 4, 8):
+            x = np.random.default_rng(b).standard_normal((b, 12)).astype(np.float32)
+            _check(m, model, {"x": x})
+        with pytest.raises(kiln.ShapeError, match=r"node 'r' \(Reshape\): cannot reshape \[3, 12\] \(36 elements\) "
+                                                  r"to \[4, 4, 2\] \(32 elements\)"):
+            m(np.ones((3, 12), np.float32))
