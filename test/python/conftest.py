@@ -14,9 +14,13 @@ import os
 import tempfile
 
 import pytest
+from torchvision_shim import define_torchvision_schemas
 
 from kiln._mlir import ir
 from kiln.context import make_context
+
+# Before anything imports torchvision (transformers does): see torchvision_shim.
+define_torchvision_schemas()
 
 # Compiled kernels go to a cache of this session, not the user's
 # (~/.cache/kiln): tests see cold caches and leave nothing behind.

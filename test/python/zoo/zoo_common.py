@@ -6,9 +6,8 @@ with fallbacks allowed, assert that none happened, and compare with eager at
 the smallest, a middle and the largest value of every symbol.
 """
 
-import functools
-
 import torch
+from torchvision_shim import define_torchvision_schemas
 
 import kiln
 
@@ -16,27 +15,11 @@ import kiln
 RTOL = 1e-4
 
 
-@functools.cache
 def import_torchvision():
-    """``torchvision`` from the registry's wheel, whose C extension does not load here.
+    """``torchvision`` from the registry's wheel (see ``torchvision_shim``)."""
+    define_torchvision_schemas()
+    import torchvision
 
-    That wheel is a CUDA build: its ``_C`` fails to load against the CPU torch,
-    and ``torchvision._meta_registrations`` then registers fake kernels for
-    ``torchvision::nms`` / ``qnms``, operators only ``_C`` defines, and the
-    import fails.  Defining the two schemas first lets the pure-Python models
-    import; nothing here calls them.
-    """
-    try:
-        import torchvision
-    except RuntimeError:
-        # The library object owns the schemas: keep it for the process's life.
-        import_torchvision.schemas = lib = torch.library.Library("torchvision", "FRAGMENT")
-        for name in ("nms", "qnms"):
-            try:
-                lib.define(f"{name}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-            except RuntimeError:  # defined already (a partial import got that far)
-                pass
-        import torchvision
     return torchvision
 
 
