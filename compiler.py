@@ -404,10 +404,10 @@ def _value_input_model(source, example_args, dynamic_shapes, symbols, device, op
     # Slice bounds' symbols take 0 too (a slice from the start) unless declared.
     floors = {s: 0 for n in ov.zero_valued(model, shaped) for s in syms[n]}
 
-    def build(frozen, dynamic):
+    def build(frozen, dynamic, pins):
         m = ov.freeze(model, frozen)
         if dynamic:
-            m = ov.carrier_model(m, {n: syms[n] for n in shaped}, fixed)
+            m = ov.carrier_model(m, {n: syms[n] for n in shaped}, fixed, pins)
         names = ov.dim_params(m)
         given = {**{k: (0, 2**31 - 1) for k in floors}, **declared}
         given = {k: v for k, v in given.items() if k in names}

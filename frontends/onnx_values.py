@@ -250,12 +250,14 @@ def broadcast_fixed(model, names) -> dict[str, dict[int, int]]:
     return out
 
 
-def carrier_model(model, symbols: dict, fixed: dict | None = None):
+def carrier_model(model, symbols: dict, fixed: dict | None = None, pins: dict | None = None):
     """A copy of ``model`` where each shape input ``name`` (``symbols[name]``
     its symbols) is a bool input of the same name with those symbols as dims,
     and its uses read ``Shape(name)`` instead (see the module docstring);
     ``fixed`` (:func:`broadcast_fixed`) gives the Expands that read 1 in
-    place of some values."""
+    place of some values; ``pins`` (``{name: {value index: value}}``) values
+    the symbols do not take (Reshape's 0 and -1, a clamped Slice end) that
+    every use reads as constants, the carrier holding 1 there."""
     import onnx
     from onnx import helper
 
@@ -263,17 +265,20 @@ def carrier_model(model, symbols: dict, fixed: dict | None = None):
     nodes = []
     for name, syms in symbols.items():
         value = f"{name}__values"
+        pinned = (pins or {}).get(name, {})
         for node in m.graph.node:
-            fix = (fixed or {}).get(node.name) if node.op_type == "Expand" else None
+            fix = (fixed or {}).get(node.name, {}) if node.op_type == "Expand" else {}
+            consts = {**dict.fromkeys(fix, 1), **pinned}
             for k, i in enumerate(node.input):
-                if i == name and fix:
-                    node.input[k] = _masked(nodes, value, len(syms), fix, node.name)
+                if i == name and consts:
+                    node.input[k] = _masked(nodes, value, len(syms), consts, node.name)
                 elif i == name:
                     node.input[k] = value
         nodes.insert(0, helper.make_node("Shape", [name], [value], name=f"{name}__shape"))
+        dims = [1 if k in pinned else s for k, s in enumerate(syms)]
         for vi in m.graph.input:
             if vi.name == name:
-                vi.CopyFrom(helper.make_tensor_value_info(name, onnx.TensorProto.BOOL, list(syms)))
+                vi.CopyFrom(helper.make_tensor_value_info(name, onnx.TensorProto.BOOL, dims))
     # Value infos of the replaced input (from an earlier shape inference) would now be wrong.
     keep = [vi for vi in m.graph.value_info if vi.name not in symbols]
     del m.graph.value_info[:]
@@ -284,16 +289,16 @@ def carrier_model(model, symbols: dict, fixed: dict | None = None):
     return m
 
 
-def _masked(nodes: list, value: str, n: int, fix: dict, label: str) -> str:
-    """``Concat`` of the ``n`` values of ``value``, 1 at the indices in
-    ``fix``: appended to ``nodes``; returns its output's name."""
+def _masked(nodes: list, value: str, n: int, consts: dict, label: str) -> str:
+    """``Concat`` of the ``n`` values of ``value``, ``consts[k]`` in place of
+    value ``k``: appended to ``nodes``; returns its output's name."""
     from onnx import helper
 
     parts = []
     for k in range(n):
         out = f"{value}__{label}__{k}"
-        if k in fix:
-            nodes.append(helper.make_node("Constant", [], [out], value_ints=[1]))
+        if k in consts:
+            nodes.append(helper.make_node("Constant", [], [out], value_ints=[int(consts[k])]))
         else:
             nodes.append(helper.make_node("Constant", [], [out + "_i"], value_ints=[k]))
             nodes.append(helper.make_node("Gather", [value, out + "_i"], [out]))

@@ -4,16 +4,20 @@
 with graph inputs whose values an op needs (see
 :mod:`kiln.frontends.onnx_values`).  Its inputs are of two kinds:
 
-- **shape inputs** (``ConstantOfShape``'s, ``Expand``'s or ``Tile``'s sizes as an input):
+- **shape inputs** (``ConstantOfShape``'s, ``Expand``'s, ``Tile``'s or
+  ``Reshape``'s sizes, ``Slice``'s starts and ends as an input):
   the model is compiled once, with the input's values as symbols
   (``shape`` of length 3 -> ``shape_0``, ``shape_1``, ``shape_2``).  A call
   reads the values on the host and passes the compiled model a zero-stride
   *carrier* array whose shape is those values, so the symbols are bound and
   range-checked as any dim is: a value outside a range given with
   ``symbols=`` is a :class:`~kiln.errors.ShapeError` naming the input and the
-  symbol.  A value the symbols cannot take (0, or a negative one with a
-  meaning of its own) is served by a specialization instead;
-- **specialized inputs** (axes, pads, starts, ``k``, ``training_mode``...):
+  symbol.  A value the symbols cannot take (Reshape's 0 and -1, a negative
+  or "to the end" Slice bound) is *pinned*: compiled as a constant in a
+  model whose other values stay symbolic, one per pattern of pinned values
+  (where that fails, or a slice's bounds leave its axis, the call's values
+  are specialized);
+- **specialized inputs** (axes, pads, steps, ``k``, ``training_mode``...):
   the model is compiled for the call's values, the input frozen as a
   constant.  Specializations are cached by those values (at most
   ``capacity``, least recently used dropped first), logged on
@@ -104,9 +108,10 @@ class ValueInputModel:
     ``input_names`` are the call's inputs in order; ``shape_inputs`` maps each
     shape input to its symbols, ``ranges`` gives declared ``(min, max)`` per
     symbol; ``specialized`` names the inputs frozen per call.  ``build(frozen,
-    dynamic)`` compiles the model with the inputs in ``frozen`` (name ->
+    dynamic, pins)`` compiles the model with the inputs in ``frozen`` (name ->
     array) made constants and, when ``dynamic``, the shape inputs as
-    carriers (else they are in ``frozen`` too); it returns a
+    carriers with the values in ``pins`` (``{name: {index: value}}``) as
+    constants (else they are in ``frozen`` too); it returns a
     :class:`~kiln.runtime.CompiledModel` whose inputs are the remaining ones
     in order.
     """
@@ -134,7 +139,7 @@ class ValueInputModel:
         self._build = build
         self._lock = threading.Lock()
         self._cache: OrderedDict = OrderedDict()
-        self._dynamic = None  # the shape-input model of the current specialized values
+        self._unpinnable: set = set()  # dynamic-model keys whose pinned values failed to compile
         self.dynamic_error: str | None = None  # why shape inputs could not be compiled once
         self.specializations = 0
         self.shape_input_models = 0  # compiled with the shape inputs symbolic (once per specialized values)
@@ -145,36 +150,50 @@ class ValueInputModel:
         self._last = None
         self._index = {n: i for i, n in enumerate(self.input_names)}
         if self.shape_inputs and not self.specialized:
-            self._dynamic_model({})  # compiled now: once, for every value
+            self._dynamic_model({}, {})  # compiled now: once, for every value
 
     # -- compiling --------------------------------------------------------
 
-    def _dynamic_model(self, frozen: dict):
-        """The shape-input model for specialized values ``frozen``; None when
-        shape inputs cannot be compiled symbolically (then specialized)."""
+    def _dynamic_model(self, frozen: dict, pins: dict):
+        """The shape-input model for specialized values ``frozen`` and pinned
+        shape-input values ``pins`` (``{input: {index: value}}``, see
+        :meth:`_check_values`); None when shape inputs cannot be compiled
+        symbolically (then specialized)."""
         if self.dynamic_error is not None:
             return None
-        key = ("dynamic", _key(frozen))
+        key = ("dynamic", _key(frozen), _pins_key(pins))
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None:
                 self._cache.move_to_end(key)
                 return hit
+            if key in self._unpinnable:
+                return None
         try:
-            model = self._compile(key, frozen, True)
+            model = self._compile(key, frozen, True, pins)
         except KilnError as e:
+            reason = f"{type(e).__name__}: {' '.join(str(e).split())}"
+            if pins:
+                # These pinned values have no symbolic form (a negative Slice
+                # start): calls with them are specialized, others stay dynamic.
+                with self._lock:
+                    self._unpinnable.add(key)
+                _log.info("shape input values %s are specialized: %s", _pins_key(pins), reason)
+                return None
             # A shape input feeds an op whose symbolic form kiln lacks (an
             # Expand of a dim that may be 1 or not): per-value it is.
-            self.dynamic_error = f"{type(e).__name__}: {' '.join(str(e).split())}"
+            self.dynamic_error = reason
             _log.info("shape inputs %s are specialized on their values: %s", ", ".join(self.shape_inputs),
                       self.dynamic_error)
             return None
         return model
 
-    def _compile(self, key, frozen: dict, dynamic: bool):
+    def _compile(self, key, frozen: dict, dynamic: bool, pins: dict | None = None):
         start = time.perf_counter()
-        model = self._build(frozen, dynamic)
+        model = self._build(frozen, dynamic, pins or {})
         what = ", ".join(f"{n}={v.tolist()}" for n, v in frozen.items()) or "no specialized values"
+        if pins:
+            what += "; pinned " + ", ".join(f"{n}[{k}]={v}" for n, p in pins.items() for k, v in sorted(p.items()))
         _log.info("value specialization compiled (%s%s) in %.3f s", what,
                   "; shape inputs symbolic" if dynamic else "", time.perf_counter() - start)
         with self._lock:
@@ -202,9 +221,11 @@ class ValueInputModel:
 
     # -- calling ----------------------------------------------------------
 
-    def _check_values(self, name: str, arr: np.ndarray) -> list[int] | None:
-        """The shape input's values when its symbols can take them; None when
-        they need a specialization (0 or negative, with no declared range)."""
+    def _check_values(self, name: str, arr: np.ndarray) -> tuple[list[int], dict[int, int]]:
+        """The shape input's values, and ``{index: value}`` of those its
+        symbols cannot take (0 or negative, or past a symbol's default
+        maximum, with no declared range): those are *pinned*, compiled as
+        constants in a model whose other values stay symbolic."""
         syms = self.shape_inputs[name]
         if arr.ndim != 1 or arr.shape[0] != len(syms) or arr.dtype.kind not in "iu":
             raise ShapeError(f"input '{name}' must be a 1-D integer tensor of {len(syms)} values "
@@ -214,7 +235,7 @@ class ValueInputModel:
             if values[k] not in (1, d):
                 raise ShapeError(f"input '{name}' value #{k} is {values[k]}, but {node} broadcasts a dim of "
                                  f"size {d} there (the value must be 1 or {d})")
-        special = False
+        pinned = {}
         for k, (sym, v) in enumerate(zip(syms, values)):
             rng = self.ranges.get(sym)
             if rng is not None:
@@ -222,8 +243,8 @@ class ValueInputModel:
                     raise ShapeError(f"input '{name}' value #{k}: {sym} = {v} violates "
                                      f"{rng[0]} <= {sym} <= {rng[1]}")
             elif not self.floors.get(sym, 1) <= v <= _MAX_SYMBOL:
-                special = True  # 0, -1, a "to the end" INT64_MAX: values no dim takes
-        return None if special else values
+                pinned[k] = v  # 0, -1, a "to the end" INT64_MAX: values no dim takes
+        return values, pinned
 
     def _positional(self, args: Sequence, named: Mapping) -> list:
         """A call's inputs by position: ``args`` first, then ``named`` in their places."""
@@ -270,12 +291,14 @@ class ValueInputModel:
                 raise ShapeError(f"input '{name}' has {arr.size} values; kiln specializes the model on this "
                                  f"input's values, which is for inputs of at most {MAX_SPECIALIZED_ELEMENTS}")
             frozen[name] = np.array(arr, copy=True)
-        shapes = {}
+        shapes, pins = {}, {}
         for name in self.shape_inputs:
             arr = _host(args[self._index[name]], name)
-            shapes[name] = (arr, self._check_values(name, arr))
-        dynamic = all(v is not None for _, v in shapes.values())
-        model = self._dynamic_model(frozen) if (self.shape_inputs and dynamic) else None
+            values, pinned = self._check_values(name, arr)
+            shapes[name] = (arr, [1 if k in pinned else v for k, v in enumerate(values)])
+            if pinned:
+                pins[name] = pinned
+        model = self._dynamic_model(frozen, pins) if self.shape_inputs else None
         torch_like = bool(args) and all(type(a).__module__.startswith("torch") for a in args)
         if model is not None:
             inner = []
@@ -354,6 +377,10 @@ class ValueInputModel:
         return (f"<ValueInputModel ({', '.join(self.input_names)}); shape inputs: "
                 f"{', '.join(self.shape_inputs) or 'none'}; specialized: {', '.join(self.specialized) or 'none'}; "
                 f"{self.specializations} specialization(s)>")
+
+
+def _pins_key(pins: Mapping[str, Mapping[int, int]]) -> tuple:
+    return tuple((n, tuple(sorted(p.items()))) for n, p in sorted(pins.items()))
 
 
 def _key(frozen: Mapping[str, np.ndarray]) -> tuple:

@@ -85,13 +85,18 @@ def test_shape_input_out_of_range_is_a_shape_error_naming_the_input():
         compiled(x, np.array([2, 3], np.int64))
 
 
-def test_a_zero_size_is_served_by_a_specialization():
+def test_a_zero_size_is_pinned_and_the_other_values_stay_symbolic():
     # 0 is a valid ConstantOfShape size but outside the symbols' default
-    # range (>= 1): that call is specialized on the values instead.
+    # range (>= 1): a model with that value constant (the others symbolic)
+    # serves every call with a 0 there.
     model = _shape_model()
     compiled = kiln.compile(model, fallback=False)
-    _check(compiled, model, {"x": np.ones(1, np.float32), "shape": np.array([2, 0, 3], np.int64)})
-    assert compiled.report()["value_inputs"]["specializations"] == 1
+    before = compilation_count()
+    for shape in ([2, 0, 3], [5, 0, 1], [1, 0, 7]):
+        _check(compiled, model, {"x": np.ones(1, np.float32), "shape": np.array(shape, np.int64)})
+    assert compilation_count() - before == 1
+    v = compiled.report()["value_inputs"]
+    assert (v["shape_input_models"], v["specializations"], v["dynamic_calls"]) == (2, 0, 3)
 
 
 def test_reshape_and_slice_with_runtime_values_match_onnxruntime():
@@ -280,7 +285,7 @@ def test_reshape_slice_and_constant_of_shape_inputs_compile_once():
         (1, [1, 24, 1], [3], [17], [1, 1, 1]),
         (4, [8, 3, 4], [1], [2], [9, 2, 5]),
         (16, [4, 96, 1], [95], [96], [4, 1, 1]),
-        (3, [6, 2, 6], [2], [2], [1, 0, 6]),   # an empty slice; fill's 0 is a specialization
+        (3, [6, 2, 6], [2], [2], [1, 0, 6]),   # an empty slice; fill's 0 is pinned
     ]
     for b, shape, starts, ends, fill in cases[:4]:
         feeds = {"x": rng.standard_normal((b, 24)).astype(np.float32), "shape": np.array(shape, np.int64),
@@ -295,7 +300,8 @@ def test_reshape_slice_and_constant_of_shape_inputs_compile_once():
     feeds = {"x": rng.standard_normal((b, 24)).astype(np.float32), "shape": np.array(shape, np.int64),
              "starts": np.array(starts, np.int64), "ends": np.array(ends, np.int64), "fill": np.array(fill, np.int64)}
     _check(compiled, model, feeds)
-    assert compiled.report()["value_inputs"]["specializations"] == 1
+    v = compiled.report()["value_inputs"]
+    assert (v["shape_input_models"], v["specializations"]) == (2, 0)
 
 
 def test_a_reshape_to_values_that_do_not_fit_is_a_shape_error_naming_the_node():
@@ -310,7 +316,8 @@ def test_a_reshape_to_values_that_do_not_fit_is_a_shape_error_naming_the_node():
 
 def test_slice_bounds_past_the_axis_are_clamped_by_a_specialization():
     # ONNX clamps starts / ends to the axis; the symbolic kernels take only
-    # 0 <= start <= end <= size, so other values are served specialized.
+    # 0 <= start <= end <= size, so other values are served specialized
+    # (INT64_MAX, "to the end", is pinned: its model keeps the start symbolic).
     model = _reshape_slice_model()
     compiled = kiln.compile(model, fallback=False)
     x = np.arange(48, dtype=np.float32).reshape(2, 24)
@@ -318,7 +325,7 @@ def test_slice_bounds_past_the_axis_are_clamped_by_a_specialization():
         _check(compiled, model, {"x": x, "shape": np.array([2, 6, 4], np.int64), "starts": np.array(starts, np.int64),
                                  "ends": np.array(ends, np.int64), "fill": np.array([1, 1, 4], np.int64)})
     v = compiled.report()["value_inputs"]
-    assert (v["specializations"], v["dynamic_calls"]) == (3, 0)
+    assert (v["specializations"], v["dynamic_calls"], v["shape_input_models"]) == (2, 1, 2)
 
 
 def test_a_constant_minus_one_that_divides_some_sizes_is_checked_per_call(tmp_path):
