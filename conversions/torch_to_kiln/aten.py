@@ -200,6 +200,36 @@ for _name in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "r
     ATEN_PATTERNS[f"torch.aten.{_name}"] = _unary(_name)
 
 
+@pattern("torch.aten.floor", "torch.aten.ceil")
+def lower_floor_ceil(cx):
+    """``floor`` / ``ceil``: an integer or boolean tensor is its own value (torch keeps its dtype)."""
+    x = cx.tensor(0)
+    if not dtype_of(x).startswith(("f", "b")):
+        return x
+    return cx.build(cx.name.rsplit(".", 1)[-1], x)
+
+
+@pattern("torch.aten.sign")
+def lower_sign(cx):
+    """``sign(x)`` as two selects (-1, 0, 1; 0 for 0 and -0), for floats and integers alike."""
+    x = cx.tensor(0)
+    if dtype_of(x) == "i1":
+        return x
+    zero = cx.like(0, x)
+    neg = cx.build("where", cx.build("lt", x, zero), cx.like(-1, x), zero)
+    return cx.build("where", cx.build("gt", x, zero), cx.like(1, x), neg)
+
+
+@pattern("torch.aten.logical_not", "torch.aten.bitwise_not")
+def lower_not(cx):
+    """``~mask`` / ``logical_not(x)``: ``x == 0``.  Integer ``bitwise_not`` (two's
+    complement, not a boolean) declines."""
+    x = cx.tensor(0)
+    if cx.name == "torch.aten.bitwise_not" and dtype_of(x) != "i1":
+        raise Decline("bitwise_not of a non-boolean tensor")
+    return cx.build("eq", x, cx.like(0, x))
+
+
 @pattern("torch.aten.bitwise_and.Tensor", "torch.aten.logical_and")
 def lower_bool_and(cx):
     """``a & b`` on booleans is their product (i1 multiplication is AND)."""

@@ -90,12 +90,15 @@ def _text_models(t):
         "opt": (lambda: t.OPTModel(t.OPTConfig(
             hidden_size=32, ffn_dim=64, num_hidden_layers=2, num_attention_heads=4, word_embed_proj_dim=32,
             vocab_size=VOCAB, max_position_embeddings=MAX_POS)), 1, {"use_cache": False}),
+        # Disentangled attention over log-bucketed relative positions (sign, ceil, ~mask).
+        "deberta_v2": (lambda: t.DebertaV2Model(t.DebertaV2Config(
+            relative_attention=True, position_buckets=16, pos_att_type=["p2c", "c2p"], **SMALL)), 0, {}),
         "bloom": (lambda: t.BloomModel(t.BloomConfig(hidden_size=32, n_layer=2, n_head=4, vocab_size=VOCAB)), 3,
                   {"use_cache": False}),
     }
 
 
-TEXT = ["bart_encoder", "bert", "bloom", "clip_text", "distilbert", "opt", "roberta", "t5_encoder"]
+TEXT = ["bart_encoder", "bert", "bloom", "clip_text", "deberta_v2", "distilbert", "opt", "roberta", "t5_encoder"]
 # The mechanisms above once more (BERT's attention behind a factorized
 # embedding and shared layers; T5-style relative position buckets): CI runs
 # them, a quick run (-m "not slow") keeps this file near 150 s on two cores.
