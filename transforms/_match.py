@@ -93,18 +93,27 @@ def single_use(value) -> bool:
     return len(list(value.uses)) == 1
 
 
-def same_value(a, b) -> bool:
+def same_value(a, b, depth: int = 4) -> bool:
     """True when ``a`` and ``b`` are one value, or the results of two kiln ops
-    of one name, operands and attributes (the ``x - mean`` that torch.export
-    writes twice in a hand-written norm, before CSE has run)."""
+    of one name and attributes whose operands are the same values in this
+    sense (up to ``depth`` ops deep): the ``x - mean(x)`` that torch.export
+    writes twice in a hand-written norm, or once more inside ``var``, before
+    CSE has run."""
     if a == b:
         return True
     oa, ob = a.owner, b.owner
-    if isinstance(oa, ir.Block) or isinstance(ob, ir.Block):
+    if depth == 0 or isinstance(oa, ir.Block) or isinstance(ob, ir.Block):
         return False
     oa, ob = oa.operation, ob.operation
     if oa.name != ob.name or not oa.name.startswith("kiln.") or oa.name == "kiln.constant" or a.type != b.type:
         return False
-    if len(oa.results) != 1 or list(oa.operands) != list(ob.operands) or len(oa.regions):
+    if len(oa.results) != 1 or len(oa.regions) or len(oa.operands) != len(ob.operands):
         return False
-    return {n.name: str(n.attr) for n in oa.attributes} == {n.name: str(n.attr) for n in ob.attributes}
+    if _attributes(oa) != _attributes(ob):
+        return False
+    return all(same_value(x, y, depth - 1) for x, y in zip(oa.operands, ob.operands))
+
+
+def _attributes(op) -> dict:
+    attrs = op.attributes
+    return {a.name: str(a.attr) for a in (attrs[i] for i in range(len(attrs)))}

@@ -505,6 +505,28 @@ def lower_reduce_all(cx):
     return cx.cast(cx.build(kind, cx.tensor(0)), cx.result_dtype())
 
 
+@pattern("torch.aten.var.correction")
+def lower_var(cx):
+    """``var(x, dims, correction, keepdim)`` (``std`` exports as its sqrt): the
+    mean of the squared deviations, times ``n / (n - correction)`` (``n`` the
+    reduced element count, static when there is a correction).  Written the
+    way ``kiln-simplify``'s layer-norm pattern reads a variance."""
+    x = cx.tensor(0)
+    dims = tensor_info(x.type).dims
+    # The dims as given (a mean(-1) beside it reads as the same reduction).
+    axes = [int(a) for a in cx.ints(1, [])] or list(range(len(dims)))
+    correction = cx.scalar(2) if cx.has(2) else 1
+    mean = cx.build("reduce_mean", x, axes=axes, keepdims=True)
+    d = cx.build("sub", x, mean)
+    var = cx.build("reduce_mean", cx.build("mul", d, d), axes=axes, keepdims=bool(cx.scalar(3, False)))
+    if correction:
+        n = product([dims[a % len(dims)] for a in set(axes)])
+        if not n.is_static or n.value - correction <= 0:
+            raise Decline(f"variance with correction {correction} over {n} elements")
+        var = cx.build("mul", var, cx.like(n.value / (n.value - correction), var))
+    return cx.cast(var, cx.result_dtype())
+
+
 # ----------------------------------------------------------------------------
 # Data movement
 # ----------------------------------------------------------------------------

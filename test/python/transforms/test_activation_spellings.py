@@ -1,8 +1,9 @@
 """Activations and norms written out by hand, as users and older model code
 write them: ``kiln-simplify`` turns exact and tanh GELU, SiLU and layer norm
-into ``kiln.gelu`` / ``kiln.silu`` / ``kiln.layer_norm``, and the compiled
-model matches eager PyTorch at the min, a middle and the max of B and L
-(RMS norm, which kiln has no op for, is checked as written)."""
+(from a mean of squares or from ``var``) into ``kiln.gelu`` / ``kiln.silu`` /
+``kiln.layer_norm``, and the compiled model matches eager PyTorch at the min,
+a middle and the max of B and L (RMS norm, which kiln has no op for, and
+``std`` are checked as written)."""
 
 import math
 
@@ -30,8 +31,9 @@ class Written(nn.Module):
         silu = x * torch.sigmoid(x)
         mu = x.mean(-1, keepdim=True)
         ln = (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + 1e-5) * self.w + self.b
+        ln_var = (x - mu) * torch.rsqrt(x.var(-1, keepdim=True, unbiased=False) + 1e-5)
         rms = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.w
-        return gelu, new_gelu, silu, ln, rms
+        return gelu, new_gelu, silu, ln, ln_var, rms, x.std(-1)
 
 
 def _dynamic():
@@ -53,9 +55,10 @@ def test_written_activations_become_ops(module):
         Pipeline.parse("builtin.module(kiln-infer-shapes,kiln-fold-constants,kiln-simplify)").run(ir_module)
     text = str(ir_module)
     assert text.count('approximate = "none"') == 1 and text.count('approximate = "tanh"') == 1
-    assert text.count('"kiln.silu"') == 1 and text.count('"kiln.layer_norm"') == 1
-    for gone in ('"kiln.erf"', '"kiln.tanh"', '"kiln.sigmoid"', '"kiln.sqrt"'):
+    assert text.count('"kiln.silu"') == 1 and text.count('"kiln.layer_norm"') == 2
+    for gone in ('"kiln.erf"', '"kiln.tanh"', '"kiln.sigmoid"', '"kiln.fallback"'):
         assert gone not in text
+    assert text.count('"kiln.sqrt"') == 1  # std's
 
 
 @pytest.mark.parametrize("b, seq", [(1, 1), (7, 45), (16, 300)])
@@ -65,5 +68,5 @@ def test_written_activations_match_eager(module, b, seq, compiled=[]):  # noqa: 
     x = _x(b, seq)
     with torch.no_grad():
         want = module(x)
-    for name, g, w in zip(["gelu", "new_gelu", "silu", "layer_norm", "rms_norm"], compiled[0](x), want):
+    for name, g, w in zip(["gelu", "new_gelu", "silu", "layer_norm", "layer_norm_var", "rms_norm", "std"], compiled[0](x), want):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5, msg=lambda m, n=name: f"{n}: {m}")
