@@ -499,6 +499,33 @@ ATEN_PATTERNS["torch.aten.sum.dim_IntList"] = _reduce("reduce_sum")
 ATEN_PATTERNS["torch.aten.amax"] = _reduce("reduce_max")
 
 
+@pattern("torch.aten.linalg_vector_norm")
+def lower_vector_norm(cx):
+    """``linalg.vector_norm(x, ord, dim, keepdim)`` of a float tensor (weight
+    norm's ``|v|``): ``sqrt(sum(x*x))`` for 2, ``sum|x|`` for 1, ``max`` /
+    ``min |x|`` for +-inf, ``sum(|x|^p)^(1/p)`` for other ``p > 0``."""
+    x = cx.tensor(0)
+    if not dtype_of(x).startswith(("f", "b")):
+        raise Decline("vector_norm of a non-float tensor")
+    order = float(cx.scalar(1, 2.0))
+    rank = len(tensor_info(x.type).dims)
+    axes = [int(a) % max(rank, 1) for a in cx.ints(2, [])] or list(range(rank))
+    keep = bool(cx.scalar(3, False))
+    if order == 2.0:
+        y = cx.build("sqrt", cx.build("reduce_sum", cx.build("mul", x, x), axes=axes, keepdims=keep))
+    elif order in (float("inf"), float("-inf")):
+        kind = "reduce_max" if order > 0 else "reduce_min"
+        y = cx.build(kind, cx.build("abs", x), axes=axes, keepdims=keep)
+    elif order == 1.0:
+        y = cx.build("reduce_sum", cx.build("abs", x), axes=axes, keepdims=keep)
+    elif order > 0:
+        s = cx.build("reduce_sum", cx.build("pow", cx.build("abs", x), cx.like(order, x)), axes=axes, keepdims=keep)
+        y = cx.build("pow", s, cx.like(1.0 / order, s))
+    else:
+        raise Decline(f"vector_norm of order {order}")
+    return cx.cast(y, cx.result_dtype())
+
+
 @pattern("torch.aten.mean", "torch.aten.sum")
 def lower_reduce_all(cx):
     kind = "reduce_mean" if cx.name.endswith("mean") else "reduce_sum"

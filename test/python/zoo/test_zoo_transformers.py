@@ -93,16 +93,21 @@ def _text_models(t):
         # Disentangled attention over log-bucketed relative positions (sign, ceil, ~mask).
         "deberta_v2": (lambda: t.DebertaV2Model(t.DebertaV2Config(
             relative_attention=True, position_buckets=16, pos_att_type=["p2c", "c2p"], **SMALL)), 0, {}),
+        # Alternating global and local (windowed causal) attention layers.
+        "gpt_neo": (lambda: t.GPTNeoModel(t.GPTNeoConfig(
+            hidden_size=32, num_layers=2, num_heads=4, attention_types=[[["global", "local"], 1]], window_size=8,
+            vocab_size=VOCAB, max_position_embeddings=MAX_POS)), 0, {"use_cache": False}),
         "bloom": (lambda: t.BloomModel(t.BloomConfig(hidden_size=32, n_layer=2, n_head=4, vocab_size=VOCAB)), 3,
                   {"use_cache": False}),
     }
 
 
-TEXT = ["bart_encoder", "bert", "bloom", "clip_text", "deberta_v2", "distilbert", "opt", "roberta", "t5_encoder"]
-# The mechanisms above once more (BERT's attention behind a factorized
-# embedding and shared layers; T5-style relative position buckets): CI runs
-# them, a quick run (-m "not slow") keeps this file near 150 s on two cores.
-TEXT_SLOW = ["albert", "electra", "mpnet"]
+TEXT = ["bart_encoder", "bert", "bloom", "clip_text", "deberta_v2", "opt", "roberta", "t5_encoder"]
+# What the models above exercise once more (BERT's attention, plain or behind
+# a factorized embedding and shared layers; relative position buckets; a
+# causal decoder with a mask): CI runs them, a quick run (-m "not slow")
+# keeps this file near 150 s on two cores.
+TEXT_SLOW = ["albert", "distilbert", "electra", "gpt_neo", "mpnet"]
 # name -> reason, for models that do not compile with 0 fallbacks yet.
 TEXT_XFAIL: dict[str, str] = {}
 
@@ -142,14 +147,21 @@ def _vision_models(t):
             d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
             encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=16, max_source_positions=32,
             vocab_size=VOCAB, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)).get_encoder(), (16, 64)),
+        # Raw audio through a strided 1-D conv stack (layer-norm variant: the group-norm one is the
+        # same model with GroupNorm in its first conv) and a weight-normed grouped positional conv.
+        "wav2vec2": (lambda: t.Wav2Vec2Model(t.Wav2Vec2Config(
+            hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, conv_dim=(16, 16),
+            conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+            feat_extract_norm="layer", vocab_size=VOCAB)), (400,)),
     }
 
 
 VISION = ["clip_vision", "vit", "whisper_encoder"]
+VISION_SLOW = ["wav2vec2"]
 VISION_XFAIL: dict[str, str] = {}
 
 
-@pytest.mark.parametrize("name", _params(VISION, xfail=VISION_XFAIL))
+@pytest.mark.parametrize("name", _params(VISION + VISION_SLOW, VISION_SLOW, VISION_XFAIL))
 def test_vision_audio_encoder_matches_eager(name):
     t = _transformers()
     factory, shape = _vision_models(t)[name]
