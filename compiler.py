@@ -216,9 +216,10 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     global _compilations
     from .backends.cpu import CpuKernel, jit
     from .backends.cpu.jit import remember_key
+    from .compile_prepare import prepare
     from .module import symbols_of
     from .options import compile_keywords, configure, using
-    from .runtime.executor import ModelRuntime, prepare
+    from .runtime.executor import ModelRuntime
     from .runtime.model import CompiledModel, Step, ValueInfo
 
     settings = {k: options.pop(k) for k in list(options) if k in compile_keywords()}
@@ -329,7 +330,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     kernels = hoist_constant_steps(prepared, kernels, syms)
     # Reshapes, and slices of leading rows, run as views of their input: no
     # launch, no copy, no arena space.
-    from .runtime.executor import view_aliases
+    from .compile_prepare import view_aliases
     from .transforms.plan_memory import plan_memory
 
     aliases = view_aliases(prepared.schedule)
@@ -438,7 +439,7 @@ def _log_partition(prepared, seconds: float) -> None:
 def fallback_sites(module: ir.Module) -> list[list[str]]:
     """``[op, location, runtime]`` of each ``kiln.fallback`` op of ``module``
     (what :attr:`kiln.transforms.partition.Step.sites` holds, for a backend
-    that does not partition through :func:`kiln.runtime.executor.prepare`)."""
+    that does not partition through :func:`kiln.compile_prepare.prepare`)."""
     from .frontends.report import fallback_runtimes
     from .locations import location_text
 

@@ -8,7 +8,7 @@ schedule order.  Kernels follow kiln's kernel contract
 (``kernel(inputs, outputs, binding)`` writing into preallocated outputs) and
 receive torch CPU tensors.  Each call has its own arena, so one executor
 serves several threads at once.  A generated kernel that
-:mod:`kiln.runtime.split` marks row-independent runs as two halves of its
+:mod:`kiln.transforms.row_split` marks row-independent runs as two halves of its
 leading dim on two threads (``kiln_run_split`` of the native library).
 """
 
@@ -31,7 +31,7 @@ from .fastcall import fast_enabled
 from .launches import batch_launches, idle
 from .report import Metrics
 
-__all__ = ["Executor", "ModelRuntime", "Prepared", "constant_tensor", "numpy_of", "prepare", "view_aliases"]
+__all__ = ["Executor", "ModelRuntime", "Prepared", "numpy_of"]
 
 #: Argument keys (types, shapes, dtypes) a model keeps a fast path for, each
 #: with an arena of its own; the oldest goes first.
@@ -40,29 +40,6 @@ FAST_KEYS = 8
 #: A splittable kernel runs as two halves only when its row-split arguments
 #: hold at least this many bytes (a half-launch on the pool costs ~5 µs).
 SPLIT_MIN_BYTES = 1 << 17
-
-def constant_tensor(op) -> torch.Tensor:
-    """The data of a ``kiln.constant`` op as a torch tensor (a splat is expanded).
-
-    A ``dense_resource`` constant is read through
-    :func:`~kiln.transforms._graph.resource_array` (the array its frontend
-    made it from, or its blob printed alone).
-    """
-    from .._mlir import ir
-    from ..transforms._graph import NUMPY_DTYPES, resource_array
-
-    attr = op.operation.attributes["value"]
-    t = ir.RankedTensorType(attr.type)
-    shape, dtype = tuple(t.shape), NUMPY_DTYPES[str(t.element_type)]
-    if isinstance(attr, ir.DenseElementsAttr):
-        if attr.is_splat:
-            splat = attr.get_splat_value()
-            return torch.from_numpy(np.full(shape, getattr(splat, "value", splat), dtype=dtype))
-        return torch.from_numpy(np.array(attr).reshape(shape).astype(dtype, copy=True))
-    data = resource_array(op.operation, shape, dtype) if str(attr).startswith("dense_resource<") else None
-    if data is None:
-        raise KilnError(f"cannot read the data of constant {str(attr)[:60]}")
-    return torch.from_numpy(data.copy())  # the runtime's own, writable memory
 
 
 class Executor:
@@ -92,7 +69,7 @@ class Executor:
         # Values that are views of another (reshapes run without a kernel);
         # a step whose outputs are all views launches nothing.
         self.aliases = dict(getattr(plan, "aliases", {}) or {})
-        # Where a view that is a slice of leading rows starts (prepare's Step.view_offset).
+        # Where a view that is a slice of leading rows starts (compile_prepare.prepare's Step.view_offset).
         self._view_off = {v: compile_expr(s.view_offset)[0] for s in schedule.steps
                           if s.view_offset not in (None, "0") for v in s.outputs if v in self.aliases}
         self.pool = pool or ArenaPool()
@@ -311,7 +288,7 @@ class Executor:
 
     def _split_launch(self, kernel, split, ids, metas, env, fixed, binding):
         """The launch of a kernel as two halves of its leading dim ``split``
-        (see :mod:`kiln.runtime.split`), or None to launch it whole: not
+        (see :mod:`kiln.transforms.row_split`), or None to launch it whole: not
         splittable, a static kernel, fewer than two rows or too little work.
 
         ``(None, address, (buf, buf), dynamic, (packed, packed))``: both
@@ -452,7 +429,8 @@ class Executor:
 
 
 # ----------------------------------------------------------------------------
-# From a kiln module to a runtime: partition, plan, split off what PyTorch runs.
+# What the compiler hands the runtime (made by kiln.compile_prepare.prepare,
+# which runs compile passes and so lives on the compiler's side).
 # ----------------------------------------------------------------------------
 
 
@@ -466,7 +444,7 @@ class Prepared:
     ``generated`` maps step indices to the kernel function names left in the
     module for the backend to lower; ``constants`` maps value ids to tensors;
     ``text`` is the partitioned, planned IR (before the module was stripped),
-    when :func:`prepare` was asked to keep it.
+    when :func:`kiln.compile_prepare.prepare` was asked to keep it.
     """
 
     def __init__(self, schedule, plan, fallback, generated, constants, text):
@@ -496,60 +474,6 @@ class Prepared:
         return out
 
 
-def prepare(module, function: str, keep_text: bool = False) -> Prepared:
-    """Partition and plan ``module`` (in place), then strip it down to the
-    generated kernel functions (public, ready for the backend's lowering).
-
-    ``keep_text`` keeps the partitioned, planned IR as ``Prepared.text``
-    (None otherwise: printing the weights costs 0.2 s for the bench MLP).
-    Must run inside the module's context.
-    """
-    from .._mlir import ir
-    from ..backends.fallback import fallback_kernel
-    from ..locations import location_text
-    from ..pipelines import Pipeline
-    from ..transforms.plan_memory import read_plan
-    from .split import split_symbol
-
-    # Verified once after the three passes (KILN_VERIFY_EACH=1: after each).
-    Pipeline().add("kiln-infer-shapes").add("kiln-partition").add("kiln-plan-memory").run(module, verify_each=None)
-    schedule, plan = read_plan(module.operation, function)
-    text = str(module) if keep_text else None
-    fallback, generated = {}, {}
-    for i, step in enumerate(schedule.steps):
-        if step.kind == "fallback":
-            body = step.func.regions[0].blocks[0] if step.func is not None else None
-            op = step.op if body is None else next(
-                o for o in body.operations if o.operation.name == "kiln.fallback"
-            )
-            fallback[i] = fallback_kernel(op, step.name, None if body is None else _returned_results(op, body))
-            # Where the model uses it, for report() and the compile's warning.
-            step.sites = [[op.operation.opview.attr("op_name"), location_text(op.operation.location),
-                           getattr(fallback[i], "runtime", "pytorch")]]
-        else:
-            generated[i] = step.name
-            if step.func is not None:
-                step.split = split_symbol(step.func)
-                if list(step.ops) == ["kiln.slice"] and len(step.inputs) == len(step.outputs) == 1:
-                    step.view_offset = _slice_offset(step.func, schedule.values[step.inputs[0]].info.dims,
-                                                     schedule.values[step.outputs[0]].info.dims)
-    constants = {vid: constant_tensor(op) for vid, op in schedule.constants.items()}
-    detached = schedule.detached()
-    keep = set(generated.values())
-    for op in list(module.body.operations):
-        op = op.operation
-        if op.name != "func.func":
-            continue
-        name = ir.StringAttr(op.attributes["sym_name"]).value
-        if name not in keep:
-            op.erase()
-            continue
-        for attr in ("sym_visibility", "kiln.kernel", "kiln.group", "kiln.ops"):
-            if attr in op.attributes:
-                del op.attributes[attr]
-    return Prepared(detached, plan, fallback, generated, constants, text)
-
-
 def numpy_of(t: torch.Tensor) -> np.ndarray:
     """``t.numpy()``, for bfloat16 too, which numpy lacks (``Tensor.numpy``
     raises TypeError): an ``ml_dtypes.bfloat16`` array over the same bits
@@ -568,90 +492,6 @@ def _view(t: torch.Tensor, shape, at: int) -> torch.Tensor:
     if at == 0 and t.numel() == math.prod(shape):
         return t.view(shape)
     return t.reshape(-1)[at : at + math.prod(shape)].view(shape)
-
-
-def view_aliases(schedule) -> dict[int, int]:
-    """The kernels of ``schedule`` that can run as views, as ``{output value
-    id: input value id}`` (for :func:`plan_memory`'s ``aliases``).
-
-    A reshape of a contiguous tensor is a view of it, and every tensor the
-    runtime hands a kernel is contiguous (arena views, fresh outputs, inputs
-    made contiguous).  So is a slice that keeps whole trailing dims and cuts
-    one dim after leading dims of extent 1 (q, k and v out of a stacked
-    ``[3, B, H, L, D]``): a view from ``Step.view_offset``, which
-    :func:`prepare` sets.  Only intermediates become
-    views: a model output must own its memory.  ``KILN_RESHAPE_VIEWS=0``
-    keeps every reshape and slice a kernel.
-    """
-    from ..options import current
-
-    if not current().reshape_views:  # KILN_RESHAPE_VIEWS=0
-        return {}
-    out = {}
-    values = schedule.values
-    for step in schedule.steps:
-        ops = list(step.ops)
-        if step.kind != "generated" or ops not in (["kiln.reshape"], ["kiln.slice"]):
-            continue
-        if len(step.inputs) != 1 or len(step.outputs) != 1:
-            continue
-        src, dst = values[step.inputs[0]], values[step.outputs[0]]
-        if not (dst.kind == "intermediate" and src.kind in ("intermediate", "input") and
-                str(src.info.dtype) == str(dst.info.dtype)):
-            continue
-        if ops == ["kiln.slice"] and step.view_offset is None:
-            continue
-        out[dst.id] = src.id
-    return out
-
-
-def _returned_results(op, body) -> list[int]:
-    """Which results of the fallback ``op`` its outlined kernel returns, in
-    return order: kiln-partition keeps only the used ones (``sort(x).values``
-    drops the indices), and the kernel writes those alone."""
-    ret = body.operations[len(body.operations) - 1]
-    results = list(op.operation.results)
-    picked = []
-    for v in ret.operands:
-        k = next((k for k, r in enumerate(results) if r == v), None)
-        if k is None:
-            raise KilnError(f"fallback kernel of '{op.operation.opview.attr('op_name')}' returns a value it does not compute")
-        picked.append(k)
-    return picked
-
-
-def _slice_offset(func, src_dims, dst_dims) -> str | None:
-    """The element offset (dim-grammar text) at which the lone slice of the
-    kernel ``func`` starts in its contiguous input, when its result is one
-    contiguous run of it; else None."""
-    from ..dialects.dims import dim
-    from ..transforms.plan_memory import expr_text
-
-    ops = [op for op in func.regions[0].blocks[0].operations if op.operation.name == "kiln.slice"]
-    if len(ops) != 1:
-        return None
-    attrs = ops[0].operation.opview.decoded_attrs()
-    rank = len(src_dims)
-    steps = attrs.get("steps") or [1] * len(attrs["axes"])
-    cut = {}
-    for start, axis, st in zip(attrs["starts"], attrs["axes"], steps):
-        axis = axis % rank
-        if st != 1 or start < 0:
-            return None
-        if dim(dst_dims[axis]) != dim(src_dims[axis]):
-            cut[axis] = start
-    if not cut:
-        return "0"
-    if len(cut) > 1:
-        return None
-    (axis, start), = cut.items()
-    # Dims before the cut one must be 1 in the result (whole trailing dims: nothing else is cut).
-    if any(not (dim(d).is_static and dim(d).value == 1) for d in dst_dims[:axis]):
-        return None
-    inner = 1
-    for d in src_dims[axis + 1:]:
-        inner = inner * dim(d).expr
-    return expr_text(start * inner)
 
 
 class ModelRuntime:

@@ -4,7 +4,7 @@
 launch per generated kernel: ``(fn, dbuf, dynamic, packed)`` for a whole
 kernel (its ctypes function and descriptor buffer), or ``(None, address,
 (buf_a, buf_b), dynamic, (packed_a, packed_b))`` for a kernel split in two
-halves of its leading dim (:mod:`kiln.runtime.split`).  :func:`batch_launches`
+halves of its leading dim (:mod:`kiln.transforms.row_split`).  :func:`batch_launches`
 then joins consecutive launches into runs, each made by one native call:
 
 - whole kernels in a run go through ``kiln_run_seq`` (one ctypes crossing,

@@ -124,7 +124,7 @@ def build_report(schedule, metrics: Metrics, *, compile_time_s: float = 0.0, sel
     fallback_ops = sum(len(s.ops) for s in fallback_steps)
     planned, no_reuse = m["last_arena"] if m["last_arena"] else (None, None)
     report = {
-        # split: the symbol a dynamic kernel may run split along, on two threads (kiln.runtime.split).
+        # split: the symbol a dynamic kernel may run split along, on two threads (kiln.transforms.row_split).
         "kernels": [{"name": s.name, "kind": s.kind, "ops": list(s.ops), "split": getattr(s, "split", None)}
                     for s in steps],
         "kernels_in_schedule": len(steps),

@@ -398,9 +398,9 @@ class Step:
     op: object = None  # the call (or kiln op) in the schedule
     func: object = None  # the kernel's func.func, when partitioned
     torch_ops: list[str] = field(default_factory=list)  # original names of fallback ops
-    split: str | None = None  # the symbol the kernel may run split along (kiln.runtime.split)
+    split: str | None = None  # the symbol the kernel may run split along (kiln.transforms.row_split)
     view_offset: str | None = None  # a lone slice that is a contiguous run of its input: where it starts
-    # [op name, location, runtime] of each fallback op (kiln.runtime.executor.prepare fills it in).
+    # [op name, location, runtime] of each fallback op (kiln.compile_prepare.prepare fills it in).
     sites: list = field(default_factory=list)
 
 

@@ -10,11 +10,12 @@ import torch
 
 from kiln._mlir import ir
 from kiln.backends.fallback import FallbackKernel
+from kiln.compile_prepare import constant_tensor
 from kiln.context import make_context
 from kiln.module import parse_module, symbols_of
 from kiln.pipelines import Pipeline
 from kiln.runtime.contract import InputSpec, ShapeContract
-from kiln.runtime.executor import Executor, constant_tensor
+from kiln.runtime.executor import Executor
 from kiln.transforms.plan_memory import read_plan
 
 _REF = {

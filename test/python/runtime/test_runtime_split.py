@@ -1,4 +1,4 @@
-"""Kernels launched as two halves of their leading dim (kiln.runtime.split
+"""Kernels launched as two halves of their leading dim (kiln.transforms.row_split
 decides which; the executor and kiln_run_split run them)."""
 
 import ctypes
@@ -13,7 +13,7 @@ import kiln.runtime.launches as launches
 from kiln._mlir import ir
 from kiln.context import make_context
 from kiln.module import parse_module
-from kiln.runtime.split import split_symbol
+from kiln.transforms.row_split import split_symbol
 
 SYMBOLS = ('"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()\n'
            '"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()\n')

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import kiln
-from kiln.runtime.executor import view_aliases
+from kiln.compile_prepare import view_aliases
 
 T = lambda *d: "!kiln.tensor<[" + ", ".join(f'"{x}"' if isinstance(x, str) else str(x) for x in d) + "], f32>"  # noqa: E731
 
@@ -134,8 +134,8 @@ def test_which_slices_are_contiguous_runs(src, dst, attrs, want):
     the inner extent; anything else (a cut under a leading B, a step, a
     negative start) stays a kernel."""
     from kiln._mlir import ir
+    from kiln.compile_prepare import _slice_offset
     from kiln.module import parse_module
-    from kiln.runtime.executor import _slice_offset
 
     text = f'''
 "kiln.symbol"() {{sym_name = "B", min = 1 : i64, max = 64 : i64}} : () -> ()

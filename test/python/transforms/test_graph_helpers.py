@@ -66,11 +66,11 @@ def test_compiled_resource_constants_without_a_module_print(monkeypatch):
         def forward(self, x):
             return x @ torch.special.erfcx(self.w)  # erfcx: a PyTorch fallback kernel, on the constant
 
-    from kiln.runtime import executor
+    from kiln import compile_prepare
 
     read = []
-    original = executor.constant_tensor
-    monkeypatch.setattr(executor, "constant_tensor", lambda op: read.append(op) or original(op))
+    original = compile_prepare.constant_tensor
+    monkeypatch.setattr(compile_prepare, "constant_tensor", lambda op: read.append(op) or original(op))
     model = M().eval()
     x = torch.randn(3, 4)
     compiled = kiln.compile(model, (x,), dynamic_shapes=({0: Dim("B", min=1, max=8)},))

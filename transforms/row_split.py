@@ -9,7 +9,9 @@ it) computes the same thing when called twice, on rows ``[0, S/2)`` and
 (:mod:`kiln.runtime.executor`, ``kiln_run_split`` of the native library),
 one half on a worker of the native pool.
 
-:func:`split_symbol` decides it from the kernel's kiln IR.  A kernel is left
+:func:`split_symbol` decides it from the kernel's kiln IR, at compile time
+(:func:`kiln.compile_prepare.prepare` records it as ``Step.split``): it
+lives here, not in ``runtime/``, because a loaded artifact runs without MLIR.  A kernel is left
 whole when its shared inputs (those without ``S``, and the constants inlined
 in it: weights) exceed
 :data:`MAX_SHARED_BYTES`, since each half would stream them again (the MLP's
@@ -23,8 +25,8 @@ import math
 
 from ..dialects.kiln import TensorType, tensor_info
 from ..errors import KilnError
-from ..transforms.partition import is_elementwise
-from .arena import torch_dtype
+from ..runtime.arena import torch_dtype
+from .partition import is_elementwise
 
 __all__ = ["MAX_SHARED_BYTES", "split_symbol"]
 
