@@ -98,9 +98,23 @@ def lower_size(cx):
     return d.value if d.is_static else d
 
 
+def _int_scalar(v):
+    """An integer scalar operand: a Python int (negative allowed, as a scalar
+    is no dim: ``H + -1`` in a size computation) or a symbolic Dim."""
+    if isinstance(v, bool) or v is None or isinstance(v, float):
+        raise Decline(f"expected an integer, got {v!r}")
+    if isinstance(v, Dim):
+        return v.value if v.is_static else v
+    return int(v)
+
+
 def _int_binop(fn):
     def lower(cx):
-        a, b = as_dim(cx.scalar(0)), as_dim(cx.scalar(1))
+        a, b = _int_scalar(cx.scalar(0)), _int_scalar(cx.scalar(1))
+        if isinstance(a, int) and isinstance(b, int):
+            return fn(a, b)  # Python's // floors, as torch's SymInt division does
+        # Dim arithmetic takes a negative int as a constant term (dim(0) + a keeps a's sign).
+        a = a if isinstance(a, Dim) else dim(0) + a
         r = fn(a, b)
         return r.value if r.is_static else r
 

@@ -1,0 +1,95 @@
+"""Fold the parts of an exported graph that depend on no input, before import.
+
+Models compute some tensors from constants alone, at every call: torchvision's
+Swin builds its shifted-window attention mask by writing window ids into
+``new_zeros((H, W))`` slice by slice (``aten.slice_scatter`` / ``aten.copy``
+after functionalization) and rolls its windows through an index
+``fmod(arange(n) + shift, n)``.  Those ops had no kiln pattern and ran as
+PyTorch fallbacks on every call, although their results never change.
+
+:func:`fold_constant_subgraphs` evaluates such subgraphs once, in PyTorch,
+and hands each result to its consumers as a ``get_attr`` constant, which the
+importer imports as a literal.  A node folds when every node it reads is
+itself folded or a lifted tensor constant (so nothing reaches it from an
+input, a parameter, a buffer or a size of one), its op is deterministic, and it evaluates without
+error.  Only the frontier is replaced (folded results that a non-folded node
+reads), and only results that computed something from other folded nodes:
+a bare ``full`` / ``arange`` already has a cheap kiln form.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["FOLD_LIMIT", "fold_constant_subgraphs"]
+
+#: The most elements of one folded result (larger ones stay computed: a
+#: constant that big costs more as weights than as a kernel).
+FOLD_LIMIT = 1 << 20
+
+
+def _foldable(node: torch.fx.Node) -> bool:
+    if node.op != "call_function":
+        return False
+    target = node.target
+    tags = getattr(target, "tags", ())
+    if torch.Tag.nondeterministic_seeded in tags:
+        return False
+    name = getattr(target, "__name__", "")
+    # Checks are kept where they are (they return nothing worth folding).
+    return not name.startswith(("_assert", "sym_constrain"))
+
+
+def fold_constant_subgraphs(ep: torch.export.ExportedProgram, limit: int = FOLD_LIMIT) -> int:
+    """Replace input-independent subgraphs of ``ep``'s graph by constants; returns how many results were folded.
+
+    Each use gets its own ``get_attr`` node (torch-mlir's importer binds a
+    ``get_attr`` value once per node); they share one tensor, so the
+    module holds one literal.  The graph left is for the importer only
+    (torch.export's verifier rejects tensor ``get_attr`` nodes): apply it
+    after the decompositions.
+    """
+    graph, gm = ep.graph, ep.graph_module
+    values: dict[torch.fx.Node, object] = {}
+    # Lifted tensor constants (``mask[a:b] = 1`` lifts the 1) are constants;
+    # parameters and buffers are not folded into (weights stay weights).
+    lifted = ep.graph_signature.inputs_to_lifted_tensor_constants
+    for node in graph.nodes:
+        if node.op == "placeholder" and lifted.get(node.name) in ep.constants:
+            values[node] = ep.constants[lifted[node.name]]
+            continue
+        if not _foldable(node) or any(n not in values for n in node.all_input_nodes):
+            continue
+        args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: values[n])
+        try:
+            with torch.no_grad():
+                values[node] = node.target(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - an op that does not evaluate here stays in the graph
+            continue
+    folded = 0
+    for node, value in values.items():
+        if not isinstance(value, torch.Tensor) or value.numel() > limit or not node.all_input_nodes:
+            continue
+        users = [u for u in node.users if u not in values]
+        if not users:
+            continue
+        tensor = value.detach().contiguous().clone()
+        attr = f"_kiln_folded_{folded}"
+        # A buffer of the graph module, so FX knows the get_attr target.
+        gm.register_buffer(attr, tensor, persistent=False)
+        for user in users:
+            def getter(n, user=user, attr=attr, node=node):
+                if n is not node:
+                    return n
+                with graph.inserting_before(user):
+                    g = graph.get_attr(attr)
+                g.meta["val"] = node.meta.get("val")
+                return g
+
+            # One getter per occurrence: the importer binds each get_attr node once.
+            user.args, user.kwargs = torch.fx.node.map_arg((user.args, user.kwargs), getter)
+        folded += 1
+    if folded:
+        graph.eliminate_dead_code()
+        gm.recompile()
+    return folded
