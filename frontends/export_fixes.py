@@ -125,6 +125,34 @@ def list_state_to_get_attr(ep: torch.export.ExportedProgram) -> list[str]:
     return list(getters)
 
 
+def _native_group_norm(x, weight, bias, n, c, hxw, groups, eps):
+    """``aten.native_group_norm`` in ops kiln lowers (MobileViTv2's and
+    PoolFormer's GroupNorm fell back: a core ATen op with three results).
+
+    torch's own decomposition ends in ``as_strided`` with a symbolic size,
+    which torch-mlir's importer rejects ("size must be a static int list");
+    this one only reshapes, and only the channel dim: flattening the
+    spatial dims and back types a symbolic ``W`` as ``(H*W)//H``.  The
+    statistics are in the input's dtype, as eager's CPU kernel for fp32."""
+    spatial = list(x.shape[2:])
+    xg = x.reshape([n, groups, c // groups] + spatial)
+    axes = list(range(2, xg.dim()))
+    mean = xg.mean(dim=axes, keepdim=True)
+    centered = xg - mean
+    rstd = torch.rsqrt((centered * centered).mean(dim=axes, keepdim=True) + eps)
+    out = (centered * rstd).reshape([n, c] + spatial)
+    per_channel = [1, c] + [1] * (x.dim() - 2)
+    if weight is not None:
+        out = out * weight.reshape(per_channel)
+    if bias is not None:
+        out = out + bias.reshape(per_channel)
+    return out, mean.reshape(n, groups), rstd.reshape(n, groups)
+
+
+#: kiln's own decompositions of core ATen ops it has no pattern for.
+KILN_DECOMPOSITIONS = {torch.ops.aten.native_group_norm.default: _native_group_norm}
+
+
 def decomposition_table(keep=KEEP_WHOLE):
     """torch.export's default decomposition table without the ops kiln keeps
     whole (``keep``: name prefixes, as :data:`KEEP_WHOLE`).
@@ -133,6 +161,9 @@ def decomposition_table(keep=KEEP_WHOLE):
     would materialize each custom op's decomposition, which
     ``run_decompositions`` does again anyway (0.05 s per compile)."""
     table = torch.export.default_decompositions()
+    # Core ATen ops torch.export keeps but kiln has no pattern for: without
+    # a decomposition they become fallbacks.
+    table.update(KILN_DECOMPOSITIONS)
     for prefix in keep:
         packet = getattr(torch.ops.aten, prefix.split(".")[1])
         for overload in packet.overloads():

@@ -1,5 +1,5 @@
 """Fallback ops with several results (issue 43): ``sort``, ``topk`` and
-``native_group_norm`` run in PyTorch when fallback is allowed, with all or
+``kthvalue`` run in PyTorch when fallback is allowed, with all or
 only some of their results used.  kiln-partition gives a fallback step
 outputs only for the used results; the kernel used to insist on all of them
 ("fallback kernel ... takes 3 inputs and 3 outputs, got 3 and 1") and failed
@@ -34,17 +34,17 @@ class TopkIndicesOnly(torch.nn.Module):
         return torch.topk(x, k=3, dim=-1).indices + 1
 
 
-class GroupNormNet(torch.nn.Module):
-    """MobileViTv2's pattern: a convolution then GroupNorm (native_group_norm,
-    whose mean and rstd results are unused)."""
+class KthValues(torch.nn.Module):
+    """The values of ``kthvalue`` only, after a linear layer (MobileViTv2's
+    GroupNorm had this shape of use, native_group_norm's mean and rstd
+    unused, until the frontend decomposed it)."""
 
     def __init__(self):
         super().__init__()
-        self.conv = torch.nn.Conv2d(4, 8, 3, padding=1)
-        self.norm = torch.nn.GroupNorm(2, 8)
+        self.linear = torch.nn.Linear(7, 7)
 
     def forward(self, x):
-        return torch.relu(self.norm(self.conv(x)))
+        return torch.relu(torch.kthvalue(self.linear(x), 3, dim=-1).values)
 
 
 def _outputs(y):
@@ -68,7 +68,7 @@ CASES = {
     "sort_values": (SortValues, (7,), "aten.sort"),
     "topk_both": (TopkBoth, (7,), "aten.topk"),
     "topk_indices_only": (TopkIndicesOnly, (7,), "aten.topk"),
-    "group_norm": (GroupNormNet, (4, 6, 6), "aten.native_group_norm"),
+    "kthvalue_values": (KthValues, (7,), "aten.kthvalue"),
 }
 
 
