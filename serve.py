@@ -46,7 +46,6 @@ the artifact path must exist on every node that may host a replica.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -64,26 +63,14 @@ _NUMPY = NUMPY_DTYPES
 
 
 def _load_model(path, **options):
-    """The model of the artifact directory ``path``: through ``kiln.load``
-    (an artifact that loads without the compiler), or ``kiln.compiler.load``
-    where kiln has no ``kiln.load`` or the artifact is of the first format
-    (kiln IR, which only the compiler reads: it compiles it again)."""
-    import kiln
+    """The model of the artifact directory ``path``, through ``kiln.load``
+    (:func:`kiln.runtime.artifact.load`): an artifact loads without the
+    compiler; one of the first format (kiln IR) is compiled again, which
+    that loader does where the compiler is installed (and otherwise says so).
+    Serving imports nothing above the runtime (``test_layering.py``)."""
+    from .runtime.artifact import load
 
-    load = getattr(kiln, "load", None)
-    if load is None or _first_format(path):
-        from .compiler import load
     return load(path, **options)
-
-
-def _first_format(path) -> bool:
-    """True for an artifact of the first format (``kiln-artifact/1``)."""
-    try:
-        with open(os.path.join(path, "kiln-artifact.json")) as f:
-            meta = json.load(f)
-    except (OSError, ValueError):
-        return False  # the loader says what is wrong with it
-    return isinstance(meta, dict) and meta.get("format") == "kiln-artifact/1"
 
 
 def _dim(d):

@@ -1,7 +1,8 @@
 """kiln.save / kiln.load: a self-contained artifact, loaded without the compiler (issue 41).
 
-The load tests run in a fresh process where torch-mlir cannot be imported (a
-meta path finder raises ImportError for it) and starting a process raises
+The load tests run in a fresh process where torch-mlir and kiln's MLIR module
+``kiln._mlir`` cannot be imported (a meta path finder raises ImportError for
+them; the import layers themselves are checked in ``test_layering.py``) and starting a process raises
 (no C compiler can run): the model must load and match from the manifest,
 the weights and the object code alone.
 """
@@ -27,7 +28,7 @@ NO_COMPILER = '''
 import json, sys
 class _HideCompiler:
     def find_spec(self, name, path=None, target=None):
-        if name == "torch_mlir" or name.startswith("torch_mlir."):
+        if name in ("torch_mlir", "kiln._mlir") or name.startswith("torch_mlir."):
             raise ImportError(f"{name} is hidden by the test: no compiler here")
         return None
 sys.meta_path.insert(0, _HideCompiler())
@@ -36,11 +37,13 @@ class _NoProcess:
     def __init__(self, *args, **kwargs):
         raise AssertionError(f"a process was started: {args[:1]}")
 subprocess.Popen = _NoProcess
-try:
-    import torch_mlir  # noqa: F401
-    HIDDEN = False
-except ImportError:
-    HIDDEN = True
+HIDDEN = True
+for _name in ("torch_mlir", "kiln._mlir"):
+    try:
+        __import__(_name)
+        HIDDEN = False
+    except ImportError:
+        pass
 COMPILER_LAYERS = ("torch_mlir", "kiln._mlir", "kiln.frontends", "kiln.conversions", "kiln.transforms",
                    "kiln.pipelines", "kiln.dialects.kiln", "kiln.compiler", "kiln.context", "kiln.module")
 def compiler_modules():
