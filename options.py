@@ -406,9 +406,12 @@ def configure(**overrides) -> Options:
     if "log" in overrides:
         configure_logging()
     if {"threads", "pin"} & set(overrides):
-        from .runtime import native
-
-        native.start_pool()
+        # A pool runs only once the runtime has loaded the native library, so
+        # an unimported runtime has nothing to resize (it starts the pool from
+        # these options); looked up, not imported: options sit below the runtime.
+        native = sys.modules.get("kiln.runtime.native")
+        if native is not None:
+            native.start_pool()
     return current()
 
 

@@ -1,4 +1,4 @@
-"""The Kernel contract every backend implements, and the one array marshalling helper.
+"""The Kernel contract every backend implements, and its array helper.
 
 A **kernel** is an object with
 
@@ -12,14 +12,13 @@ A **kernel** is an object with
   tensors, shaped as ``inputs``/``outputs`` evaluate under ``binding``
   (``{"B": 7, "L": 33}``); the caller (the runtime) has checked them.
 
-:func:`memref_descriptor` is the only code in kiln that turns arrays into
-ctypes memref descriptors; it shares memory with the array (no copy), so the
-array must stay alive while the descriptor is in use.
+Kernels get their ctypes argument descriptors from
+:mod:`kiln.backends.cpu.dispatch` (no torch-mlir: a loaded artifact runs
+without it).
 """
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -28,7 +27,7 @@ import numpy as np
 if TYPE_CHECKING:  # annotations only: a loaded artifact's kernels run without MLIR
     from ..dialects.kiln import TensorInfo
 
-__all__ = ["Kernel", "as_numpy", "memref_descriptor", "memref_pointers"]
+__all__ = ["Kernel", "as_numpy"]
 
 
 class Kernel:
@@ -55,28 +54,3 @@ def as_numpy(array) -> np.ndarray:
     if numpy is not None:  # torch.Tensor: shares its storage
         return array.detach().numpy()
     return np.asarray(array)
-
-
-def memref_descriptor(array):
-    """A ranked memref descriptor (ctypes struct) over ``array``'s memory.
-
-    ``array`` must be C-contiguous (kiln's kernels use identity layouts);
-    the runtime makes inputs contiguous before calling a kernel.
-    """
-    from torch_mlir.runtime import get_ranked_memref_descriptor
-
-    a = as_numpy(array)
-    if not a.flags["C_CONTIGUOUS"]:
-        raise ValueError("memref_descriptor needs a C-contiguous array")
-    return get_ranked_memref_descriptor(a)
-
-
-def memref_pointers(arrays: Sequence) -> tuple[list, list]:
-    """``(pointers, keepalive)``: ``pointer(pointer(descriptor))`` per array, the
-    form ``ExecutionEngine.invoke`` takes, and the objects to keep alive meanwhile."""
-    keep, ptrs = [], []
-    for a in arrays:
-        d = memref_descriptor(a)
-        keep.append(d)
-        ptrs.append(ctypes.pointer(ctypes.pointer(d)))
-    return ptrs, keep

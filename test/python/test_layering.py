@@ -93,8 +93,6 @@ RANK = {"base": 0, "runtime": 1, "mlir": 2, "compiler": 3, "top": 4}
 #: one is function-local and runs only on a path a loaded artifact does not
 #: take (or fails there with a KilnError naming what is missing).  Shrink it.
 ALLOWED_UP = {
-    ("kiln.options", "kiln.runtime.native",
-     "Options.describe() reports the native library's build; runtime settings should not reach up"),
     ("kiln.runtime.artifact", "kiln.compiler",
      "a legacy (kiln IR) artifact and a new specialization compile where the compiler is installed; "
      "without it, a KilnError says so (test_artifact_selfcontained)"),
@@ -105,8 +103,6 @@ ALLOWED_UP = {
      "fallback_kernel() reads the kiln.fallback op at compile time; the FallbackKernel a loaded model runs does not"),
     ("kiln.backends.fallback", "kiln.dialects.kiln",
      "fallback_kernel() reads the op's TensorInfo at compile time"),
-    ("kiln.backends.kernel", "torch_mlir",
-     "memref_descriptor() uses torch_mlir.runtime's numpy-to-memref struct, for ExecutionEngine calls only"),
     ("kiln.backends.cpu.jit", "kiln.backends.cpu.library",
      "CpuKernel names the library kernels' shared objects it was linked with"),
     ("kiln.backends.cpu.objcache", "kiln._mlir",
