@@ -33,10 +33,10 @@ A boolean mask ``j > i`` built from two ``kiln.range`` over the query and key
 positions (``torch.arange(L)`` compared with itself transposed, the causal
 mask) becomes ``causal = true``; another boolean mask becomes the op's ``i1``
 mask (inverting the comparison that built it, or selecting ``-inf`` / ``0``
-into an additive mask where it is not a comparison).  ``scale`` is set
-unless it is the default ``1 / sqrt(D)``.  At most one mask besides the
-causal one: two would need adding into one, which the pattern leaves to
-the scores' own kernel.
+into an additive mask where it is not an integer comparison).  Several
+masks besides the causal one become one additive mask, their sum (``-inf``
+/ ``0`` selected by the boolean ones).  ``scale`` is set unless it is the
+default ``1 / sqrt(D)``.
 """
 
 from __future__ import annotations
@@ -302,17 +302,26 @@ def _reaches_product(value) -> bool:
     return False
 
 
-def _bool_mask(builder, kind, cond, dtype):
-    """The ``i1`` mask (true: keep) or additive mask for a boolean ``where``."""
-    if kind == "keep":
-        return cond
+def _is_integer_compare(op) -> bool:
+    """True for a comparison of integer / boolean tensors, whose inverse is
+    its negation (a float comparison with a NaN is false both ways)."""
+    return op.name in _INVERSE and all(
+        str(tensor_info(v.type).dtype).startswith(("i", "u", "si")) for v in op.operands)
+
+
+def _bool_mask(builder, kind, cond, dtype, additive=False):
+    """The ``i1`` mask (true: keep) for a boolean ``where``, or with
+    ``additive`` (or where the drop mask is not an integer comparison to
+    invert) the ``0`` / ``-inf`` mask selected by it."""
     op = cond.owner
-    if not isinstance(op, ir.Block) and op.operation.name in _INVERSE:
-        return builder.op(_INVERSE[op.operation.name], list(op.operation.operands))
-    # Not a comparison: select -inf / 0 into an additive mask.
+    if not additive:
+        if kind == "keep":
+            return cond
+        if not isinstance(op, ir.Block) and _is_integer_compare(op.operation):
+            return builder.op(_INVERSE[op.operation.name], list(op.operation.operands))
     neg = builder.constant(np.array(-np.inf), dtype)
     zero = builder.constant(np.array(0.0), dtype)
-    return builder.op("kiln.where", [cond, neg, zero])
+    return builder.op("kiln.where", [cond, zero, neg] if kind == "keep" else [cond, neg, zero])
 
 
 def attention(root):
@@ -372,16 +381,25 @@ def _assemble(builder, q_val, kt_val, v_val, qk_batch, batch, factor, masks, dty
     k, fk = _peel_scale(k)
     factor *= fq * fkt * fk
     q_len, k_len = dims_of(q)[-2], dims_of(k)[-2]
-    causal, mask = False, None
+    causal, rest = False, []
     for kind, m in masks:
         if kind != "add" and not causal and _is_causal(m, kind == "drop", q_len, k_len):
             causal = True
-            continue
-        if mask is not None:
-            return None  # two masks: left to the scores' kernel
+        else:
+            rest.append((kind, m))
+    mask = None
+    if len(rest) == 1:
+        kind, m = rest[0]
         mask = m if kind == "add" else _bool_mask(builder, kind, m, dtype)
-        if mask is None:
-            return None
+    elif rest:
+        # Several masks (padding and a bias): one additive mask, their sum.
+        for kind, m in rest:
+            term = m if kind == "add" else _bool_mask(builder, kind, m, dtype, additive=True)
+            if term is None:
+                return None
+            mask = term if mask is None else builder.op("kiln.add", [mask, term])
+            if mask is None:
+                return None
     attrs = {"causal": causal}
     head = dims_of(q)[-1]
     default = 1.0 / math.sqrt(head.value) if head.is_static and head.value > 0 else None

@@ -245,11 +245,11 @@ func.func @anti_causal_and_scaled_v(%q: !q, %k: !q, %v: !q) -> (!q, !q) {
 "kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
 // Negatives: the softmax over the query axis; the mask added before the
 // scale (the scale would scale the mask too); masked_fill with 0, not -inf;
-// the probabilities also returned; two non-causal masks; a negative scale.
+// the probabilities also returned; a negative scale.
 // CHECK-LABEL: func.func @negatives
 // CHECK-NOT: kiln.attention
 // CHECK: return
-func.func @negatives(%q: !q, %k: !q, %v: !q, %pad: !pad, %mk: !m) -> (!q, !q, !q, !q, !s, !q, !q) {
+func.func @negatives(%q: !q, %k: !q, %v: !q, %pad: !pad, %mk: !m) -> (!q, !q, !q, !q, !s, !q) {
   %kt = "kiln.transpose"(%k) {perm = array<i64: 0, 1, 3, 2>} : (!q) -> !kt
   %s1 = "kiln.matmul"(%q, %kt) : (!q, !kt) -> !s
   %p1 = "kiln.softmax"(%s1) {axis = -2 : i64} : (!s) -> !s
@@ -268,18 +268,12 @@ func.func @negatives(%q: !q, %k: !q, %v: !q, %pad: !pad, %mk: !m) -> (!q, !q, !q
   %s4 = "kiln.matmul"(%q, %kt) : (!q, !kt) -> !s
   %p4 = "kiln.softmax"(%s4) {axis = -1 : i64} : (!s) -> !s
   %o4 = "kiln.matmul"(%p4, %v) : (!s, !q) -> !q
-  %s5 = "kiln.matmul"(%q, %kt) : (!q, !kt) -> !s
-  %a5 = "kiln.add"(%s5, %pad) : (!s, !pad) -> !s
-  %ninf = "kiln.constant"() {value = dense<0xFF800000> : tensor<f32>} : () -> !f
-  %w5 = "kiln.where"(%mk, %ninf, %a5) : (!m, !f, !s) -> !s
-  %p5 = "kiln.softmax"(%w5) {axis = -1 : i64} : (!s) -> !s
-  %o5 = "kiln.matmul"(%p5, %v) : (!s, !q) -> !q
   %s6 = "kiln.matmul"(%q, %kt) : (!q, !kt) -> !s
   %neg = "kiln.constant"() {value = dense<-1.250000e-01> : tensor<f32>} : () -> !f
   %m6 = "kiln.mul"(%s6, %neg) : (!s, !f) -> !s
   %p6 = "kiln.softmax"(%m6) {axis = -1 : i64} : (!s) -> !s
   %o6 = "kiln.matmul"(%p6, %v) : (!s, !q) -> !q
-  return %o1, %o2, %o3, %o4, %p4, %o5, %o6 : !q, !q, !q, !q, !s, !q, !q
+  return %o1, %o2, %o3, %o4, %p4, %o6 : !q, !q, !q, !q, !s, !q
 }
 
 // -----
@@ -304,4 +298,41 @@ func.func @widening_mask(%q: !q3, %kt: !kt3, %v: !q, %bias: !s) -> !q {
   %p = "kiln.softmax"(%a) {axis = -1 : i64} : (!s) -> !s
   %o = "kiln.matmul"(%p, %v) : (!s, !q) -> !q
   return %o : !q
+}
+
+// -----
+
+!q = !kiln.tensor<["B", 4, "L", 64], f32>
+!kt = !kiln.tensor<["B", 4, 64, "L"], f32>
+!s = !kiln.tensor<["B", 4, "L", "L"], f32>
+!f = !kiln.tensor<[], f32>
+!pad = !kiln.tensor<["B", 1, 1, "L"], f32>
+!m = !kiln.tensor<["B", 1, 1, "L"], i1>
+!bias = !kiln.tensor<[4, "L", "L"], f32>
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
+// Several masks besides a causal one: one additive mask, their sum, the
+// boolean ones selecting -inf / 0 (a dropping mask) or 0 / -inf (a keeping one).
+// CHECK-LABEL: func.func @two_masks
+// CHECK: %[[W:.*]] = "kiln.where"(%arg4, %[[NINF:.*]], %[[ZERO:.*]]) : (!kiln.tensor<["B", 1, 1, "L"], i1>, {{.*}}) -> !kiln.tensor<["B", 1, 1, "L"], f32>
+// CHECK: %[[M:.*]] = "kiln.add"(%[[W]], %arg3)
+// CHECK: "kiln.attention"(%arg0, %arg1, %arg2, %[[M]]) {causal = false
+// CHECK: %[[K:.*]] = "kiln.where"(%arg4, %{{.*}}, %{{.*}}) : (!kiln.tensor<["B", 1, 1, "L"], i1>, {{.*}}) -> !kiln.tensor<["B", 1, 1, "L"], f32>
+// CHECK: %[[M2:.*]] = "kiln.add"(%arg5, %[[K]]) : {{.*}} -> !kiln.tensor<["B", 4, "L", "L"], f32>
+// CHECK: "kiln.attention"(%arg0, %arg1, %arg2, %[[M2]]) {causal = false
+// STATS: (2) attention
+func.func @two_masks(%q: !q, %k: !q, %v: !q, %pad: !pad, %mk: !m, %bias: !bias) -> (!q, !q) {
+  %kt = "kiln.transpose"(%k) {perm = array<i64: 0, 1, 3, 2>} : (!q) -> !kt
+  %s5 = "kiln.matmul"(%q, %kt) : (!q, !kt) -> !s
+  %a5 = "kiln.add"(%s5, %pad) : (!s, !pad) -> !s
+  %ninf = "kiln.constant"() {value = dense<0xFF800000> : tensor<f32>} : () -> !f
+  %w5 = "kiln.where"(%mk, %ninf, %a5) : (!m, !f, !s) -> !s
+  %p5 = "kiln.softmax"(%w5) {axis = -1 : i64} : (!s) -> !s
+  %o5 = "kiln.matmul"(%p5, %v) : (!s, !q) -> !q
+  %s6 = "kiln.matmul"(%q, %kt) : (!q, !kt) -> !s
+  %w6 = "kiln.where"(%mk, %s6, %ninf) : (!m, !s, !f) -> !s
+  %a6 = "kiln.add"(%bias, %w6) : (!bias, !s) -> !s
+  %p6 = "kiln.softmax"(%a6) {axis = -1 : i64} : (!s) -> !s
+  %o6 = "kiln.matmul"(%p6, %v) : (!s, !q) -> !q
+  return %o5, %o6 : !q, !q
 }

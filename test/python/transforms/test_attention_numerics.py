@@ -4,7 +4,8 @@ compiled model against eager PyTorch at the min, a middle and the max of B
 and L: causal ``masked_fill`` plus a boolean padding mask (``keep == 0``,
 ``finfo.min``), an ALiBi bias built from ``arange`` with softmax as exp / sum,
 GQA by ``repeat_interleave`` and ``expand`` with the scale split over q and k
-and a ``triu`` causal mask, and an unscaled ``where`` keeping the padding."""
+and a ``triu`` causal mask, an unscaled ``where`` keeping the padding, and
+the ALiBi bias with a boolean padding mask (one additive mask, their sum)."""
 
 import math
 
@@ -58,7 +59,10 @@ class Spellings(nn.Module):
         # d) unscaled, padding mask kept by where
         s = q @ k.transpose(-1, -2)
         d = torch.softmax(torch.where(keep[:, None, None, :].bool(), s, float("-inf")), dim=-1) @ v
-        return a, b_out, c, d
+        # e) ALiBi bias and a boolean padding mask together: one additive mask
+        s = (q @ k.transpose(-1, -2) * D ** -0.5 + bias).masked_fill(keep[:, None, None, :] == 0, float("-inf"))
+        e = torch.softmax(s, -1) @ v
+        return a, b_out, c, d, e
 
 
 
@@ -85,9 +89,10 @@ def test_every_spelling_becomes_attention(module):
     with ir_module.context, ir.Location.unknown():
         Pipeline.parse("builtin.module(kiln-infer-shapes,kiln-fold-constants,kiln-simplify)").run(ir_module)
     text = str(ir_module)
-    assert text.count('"kiln.attention"') == 4
+    assert text.count('"kiln.attention"') == 5
     assert text.count("causal = true") == 2
     assert text.count('"kiln.matmul"') == 2  # the two projections only
+    assert "causal = false" in text
     assert '"kiln.softmax"' not in text and '"kiln.exp"' not in text
 
 
@@ -99,5 +104,5 @@ def test_spellings_match_eager(module, b, seq, compiled=[]):  # noqa: B006 (one 
     with torch.no_grad():
         want = module(x, keep)
     got = compiled[0](x, keep)
-    for name, g, w in zip("abcd", got, want):
+    for name, g, w in zip("abcde", got, want):
         torch.testing.assert_close(g, w, rtol=2e-4, atol=2e-5, msg=lambda m, n=name: f"spelling {n}: {m}")
