@@ -31,6 +31,7 @@ _LAZY = {
     "load": "kiln.runtime.artifact",
     "CompiledModel": "kiln.runtime",
     "register_kernel": "kiln.backends.registry",
+    "register_decomposition": "kiln.backends.user",
     "format_report": "kiln.runtime.report",
     # Settings: one documented object; KILN_* variables override its defaults.
     "Options": "kiln.options",

@@ -75,6 +75,12 @@ def prepare(module, function: str, keep_text: bool = False) -> Prepared:
             # Where the model uses it, for report() and the compile's warning.
             step.sites = [[op.operation.opview.attr("op_name"), location_text(op.operation.location),
                            getattr(fallback[i], "runtime", "pytorch")]]
+        elif step.kind == "user":  # a kiln.custom op: the kernel registered from user code (kiln.backends.user)
+            from .backends.user import user_kernel
+
+            body = step.func.regions[0].blocks[0] if step.func is not None else None
+            op = step.op if body is None else next(o for o in body.operations if o.operation.name == "kiln.custom")
+            fallback[i] = user_kernel(op, step.name, None if body is None else _returned_results(op, body))
         else:
             generated[i] = step.name
             if step.func is not None:

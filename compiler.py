@@ -264,6 +264,11 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
         kept = {}
         if options.get("keep_ir"):
             kept["kiln"] = str(module)
+        # Kernels registered from user code for kiln ops replace kiln's code
+        # (kiln-select-kernels): before the graph passes fuse those ops away.
+        from .backends.select_kernels import select_user_kernels
+
+        select_user_kernels(module)
         optimize = options.get("optimize", True)
         if optimize:
             # The graph passes (kiln-default-cpu, or the pipeline text given).
@@ -279,6 +284,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
                 kept["optimized"] = str(module)
         # kiln-partition + kiln-plan-memory: the schedule, the arena plan and
         # the fallback kernels come out; the module keeps the generated kernels.
+        select_user_kernels(module)  # and for the ops the graph passes made (kiln.attention)
         t = time.perf_counter()
         progress.stage("partition + memory plan")
         prepared = prepare(module, fname, keep_text=bool(options.get("keep_ir")))

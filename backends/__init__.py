@@ -1,4 +1,4 @@
 """Backends (cpu, triton, fallback) and the kernel registry."""
 
 # Modules defining backend passes, imported by kiln.pipelines.registry.load_passes.
-PASS_MODULES = ("kiln.backends.cpu.pipeline", "kiln.backends.cpu.library")
+PASS_MODULES = ("kiln.backends.cpu.pipeline", "kiln.backends.cpu.library", "kiln.backends.select_kernels")

@@ -21,16 +21,27 @@ Registering a kernel — the public API, for any device::
                          impl=MyFlashAttention, name="my_flash", priority=20)
 
     # A plain function for CPU (or any device): fn(inputs, outputs, binding)
-    # writes the outputs; `workspace=` bytes are passed as a `workspace` tensor.
-    @kiln.register_kernel("kiln.softmax", device="cpu", dtypes=["f32"], name="torch_softmax")
-    def torch_softmax(inputs, outputs, binding):
-        outputs[0].copy_(inputs[0].softmax(-1))
+    # writes the outputs (numpy arrays on CPU, torch tensors on the Triton
+    # path) or returns them; `workspace=` bytes are passed as a `workspace`
+    # array, the op's non-tensor arguments as `attrs=` when fn takes them.
+    @kiln.register_kernel("kiln.softmax", device="cpu", dtypes=["f32"], name="np_softmax")
+    def np_softmax(inputs, outputs, binding, attrs):
+        x = inputs[0]
+        e = np.exp(x - x.max(attrs["axis"], keepdims=True))
+        outputs[0][...] = e / e.sum(attrs["axis"], keepdims=True)
 
 ``op`` is an op name (matches a kernel anchored on that op without an
 epilogue, or any epilogue when ``epilogue=True``), a fused pattern
-(``"kiln.matmul+kiln.add+kiln.gelu"``, matched exactly) or a kernel kind
-(``"pointwise"``).  ``shape_fn(*input_shapes)`` returns the output shape; it
-is checked against kiln's own shape inference when the kernel is chosen.
+(``"kiln.matmul+kiln.add+kiln.gelu"``, matched exactly), a kernel kind
+(``"pointwise"``) or a custom op of the source model
+(``"mylib::flash_attention"``, ``"com.example::MyOp"``, or the torch op
+object), which then imports as ``kiln.custom`` (:mod:`kiln.backends.user`).
+``shape_fn(*input_shapes)`` returns the output shape (a list of shapes for
+several results); for a custom op it gives the result types at import, for
+a kiln op it is checked against kiln's own shape inference when the kernel
+is chosen.  On CPU a registered kernel for a kiln op replaces kiln's
+generated code for that op (``kiln-select-kernels``); report() lists the
+step's implementation as ``user.<name>``.
 """
 
 from __future__ import annotations
@@ -84,7 +95,10 @@ class KernelEntry:
             return False
         if self.shape_class is not None and self.shape_class != cls:
             return False
-        if self.op == spec.pattern or self.op == spec.kind:
+        if spec.anchor.op == "kiln.custom":  # a custom op: matched by the op it stands for
+            if self.op != spec.anchor.attrs.get("op_name"):
+                return False
+        elif self.op == spec.pattern or self.op == spec.kind:
             pass
         elif self.op == spec.anchor.op and spec.kind != "pointwise":
             if len(spec.nodes) > 1 and not self.epilogue:
@@ -127,6 +141,13 @@ class FunctionKernel:
         self._fn = fn
         self._workspace = workspace
         self._wants_ws = "workspace" in inspect.signature(fn).parameters
+        anchor = spec.anchor
+        self._custom = anchor.attrs.get("op_name") if anchor.op == "kiln.custom" else None
+        # The op's non-tensor arguments (a custom op's recorded ones, a kiln op's attributes).
+        self._kw = {}
+        if "attrs" in inspect.signature(fn).parameters:
+            self._kw["attrs"] = (anchor.attrs.get("attrs") or {}) if self._custom else dict(anchor.attrs)
+        self._label = name or getattr(fn, "__name__", "kernel")
 
     def workspace_bytes(self, binding: Mapping[str, int]) -> int:
         """Bytes of scratch memory the function asked for."""
@@ -138,12 +159,22 @@ class FunctionKernel:
         import torch
 
         xs = [i.apply(t, binding) for i, t in zip(self.spec.inputs, inputs)]
+        kw = dict(self._kw)
         if self._wants_ws:
             device = outputs[0].device if outputs else "cpu"
-            ws = torch.empty(self.workspace_bytes(binding), dtype=torch.uint8, device=device)
-            self._fn(xs, list(outputs), binding, workspace=ws)
-        else:
-            self._fn(xs, list(outputs), binding)
+            kw["workspace"] = torch.empty(self.workspace_bytes(binding), dtype=torch.uint8, device=device)
+        try:
+            got = self._fn(xs, list(outputs), binding, **kw)
+            if got is not None:  # the results returned rather than written
+                got = list(got) if isinstance(got, (list, tuple)) else [got]
+                if len(got) != len(outputs):
+                    raise ValueError(f"returned {len(got)} tensor(s) for {len(outputs)} output(s)")
+                for o, g in zip(outputs, got):
+                    o.copy_(torch.as_tensor(g).to(o.device))
+        except Exception as e:  # noqa: BLE001 - user code: reported with the op and the kernel
+            op = self._custom or self.spec.pattern
+            raise KilnError(f"kernel 'user.{self._label}' registered for '{op}' failed in '{self.spec.name}': "
+                            f"{type(e).__name__}: {e}") from None
 
 
 @dataclass
@@ -214,8 +245,9 @@ class KernelRegistry:
 
         found = self.candidates(spec, device)
         if not found:
+            what = spec.anchor.attrs.get("op_name") if spec.anchor.op == "kiln.custom" else spec.pattern
             raise UnsupportedError(
-                f"no kernel for '{spec.pattern}' on {device} with dtype {spec.dtype} ({shape_class(spec)} shapes)"
+                f"no kernel for '{what}' on {device} with dtype {spec.dtype} ({shape_class(spec)} shapes)"
             )
         target = target or device
         key = make_key("choice", spec.digest(), shape_bucket(binding), target, autotune=autotune)
@@ -332,9 +364,10 @@ REGISTRY = KernelRegistry()
 
 
 def register_kernel(
-    op: str,
+    op: Any,
     impl: Any = None,
     *,
+    fn: Any = None,
     device: str = "cpu",
     dtypes: Sequence[str] | None = None,
     shape_fn: Callable | None = None,
@@ -348,12 +381,23 @@ def register_kernel(
 ):
     """Register a kernel implementation (see the module docstring).
 
-    Returns the :class:`KernelEntry`; without ``impl`` it returns a
-    decorator.  User kernels default to priority 10, above kiln's generated
-    kernels (0), so a registered kernel wins the heuristic choice; autotuning
-    measures them all.
+    ``impl`` (or ``fn=``) is a function ``fn(inputs, outputs, binding)`` or,
+    for the Triton path, a kernel class.  Returns the :class:`KernelEntry`;
+    without ``impl`` it returns a decorator.  User kernels default to
+    priority 10, above kiln's generated kernels (0), so a registered kernel
+    wins the heuristic choice; autotuning measures them all.  An op name
+    kiln cannot match is a KilnError.
     """
+    from .user import canonical_op
+
     reg = registry or REGISTRY
+    if impl is not None and fn is not None:
+        raise KilnError(f"register_kernel('{op}'): give the kernel as impl or as fn=, not both")
+    impl = impl if impl is not None else fn
+    op = canonical_op(op)
+    if impl is not None and not callable(impl):
+        raise KilnError(f"register_kernel('{op}'): the kernel must be a function or a kernel class, "
+                        f"got {type(impl).__name__}")
 
     def add(fn):
         entry = KernelEntry(

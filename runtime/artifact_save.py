@@ -141,6 +141,11 @@ def save(model, directory) -> dict:
     start = time.perf_counter()
     directory = os.fspath(directory)
     prepared, kernels = rt.prepared, rt.kernels
+    user = [k for k in kernels if getattr(k, "kind", None) == "user"]  # kiln.backends.user.UserKernel
+    if user:  # a Python function of the user's process: nothing an artifact can hold
+        raise KilnError(f"kiln.save: kernel '{user[0].name}' runs '{user[0].candidate}', registered from user code "
+                        f"for '{user[0].op_name}'; an artifact cannot hold a Python kernel (compile the model "
+                        "where the kernel is registered instead)")
     sched = prepared.schedule
     tensors: list = []
     libraries: dict = {}

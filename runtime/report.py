@@ -125,8 +125,9 @@ def build_report(schedule, metrics: Metrics, *, compile_time_s: float = 0.0, sel
     planned, no_reuse = m["last_arena"] if m["last_arena"] else (None, None)
     report = {
         # split: the symbol a dynamic kernel may run split along, on two threads (kiln.transforms.row_split).
-        "kernels": [{"name": s.name, "kind": s.kind, "ops": list(s.ops), "split": getattr(s, "split", None)}
-                    for s in steps],
+        # impl: "generated", "fallback", or "user.<name>" for a kernel registered from user code.
+        "kernels": [{"name": s.name, "kind": s.kind, "ops": list(s.ops), "split": getattr(s, "split", None),
+                     "impl": getattr(s, "impl", None) or s.kind} for s in steps],
         "kernels_in_schedule": len(steps),
         "kernels_launched_per_call": m["last_launched"],
         "fallback": {

@@ -9,6 +9,9 @@ order.  Groups are formed as follows:
   inlined into the kernel function, and its ``kind`` becomes ``kiln.group``;
 - a ``kiln.fallback`` op is a kernel of its own (``kiln.kernel =
   "fallback"``): the runtime runs it in PyTorch;
+- a ``kiln.custom`` op is a kernel of its own (``kiln.kernel = "user"``):
+  the runtime runs the kernel registered from user code
+  (:mod:`kiln.backends.user`);
 - any other op starts a kernel, and with ``fuse=true`` (the default) the
   elementwise ops that directly follow it and consume its group's values join
   it (``matmul + add + relu`` is one kernel), up to ``max-ops`` ops;
@@ -54,6 +57,8 @@ _ELEMENTWISE = _names(list(UNARY_OPS) + list(BINARY_OPS) + list(COMPARE_OPS)) | 
 
 # Ops that stay in the schedule function instead of becoming kernels.
 _HOST_OPS = {"kiln.constant"}
+# Kernel kinds that are one op run by something else than generated code (never merged).
+_OWN_KINDS = {"fallback", "user"}
 
 
 def is_elementwise(name: str) -> bool:
@@ -130,6 +135,9 @@ class Partition(Pass):
             if name == "kiln.fallback":
                 groups.append(_Group([op], "fallback", "fallback"))
                 cur = None
+            elif name == "kiln.custom":
+                groups.append(_Group([op], "user", "custom"))
+                cur = None
             elif name == "kiln.fused":
                 groups.append(_Group([op], "generated", op.opview.attr("kind")))
                 cur = None
@@ -156,15 +164,15 @@ class Partition(Pass):
         i = 0
         while i < len(groups):
             g = groups[i]
-            if g.kind == "fallback" or not _missing_symbols(g):
+            if g.kind in _OWN_KINDS or not _missing_symbols(g):
                 i += 1
                 continue
-            if i > 0 and groups[i - 1].kind != "fallback":
+            if i > 0 and groups[i - 1].kind not in _OWN_KINDS:
                 groups[i - 1] = _merge(groups[i - 1], g)
                 del groups[i]
                 i -= 1
                 self.bump("kernels merged for symbols")
-            elif i + 1 < len(groups) and groups[i + 1].kind != "fallback":
+            elif i + 1 < len(groups) and groups[i + 1].kind not in _OWN_KINDS:
                 groups[i] = _merge(g, groups[i + 1])
                 del groups[i + 1]
                 self.bump("kernels merged for symbols")
@@ -391,7 +399,7 @@ class Step:
     was not partitioned), what it reads and writes (value ids)."""
 
     name: str
-    kind: str  # "generated" or "fallback"
+    kind: str  # "generated", "fallback" or "user" (a kernel registered from user code)
     ops: list[str]
     inputs: list[int]
     outputs: list[int]
@@ -402,6 +410,7 @@ class Step:
     view_offset: str | None = None  # a lone slice that is a contiguous run of its input: where it starts
     # [op name, location, runtime] of each fallback op (kiln.compile_prepare.prepare fills it in).
     sites: list = field(default_factory=list)
+    impl: str | None = None  # a "user" step's implementation: "user.<registered kernel name>"
 
 
 @dataclass
@@ -421,7 +430,7 @@ class Schedule:
         values = [ValueInfo(v.id, v.kind, TensorInfo(v.info.dims, str(v.info.dtype)), v.step, v.index) for v in self.values]
         steps = [
             Step(s.name, s.kind, list(s.ops), list(s.inputs), list(s.outputs), torch_ops=list(s.torch_ops),
-                 split=s.split, view_offset=s.view_offset, sites=[list(x) for x in s.sites])
+                 split=s.split, view_offset=s.view_offset, sites=[list(x) for x in s.sites], impl=s.impl)
             for s in self.steps
         ]
         return Schedule(self.function, values, steps, list(self.inputs), list(self.outputs), {})
@@ -490,14 +499,16 @@ def read_schedule(module, function: str | None = None) -> Schedule:
                 for o in kfn.regions[0].blocks[0].operations
                 if o.operation.name == "kiln.fallback"
             ]
-            steps.append(Step(callee, kind, names, ins, outs, op, kfn, torch_ops))
+            steps.append(Step(callee, kind, names, ins, outs, op, kfn, torch_ops,
+                              impl=_user_impl(kfn.regions[0].blocks[0].operations)))
         elif op.name.startswith("kiln."):
             ins = [id_of(v) for v in op.operands]
             n = len(steps)
             outs = [add(r, "intermediate", n, k) for k, r in enumerate(op.results)]
-            kind = "fallback" if op.name == "kiln.fallback" else "generated"
+            kind = {"kiln.fallback": "fallback", "kiln.custom": "user"}.get(op.name, "generated")
             torch_ops = [op.opview.attr("op_name")] if op.name == "kiln.fallback" else []
-            steps.append(Step(f"{op.name}#{n}", kind, [op.name], ins, outs, op, None, torch_ops))
+            steps.append(Step(f"{op.name}#{n}", kind, [op.name], ins, outs, op, None, torch_ops,
+                              impl=_user_impl([op])))
         else:
             raise KilnError(f"cannot schedule '{op.name}' in '@{_sym_name(fn)}'")
     for pos, vid in enumerate(outputs):
@@ -505,3 +516,11 @@ def read_schedule(module, function: str | None = None) -> Schedule:
             values[vid].kind = "output"
             values[vid].index = pos
     return Schedule(_sym_name(fn), values, steps, inputs, outputs, constants)
+
+
+def _user_impl(ops) -> str | None:
+    """``user.<kernel>`` of the ``kiln.custom`` op among ``ops``, else None."""
+    for o in ops:
+        if o.operation.name == "kiln.custom":
+            return "user." + o.operation.opview.attr("kernel")
+    return None

@@ -102,6 +102,9 @@ def compile_cuda(source, example_args=None, dynamic_shapes=None, symbols=None, *
         warn_fallbacks(fallback_sites(module))  # once per compile, as the CPU path's
         syms = symbols_of(module.operation)
         _, inputs, outputs = _signature(module)
+        from ..select_kernels import select_user_kernels
+
+        select_user_kernels(module, "cuda")  # user functions for kiln ops: the op stands alone (kiln.custom)
         p = Pipeline()
         p.add("kiln-infer-shapes")
         if options.get("fuse"):

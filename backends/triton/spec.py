@@ -67,6 +67,7 @@ ANCHORS = {
     "kiln.max_pool2d": "pool",
     "kiln.avg_pool2d": "pool",
     "kiln.attention": "attention",
+    "kiln.custom": "custom",  # a registered kernel (kiln.backends.user), chosen by the registry
 }
 # Anchors whose result may take an elementwise epilogue.
 _EPILOGUE_KINDS = {"matmul", "conv2d", "softmax", "layer_norm", "reduce", "pool"}
@@ -460,6 +461,10 @@ def partition_function(func_op) -> Program:
         for r, rv in zip(res, op.results):
             specs[r] = TensorSpec.of(rv.type)
         attrs = _attrs(op)
+        if name == "kiln.custom":  # the op's recorded arguments, as its registered kernel receives them
+            from ..user import custom_attrs
+
+            attrs["attrs"] = {k: _json_attr(v) for k, v in custom_attrs(op).items()}
         if name == "kiln.layer_norm":
             # Which optional operands are present (weight, bias, or both).
             view = op.opview
@@ -517,11 +522,11 @@ def partition_function(func_op) -> Program:
         close()
         current = _Group(kind)
         refs = [current.ref(o, virtual, specs) for o in operands]
-        if kind == "torch" and len(res) != 1:
+        if kind in ("torch", "custom") and len(res) != 1:
             raise UnsupportedError(f"the Triton backend runs '{name}' with one result only")
         current.add(name, refs, attrs, out, res[0])
         current.op_ids.add(n)
-        if kind in ("torch", "attention"):
+        if kind in ("torch", "attention", "custom"):
             close()
     close()
     return prog

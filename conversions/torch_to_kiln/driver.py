@@ -57,6 +57,14 @@ UNSET_MAX = 2**31 - 1
 CHECKS_ATTR = "kiln.checks"
 
 
+#: Functions ``hook(conv, op, name, cx) -> bool`` tried on every source op
+#: before the patterns; True when the hook converted the op.  Kernels and
+#: decompositions registered from user code install one
+#: (:mod:`kiln.backends.user`: the backends depend on the conversions, not
+#: the other way round).
+IMPORT_HOOKS: list = []
+
+
 class Decline(Exception):
     """Raised by a pattern that cannot convert its op: the op falls back."""
 
@@ -627,6 +635,8 @@ class TorchToKiln:
             except Decline as e:
                 reason = str(e)
         with ir.InsertionPoint(op), op.location:
+            if any(hook(self, op, name, cx) for hook in IMPORT_HOOKS):  # registered from user code
+                return
             if name.startswith("onnx."):  # all operands known at import: evaluated here (onnx_fold)
                 from .onnx_fold import fold_known
 

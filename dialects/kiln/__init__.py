@@ -33,6 +33,7 @@ from .base import (  # noqa: F401
 from .data import (  # noqa: F401
     ConcatOp,
     ConstantOp,
+    CustomOp,
     ExpandOp,
     FallbackOp,
     GatherElementsOp,

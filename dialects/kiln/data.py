@@ -315,6 +315,41 @@ class FallbackOp(KilnOp, name="fallback"):
         return [None] * len(self.operation.results)
 
 
+class CustomOp(KilnOp, name="custom"):
+    """An op run by a kernel registered from user code (:func:`kiln.register_kernel`).
+
+    ``op_name`` is the op it stands for: a custom op of the source
+    (``mylib::flash_attention``, ``com.example::MyOp``) or a kiln op whose
+    registered kernel was chosen over kiln's generated code (``kiln.softmax``);
+    ``kernel`` the registered kernel's name; ``attrs`` (optional) the op's
+    non-tensor arguments, passed to the kernel.  Result types come from the
+    kernel's shape function at import (kiln cannot infer them).  Up to 16
+    operands and 4 results.
+
+    ``%r = "kiln.custom"(%q, %k, %v) {op_name = "mylib::flash_attention", kernel = "flash", operandSegmentSizes = array<i32: 1, 1, 1, 0, ...>, resultSegmentSizes = array<i32: 1, 0, 0, 0>} : (...) -> !kiln.tensor<["B", 4, "L", 16], f32>``
+    """
+
+    MAX_RESULTS = 4
+    # Heterogeneous variadic operands and results: see MAX_VARIADIC.
+    __annotations__ = {
+        **optional_fields("input", MAX_VARIADIC, "operand"),
+        **optional_fields("output", MAX_RESULTS, "result"),
+    }
+    locals().update(dict.fromkeys(__annotations__))
+    ATTRS = {"op_name": ATTR.str(), "kernel": ATTR.str(), "attrs": ATTR.dict(optional=True)}
+
+    def shape(self, operands, attrs):
+        for key in ("op_name", "kernel"):
+            if not attrs[key]:
+                raise VerifyError(f"attribute '{key}' must not be empty")
+        if not self.operation.results:
+            raise VerifyError("a custom op must have at least one result")
+        for i, r in enumerate(self.operation.results):
+            if any(d.is_unknown for d in tensor_info(r.type).dims):
+                raise VerifyError(f"result #{i} must have known dims (they come from the kernel's shape function)")
+        return [None] * len(self.operation.results)
+
+
 class SymbolOp(KilnOp, name="symbol"):
     """Declares a dim symbol with its range and optional optimization point.
 
