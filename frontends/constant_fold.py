@@ -13,8 +13,10 @@ importer imports as a literal.  A node folds when every node it reads is
 itself folded or a lifted tensor constant (so nothing reaches it from an
 input, a parameter, a buffer or a size of one), its op is deterministic, and it evaluates without
 error.  Only the frontier is replaced (folded results that a non-folded node
-reads), and only results that computed something from other folded nodes:
-a bare ``full`` / ``arange`` already has a cheap kiln form.
+reads), and only results that computed something from other folded nodes
+(a bare ``full`` / ``arange`` already has a cheap kiln form) through an op
+kiln does not convert (what kiln imports well keeps its form: the attention
+matcher still sees a causal mask built from ``arange``).
 """
 
 from __future__ import annotations
@@ -40,8 +42,21 @@ def _foldable(node: torch.fx.Node) -> bool:
     return not name.startswith(("_assert", "sym_constrain"))
 
 
-def fold_constant_subgraphs(ep: torch.export.ExportedProgram, limit: int = FOLD_LIMIT) -> int:
+def _rejected(node: torch.fx.Node, converts) -> bool:
+    """Whether ``node`` is an ATen op that ``converts`` rejects (size arithmetic and getitem are not)."""
+    from .export_fixes import mlir_op_name
+
+    name = mlir_op_name(node.target)
+    return name is not None and not converts(name)
+
+
+def fold_constant_subgraphs(ep: torch.export.ExportedProgram, converts=None, limit: int = FOLD_LIMIT) -> int:
     """Replace input-independent subgraphs of ``ep``'s graph by constants; returns how many results were folded.
+
+    ``converts``: a predicate on torch-mlir op names (the ops kiln converts);
+    with it, only subgraphs holding an op it rejects are folded, so what kiln
+    imports well already keeps its form (a causal mask built from ``arange``
+    is still recognized as one).
 
     Each use gets its own ``get_attr`` node (torch-mlir's importer binds a
     ``get_attr`` value once per node); they share one tensor, so the
@@ -54,9 +69,12 @@ def fold_constant_subgraphs(ep: torch.export.ExportedProgram, limit: int = FOLD_
     # Lifted tensor constants (``mask[a:b] = 1`` lifts the 1) are constants;
     # parameters and buffers are not folded into (weights stay weights).
     lifted = ep.graph_signature.inputs_to_lifted_tensor_constants
+    # Whether a folded node's subgraph holds an op kiln would not convert.
+    needed: dict[torch.fx.Node, bool] = {}
     for node in graph.nodes:
         if node.op == "placeholder" and lifted.get(node.name) in ep.constants:
             values[node] = ep.constants[lifted[node.name]]
+            needed[node] = False
             continue
         if not _foldable(node) or any(n not in values for n in node.all_input_nodes):
             continue
@@ -66,9 +84,10 @@ def fold_constant_subgraphs(ep: torch.export.ExportedProgram, limit: int = FOLD_
                 values[node] = node.target(*args, **kwargs)
         except Exception:  # noqa: BLE001 - an op that does not evaluate here stays in the graph
             continue
+        needed[node] = converts is None or any(needed[n] for n in node.all_input_nodes) or _rejected(node, converts)
     folded = 0
     for node, value in values.items():
-        if not isinstance(value, torch.Tensor) or value.numel() > limit or not node.all_input_nodes:
+        if not needed[node] or not isinstance(value, torch.Tensor) or value.numel() > limit or not node.all_input_nodes:
             continue
         users = [u for u in node.users if u not in values]
         if not users:

@@ -226,10 +226,10 @@ def prepare_exported_program(ep: torch.export.ExportedProgram, table=None, conve
         ep = ep.run_decompositions(table)
     restore_non_persistent_buffers(ep)
     list_state_to_get_attr(ep)
-    # Input-independent subgraphs (Swin's attention mask) become constants.
+    # Input-independent subgraphs with an op kiln rejects (Swin's attention mask) become constants.
     from .constant_fold import fold_constant_subgraphs
 
-    fold_constant_subgraphs(ep)
+    fold_constant_subgraphs(ep, converts)
     return ep
 
 

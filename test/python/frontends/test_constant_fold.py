@@ -55,6 +55,26 @@ def test_fold_replaces_only_the_frontier():
     assert all(len(g.users) == 1 for g in getters)
 
 
+def test_fold_keeps_what_kiln_converts():
+    """With kiln's predicate only subgraphs holding an op kiln rejects fold:
+    a causal mask from ``arange`` (converted, and matched as causal later)
+    keeps its ops."""
+    from kiln.frontends.torch_import import _converts
+
+    class CausalAndWindow(WindowMask):
+        def forward(self, x):
+            pos = torch.arange(6)
+            causal = (pos[None, :] > pos[:, None]).float() * -100.0
+            return super().forward(x) + causal
+
+    ep = torch.export.export(CausalAndWindow(), (torch.randn(2, 6, 6),),
+                             dynamic_shapes=({0: Dim("B", min=1, max=9)},)).run_decompositions(decomposition_table())
+    assert fold_constant_subgraphs(ep, _converts) >= 2
+    names = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
+    assert "aten.gt.Tensor" in names and "aten.arange.start_step" in names, names
+    assert not any(k in name for name in names for k in ("slice_scatter", "fmod")), names
+
+
 def test_folded_model_matches_eager_without_fallbacks():
     model = WindowMask().eval()
     compiled = kiln.compile(model, (torch.randn(2, 6, 6),), dynamic_shapes=({0: Dim("B", min=1, max=9)},))
