@@ -26,6 +26,8 @@ kiln ops.
 
 from __future__ import annotations
 
+import sympy
+
 from ..._mlir import func, ir, passmanager, rewrite
 from ...context import DiagnosticCollector
 from ...dialects.dims import UNKNOWN, dim
@@ -228,6 +230,7 @@ def _convert_signature(fn, converter: KilnTypeConverter) -> DimEnv:
     ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
     ip = ir.InsertionPoint.at_block_begin(block)
     first_use: dict[str, tuple] = {}
+    derived: list[tuple] = []  # (dim, argument, axis) of the expression dims
     converted = []
     with fn.location:
         for i, arg in enumerate(block.arguments):
@@ -238,6 +241,8 @@ def _convert_signature(fn, converter: KilnTypeConverter) -> DimEnv:
                 for axis, d in enumerate(tensor_info(old).dims):
                     if d.is_symbol:
                         first_use.setdefault(str(d), (i, axis))
+                    elif not d.is_static and not d.is_unknown:
+                        derived.append((d, i, axis))
                 arg.set_type(new)
                 cast = ir.Operation.create("builtin.unrealized_conversion_cast", results=[old], operands=[arg], ip=ip)
                 arg.replace_all_uses_except(cast.result, cast)
@@ -245,9 +250,45 @@ def _convert_signature(fn, converter: KilnTypeConverter) -> DimEnv:
         for name, (i, axis) in first_use.items():
             with ip:
                 symbols[name] = _tensor_dim(block.arguments[i], axis)
+        with ip:
+            _solve_derived_symbols(derived, block, symbols)
     results = [converter.convert(t) for t in ftype.results]
     fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(converted, results))
     return DimEnv(symbols)
+
+
+def _solve_derived_symbols(derived: list[tuple], block, symbols: dict[str, ir.Value]) -> None:
+    """Values for symbols that no argument has as an exact dim but some argument
+    dim is linear in: ``F = (d - c) / a`` for a dim ``d = a*F + c`` whose ``a``
+    and ``c`` use known symbols only (``10*F`` from a derived export ``Dim``,
+    ``B*L`` with ``L`` known).  Repeated while it finds more; a symbol still
+    missing is reported where a lowering needs it."""
+    from ..._mlir import arith
+
+    pending = list(derived)
+    while pending:
+        left = []
+        for d, i, axis in pending:
+            unknown = [s for s in d.expr.free_symbols if s.name not in symbols]
+            if len(unknown) != 1:
+                if unknown:
+                    left.append((d, i, axis))
+                continue
+            try:
+                poly = sympy.Poly(d.expr, unknown[0])
+            except sympy.PolynomialError:  # under a FloorDiv: not solvable here
+                continue
+            if poly.degree() != 1:
+                continue
+            a, c = poly.all_coeffs()
+            env = DimEnv(symbols)
+            value = _tensor_dim(block.arguments[i], axis)
+            if c != 0:
+                value = arith.subi(value, env.value(dim(c)))
+            symbols[unknown[0].name] = value if a == 1 else arith.divsi(value, env.value(dim(a)))
+        if len(left) == len(pending):
+            return
+        pending = left
 
 
 def _tensor_dim(v: ir.Value, axis: int) -> ir.Value:
