@@ -13,7 +13,8 @@ import ctypes
 import glob
 import os
 
-__all__ = ["SET_THREADS", "SGEMM", "blas_library", "blas_threads", "register_sgemm"]
+__all__ = ["SET_THREADS", "SGEMM", "blas_library", "blas_threads", "kernel_libraries", "native_with_blas",
+           "register_sgemm"]
 
 #: The CBLAS symbol (numpy's bundled OpenBLAS, 64-bit integer interface).
 SGEMM = "scipy_cblas_sgemm64_"
@@ -68,3 +69,32 @@ def register_sgemm(lib, path: str) -> None:
     except AttributeError:  # a native library built before the BLAS count was handed over
         pass
     _registered.add(id(lib))
+
+
+def native_with_blas():
+    """kiln's native library, loaded, with the BLAS sgemm handed to it
+    (:func:`register_sgemm`); None without it (``KILN_NATIVE=0`` or not built)."""
+    from . import native
+
+    lib = native.load()
+    if lib is None:
+        return None
+    path = blas_library()
+    if path is not None:
+        register_sgemm(lib, path)
+    return lib
+
+
+def kernel_libraries() -> list[str]:
+    """Shared libraries CPU kernels are linked and loaded with: the BLAS
+    library and kiln's native runtime, when found.
+
+    Always passed, whether or not a module calls them: both are loaded in
+    the process already, so opening them again costs nothing.  Here, not in
+    the CPU backend's library.py: the runtime's kernel loader needs it, and
+    library.py imports MLIR.
+    """
+    from . import native
+
+    libs = [blas_library(), native.library() if native_with_blas() is not None else None]
+    return [lib for lib in libs if lib]

@@ -32,9 +32,9 @@ def jit(module, opt_level: int = 3, names=(), key: str | None = None):
     from . import objcache
 
     if key is None and objcache.enabled():
-        from .library import shared_libs
+        from ...runtime.blas import kernel_libraries
 
-        key = objcache.cache_key(module, opt_level, shared_libs())
+        key = objcache.cache_key(module, opt_level, kernel_libraries())
         engine = objcache.load(key, names)
         if engine is not None:
             return remember_key(engine, key)

@@ -56,7 +56,6 @@ from ...runtime.blas import (
     SGEMM,
     blas_library,
     blas_threads,  # noqa: F401  (re-exported: the backend's own name for it)
-    register_sgemm,
 )
 from .buffers import erase_dead_buffers, indexing_maps, view_root
 
@@ -80,7 +79,7 @@ BIAS_ACT = "kiln_bias_act"
 #: pool size: the native pool's size (kiln_native.c), the count a
 #: multi-threaded sgemm uses with the native runtime (kiln_dispatch.c:
 #: ``KILN_BLAS_THREADS`` or OpenBLAS's own, handed over by
-#: :func:`_register_sgemm`), and OpenBLAS's own count without it.
+#: :func:`kiln.runtime.blas.native_with_blas`), and OpenBLAS's own count without it.
 POOL_THREADS, BLAS_THREADS = "kiln_pool_threads", "kiln_blas_threads"
 BLAS_GET_THREADS = "scipy_openblas_get_num_threads64_"
 _GETTERS = (POOL_THREADS, BLAS_THREADS, BLAS_GET_THREADS)
@@ -179,22 +178,12 @@ def enabled() -> bool:
 
 def native_enabled() -> bool:
     """Whether products of at most :func:`small_m` rows go to kiln's native GEMM
-    (``KILN_NATIVE`` not ``0`` and the native library built)."""
-    from ...runtime import native
+    (``KILN_NATIVE`` not ``0`` and the native library built); loading it hands
+    it the BLAS sgemm (``kiln_sgemm_par`` calls it), with the thread count
+    multi-threaded sgemm calls use (:func:`blas_threads`)."""
+    from ...runtime.blas import native_with_blas
 
-    lib = native.load()
-    if lib is None:
-        return False
-    _register_sgemm(lib)
-    return True
-
-
-def _register_sgemm(lib) -> None:
-    """Hand the BLAS sgemm to the native library once (``kiln_sgemm_par`` calls
-    it), with the thread count multi-threaded sgemm calls use (:func:`blas_threads`)."""
-    path = blas_library()
-    if path is not None:
-        register_sgemm(lib, path)
+    return native_with_blas() is not None
 
 
 def weight_a_enabled() -> bool:
@@ -215,15 +204,10 @@ def native_threads() -> int:
 
 def shared_libs() -> list[str]:
     """Shared libraries the CPU ExecutionEngine loads: the BLAS library and
-    kiln's native runtime, when found.
+    kiln's native runtime, when found (:func:`kiln.runtime.blas.kernel_libraries`)."""
+    from ...runtime.blas import kernel_libraries
 
-    Always passed, whether or not a module calls them: both are loaded in
-    the process already, so opening them again costs nothing.
-    """
-    from ...runtime import native
-
-    libs = [blas_library(), native.library() if native_enabled() else None]
-    return [lib for lib in libs if lib]
+    return kernel_libraries()
 
 
 # ---------------------------------------------------------------------------

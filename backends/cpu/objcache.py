@@ -156,7 +156,7 @@ def kernel_key(module, vectorize: int, opt_level: int = 3) -> str | None:
     """
     if not enabled():
         return None
-    from .library import shared_libs
+    from ...runtime.blas import kernel_libraries as shared_libs
 
     return cache_key(module, opt_level, shared_libs(),
                      ("kiln-dialect", f"vectorize={vectorize}", repr(codegen_settings()), source_digest()))
@@ -317,8 +317,8 @@ def load(key: str, names) -> SharedObjectEngine | None:
     The entry is read once; those bytes are checked against its digest (and
     the key it was stored under) before anything is loaded, and are what is
     loaded."""
+    from ...runtime.blas import kernel_libraries as shared_libs
     from ..cache import digest_problem
-    from .library import shared_libs
 
     entry = _entry(key)
     try:
@@ -353,7 +353,7 @@ def jit_cached(module, names, opt_level: int = 3, key: str | None = None):
     :func:`load`): the code is compiled and stored under it.
     ``engine.cache`` says which (``"hit"``, ``"miss"`` or ``"off"``)."""
     from ..._mlir import execution_engine
-    from .library import shared_libs
+    from ...runtime.blas import kernel_libraries as shared_libs
 
     libs = shared_libs()
     if not enabled():
