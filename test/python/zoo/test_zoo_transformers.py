@@ -150,14 +150,14 @@ def _vision_models(t):
             encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=16, max_source_positions=32,
             vocab_size=VOCAB, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)).get_encoder(), (16, 64),
             {}, None),
-        # Raw audio through a strided 1-D conv stack (layer-norm variant: the group-norm one is the
-        # same model with GroupNorm in its first conv) and a weight-normed grouped positional conv.
+        # Raw audio through a strided 1-D conv stack (GroupNorm after the first conv) and a
+        # weight-normed grouped positional conv.
         # Its length is dynamic too: torch.export demands a multiple of 10 (T = 10*F, a derived
         # Dim), and F is no input's exact dim, only solved from 10*F in the kernels.
         "wav2vec2": (lambda: t.Wav2Vec2Model(t.Wav2Vec2Config(
             hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, conv_dim=(16, 16),
             conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
-            feat_extract_norm="layer", vocab_size=VOCAB)), (400,), {1: Dim("F", min=16, max=160) * 10},
+            vocab_size=VOCAB)), (400,), {1: Dim("F", min=16, max=160) * 10},
             [(1, 160), (3, 1000), (MAX_B, 1600)]),
     }
 
