@@ -32,6 +32,7 @@ _LAZY = {
     "CompiledModel": "kiln.runtime",
     "register_kernel": "kiln.backends.registry",
     "register_decomposition": "kiln.backends.user",
+    "CKernel": "kiln.backends.user_c",
     "format_report": "kiln.runtime.report",
     # Settings: one documented object; KILN_* variables override its defaults.
     "Options": "kiln.options",

@@ -25,7 +25,9 @@ registered function gets numpy arrays (views of the runtime's tensors and
 arena, no copies) ``fn(inputs, outputs, binding)`` and writes ``outputs``
 (or returns the result arrays, which are copied in).  On the Triton path
 (``device="cuda"``) the registry chooses the entry as for any kernel and
-the function gets torch tensors on the device.  A function that takes an
+the function gets torch tensors on the device.  A C function
+(:class:`kiln.backends.user_c.CKernel`: source kiln compiles, or a symbol of
+a shared library) is registered the same way.  A function that takes an
 ``attrs`` keyword receives the op's non-tensor arguments (``operand<i>`` by
 position for torch ops, attribute names for ONNX).
 """
