@@ -21,8 +21,8 @@ import traceback
 
 import numpy as np
 
-from .peers import PEERS, PeerUnavailable
-from .workloads import select
+from .peers import DEFAULT_PEERS, PEERS, PeerUnavailable
+from .workloads import Workload, select
 
 __all__ = ["measure", "run_benchmark", "summarize"]
 
@@ -83,7 +83,7 @@ def _machine() -> dict:
     except OSError:  # pragma: no cover
         pass
     versions = {}
-    for mod in ("torch", "onnxruntime", "numpy"):
+    for mod in ("torch", "onnxruntime", "openvino", "numpy"):
         try:
             versions[mod] = __import__(mod).__version__
         except Exception:  # noqa: BLE001 - a missing peer is reported, not fatal
@@ -94,7 +94,9 @@ def _machine() -> dict:
 
 def run_benchmark(workloads=None, peers=None, *, quick=False, threads=2, budget_s=None, log=print,
                   kiln_options=None, ceiling=False) -> dict:
-    """Benchmark ``peers`` (names in :data:`~kiln.bench.peers.PEERS`) on ``workloads``.
+    """Benchmark ``peers`` (names in :data:`~kiln.bench.peers.PEERS`) on ``workloads``
+    (names in :data:`~kiln.bench.workloads.WORKLOADS`, or Workload objects
+    such as :func:`~kiln.bench.real.real_workloads`', run at all their rows).
 
     ``quick`` uses the rows marked quick and a shorter time budget per
     measurement.  Errors of one peer on one workload are recorded in the
@@ -102,7 +104,7 @@ def run_benchmark(workloads=None, peers=None, *, quick=False, threads=2, budget_
     machine's FMA peak once and, between the rounds of each row with known
     FLOPs, the rate its weights stream at (:mod:`kiln.bench.ceiling`).
     """
-    peers = list(peers or PEERS)
+    peers = list(peers or DEFAULT_PEERS)
     budget_s = budget_s if budget_s is not None else (0.5 if quick else 2.0)
     result = {"quick": quick, "threads": threads, "peers": peers, "machine": _machine(),
               "started": time.strftime("%Y-%m-%d %H:%M:%S"), "workloads": {}, "rows": []}
@@ -113,7 +115,11 @@ def run_benchmark(workloads=None, peers=None, *, quick=False, threads=2, budget_
         probes = Ceiling.build(threads)
         if probes is not None:
             result["ceiling"] = {"threads": threads, "fma_gflops": probes.fma_gflops()}
-    for workload, rows in select(workloads, quick):
+    if workloads and all(isinstance(w, Workload) for w in workloads):
+        chosen = [(w, w.rows) for w in workloads]  # given as objects (the real workloads): every row
+    else:
+        chosen = select(workloads, quick)
+    for workload, rows in chosen:
         log(f"== {workload.name}: rows {', '.join(r.label for r in rows)}")
         wres = {}
         inputs = {row.label: row.inputs() for row in rows}
@@ -121,7 +127,9 @@ def run_benchmark(workloads=None, peers=None, *, quick=False, threads=2, budget_
         weights = workload.weight_bytes() if probes is not None else None  # builds the model: only for the floor
         entries = {row.label: {"workload": workload.name, "row": row.label,
                                "shapes": [list(s) for s in row.shapes], "peers": {},
-                               "min_gflop": workload.min_gflop(row), "weight_bytes": weights} for row in rows}
+                               "min_gflop": workload.min_gflop(row), "weight_bytes": weights,
+                               **(workload.entry_info(row) if hasattr(workload, "entry_info") else {})}
+                   for row in rows}
         # Every peer set up first, then each row measured in rounds: a burst
         # of every peer in turn (the order rotating), so a slow spell of a
         # shared machine hits them alike.  After each burst the run sleeps
@@ -138,6 +146,9 @@ def run_benchmark(workloads=None, peers=None, *, quick=False, threads=2, budget_
                 log(f"   {name}: setup {_fmt_setup(info)}")
             except PeerUnavailable as e:
                 wres[name] = {"unavailable": str(e)}
+                log(f"   {name}: unavailable: {e}")
+                for entry in entries.values():
+                    entry["peers"][name] = {"unavailable": str(e)}
             except Exception as e:  # noqa: BLE001 - recorded per peer
                 wres[name] = {"error": _err(e)}
                 log(f"   {name}: setup FAILED {wres[name]['error']}")
@@ -150,6 +161,8 @@ def run_benchmark(workloads=None, peers=None, *, quick=False, threads=2, budget_
             _measure_row(workload, row, alive, inputs[row.label], refs.get(row.label), entry,
                          quick=quick, budget_s=budget_s, log=log, stream=stream)
         del alive
+        if hasattr(workload, "release"):
+            workload.release()
         gc.collect()
         result["workloads"][workload.name] = wres
         for row in rows:

@@ -8,8 +8,9 @@ in eval mode.
 
 - ``mlp()``: Linear 1024->4096, GELU, Linear 4096->1024 on ``[B, 1024]``, B in 1..64.
 - ``transformer_block()``: pre-LN block, hidden 256, 4 heads, MLP 1024, causal
-  attention written with explicit matmul/softmax, on ``[B, L, 256]``,
-  B in 1..64, L in 1..512.
+  attention by ``F.scaled_dot_product_attention``, on ``[B, L, 256]``,
+  B in 1..64, L in 1..512 (``TransformerBlockWrittenOut``: the same block with
+  attention written out, as GPT-2's eager attention is).
 - ``small_cnn()``: conv 3->32, conv 32->64, global average pool, linear 64->10
   on ``[B, 3, 32, 32]``, B in 1..64.
 - ``tiny_mlp()``: Linear 16->32, GELU, Linear 32->8 on ``[B, 16]``, B in 1..64
@@ -25,6 +26,7 @@ __all__ = [
     "MLP",
     "SmallCNN",
     "TransformerBlock",
+    "TransformerBlockWrittenOut",
     "mlp",
     "small_cnn",
     "tiny_mlp",
@@ -77,6 +79,24 @@ class TransformerBlock(nn.Module):
     def forward(self, x):
         h = x + self.attention(self.ln1(x))
         return h + self.fc2(F.gelu(self.fc1(self.ln2(h))))
+
+
+class TransformerBlockWrittenOut(TransformerBlock):
+    """The bench block with attention written out as GPT-2's eager attention
+    is: ``q @ k^T * scale``, ``masked_fill`` with a causal mask from
+    ``torch.arange``, softmax, ``@ v`` (same weights and outputs as
+    :class:`TransformerBlock`; kiln-simplify's ``attention`` pattern must make
+    it one ``kiln.attention`` too)."""
+
+    def attention(self, x):
+        b, seq, _ = x.shape
+        qkv = self.qkv(x).reshape(b, seq, 3, self.heads, self.head_dim)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        scores = q @ k.transpose(-1, -2) * (self.head_dim ** -0.5)
+        pos = torch.arange(seq)
+        scores = scores.masked_fill(pos[None, :] > pos[:, None], float("-inf"))
+        out = torch.softmax(scores, dim=-1) @ v
+        return self.proj(out.transpose(1, 2).reshape(b, seq, self.hidden))
 
 
 class SmallCNN(nn.Module):

@@ -1,12 +1,21 @@
-"""``kiln-bench``: kiln against PyTorch eager, torch.compile and ONNX Runtime on the bench models.
+"""``kiln-bench``: kiln against PyTorch eager, torch.compile, ONNX Runtime and OpenVINO on the bench models.
 
 Examples::
 
     kiln-bench --quick                         # the quick subset, < 2 minutes
+    kiln-bench --workload real                 # BERT-base, GPT-2-small, a LLaMA-style decoder, ResNet-50,
+                                               # MobileNetV2, ViT-S/16, the block in both spellings (long)
+    kiln-bench --workload real --quick         # the same architectures in tiny configs (smoke run)
+    kiln-bench --workload real --workloads bert_base,resnet50 --peers kiln,onnxruntime,openvino
     kiln-bench --out bench/results             # everything: JSON, markdown, PNG
     kiln-bench --workloads mlp --peers kiln,onnxruntime
     kiln-bench --model pkg.module:factory --shape B=1 --shape B=32 [--json]
     kiln-bench --model model.onnx --symbol N=1:64 --shape N=8 --iters 200
+
+``--workload real`` (issue 42) builds its models from transformers /
+torchvision with random weights (kiln.bench.real), one compile per engine
+serving every row, and adds OpenVINO (f32, and bf16 for information) to the
+peers; its cold compiles start from empty caches with the export included.
 
 Writes ``<out>/bench.json``, ``<out>/bench.md`` and ``<out>/bench.png``
 (the plot needs matplotlib) and prints the markdown table.
@@ -49,11 +58,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kiln-bench", description=__doc__.replace("``", "").replace("::", ":"),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="the quick subset of rows, short measurements")
-    parser.add_argument("--workloads", help="comma-separated workload names (default: all)")
-    parser.add_argument("--peers", help="comma-separated peers: kiln, eager, torch.compile, onnxruntime")
+    parser.add_argument("--workload", choices=("classic", "real"), default="classic",
+                        help="the set of workloads: the classic bench rows (default) or the real models of issue 42")
+    parser.add_argument("--workloads", help="comma-separated workload names of the set (default: all)")
+    parser.add_argument("--peers", help="comma-separated peers: kiln, eager, torch.compile, onnxruntime, openvino, "
+                                        "openvino-bf16 (default: the first four; with --workload real all six)")
     parser.add_argument("--threads", type=int, default=2, help="intra-op threads for every peer, kiln's native pool included (default 2)")
     parser.add_argument("--budget", type=float, help="seconds of timed calls per measurement")
-    parser.add_argument("--out", help="output folder (default bench/results; with --model: none)")
+    parser.add_argument("--out", help="output folder (default bench/results, bench/results/real with --workload "
+                                      "real; with --model: none)")
     parser.add_argument("--kiln-option", action="append", default=[], metavar="KEY=VALUE",
                         help="a kiln.compile option (int values parsed), e.g. --kiln-option vectorize=0")
     parser.add_argument("--no-micro", action="store_true",
@@ -85,17 +98,26 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{flag} needs --model")
     if args.json:
         parser.error("--json needs --model (the suite writes <out>/bench.json)")
-    out = args.out or "bench/results"
+    out = args.out or ("bench/results/real" if args.workload == "real" else "bench/results")
 
     from ..bench.harness import run_benchmark
-    from ..bench.peers import PEERS
+    from ..bench.peers import PEERS, REAL_PEERS
     from ..bench.report import markdown, plot
     from ..bench.workloads import WORKLOADS
 
     workloads = args.workloads.split(",") if args.workloads else None
     peers = args.peers.split(",") if args.peers else None
+    if args.workload == "real":
+        from ..bench.real import SPECS, real_workloads
+
+        known = [s.name for s in SPECS]
+        for w in workloads or []:
+            if w not in known:
+                parser.error(f"unknown real workload '{w}' (known: {', '.join(known)})")
+        workloads = real_workloads(quick=args.quick, names=workloads)
+        peers = peers or list(REAL_PEERS)
     for w in workloads or []:
-        if w not in WORKLOADS:
+        if isinstance(w, str) and w not in WORKLOADS:
             parser.error(f"unknown workload '{w}' (known: {', '.join(WORKLOADS)})")
     for p in peers or []:
         if p not in PEERS:

@@ -1,0 +1,98 @@
+"""``kiln-bench --workload real`` (issue 42) in its tiny ``--quick`` configs:
+the workload table builds real architectures with meaningful random weights,
+and one run compiles a workload once per engine (kiln, ONNX Runtime,
+OpenVINO), serves every row and writes the table with every peer's
+percentiles, compile times, kiln's launches and arena and the ratios; an
+OpenVINO that cannot run is said so in the table, not dropped silently."""
+
+import numpy as np
+import pytest
+import torch
+
+from kiln.bench import harness, openvino_peer, report
+from kiln.bench.peers import PeerUnavailable
+from kiln.bench.real import SPECS, RealWorkload, real_workloads
+
+
+def _spec(name):
+    return next(s for s in SPECS if s.name == name)
+
+
+def test_table_names_the_issue_workloads_at_full_size():
+    full = {w.name: w for w in real_workloads()}
+    assert set(full) == {"bert_base", "gpt2_small", "llama_style", "resnet50", "mobilenet_v2", "vit_s16",
+                         "block_sdpa", "block_written_out"}
+    assert [r.shapes for r in full["bert_base"].rows] == [((1, 128),), ((8, 128),), ((1, 512),)]
+    assert [r.label for r in full["llama_style"].rows] == ["B=1,L=128", "B=4,L=512"]
+    assert full["resnet50"].rows[1].shapes == ((8, 3, 224, 224),)
+    assert _spec("llama_style").config["num_key_value_heads"] == 2
+    # Sequence rows carry B * L for the tighter target; images none.
+    assert full["gpt2_small"].entry_info(full["gpt2_small"].rows[1]) == {"suite": "real", "tokens": 1024}
+    assert full["vit_s16"].entry_info(full["vit_s16"].rows[0])["tokens"] is None
+    with pytest.raises(KeyError, match="unknown real workload 'bert'"):
+        real_workloads(names=["bert"])
+
+
+def test_vision_models_are_calibrated_and_have_no_zero_layer():
+    """ViT's zero head is drawn at random (else every logit is its zero bias);
+    BatchNorm statistics come from data (else a random ResNet's activations
+    grow through the blocks); inputs of another batch give other logits."""
+    vit = RealWorkload(_spec("vit_s16"), quick=True).build_module()
+    assert torch.any(vit.model.heads.head.weight)
+    resnet = RealWorkload(_spec("resnet50"), quick=True)
+    module, args, dynamic = resnet.torch_model()
+    bn = module.model.bn1
+    assert not torch.allclose(bn.running_var, torch.ones_like(bn.running_var))
+    assert not module.training and dynamic[0][0].max == 16
+    x = resnet.rows[1].inputs()[0]
+    with torch.no_grad():
+        y = module(torch.from_numpy(x)).numpy()
+    assert y.shape == (2, 1000) and np.isfinite(y).all()
+    assert 0.05 < float(y.std()) < 20 and np.abs(y[0] - y[1]).max() > 1e-3
+
+
+def test_token_rows_draw_ids_inside_the_vocabulary():
+    w = RealWorkload(_spec("gpt2_small"), quick=True)
+    ids = w.rows[1].inputs()[0]
+    assert ids.dtype == np.int64 and ids.shape == (2, 32)
+    assert 0 <= ids.min() and ids.max() < _spec("gpt2_small").quick_vocab
+
+
+def test_quick_run_end_to_end_with_every_compared_peer():
+    """The written-out block, tiny: kiln, ONNX Runtime and OpenVINO each
+    compile it once (cold then warm) and serve both rows, all matching eager."""
+    workload = RealWorkload(_spec("block_written_out"), quick=True)
+    result = harness.run_benchmark([workload], ["kiln", "onnxruntime", "openvino"], quick=True, budget_s=0.1,
+                                   log=lambda _m: None)
+    assert [e["row"] for e in result["rows"]] == ["B=1,L=16", "B=2,L=32"]
+    setup = result["workloads"]["block_written_out"]
+    for peer in ("kiln", "onnxruntime", "openvino"):
+        assert setup[peer]["cold_with_export_s"] > 0 and setup[peer]["compile_warm_s"] > 0, peer
+    assert setup["openvino"]["precision"] == "f32"
+    for e in result["rows"]:
+        for peer in ("kiln", "onnxruntime", "openvino"):
+            stats = e["peers"][peer]
+            assert stats["p50_ms"] <= stats["p95_ms"] <= stats["p99_ms"], peer
+            assert stats["max_abs_err_vs_ref"] < 1e-4, (e["row"], peer, stats["max_abs_err_vs_ref"])
+        assert set(e["ratio_p50"]) == {"onnxruntime", "openvino"}
+        assert e["peers"]["kiln"]["kernel_launches_per_call"] >= 1 and e["peers"]["kiln"]["arena_peak_bytes"] > 0
+    md = report.markdown(result)
+    assert "| block_written_out | B=2,L=32 |" in md
+    assert "| block_written_out B=1,L=16 | kiln <= 1.0x better of onnxruntime / openvino |" in md
+    assert "| block_written_out | openvino |" in md and "runs f32" in md
+    assert "cold (export incl.) <= 2x onnxruntime's" in md
+
+
+def test_openvino_that_cannot_run_is_said_in_the_table(monkeypatch):
+    def missing():
+        raise PeerUnavailable("openvino is not installed (No module named 'openvino'): pip install openvino")
+
+    monkeypatch.setattr(openvino_peer, "import_openvino", missing)
+    workload = RealWorkload(_spec("block_sdpa"), quick=True)
+    result = harness.run_benchmark([workload], ["eager", "openvino"], quick=True, budget_s=0.05,
+                                   log=lambda _m: None)
+    assert result["rows"][0]["peers"]["openvino"] == {"unavailable": "openvino is not installed (No module named "
+                                                                       "'openvino'): pip install openvino"}
+    md = report.markdown(result)
+    assert "**openvino did not run on block_sdpa: openvino is not installed" in md
+    assert "| block_sdpa | openvino | — | — | unavailable: openvino is not installed" in md
