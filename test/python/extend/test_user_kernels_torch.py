@@ -247,3 +247,20 @@ def test_custom_op_with_a_cuda_kernel_only_on_cpu(registered):
 
     with pytest.raises(UnsupportedError, match=r"no CPU kernel is registered for 'kiln_ext_test::widen'.*cuda_widen"):
         kiln.compile(M(), (torch.randn(2, 8),), {"x": {0: B}}, fallback=False)
+
+
+def test_save_refuses_a_python_kernel(registered, tmp_path):
+    names, _ = registered
+    kiln.register_kernel(widen, lambda i, o, b: np.concatenate([i[0], i[0]], -1), device="cpu",
+                         shape_fn=lambda x: (*x[:-1], 2 * x[-1]), name="np_widen")
+    names.append(("np_widen", "cpu"))
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return widen(x) + 1
+
+    compiled = kiln.compile(M(), (torch.randn(2, 8),), {"x": {0: B}}, fallback=False)
+    x = torch.randn(4, 8)
+    np.testing.assert_allclose(compiled(x).numpy(), M()(x).numpy())
+    with pytest.raises(KilnError, match=r"kiln.save: .*'user.np_widen'.*'kiln_ext_test::widen'"):
+        kiln.save(compiled, tmp_path / "artifact")
