@@ -391,7 +391,7 @@ class Simplify(Pass):
     """Apply the algebraic rewrite table until nothing matches."""
 
     name = "kiln-simplify"
-    summary = "Algebraic simplifications and softmax/layer_norm recognition (a table of patterns)"
+    summary = "Algebraic simplifications; softmax, layer_norm, GELU, SiLU and attention recognition (a table of patterns)"
     options = (Option("disable", list, [], f"patterns to skip: {', '.join(PATTERN_NAMES)}"),)
 
     #: Sweeps over a block before giving up on reaching a fixpoint.
