@@ -276,9 +276,15 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
 
             name = optimize if isinstance(optimize, str) else GRAPH_PIPELINE
             graph = Pipeline.parse(name) if "(" in name else Pipeline.named(name)
+            fuse = _late_fuse(name)
+            if fuse is not None:  # decompositions of kiln ops from user code: after kiln-simplify, before kiln-fuse
+                graph = Pipeline.named(name, without=["kiln-fuse"])
             t = time.perf_counter()
             progress.stage("graph passes", detail=name)
             graph.run(module, verify_each=None)  # verified once at the end (KILN_VERIFY_EACH=1: per pass)
+            if fuse is not None:
+                select_user_kernels(module)
+                Pipeline.parse(f"builtin.module({fuse})").run(module, verify_each=None)
             _log.info("graph passes (%s): %.3f s", name, time.perf_counter() - t)
             if options.get("keep_ir"):
                 kept["optimized"] = str(module)
@@ -376,6 +382,20 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
         release_on_collect(model, engine)
     _log.info("compiled in %.3f s: %d kernel(s)", time.perf_counter() - start, len(schedule))
     return model
+
+
+def _late_fuse(name: str) -> str | None:
+    """The ``kiln-fuse`` stage of the named graph pipeline ``name`` when
+    decompositions of kiln ops are registered from user code (they run
+    again after the graph passes, whose kiln-simplify may have recognised
+    the decomposed form as the op again, and before fusion); else None."""
+    from .backends.user import kiln_decompositions
+    from .pipelines.named import named_pipeline
+
+    named = named_pipeline(name) if "(" not in name else None
+    if named is None or not kiln_decompositions():
+        return None
+    return next((s for s in named.stages if s.partition("{")[0] == "kiln-fuse"), None)
 
 
 def _value_input_model(source, example_args, dynamic_shapes, symbols, device, options):

@@ -1,4 +1,8 @@
-"""``kiln-select-kernels``: kiln ops whose registered kernel replaces kiln's generated code.
+"""``kiln-select-kernels``: kiln ops whose registered kernel (or decomposition) replaces kiln's code.
+
+First, a kiln op with a decomposition registered from user code
+(``kiln.register_decomposition("kiln.gelu", fn)``) is rewritten into the
+kiln ops ``fn`` builds (:func:`kiln.backends.user.decompose_kiln_op`).
 
 A kernel registered from user code for a kiln op on the CPU
 (``kiln.register_kernel("kiln.softmax", fn, device="cpu", ...)``) is chosen
@@ -20,7 +24,7 @@ chosen op is not fused away) and again before partitioning (ops that the
 graph passes created, such as ``kiln.attention`` from attention written out);
 the Triton path (``device=cuda``) runs it before its own grouping.
 
-Statistic: ``user kernels`` (ops rewritten).
+Statistics: ``user decompositions``, ``user kernels`` (ops rewritten).
 """
 
 from __future__ import annotations
@@ -96,8 +100,11 @@ class SelectKernels(Pass):
     options = (Option("device", str, "cpu", "the device whose registered kernels are chosen"),)
 
     def run(self, module) -> None:
+        from .user import decompose_kiln_op, kiln_decompositions
+
         entries = user_entries(self.option("device"))
-        if not entries:
+        decompositions = kiln_decompositions()
+        if not entries and not decompositions:
             return
         from ..dialects.kiln import create_op
 
@@ -107,7 +114,14 @@ class SelectKernels(Pass):
                 continue
             for op in list(fn.regions[0].blocks[0].operations):
                 op = op.operation
-                if op.name in _SKIP or op.name not in entries:
+                if op.name in _SKIP:
+                    continue
+                if op.name in decompositions:
+                    with ir.InsertionPoint(op), op.location:
+                        if decompose_kiln_op(op, decompositions[op.name]):
+                            self.bump("user decompositions")
+                            continue
+                if op.name not in entries:
                     continue
                 entry = _choose(op, entries[op.name])
                 if entry is None:
@@ -125,9 +139,12 @@ class SelectKernels(Pass):
 
 
 def select_user_kernels(module, device: str = "cpu") -> None:
-    """Run ``kiln-select-kernels`` on ``module`` when any kernel is registered
-    for a kiln op on ``device`` (nothing to do, and no pass run, otherwise)."""
-    if not user_entries(device):
+    """Run ``kiln-select-kernels`` on ``module`` when any kernel or
+    decomposition is registered for a kiln op on ``device`` (nothing to do,
+    and no pass run, otherwise)."""
+    from .user import kiln_decompositions
+
+    if not user_entries(device) and not kiln_decompositions():
         return
     from ..pipelines import Pipeline
 

@@ -103,7 +103,9 @@ def register_decomposition(op, fn: Callable | None = None):
     """Rewrite ``op`` into kiln ops at import (see the module docstring).
 
     ``op`` is a custom op (``"mylib::my_gelu"``, ``"com.example::MyOp"`` or
-    the torch op object); ``fn(cx)`` builds kiln ops with the importer's
+    the torch op object) or a kiln op (``"kiln.gelu"``: rewritten by
+    ``kiln-select-kernels`` before the graph passes, ``cx`` a
+    :class:`KilnOpContext`); ``fn(cx)`` builds kiln ops with the importer's
     OpContext and returns the op's result (a tuple for several).  Raising
     :class:`~kiln.conversions.torch_to_kiln.driver.Decline` leaves the op to
     the other mechanisms (a registered kernel, else a fallback).  Without
@@ -111,9 +113,9 @@ def register_decomposition(op, fn: Callable | None = None):
     registered kernel of the same op.
     """
     name = canonical_op(op)
-    if not is_custom(name):
-        raise KilnError(f"register_decomposition('{name}'): decompositions are for custom ops ('namespace::name'); "
-                        "kiln ops already have kiln's lowering (register a kernel to replace it)")
+    if not is_custom(name) and ("+" in name or name in KINDS):
+        raise KilnError(f"register_decomposition('{name}'): decompositions are for one op (a custom op "
+                        "'namespace::name' or a kiln op), not a fused pattern or a kernel kind")
 
     def add(f):
         if not callable(f):
@@ -144,7 +146,7 @@ def _import_keys(op: str) -> tuple[str, str]:
 def _custom_ops() -> set[str]:
     from .registry import REGISTRY
 
-    return set(DECOMPOSITIONS) | {e.op for e in REGISTRY.entries if is_custom(e.op)}
+    return {k for k in DECOMPOSITIONS if is_custom(k)} | {e.op for e in REGISTRY.entries if is_custom(e.op)}
 
 
 def _match(conv, op, name: str, customs: set[str]) -> str | None:
@@ -322,6 +324,91 @@ def custom_attrs(op) -> dict:
     if "attrs" not in attrs:
         return {}
     return {a.name: python_value(a.attr) for a in ir.DictAttr(attrs["attrs"])}
+
+
+# ----------------------------------------------------------------------------
+# Decompositions of kiln ops (kiln-select-kernels)
+# ----------------------------------------------------------------------------
+
+
+def _kiln_op_context():
+    """:class:`KilnOpContext`, defined on first use (its base is the importer's OpContext)."""
+    global KilnOpContext
+    if KilnOpContext is not None:
+        return KilnOpContext
+    from ..conversions.torch_to_kiln.driver import OpContext, TorchToKiln
+    from ..dialects.kiln import tensor_info
+
+    class _KilnOpContext(OpContext):
+        """The importer's :class:`~kiln.conversions.torch_to_kiln.driver.OpContext`
+        over a kiln op, for a decomposition of a kiln op: ``cx.tensor(i)`` is
+        operand ``i``, ``cx.attr(name)`` the op's attribute (its default when
+        absent), and the builders (``build``, ``const``, ``like``, ``cast``)
+        are the importer's."""
+
+        def __init__(self, op):  # no converter: a kiln op's operands are kiln values already
+            self.conv, self.op, self.name, self.loc = None, op, op.name, op.location
+            self.kiln_ops, self.opset, self.checks = 0, None, []
+
+        def value(self, i: int):
+            return self.op.operands[i] if i < len(self.op.operands) else None
+
+        def attr(self, name: str, default=None):
+            view = self.op.opview
+            if name not in getattr(view, "ATTRS", {}):
+                return default
+            got = view.attr(name)
+            return default if got is None else got
+
+        def result_dtype(self, i: int = 0) -> str:
+            return str(tensor_info(self.op.results[i].type).dtype)
+
+        def result_dims(self, i: int = 0) -> list:
+            return list(tensor_info(self.op.results[i].type).dims)
+
+        def const(self, value, dtype: str, shape=()):
+            return TorchToKiln.splat(self, value, dtype, shape, self.loc)  # splat reads nothing of the converter
+
+    KilnOpContext = _KilnOpContext
+    return KilnOpContext
+
+
+#: The OpContext subclass a kiln op's decomposition gets (set on first use: see _kiln_op_context).
+KilnOpContext = None
+
+
+def kiln_decompositions() -> dict[str, Callable]:
+    """Registered decompositions of kiln ops (op name -> fn)."""
+    return {k: v for k, v in DECOMPOSITIONS.items() if not is_custom(k)}
+
+
+def decompose_kiln_op(op, fn) -> bool:
+    """Replace kiln ``op`` by what ``fn`` builds; False when ``fn`` declines.
+    Must run with an insertion point before ``op``."""
+    from ..conversions.torch_to_kiln.driver import Decline
+    from ..locations import location_text
+
+    where = location_text(op.location)
+    try:
+        out = fn(_kiln_op_context()(op))
+    except Decline:
+        return False
+    except KilnError as e:
+        raise type(e)(f"decomposition of '{op.name}' ({_fn_name(fn)}) at {where}: {e.message}") from None
+    except Exception as e:  # noqa: BLE001 - user code: any error, reported with the op
+        raise KilnError(f"decomposition of '{op.name}' ({_fn_name(fn)}) failed at {where}: "
+                        f"{type(e).__name__}: {e}") from None
+    out = out if isinstance(out, tuple) else (out,)
+    if len(out) != len(op.results):
+        raise KilnError(f"decomposition of '{op.name}' ({_fn_name(fn)}) at {where} returned {len(out)} value(s) "
+                        f"for {len(op.results)} result(s)")
+    for old, new in zip(op.results, out):
+        if old.type != new.type:
+            raise KilnError(f"decomposition of '{op.name}' ({_fn_name(fn)}) at {where}: result has type "
+                            f"{new.type}, the op's is {old.type}")
+        old.replace_all_uses_with(new)
+    op.erase()
+    return True
 
 
 # ----------------------------------------------------------------------------

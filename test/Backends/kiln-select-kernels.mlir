@@ -54,8 +54,25 @@ func.func @norms(%a: !kiln.tensor<[4, 8], f32>, %b: !kiln.tensor<[4, 16], f32>, 
   return %0, %1, %2 : !kiln.tensor<[4, 8], f32>, !kiln.tensor<[4, 16], f32>, !kiln.tensor<[4, 8], f32>
 }
 
-// One op rewritten in the first and in the third chunk (none in the second).
+// -----
+// A decomposition registered for a kiln op rewrites it into the ops it builds.
+// CHECK-LABEL: func.func @silu
+// CHECK: %[[S:.*]] = "kiln.sigmoid"(%arg0)
+// CHECK: %[[M:.*]] = "kiln.mul"(%arg0, %[[S]])
+// CHECK: return %[[M]]
+// CHECK-NOT: kiln.silu
+// NONE-LABEL: func.func @silu
+// NONE: "kiln.silu"
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+func.func @silu(%x: !kiln.tensor<["B", 16], f32>) -> !kiln.tensor<["B", 16], f32> {
+  %0 = "kiln.silu"(%x) : (!kiln.tensor<["B", 16], f32>) -> !kiln.tensor<["B", 16], f32>
+  return %0 : !kiln.tensor<["B", 16], f32>
+}
+
+// One op rewritten in the first and in the third chunk (none in the second), one decomposed in the fourth.
 // STATS: kiln-select-kernels
 // STATS-NEXT: (1) user kernels
 // STATS: kiln-select-kernels
 // STATS-NEXT: (1) user kernels
+// STATS: kiln-select-kernels
+// STATS-NEXT: (1) user decompositions

@@ -264,3 +264,28 @@ def test_save_refuses_a_python_kernel(registered, tmp_path):
     np.testing.assert_allclose(compiled(x).numpy(), M()(x).numpy())
     with pytest.raises(KilnError, match=r"kiln.save: .*'user.np_widen'.*'kiln_ext_test::widen'"):
         kiln.save(compiled, tmp_path / "artifact")
+
+
+def softmax_as_exp_sum(cx):
+    """kiln.softmax decomposed: exp(x - max) / sum, over the op's axis."""
+    x, axis = cx.tensor(0), cx.attr("axis")
+    m = cx.build("reduce_max", x, axes=[axis], keepdims=True)
+    e = cx.build("exp", cx.build("sub", x, m))
+    return cx.build("div", e, cx.build("reduce_sum", e, axes=[axis], keepdims=True))
+
+
+def test_decomposition_of_a_kiln_op(registered):
+    _, ops = registered
+    kiln.register_decomposition("kiln.softmax", softmax_as_exp_sum)
+    ops.append("kiln.softmax")
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.softmax(x * 2, 1) + 1
+
+    compiled = kiln.compile(M(), (torch.randn(2, 8, 8),), {"x": {0: B, 1: L}}, fallback=False)
+    report = compiled.report()
+    kernel_ops = {op for k in report["kernels"] for op in k["ops"]}
+    assert {k["impl"] for k in report["kernels"]} == {"generated"}
+    assert "kiln.softmax" not in kernel_ops and {"kiln.reduce_max", "kiln.exp", "kiln.reduce_sum"} <= kernel_ops
+    check(M(), compiled, lambda b, n: (torch.randn(b, n, 8),))
