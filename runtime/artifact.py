@@ -18,7 +18,7 @@
 and :func:`load` (``kiln.load``) builds the model back from them with the
 runtime, numpy, torch and ctypes only: no torch-mlir, no MLIR, no C
 compiler, no lowering.  The kernels' libraries are loaded with ``dlopen``
-(:class:`~kiln.backends.cpu.objcache.SharedObjectEngine`), the profiles'
+(:class:`~kiln.runtime.cpu_code.SharedObjectEngine`), the profiles'
 kernel choices are those made (and timed) when the model was compiled.
 
 Weights: kiln copies the constants a kernel reads into the kernel (the
@@ -406,10 +406,10 @@ _KILN_OF_ST = {v: k for k, v in _ST_DTYPES.items()}
 def _build(directory, manifest: dict, start: float, policy, profiling, arena_pool_bytes):
     import torch
 
-    from ..backends.cpu.jit import CpuKernel
     from . import native
     from .blas import blas_library, register_sgemm
     from .contract import BoundsCheck, InputSpec, ReshapeCheck
+    from .cpu_code import CpuKernel
     from .executor import ModelRuntime, Prepared
     from .model import CompiledModel, Step, ValueInfo
     from .ort_fallback import fallback_from_json
@@ -516,7 +516,7 @@ def _build(directory, manifest: dict, start: float, policy, profiling, arena_poo
 def _load_library(directory, manifest: dict, label: str, tensor, header: dict):
     """The kernel library ``label``: its file with the weights put back where
     :func:`save` cut them out, loaded from a private copy."""
-    from ..backends.cpu.objcache import SharedObjectEngine
+    from .cpu_code import SharedObjectEngine
 
     spec = manifest["libraries"][label]
     rest = _read_checked(directory, manifest, spec["file"], "kernel library")

@@ -126,9 +126,9 @@ def save(model, directory) -> dict:
     ``directory`` is created; an artifact already there is replaced; a
     directory holding anything else is refused."""
     from ..backends.cpu.export import engine_object
-    from ..backends.cpu.jit import CpuKernel
     from . import native
     from .blas import blas_library
+    from .cpu_code import CpuKernel
     from .ort_fallback import is_fallback_kernel
 
     why = getattr(model, "save_error", None)  # a model of several compiled ones (kiln.runtime.value_inputs)

@@ -1,19 +1,18 @@
 """JIT-compiled CPU kernels: an LLVM-dialect module in an ``ExecutionEngine``.
 
-:class:`CpuKernel` implements the :mod:`kiln.backends.kernel` contract for
-one function of a module lowered by ``kiln-cpu-lower``: its inputs come
-first, then one output buffer per result (destination-passing style).  The
-kernel holds its engine (a function looked up from a collected engine
-segfaults, MLIR_NOTES sharp edge 9) and the engine holds the module's
-context alive through the module.
+:func:`jit` compiles (or finds in the object-code cache) the engine;
+:class:`CpuKernel`, re-exported from :mod:`kiln.runtime.cpu_code` (a loaded
+artifact runs it without the compiler), implements the
+:mod:`kiln.backends.kernel` contract for one function of a module lowered by
+``kiln-cpu-lower``: its inputs come first, then one output buffer per result
+(destination-passing style).  The kernel holds its engine (a function looked
+up from a collected engine segfaults, MLIR_NOTES sharp edge 9) and the
+engine holds the module's context alive through the module.
 """
 
 from __future__ import annotations
 
-import ctypes
-from collections.abc import Sequence
-
-from ..kernel import Kernel
+from ...runtime.cpu_code import CpuKernel  # noqa: F401  (re-exported: kiln.backends.cpu.CpuKernel)
 
 __all__ = ["CpuKernel", "jit", "remember_key"]
 
@@ -48,37 +47,3 @@ def remember_key(engine, key: str | None):
     return engine
 
 
-class CpuKernel(Kernel):
-    """One JIT-compiled function: ``kernel(inputs, outputs, binding)`` writes ``outputs``."""
-
-    def __init__(self, name: str, inputs, outputs, engine, module=None, static: bool = False):
-        self.name = name
-        self.inputs = list(inputs)
-        self.outputs = list(outputs)
-        self.engine = engine
-        self._module = module  # keeps the module (and its context) alive with the engine
-        #: Compiled with its dims bound (kiln.backends.cpu.specialize): it
-        #: reads no size from its arguments, so it never runs split.
-        self.static = static
-
-    def entry(self):
-        """The packed C-interface wrapper as a ctypes function (for prebuilt
-        descriptors: :func:`kiln.backends.cpu.dispatch.descriptors`)."""
-        fn = self.__dict__.get("_entry")
-        if fn is None:
-            from .dispatch import entry
-
-            fn = self._entry = entry(self.engine, self.name)
-        return fn
-
-    def address(self) -> int:
-        """The packed C-interface wrapper's address (for ``kiln_run_split``)."""
-        return ctypes.cast(self.entry(), ctypes.c_void_p).value
-
-    def __call__(self, inputs: Sequence, outputs: Sequence, binding: dict[str, int]) -> None:
-        call = self.__dict__.get("_call")
-        if call is None:  # looked up once: engine.invoke cost ~100 µs a launch (kiln.backends.cpu.dispatch)
-            from .dispatch import make_caller
-
-            call = self._call = make_caller(self.engine, self.name)
-        call(list(inputs) + list(outputs))

@@ -40,12 +40,13 @@ import ctypes
 import hashlib
 import logging
 import os
-import platform
 import shutil
 import subprocess
 import tempfile
-import weakref
 from pathlib import Path
+
+from ...runtime.cpu_code import SharedObjectEngine, host_cpu
+from ...runtime.cpu_code import load_copy as _load_copy
 
 __all__ = ["CODEGEN_SETTINGS", "SharedObjectEngine", "cache_key", "codegen_settings", "enabled", "host_cpu",
            "jit_cached", "kernel_key", "load", "source_digest"]
@@ -62,27 +63,6 @@ def enabled() -> bool:
 
 def _linker() -> str | None:
     return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-
-
-_HOST: str | None = None
-
-
-def host_cpu() -> str:
-    """The host CPU as the JIT sees it: machine, model and feature flags."""
-    global _HOST
-    if _HOST is None:
-        text = platform.machine()
-        try:
-            with open("/proc/cpuinfo") as f:
-                for line in f:
-                    if line.startswith(("model name", "flags", "Features")):
-                        text += "|" + line.strip()
-                        if line.startswith(("flags", "Features")):
-                            break
-        except OSError:  # pragma: no cover - not Linux
-            text += platform.processor()
-        _HOST = text
-    return _HOST
 
 
 #: Dense attributes with more elements than this are hashed from their buffer, not printed.
@@ -214,60 +194,6 @@ def _weights_elided_key(module) -> bytes | None:
     if failed or text.count(b"__elided__") != hashed[0]:
         return None
     return h.digest()
-
-
-class SharedObjectEngine:
-    """A cached kernel library loaded with ``dlopen``: what :class:`CpuKernel`
-    needs of an ``ExecutionEngine`` (``lookup``, ``raw_lookup``).
-
-    The library is closed (``dlclose``) when this object is collected: whatever
-    calls into it (kernels, their callers, the packed-weight release) must
-    hold the engine (MLIR_NOTES sharp edge 9), as they do an ExecutionEngine.
-    """
-
-    cache = "hit"
-
-    def __init__(self, path: str):
-        self.path = path
-        self._lib = ctypes.CDLL(path)
-        # Not at exit: the process unmaps everything then, and a finalizer
-        # still to run (a model's packed-weight release) may call into it.
-        weakref.finalize(self, _dlclose, self._lib._handle).atexit = False
-
-    def raw_lookup(self, name: str) -> int:
-        """The address of the packed wrapper of ``name`` (as ExecutionEngine.raw_lookup), or 0."""
-        try:
-            return ctypes.cast(getattr(self._lib, "_mlir_" + name), ctypes.c_void_p).value or 0
-        except AttributeError:
-            return 0
-
-    def lookup(self, name: str) -> int:
-        """Like ``ExecutionEngine.lookup``: raises for a function the library lacks."""
-        address = self.raw_lookup(name)
-        if not address:
-            raise RuntimeError(f"Unknown function {name}")
-        return address
-
-
-def _dlclose(handle: int) -> None:
-    import _ctypes
-
-    try:
-        _ctypes.dlclose(handle)
-    except OSError:  # pragma: no cover - the loader refused: the mapping just stays
-        pass
-
-
-def _load_copy(data: bytes) -> SharedObjectEngine:
-    """``data`` (checked bytes of an entry) loaded from a private file: each
-    load has its own mapping, and the file is gone once it is mapped."""
-    fd, tmp = tempfile.mkstemp(suffix=".so", prefix="kiln-kernels-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        return SharedObjectEngine(tmp)
-    finally:
-        os.unlink(tmp)  # the mapping stays valid; nothing is left on disk
 
 
 def _entry(key: str) -> Path:

@@ -142,7 +142,7 @@ def _search_dirs() -> list[Path]:
 
 def library_name(cc: str) -> str:
     """The library's file name for compiler ``cc`` on this host: ``kiln_native-<digest>.so``."""
-    from ...backends.cpu.objcache import host_cpu
+    from ..cpu_code import host_cpu
 
     # -march=native: the host CPU is part of the name (a cache dir shared
     # between machines must not hand one's AVX-512 build to another).
