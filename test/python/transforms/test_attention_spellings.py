@@ -9,22 +9,11 @@ import pytest
 import torch
 
 import kiln
-from kiln.bench.models import TransformerBlock, transformer_block
+from kiln.bench.models import TransformerBlock, TransformerBlockWrittenOut, transformer_block
 
-
-class WrittenOut(TransformerBlock):
-    """The bench block with GPT-2's eager attention: ``q @ k^T * scale``,
-    ``masked_fill`` with a causal mask from ``torch.arange``, softmax, ``@ v``."""
-
-    def attention(self, x):
-        b, seq, _ = x.shape
-        qkv = self.qkv(x).reshape(b, seq, 3, self.heads, self.head_dim)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-        scores = q @ k.transpose(-1, -2) * (self.head_dim ** -0.5)
-        pos = torch.arange(seq)
-        scores = scores.masked_fill(pos[None, :] > pos[:, None], float("-inf"))
-        out = torch.softmax(scores, dim=-1) @ v
-        return self.proj(out.transpose(1, 2).reshape(b, seq, self.hidden))
+#: The bench block with GPT-2's eager attention: ``q @ k^T * scale``,
+#: ``masked_fill`` with a causal mask from ``torch.arange``, softmax, ``@ v``.
+WrittenOut = TransformerBlockWrittenOut
 
 
 class DividedTriu(TransformerBlock):
