@@ -16,7 +16,7 @@ from kiln.bench.models import TransformerBlock, TransformerBlockWrittenOut, tran
 WrittenOut = TransformerBlockWrittenOut
 
 
-class DividedTriu(TransformerBlock):
+class DividedWhereExpSum(TransformerBlock):
     """Another common spelling: q scaled by a division first, the causal mask
     kept by ``where`` (``j <= i``), softmax written as exp / sum after the max."""
 
@@ -52,7 +52,7 @@ def _kernels(model):
     return r["kernels_in_schedule"], r["kernels_launched_per_call"]
 
 
-@pytest.mark.parametrize("cls", [WrittenOut, DividedTriu], ids=["masked_fill", "where_exp_sum"])
+@pytest.mark.parametrize("cls", [WrittenOut, DividedWhereExpSum], ids=["masked_fill", "where_exp_sum"])
 def test_written_out_attention_compiles_like_sdpa(sdpa, cls):
     ref_module, ref_model = sdpa
     module, model = _compiled(cls)
