@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ._mlir import ir
-from .backends.fallback import fallback_kernel
+from .backends.fallback_build import fallback_kernel
 from .dialects.dims import dim
 from .errors import KilnError
 from .locations import location_text

@@ -20,6 +20,10 @@ An op with several results (``aten.sort``, ``aten.topk``,
 ``aten.native_group_norm``) whose step keeps only some of them (the others
 unused, so kiln-partition gives the step no output for them) names the kept
 ones in ``results``: output ``k`` receives the op's result ``results[k]``.
+
+Building a kernel from its ``kiln.fallback`` op reads MLIR:
+:mod:`kiln.backends.fallback_build` (compile time) does it; this module is
+what a loaded artifact runs, without MLIR.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from ..errors import DimError, KilnError, UnsupportedError
 if TYPE_CHECKING:
     from ..dialects.kiln import TensorInfo
 
-__all__ = ["FallbackKernel", "fallback_kernel", "resolve_torch_op"]
+__all__ = ["FallbackKernel", "resolve_torch_op"]
 
 
 def resolve_torch_op(op_name: str):
@@ -77,47 +81,12 @@ def _schema_split(fn):
     return sum(1 for a in args if not a.kwarg_only), [a.name for a in args if a.kwarg_only and a.name != "out"]
 
 
-def _python_value(attr):
-    """A Python value for an MLIR attribute recorded by the frontend."""
-    from .._mlir import ir  # here, not at the top: a loaded artifact runs fallbacks without MLIR
-
-    if isinstance(attr, ir.UnitAttr):
-        return None
-    if isinstance(attr, ir.BoolAttr):
-        return bool(attr.value)
-    if isinstance(attr, ir.IntegerAttr):
-        return int(attr.value)
-    if isinstance(attr, ir.FloatAttr):
-        return float(attr.value)
-    if isinstance(attr, ir.StringAttr):
-        text = attr.value
-        try:
-            d = dim(text)
-        except DimError:
-            return text
-        return d if d.symbols else text  # "B*16": a dim, evaluated per call
-    if isinstance(attr, ir.ArrayAttr):
-        return [_python_value(a) for a in attr]
-    if isinstance(attr, ir.DenseI64ArrayAttr):
-        return [int(x) for x in attr]
-    if isinstance(attr, ir.TypeAttr):
-        return str(attr.value)
-    return str(attr)
-
-
 def _bind_value(value, binding):
     if isinstance(value, Dim):
         return evaluate(value, binding)
     if isinstance(value, list):
         return [_bind_value(v, binding) for v in value]
     return value
-
-
-def _info(t):
-    from ..dialects.kiln import TensorInfo, tensor_info
-
-    info = tensor_info(t)
-    return TensorInfo(info.dims, str(info.dtype))
 
 
 def _info_json(info) -> dict:
@@ -195,55 +164,6 @@ class FallbackKernel:
         # out= writes one result in place; an op with several results has no such form.
         self._use_out = self.num_results == 1 and len(self.outputs) == 1 and "out" in self._packet.overloads()
         self._lock = threading.Lock()
-
-    @classmethod
-    def from_op(cls, op, name: str | None = None, results: Sequence[int] | None = None) -> FallbackKernel:
-        """Build from a ``kiln.fallback`` op (an ``ir.Operation`` or its view);
-        ``results`` the indices of the op results the kernel's outputs receive
-        (default all)."""
-        from .._mlir import ir
-
-        op = op.operation
-        view = op.opview
-        op_name = view.attr("op_name")
-        recorded = {}
-        kwargs = {}
-        attrs = view.attr("attrs")
-        if attrs is not None:
-            for named in ir.DictAttr(attrs):
-                key = named.name
-                if key.startswith("operand") and key[len("operand"):].isdigit():
-                    recorded[int(key[len("operand"):])] = _python_value(named.attr)
-                else:
-                    kwargs[key] = _python_value(named.attr)
-        # Tensors inside recorded lists ("%operand<k>" markers) are the last operands.
-        listed = {_tensor_ref(x) for v in recorded.values() if isinstance(v, list) for x in v} - {None}
-        n_tensors = len(op.operands) - len(listed)
-        positions, k = [], 0
-        for pos in range(n_tensors + len(recorded)):
-            if pos in recorded:
-                positions.append(("value", recorded[pos]))
-            else:
-                positions.append(("tensor", k))
-                k += 1
-        if k != n_tensors:
-            raise KilnError(f"fallback '{op_name}': operand positions do not add up ({k} of {n_tensors} tensors)")
-        all_results = list(op.results)
-        if results is None:
-            results = range(len(all_results))
-        try:
-            return cls(
-                name or op_name,
-                op_name,
-                [_info(v.type) for v in op.operands],
-                [_info(all_results[r].type) for r in results],
-                positions,
-                kwargs,
-                results,
-                len(all_results),
-            )
-        except UnsupportedError as e:  # name the source op (an ONNX node, a torch file:line)
-            raise UnsupportedError(f"{e.message} (at {op.location})") from None
 
     def to_json(self) -> dict:
         """The kernel as plain data (what an artifact stores, :mod:`kiln.runtime.artifact`):
@@ -344,22 +264,3 @@ class FallbackKernel:
 
     def __repr__(self) -> str:
         return f"<FallbackKernel {self.name} {self.op_name}>"
-
-
-def fallback_kernel(op, name: str, results=None):
-    """The kernel of a ``kiln.fallback`` op (``results``: the op results its
-    outputs receive, default all): ONNX Runtime's for an ONNX node imported
-    with its one-node model (:mod:`kiln.runtime.ort_fallback`), else PyTorch's."""
-    from .._mlir import ir
-    from ..runtime.ort_fallback import IO_ATTR, MODEL_ATTR, OrtFallbackKernel
-
-    op, attrs = op.operation, op.operation.opview.attr("attrs")
-    texts = {a.name: ir.StringAttr(a.attr).value for a in (ir.DictAttr(attrs) if attrs is not None else ())
-             if a.name in (MODEL_ATTR, IO_ATTR)}
-    if MODEL_ATTR not in texts:
-        return FallbackKernel.from_op(op, name, results)
-    results = list(range(len(op.results))) if results is None else list(results)
-    return OrtFallbackKernel.from_attrs(
-        name, op.opview.attr("op_name"), [_info(v.type) for v in op.operands],
-        [_info(op.results[r].type) for r in results], texts, results,
-        getattr(op.location, "name_str", None) or str(op.location))

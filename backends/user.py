@@ -311,7 +311,7 @@ def _takes(fn, name: str) -> bool:
 
 def python_value(attr):
     """A Python value of a recorded attribute (as the fallback kernels decode them)."""
-    from .fallback import _python_value
+    from .fallback_build import _python_value
 
     return _python_value(attr)
 

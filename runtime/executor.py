@@ -439,7 +439,7 @@ class Prepared:
 
     ``schedule`` (detached from the IR) and ``plan`` describe the call;
     ``fallback`` maps step indices to fallback kernels
-    (:func:`kiln.backends.fallback.fallback_kernel`: PyTorch's or, for ONNX
+    (:func:`kiln.backends.fallback_build.fallback_kernel`: PyTorch's or, for ONNX
     nodes, ONNX Runtime's);
     ``generated`` maps step indices to the kernel function names left in the
     module for the backend to lower; ``constants`` maps value ids to tensors;

@@ -99,10 +99,6 @@ ALLOWED_UP = {
     ("kiln.runtime.artifact_save", "kiln.backends.cpu.export",
      "kiln.save cuts the weights out of the object code and links the library; save runs where the model was "
      "compiled (or re-saves a loaded one from its files)"),
-    ("kiln.backends.fallback", "kiln._mlir",
-     "fallback_kernel() reads the kiln.fallback op at compile time; the FallbackKernel a loaded model runs does not"),
-    ("kiln.backends.fallback", "kiln.dialects.kiln",
-     "fallback_kernel() reads the op's TensorInfo at compile time"),
     ("kiln.backends.cpu.specialize", "kiln.compiler",
      "static kernels are lowered with compiler.lower(), the CPU lowering pipeline, which belongs below compiler.py"),
     ("kiln.backends.triton.model", "kiln.compiler",

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from kiln._mlir import ir
-from kiln.backends.fallback import FallbackKernel
+from kiln.backends.fallback_build import fallback_from_op
 from kiln.compile_prepare import constant_tensor
 from kiln.context import make_context
 from kiln.module import parse_module, symbols_of
@@ -82,7 +82,7 @@ def build(text, *, fuse=True, reuse=True, names=None, profiling=False, inline_co
         for step in schedule.steps:
             if step.kind == "fallback":
                 fb = next(o for o in step.func.regions[0].blocks[0].operations if o.operation.name == "kiln.fallback")
-                kernels.append(FallbackKernel.from_op(fb, step.name))
+                kernels.append(fallback_from_op(fb, step.name))
             else:
                 kernels.append(RefKernel(step.func))
         constants = {vid: constant_tensor(op) for vid, op in schedule.constants.items()}

@@ -6,6 +6,7 @@ import torch
 
 from kiln._mlir import ir
 from kiln.backends.fallback import FallbackKernel
+from kiln.backends.fallback_build import fallback_from_op
 from kiln.context import make_context
 from kiln.dialects.dims import dim
 from kiln.dialects.kiln import TensorInfo
@@ -76,7 +77,7 @@ def test_from_op_puts_scalars_back_at_their_positions():
         module = parse_module(text)
         fn = list(module.body.operations)[1]
         op = list(fn.regions[0].blocks[0].operations)[0]
-        k = FallbackKernel.from_op(op)
+        k = fallback_from_op(op)
     assert k.positions == [("tensor", 0), ("value", 1)]
     assert k.inputs == [info("B", 8)] and k.outputs == [info("B", 8)]
     x = torch.randn(6, 8)
@@ -124,7 +125,7 @@ def test_tensor_lists_from_markers_run_as_torch_lists():
         module = parse_module(text)
         fn = next(iter(module.body.operations))
         op = next(iter(fn.regions[0].blocks[0].operations))
-        kernel = FallbackKernel.from_op(op)
+        kernel = fallback_from_op(op)
     x = torch.arange(20, dtype=torch.float32).reshape(4, 5)
     i = torch.tensor([[3], [2], [1], [0]])
     j = torch.tensor([[4, 3, 2, 1, 0]])
