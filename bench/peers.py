@@ -151,18 +151,27 @@ _ONNX_FILES: dict[str, str] = {}
 
 def onnx_file(workload: Workload) -> str:
     """The ONNX file of ``workload``: the shipped one, or the torch model exported
-    (``torch.onnx.export``, TorchScript exporter, opset 17, dynamic axes)."""
+    (``torch.onnx.export``: TorchScript exporter, opset 17, dynamic axes; with
+    ``workload.onnx_dynamo`` the torch.export-based one, opset 18, the
+    workload's dynamic shapes)."""
     if workload.onnx_path is not None:
         return resnet50_path() if workload.onnx_path == "<onnx>" else workload.onnx_path
     if workload.name in _ONNX_FILES:
         return _ONNX_FILES[workload.name]
     import torch
 
-    module, args, _ = workload.torch_model()
+    module, args, dynamic = workload.torch_model()
     path = os.path.join(tempfile.mkdtemp(prefix="kiln-bench-"), f"{workload.name}.onnx")
     with torch.no_grad():
-        torch.onnx.export(module, args, path, input_names=list(workload.input_names), output_names=["y"],
-                          dynamic_axes=workload.dynamic_axes, opset_version=17, dynamo=False)
+        if getattr(workload, "onnx_dynamo", False):
+            # torch.export-based exporter with the workload's dynamic dims (torch's
+            # default): the TorchScript one has no aten::diff, which transformers'
+            # mask code uses (GPT-2, LLaMA).
+            torch.onnx.export(module, args, path, input_names=list(workload.input_names), output_names=["y"],
+                              dynamic_shapes=dynamic, opset_version=18, dynamo=True, verbose=False)
+        else:
+            torch.onnx.export(module, args, path, input_names=list(workload.input_names), output_names=["y"],
+                              dynamic_axes=workload.dynamic_axes, opset_version=17, dynamo=False)
     _ONNX_FILES[workload.name] = path
     return path
 
