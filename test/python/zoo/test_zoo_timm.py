@@ -14,7 +14,9 @@ Which dims are dynamic:
 - B only: EfficientFormer, LeViT (attention-bias tables are sized by the
   token grid), MLP-Mixer (token MLPs are sized by the token count),
   MobileViTv2, PoolFormer (torch.export guards on GroupNorm's reshape),
-  ResNet-T, RegNetX (guards on the rounding of strided stages);
+  ResNet-T, RegNetX, TF-EfficientNet (guards on the rounding of strided
+  stages or of "same" padding), DeiT (position embeddings sized by the
+  token grid);
 - B, H and W (H = W): ConvMixer.
 """
 
@@ -82,6 +84,25 @@ def _poolformer():
 
 B = dict(min=1, mid=3, max=8)
 
+def _deit():
+    # DeiT's distillation token and two heads (averaged in eval).
+    return _timm().create_model(
+        "deit_tiny_distilled_patch16_224", num_classes=10, img_size=64, depth=2, embed_dim=48, num_heads=3
+    )
+
+
+def _tf_efficientnet():
+    # TF-ported EfficientNet: "same" padding computed from the input size (Conv2dSame), SE, SiLU.
+    _timm()
+    from timm.models._efficientnet_builder import BN_EPS_TF_DEFAULT
+    from timm.models.efficientnet import _gen_efficientnet
+
+    return _gen_efficientnet(
+        "tf_efficientnet_b0", channel_multiplier=0.5, depth_multiplier=0.34, num_classes=10,
+        bn_eps=BN_EPS_TF_DEFAULT, pad_type="same",
+    )
+
+
 def _regnet():
     return _timm().create_model("regnetx_002", num_classes=10)
 
@@ -89,7 +110,8 @@ def _regnet():
 #: name -> (factory, static image size) or (factory, (lo, mid, hi)): dynamic
 #: H = W over lo..hi.  torch.export rejects a range of H for models whose
 #: guards on the rounding of strided stages it cannot prove over the range
-#: (ResNet-T's ceil-mode average-pool downsampling, RegNetX) or on
+#: (ResNet-T's ceil-mode average-pool downsampling, RegNetX, TF-EfficientNet's
+#: "same" padding) or on
 #: GroupNorm's reshape (PoolFormer, MobileViTv2).
 MODELS = {
     "efficientformer_l1": (_efficientformer, 224),
@@ -100,6 +122,8 @@ MODELS = {
     "convmixer": (_convmixer, (12, 37, 64)),
     "mixer": (_mixer, 64),
     "poolformer": (_poolformer, 64),
+    "deit_tiny_distilled": (_deit, 64),
+    "tf_efficientnet_b0": (_tf_efficientnet, 64),
 }
 
 
@@ -128,7 +152,7 @@ def _calibrated(model, size):
 
 #: The biggest compiles (over a minute each on a loaded 2-core machine) run
 #: in CI's full run only.
-SLOW = {"levit_128s", "mobilevitv2_050"}
+SLOW = {"levit_128s", "mobilevitv2_050", "tf_efficientnet_b0"}
 
 
 @pytest.mark.parametrize(
