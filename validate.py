@@ -567,7 +567,7 @@ def validate(source, example_args=None, dynamic_shapes=None, *, symbols=None, pr
     say = log or (lambda _msg: None)
     label = str(source) if isinstance(source, (str, os.PathLike)) else type(source).__name__
     if isinstance(source, str) and ":" in source and not os.path.exists(source):
-        from .tools.kiln_compile import source_args  # the tools' factory loader, errors and all
+        from .sources import source_args  # the tools' factory loader, errors and all
 
         source, example_args, dynamic_shapes, _ = source_args(source, [])
     start = time.perf_counter()

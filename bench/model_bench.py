@@ -226,7 +226,7 @@ def bench_model(model_spec: str, shapes: Sequence[str] = (), *, symbols: Sequenc
     plain data (see the module docstring)."""
     from ..compiler import compile as kiln_compile
     from ..compiler import is_artifact, load
-    from ..tools.kiln_compile import source_args
+    from ..sources import source_args
     from ..validate import example_ranges, random_array
 
     if iters < 1 or warmup < 0:

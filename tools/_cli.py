@@ -21,7 +21,8 @@ import os
 import sys
 from collections.abc import Callable
 
-from ..errors import KilnError, ParseError
+from ..errors import KilnError
+from ..sources import decode_utf8, read_text  # noqa: F401  (re-exported: the tools read files so)
 
 __all__ = ["decode_utf8", "os_error_message", "read_text", "report_exception", "run_tool"]
 
@@ -30,44 +31,12 @@ EXIT_INTERNAL_ERROR = 70  # EX_SOFTWARE: a bug in kiln
 EXIT_INTERRUPTED = 130
 
 
-def decode_utf8(data: bytes, source: str) -> str:
-    """``data`` decoded as UTF-8 (a leading byte-order mark dropped); a
-    ``ParseError`` naming ``source`` and the line and column of the first
-    byte that is not UTF-8 otherwise."""
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        # Offsets count the BOM, when there is one, as the file does.
-        start = e.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
-        line = data.count(b"\n", 0, start) + 1
-        col = start - (data.rfind(b"\n", 0, start) + 1) + 1
-        raise ParseError(
-            f"{source}:{line}:{col}: input is not UTF-8 text (byte 0x{data[start]:02x}); "
-            "kiln reads .mlir files as UTF-8"
-        ) from None
-
-
 def os_error_message(e: OSError, what: str = "") -> str:
     """One line for an ``OSError``: what failed, on which file, and why."""
     reason = e.strerror or str(e) or type(e).__name__
     name = e.filename if e.filename is not None else None
     subject = f"{what} '{name}'" if what and name is not None else (f"'{name}'" if name is not None else what)
     return f"{subject}: {reason}" if subject else reason
-
-
-def read_text(path: str, what: str = "input file") -> tuple[str, str]:
-    """``(text, source name)`` of the file ``path`` (``-``: stdin), read as
-    UTF-8; ``ParseError`` for bytes that are not UTF-8, ``KilnError`` for a
-    file that cannot be read."""
-    if path == "-":
-        raw = getattr(sys.stdin, "buffer", None)  # None: a text stream put in its place
-        return (decode_utf8(raw.read(), "<stdin>") if raw is not None else sys.stdin.read()), "<stdin>"
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise KilnError(f"could not open {what} '{path}': {e.strerror or e}") from None
-    return decode_utf8(data, path), path
 
 
 def _quiet_broken_pipe() -> None:

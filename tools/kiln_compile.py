@@ -21,38 +21,14 @@ line on stderr (:class:`kiln.progress.ProgressLine`); ``-q`` hides it.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
 from ..errors import KilnError
 from ..progress import ProgressLine
+from ..sources import source_args
 
 __all__ = ["entry", "main", "source_args"]
-
-
-def source_args(source: str, symbols: list[str]):
-    """``(source, example_args, dynamic_shapes, symbols)`` for :func:`kiln.compile`
-    from a command-line source (path or ``pkg.module:factory``)."""
-    from .kiln_import import _load_factory, _parse_symbol
-
-    syms = dict(_parse_symbol(s) for s in symbols) or None
-    if ":" in source and not os.path.exists(source):
-        if syms:
-            raise KilnError("--symbol applies to ONNX models; a factory's dynamic_shapes give the ranges")
-        module, example_args, dynamic_shapes = _load_factory(source)
-        return module, example_args, dynamic_shapes, None
-    if not os.path.exists(source):
-        raise KilnError(f"no such file: '{source}'")
-    if not source.endswith(".onnx"):
-        # kiln.compile reads a .mlir path itself; check here that it can be
-        # read, as UTF-8, so a bad file is a clean error naming it.
-        from ._cli import read_text
-
-        if os.path.isdir(source):
-            raise KilnError(f"'{source}' is a directory, not a model file or a kiln artifact")
-        read_text(source, "model file")
-    return source, None, None, syms
 
 
 def main(argv=None) -> int:

@@ -19,44 +19,14 @@ shows a progress line on stderr (``-q`` hides it).  Errors print as
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
 from ..errors import KilnError
 from ..progress import ProgressLine
+from ..sources import load_factory as _load_factory
+from ..sources import parse_symbol as _parse_symbol
 
 __all__ = ["entry", "main"]
-
-
-def _parse_symbol(text: str):
-    name, sep, rng = text.partition("=")
-    lo, sep2, hi = rng.partition(":")
-    if not sep or not sep2 or not name:
-        raise KilnError(f"--symbol expects NAME=MIN:MAX, got '{text}'")
-    try:
-        return name, (int(lo), int(hi))
-    except ValueError:
-        raise KilnError(f"--symbol expects integer bounds, got '{text}'") from None
-
-
-def _load_factory(spec: str):
-    mod_name, _, fn_name = spec.partition(":")
-    try:
-        module = importlib.import_module(mod_name)
-    except Exception as e:  # the user's module: ImportError, SyntaxError, whatever it raises
-        raise KilnError(f"cannot import '{mod_name}': {type(e).__name__}: {e}") from None
-    fn = getattr(module, fn_name, None)
-    if not callable(fn):
-        raise KilnError(f"'{mod_name}' has no factory '{fn_name}'")
-    try:
-        out = fn()
-    except KilnError:
-        raise
-    except Exception as e:  # the user's code failed, not kiln
-        raise KilnError(f"factory '{spec}' raised {type(e).__name__}: {e}") from None
-    if not isinstance(out, tuple) or len(out) not in (2, 3):
-        raise KilnError(f"factory '{spec}' must return (module, example_args, dynamic_shapes)")
-    return out if len(out) == 3 else (*out, None)
 
 
 def main(argv=None) -> int:
