@@ -19,6 +19,7 @@ import time
 
 from . import progress
 from ._mlir import ir
+from .backends.cpu.lowering import STAGES, lower
 from .dialects.kiln import TensorType, dtype_name, tensor_info
 from .dialects.kiln.data import checked_reshapes, module_checks
 from .errors import KilnError, ParseError, UnsupportedError
@@ -28,16 +29,7 @@ __all__ = ["GRAPH_PIPELINE", "STAGES", "compilation_count", "compile", "load_sou
 #: The graph pipeline :func:`compile` runs first (``optimize=True``).
 GRAPH_PIPELINE = "kiln-default-cpu"
 
-#: The lowering stages in order (names of registered passes).
-STAGES = (
-    "kiln-infer-shapes",
-    "convert-kiln-to-linalg",
-    "kiln-cpu-prepare",
-    "kiln-cpu-vectorize",
-    "kiln-cpu-bufferize",
-    "kiln-cpu-library",
-    "kiln-cpu-to-llvm",
-)
+#: STAGES (the lowering stages in order) and lower() are in kiln.backends.cpu.lowering.
 
 _count_lock = threading.Lock()
 _compilations = 0
@@ -100,45 +92,6 @@ def load_source(source, example_args=None, dynamic_shapes=None, symbols=None, fa
     with ctx, ir.Location.unknown():
         module = parse_module(text, name)
     return module
-
-
-def lower(module: ir.Module, stop_after: str | None = None, vectorize: int = 1,
-          verify_each: bool | None = True) -> ir.Module:
-    """Run the lowering stages on ``module`` in place (up to ``stop_after``);
-    ``verify_each`` as for :meth:`kiln.pipelines.Pipeline.run` (None: once at
-    the end, what :func:`compile` asks for)."""
-    from .pipelines import Pipeline
-
-    with module.context, ir.Location.unknown():
-        p = Pipeline(stop_after=stop_after)
-        _announce_stages(p, module)
-        for name in STAGES:
-            if name == "kiln-cpu-vectorize":
-                p.add(name, level=vectorize)
-            else:
-                p.add(name)
-        p.run(module, verify_each=verify_each)
-    return module
-
-
-def _announce_stages(p, module: ir.Module) -> None:
-    """Have pipeline ``p`` announce each lowering stage it enters
-    (:func:`kiln.progress.stage`: ``lowering 3/7 (kiln-cpu-vectorize, 40 kernels)``)."""
-    kernels = sum(1 for op in module.body.operations if op.operation.name == "func.func")
-    previous = p.after_stage
-
-    def announce(i: int) -> None:
-        if i < len(STAGES):
-            progress.stage("lowering", i + 1, len(STAGES), detail=f"{STAGES[i]}, {kernels} kernel(s)")
-
-    def after_stage(stage, op) -> None:
-        if previous is not None:
-            previous(stage, op)
-        if stage.name in STAGES:
-            announce(STAGES.index(stage.name) + 1)
-
-    p.after_stage = after_stage
-    announce(0)
 
 
 def _entry(module: ir.Module):

@@ -63,10 +63,10 @@ def compile_static(kernel_text: str, binding: Mapping[str, int], names, vectoriz
     its own; the caller keeps ``module`` alive with the engine.
     """
     from ..._mlir import ir
-    from ...compiler import lower
     from ...context import make_context
     from ...module import parse_module
     from .jit import jit
+    from .lowering import lower
 
     ctx = make_context()
     with ctx, ir.Location.unknown():

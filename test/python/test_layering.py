@@ -101,8 +101,6 @@ ALLOWED_UP = {
     ("kiln.runtime.artifact_save", "kiln.backends.cpu.export",
      "kiln.save cuts the weights out of the object code and links the library; save runs where the model was "
      "compiled (or re-saves a loaded one from its files)"),
-    ("kiln.backends.cpu.specialize", "kiln.compiler",
-     "static kernels are lowered with compiler.lower(), the CPU lowering pipeline, which belongs below compiler.py"),
     ("kiln.backends.triton.model", "kiln.compiler",
      "the Triton backend reuses compiler.py's source loading, signature and fallback warnings; they belong below it"),
 }
