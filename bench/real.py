@@ -221,8 +221,9 @@ class RealWorkload(Workload):
         name = {"tokens": "input_ids", "image": "pixels", "hidden": "x"}[spec.inputs]
         axes = {0: "B", 1: "L"} if seq else {0: "B"}
         super().__init__(spec.name, rows, factory=f"real:{spec.name}", input_names=(name,),
-                         dynamic_axes={name: axes, "y": dict(axes)})
+                         dynamic_axes={name: axes, "y": dict(axes)}, gflop=self.count_gflop)
         self._built = None
+        self._gflop: dict[str, float] = {}
 
     def _hidden(self) -> int:
         return self.spec.quick_hidden if self.quick else self.spec.hidden
@@ -270,6 +271,23 @@ class RealWorkload(Workload):
                 dims[1] = Dim("L", min=2, max=MAX_L)
             self._built = (module, args, (dims,))
         return self._built
+
+    def count_gflop(self, row: Row) -> float:
+        """GFLOP of one call at ``row``, counted by PyTorch's ``FlopCounterMode``
+        on an eager call (what it counts: matmuls and convolutions, not
+        elementwise ops, not always the attention): a lower bound, for the
+        GFLOPS column and, with the machine's FMA peak, the row's floor.
+        Counted once per row."""
+        if row.label not in self._gflop:
+            import torch
+            from torch.utils.flop_counter import FlopCounterMode
+
+            module = self.torch_model()[0]
+            counter = FlopCounterMode(display=False)
+            with torch.no_grad(), counter:
+                module(*[torch.from_numpy(x) for x in row.inputs()])
+            self._gflop[row.label] = counter.get_total_flops() / 1e9
+        return self._gflop[row.label]
 
     def entry_info(self, row: Row) -> dict:
         """What the report needs of a row beyond its shapes: the suite, and

@@ -53,6 +53,15 @@ def test_vision_models_are_calibrated_and_have_no_zero_layer():
     assert 0.05 < float(y.std()) < 20 and np.abs(y[0] - y[1]).max() > 1e-3
 
 
+def test_flops_are_counted_per_row():
+    """The floor's FLOPs: a (2, 32) row of the block does 4x a (1, 16) row's
+    projections (and 8x its attention, when counted)."""
+    w = RealWorkload(_spec("block_sdpa"), quick=True)
+    small, large = (w.min_gflop(r) for r in w.rows)
+    assert small > 2 * 16 * (64 * 3 * 64) / 1e9  # at least the qkv projection
+    assert 4 * small <= large <= 8 * small
+
+
 def test_token_rows_draw_ids_inside_the_vocabulary():
     w = RealWorkload(_spec("gpt2_small"), quick=True)
     ids = w.rows[1].inputs()[0]
