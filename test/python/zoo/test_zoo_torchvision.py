@@ -11,9 +11,11 @@ grid/block attention).  The standard sizes run under the ``slow`` marker.
 
 Dynamic dims: every model takes a dynamic batch ``B``.  The CNNs end in an
 adaptive average pool, so they also take dynamic ``H`` and ``W`` (checked at
-odd sizes too, where strided convolutions floor).  ViT and MaxViT assert their
-constructor's ``image_size`` / ``input_size`` and Swin's windows are sized for
-its grid here, so those three take ``B`` only.
+odd sizes too, where strided convolutions floor; H, W >= 33: at 32 torch.export
+guards on a 1 x 1 final feature map).  ViT and MaxViT assert their
+constructor's ``image_size`` / ``input_size``, and torch.export itself rejects
+Swin with a dynamic H / W ("Expected an equality constraint for s0": its
+shifted-window mask is built per size), so those three take ``B`` only.
 
 Outputs are made meaningful first: BatchNorm statistics are calibrated with a
 few train-mode forwards on random data (fresh ones are mean 0 / var 1, which
