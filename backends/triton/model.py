@@ -105,8 +105,9 @@ def compile_cuda(source, example_args=None, dynamic_shapes=None, symbols=None, *
         from ..select_kernels import select_user_kernels
 
         select_user_kernels(module, "cuda")  # user functions for kiln ops: the op stands alone (kiln.custom)
-        p = Pipeline()
-        p.add("kiln-infer-shapes")
+        # The Triton graph passes (fold, simplify: attention however it is
+        # written becomes kiln.attention, CSE, DCE); kiln-fuse only when asked.
+        p = Pipeline.named("kiln-default-triton", without=["kiln-fuse"])
         if options.get("fuse"):
             p.add("kiln-fuse", kinds=list(ONE_ANCHOR_KINDS))  # one anchor a kernel
         p.run(module)

@@ -40,6 +40,8 @@ def check_model(module, example, dynamic_shapes, shapes, *, rtol=RTOL, name=None
         inputs = make_inputs(key) if make_inputs is not None else key
         with torch.inference_mode():
             want = module(*inputs)
+        # An all-zero reference (a zero-initialised head) would let any result pass.
+        assert float(want.abs().max()) > 0, (name, key, "eager's output is all zeros: nothing is compared")
         got = compiled(*inputs)
         got_t = torch.as_tensor(got)
         assert tuple(got_t.shape) == tuple(want.shape), (name, key, got_t.shape, want.shape)
