@@ -220,7 +220,7 @@ def lower_floor_ceil(cx):
     x = cx.tensor(0)
     if not dtype_of(x).startswith(("f", "b")):
         return x
-    return cx.build(cx.name.rsplit(".", 1)[-1], x)
+    return cx.build("floor" if cx.name.endswith("floor") else "ceil", x)
 
 
 @pattern("torch.aten.sign")
