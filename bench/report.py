@@ -171,7 +171,8 @@ def markdown(result: dict) -> str:
                           if e["workload"] == wname and "first_call_s" in e["peers"].get(p, {})]
                 notes = notes or "first call " + ", ".join(firsts)
             if p == "onnxruntime" and "onnx_export_s" in info:
-                notes = notes or f"export {info['onnx_export_s']:.2f} s"
+                how = f" ({info['onnx_exporter']} exporter)" if info.get("onnx_exporter") else ""
+                notes = notes or f"export {info['onnx_export_s']:.2f} s{how}"
             if p == "kiln" and info.get("process_setup_s", 0) > 0.5:  # paid by the first workload
                 notes = notes or (f"first: {info['process_setup_s']:.1f} s of once-per-process setup (native runtime"
                                   " build, a first compile)")

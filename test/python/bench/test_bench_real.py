@@ -83,6 +83,7 @@ def test_quick_run_end_to_end_with_every_compared_peer():
     for peer in ("kiln", "onnxruntime", "openvino"):
         assert setup[peer]["cold_with_export_s"] > 0 and setup[peer]["compile_warm_s"] > 0, peer
     assert setup["openvino"]["precision"] == "f32"
+    assert setup["onnxruntime"]["onnx_exporter"] == "torchscript"  # the faster exporter when it can
     for e in result["rows"]:
         for peer in ("kiln", "onnxruntime", "openvino"):
             stats = e["peers"][peer]
@@ -95,6 +96,37 @@ def test_quick_run_end_to_end_with_every_compared_peer():
     assert "| block_written_out B=1,L=16 | kiln <= 1.0x better of onnxruntime / openvino |" in md
     assert "| block_written_out | openvino |" in md and "runs f32" in md
     assert "cold (export incl.) <= 2x onnxruntime's" in md
+
+
+class _Diff(torch.nn.Module):
+    def forward(self, x):
+        return torch.diff(x, dim=1) * 2  # aten::diff: the TorchScript ONNX exporter has no rule for it
+
+
+class _DiffWorkload:
+    """What onnx_file reads of a workload, for a model only the dynamo exporter exports."""
+
+    name, onnx_path, input_names, onnx_dynamo_fallback = "diff_for_test", None, ("x",), True
+    dynamic_axes = {"x": {0: "B"}, "y": {0: "B"}}
+
+    def torch_model(self):
+        from torch.export import Dim
+
+        return _Diff(), (torch.randn(2, 5),), ({0: Dim("B", min=1, max=16)},)
+
+
+def test_onnx_export_falls_back_to_the_dynamo_exporter():
+    import onnxruntime as ort
+
+    from kiln.bench import peers
+
+    path = peers.onnx_file(_DiffWorkload())
+    assert peers.ONNX_EXPORTS["diff_for_test"][0] == "dynamo"
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for b in (1, 7, 16):  # the batch stayed dynamic
+        x = np.random.default_rng(b).standard_normal((b, 5), dtype=np.float32)
+        np.testing.assert_allclose(session.run(None, {session.get_inputs()[0].name: x})[0], np.diff(x, axis=1) * 2,
+                                   rtol=1e-6, atol=1e-6)
 
 
 def test_openvino_that_cannot_run_is_said_in_the_table(monkeypatch):
