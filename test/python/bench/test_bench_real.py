@@ -64,6 +64,9 @@ def test_flops_are_counted_per_row():
 
 def test_token_rows_draw_ids_inside_the_vocabulary():
     w = RealWorkload(_spec("gpt2_small"), quick=True)
+    tables = sum(m.weight.numel() * 4 for m in w.torch_model()[0].modules() if isinstance(m, torch.nn.Embedding))
+    everything = sum(p.numel() * 4 for p in w.torch_model()[0].parameters())
+    assert tables > 0 and w.weight_bytes() <= everything - tables  # gathered rows are not streamed weights
     ids = w.rows[1].inputs()[0]
     assert ids.dtype == np.int64 and ids.shape == (2, 32)
     assert 0 <= ids.min() and ids.max() < _spec("gpt2_small").quick_vocab
