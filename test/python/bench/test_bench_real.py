@@ -132,6 +132,26 @@ def test_onnx_export_falls_back_to_the_dynamo_exporter():
                                    rtol=1e-6, atol=1e-6)
 
 
+def test_real_targets_take_the_better_peer_and_the_floor():
+    """kiln/better-of is the larger kiln/peer ratio; B * L >= 512 adds the 0.8x
+    bound; the floor share is the floor over the time the bound allows kiln."""
+    entry = {"workload": "gpt2_small", "row": "B=4,L=256", "suite": "real", "tokens": 1024,
+             "min_gflop": 100.0, "weight_bytes": None,
+             "peers": {"kiln": {"p50_ms": 1000.0, "min_ms": 900.0}, "onnxruntime": {"p50_ms": 1250.0, "min_ms": 1200.0},
+                       "openvino": {"p50_ms": 800.0, "min_ms": 700.0}},
+             "ratio_p50": {"onnxruntime": 0.8, "openvino": 1.25, "eager": 0.5},
+             "ratio_rounds": {"onnxruntime": [0.7, 0.9], "openvino": [1.1, 1.3]}}
+    result = {"rows": [entry], "ceiling": {"fma_gflops": 1000.0}}
+    checks = {c["target"]: c for c in report.targets(result)}
+    one = checks["kiln <= 1.0x better of onnxruntime / openvino"]
+    assert one["ratio"] == 1.25 and one["met"] is False and one["rounds"] == [1.1, 1.3]
+    tight = checks["kiln <= 0.8x better of onnxruntime / openvino"]
+    # floor 100 ms (100 GFLOP at 1000 GFLOPS); allowed: 0.8 x OpenVINO's 800 ms
+    assert tight["floor_share"] == pytest.approx(100.0 / 640.0)
+    entry.update(tokens=256, ratio_p50={"onnxruntime": 0.8})  # OpenVINO did not run; a short row
+    assert [(c["target"], c["met"]) for c in report.targets(result)] == [("kiln <= 1.0x better of onnxruntime", True)]
+
+
 def test_openvino_that_cannot_run_is_said_in_the_table(monkeypatch):
     def missing():
         raise PeerUnavailable("openvino is not installed (No module named 'openvino'): pip install openvino")
