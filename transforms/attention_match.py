@@ -35,7 +35,10 @@ mask) becomes ``causal = true``; another boolean mask becomes the op's ``i1``
 mask (inverting the comparison that built it, or selecting ``-inf`` / ``0``
 into an additive mask where it is not an integer comparison).  Several
 masks besides the causal one become one additive mask, their sum (``-inf``
-/ ``0`` selected by the boolean ones).  ``scale`` is set unless it is the
+/ ``0`` selected by the boolean ones).  A finite fill (``finfo.min``,
+``-1e9``) of the only mask acts as ``-inf``; beside other masks it is kept
+as that value in the additive mask (the source's ``finfo.min + finfo.min =
+-inf``, and rows dropping every score, are then computed as written).  ``scale`` is set unless it is the
 default ``1 / sqrt(D)``.
 """
 
@@ -247,8 +250,9 @@ def _broadcasts_into(mask, scores_dims) -> bool:
 
 def _peel_scores(s, scores_dims, dtype):
     """Walk the softmax input ``s`` down to the product ``q @ kT``: returns
-    ``(core, factor, masks)`` with ``masks`` a list of ``("add", m)`` /
-    ``("keep", m)`` / ``("drop", m)``; None when something else is in the way
+    ``(core, factor, masks)`` with ``masks`` a list of ``("add", m, None)`` /
+    ``("keep", m, fill)`` / ``("drop", m, fill)`` (``fill``: the value the
+    ``where`` selects for a dropped score); None when something else is in the way
     (a scale outside an additive mask, a mask that widens the scores)."""
     factor, masks = 1.0, []
     for _ in range(6):
@@ -260,14 +264,14 @@ def _peel_scores(s, scores_dims, dtype):
         if where is not None and s.type == where.results[0].type:
             cond, a, b = where.operands
             if dims_of(b) == scores_dims and _masked_value(a):
-                kind, s = "drop", b
+                kind, s, fill = "drop", b, splat(a)
             elif dims_of(a) == scores_dims and _masked_value(b):
-                kind, s = "keep", a
+                kind, s, fill = "keep", a, splat(b)
             else:
                 return None
             if not _broadcasts_into(cond, scores_dims):
                 return None
-            masks.append((kind, cond))
+            masks.append((kind, cond, fill))
             continue
         add = producer(s, "kiln.add")
         if add is not None:
@@ -279,7 +283,7 @@ def _peel_scores(s, scores_dims, dtype):
                 return None
             if factor != 1.0 or tensor_info(m.type).dtype != dtype or not _broadcasts_into(m, scores_dims):
                 return None  # (qk + m) * c scales the mask too
-            masks.append(("add", m))
+            masks.append(("add", m, None))
             s = inner
             continue
         return s, factor, masks
@@ -309,17 +313,20 @@ def _is_integer_compare(op) -> bool:
         str(tensor_info(v.type).dtype).startswith(("i", "u", "si")) for v in op.operands)
 
 
-def _bool_mask(builder, kind, cond, dtype, additive=False):
-    """The ``i1`` mask (true: keep) for a boolean ``where``, or with
-    ``additive`` (or where the drop mask is not an integer comparison to
-    invert) the ``0`` / ``-inf`` mask selected by it."""
+def _bool_mask(builder, kind, cond, dtype, fill, additive=False):
+    """The ``i1`` mask (true: keep) for a boolean ``where`` filling ``-inf``,
+    or with ``additive`` (or where the drop mask is not an integer comparison
+    to invert, or the fill is finite) the ``0`` / ``fill`` mask selected by
+    it.  A finite fill (``finfo.min``, ``-1e9``) stays that value: a row with
+    every score dropped is uniform over them in the source, and the sum with
+    another mask (``finfo.min + finfo.min = -inf``) is the source's."""
     op = cond.owner
-    if not additive:
+    if not additive and fill == -math.inf:
         if kind == "keep":
             return cond
         if not isinstance(op, ir.Block) and _is_integer_compare(op.operation):
             return builder.op(_INVERSE[op.operation.name], list(op.operation.operands))
-    neg = builder.constant(np.array(-np.inf), dtype)
+    neg = builder.constant(np.array(fill), dtype)
     zero = builder.constant(np.array(0.0), dtype)
     return builder.op("kiln.where", [cond, zero, neg] if kind == "keep" else [cond, neg, zero])
 
@@ -381,20 +388,26 @@ def _assemble(builder, q_val, kt_val, v_val, qk_batch, batch, factor, masks, dty
     k, fk = _peel_scale(k)
     factor *= fq * fkt * fk
     q_len, k_len = dims_of(q)[-2], dims_of(k)[-2]
+    if len(masks) == 1 and masks[0][0] != "add":
+        # The only mask: a finite fill drops a score as -inf does (exp of it
+        # is 0 next to any kept score); only a row that drops every score
+        # differs (uniform in the source).  With several masks the fill
+        # stays what it is (finfo.min + finfo.min is -inf in the source).
+        masks = [(masks[0][0], masks[0][1], -math.inf)]
     causal, rest = False, []
-    for kind, m in masks:
-        if kind != "add" and not causal and _is_causal(m, kind == "drop", q_len, k_len):
+    for kind, m, fill in masks:
+        if kind != "add" and not causal and fill == -math.inf and _is_causal(m, kind == "drop", q_len, k_len):
             causal = True
         else:
-            rest.append((kind, m))
+            rest.append((kind, m, fill))
     mask = None
     if len(rest) == 1:
-        kind, m = rest[0]
-        mask = m if kind == "add" else _bool_mask(builder, kind, m, dtype)
+        kind, m, fill = rest[0]
+        mask = m if kind == "add" else _bool_mask(builder, kind, m, dtype, fill)
     elif rest:
         # Several masks (padding and a bias): one additive mask, their sum.
-        for kind, m in rest:
-            term = m if kind == "add" else _bool_mask(builder, kind, m, dtype, additive=True)
+        for kind, m, fill in rest:
+            term = m if kind == "add" else _bool_mask(builder, kind, m, dtype, fill, additive=True)
             if term is None:
                 return None
             mask = term if mask is None else builder.op("kiln.add", [mask, term])

@@ -110,12 +110,7 @@ TEXT = ["bart_encoder", "bert", "bloom", "clip_text", "deberta_v2", "opt", "robe
 # keeps this file near 150 s on two cores.
 TEXT_SLOW = ["albert", "distilbert", "electra", "gpt_neo", "mpnet"]
 # name -> reason, for models that do not compile with 0 fallbacks or do not match yet.
-TEXT_XFAIL: dict[str, str] = {
-    "gpt_neo": "kiln-simplify's 'attention' pattern turns where(local_causal, s, finfo.min) into a -inf mask: "
-               "padded queries whose window holds only padding (every key masked) differ from eager, whose "
-               "finfo.min entries saturate to a uniform softmax (max rel err 0.10 at (B, L) = (3, 17), only there; "
-               "2e-7 with the pattern disabled)",
-}
+TEXT_XFAIL: dict[str, str] = {}
 
 
 def _params(names, slow=(), xfail=None):
