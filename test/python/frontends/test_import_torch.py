@@ -175,12 +175,15 @@ def test_shape_errors_name_the_forward_parameter():
 
 
 def test_decomposition_table_drops_exactly_the_kept_ops():
-    from kiln.frontends.export_fixes import KEEP_WHOLE, decomposition_table
+    from kiln.frontends.export_fixes import KEEP_WHOLE, KILN_DECOMPOSITIONS, decomposition_table
 
-    # Popped by overload name (the table stays lazy), the same ops go as by key prefix.
+    # Popped by overload name (the table stays lazy), the same ops go as by key
+    # prefix; kiln's own decompositions (GroupNorm) are added.
     expected = {op for op in torch.export.default_decompositions().keys() if not str(op).startswith(KEEP_WHOLE)}
     table = decomposition_table()
-    assert set(table.keys()) == expected
+    assert set(table.keys()) == expected | set(KILN_DECOMPOSITIONS)
+    for op, fn in KILN_DECOMPOSITIONS.items():
+        assert table[op] is fn
     assert torch.ops.aten.linear.default not in expected
 
 
