@@ -9,7 +9,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 . .venv/bin/activate
 pip install -q --disable-pip-version-check "torch==2.13.0" 2>&1 | grep -v '^WARNING: Location' || true
-pip install -q --disable-pip-version-check -e '.[test,serve]' 2>&1 | grep -v '^WARNING: Location' || true
+pip install -q --disable-pip-version-check -e '.[test,serve,bench]' 2>&1 | grep -v '^WARNING: Location' || true
 # The zoo tests' model libraries. torchvision's registry wheel is a CUDA build that
 # would pull a CUDA torch: --no-deps (its C extension does not load; its models are
 # pure Python, test/python/zoo/zoo_common.py imports it). timm's other needs
