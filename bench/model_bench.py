@@ -19,6 +19,7 @@ from the symbol's declared ``opt``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import resource
@@ -199,20 +200,29 @@ def compile_cold_warm(make: Callable[[], object]):
     from ..runtime import native
 
     native.load()  # the native library, where it is, before the cache root moves
-    saved = os.environ.get("KILN_CACHE_DIR")
-    tmp = tempfile.mkdtemp(prefix="kiln-bench-cold-")
-    try:
-        os.environ["KILN_CACHE_DIR"] = tmp
+    with scratch_dir("KILN_CACHE_DIR", "kiln-bench-cold-"):
         cold_model, cold_s = _compile_timed(make)
         del cold_model
         model, warm_s = _compile_timed(make)
+    return model, cold_s, warm_s
+
+
+@contextlib.contextmanager
+def scratch_dir(variable: str, prefix: str):
+    """An empty temporary directory named by the environment ``variable``
+    (a compile cache) for the ``with`` block; the variable's old value is
+    restored and the directory removed afterwards."""
+    saved = os.environ.get(variable)
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    try:
+        os.environ[variable] = tmp
+        yield tmp
     finally:
         if saved is None:
-            os.environ.pop("KILN_CACHE_DIR", None)
+            os.environ.pop(variable, None)
         else:
-            os.environ["KILN_CACHE_DIR"] = saved
+            os.environ[variable] = saved
         shutil.rmtree(tmp, ignore_errors=True)
-    return model, cold_s, warm_s
 
 
 def bench_model(model_spec: str, shapes: Sequence[str] = (), *, symbols: Sequence[str] = (), iters: int = 100,

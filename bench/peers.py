@@ -106,12 +106,11 @@ class TorchCompilePeer(EagerPeer):
         shape recompiles, as for a user: its first call is reported)."""
         import torch
 
+        from .model_bench import scratch_dir
+
         args = workload.torch_model()[1]
-        saved = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-        tmp = tempfile.mkdtemp(prefix="kiln-bench-inductor-")
         times = []
-        try:
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = tmp
+        with scratch_dir("TORCHINDUCTOR_CACHE_DIR", "kiln-bench-inductor-"):
             for _ in range(2):
                 torch._dynamo.reset()
                 t0 = time.perf_counter()
@@ -119,12 +118,6 @@ class TorchCompilePeer(EagerPeer):
                 with torch.inference_mode():
                     self.compiled(*args)
                 times.append(time.perf_counter() - t0)
-        finally:
-            if saved is None:
-                os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-            else:
-                os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
-            shutil.rmtree(tmp, ignore_errors=True)
         return {"compile_cold_s": times[0], "compile_warm_s": times[1], "cold_with_export_s": times[0]}
 
     def runner(self, row, inputs):

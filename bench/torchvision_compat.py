@@ -1,6 +1,6 @@
-"""Let the registry's torchvision wheel import (the bench's real workloads call
-:func:`define_torchvision_schemas` before importing torchvision or
-transformers; test/python/torchvision_shim.py is the tests' copy).
+"""Let the registry's torchvision wheel import (the bench's real workloads and
+the tests' conftest call :func:`define_torchvision_schemas` before importing
+torchvision or transformers).
 
 That wheel is a CUDA build: its ``_C`` does not load against the CPU torch,
 and ``torchvision._meta_registrations`` then registers fake kernels for

@@ -14,12 +14,12 @@ import os
 import tempfile
 
 import pytest
-from torchvision_shim import define_torchvision_schemas
 
 from kiln._mlir import ir
+from kiln.bench.torchvision_compat import define_torchvision_schemas
 from kiln.context import make_context
 
-# Before anything imports torchvision (transformers does): see torchvision_shim.
+# Before anything imports torchvision (transformers does): see kiln.bench.torchvision_compat.
 define_torchvision_schemas()
 
 # Compiled kernels go to a cache of this session, not the user's

@@ -7,16 +7,16 @@ the smallest, a middle and the largest value of every symbol.
 """
 
 import torch
-from torchvision_shim import define_torchvision_schemas
 
 import kiln
+from kiln.bench.torchvision_compat import define_torchvision_schemas
 
 # max |kiln - eager| / max |eager| for fp32 models (the issue's bar).
 RTOL = 1e-4
 
 
 def import_torchvision():
-    """``torchvision`` from the registry's wheel (see ``torchvision_shim``)."""
+    """``torchvision`` from the registry's wheel (see ``kiln.bench.torchvision_compat``)."""
     define_torchvision_schemas()
     import torchvision
 
