@@ -5,13 +5,14 @@ importers (``torch.aten.*`` from the FX importer, ``torch.operator "onnx.*"``
 from the ONNX importer) into kiln in place.  Symbols come from
 ``torch.symbolic_int`` ops (renamed with ``symbol_names``) and dims from
 ``torch.bind_symbolic_shape``; see :mod:`.driver` for how values, types,
-legality and fallback work, :mod:`.aten`, :mod:`.onnx` and :mod:`.onnx_data` for the patterns.
+legality and fallback work, :mod:`.aten`, :mod:`.aten_nn`, :mod:`.onnx` and :mod:`.onnx_data` for the patterns.
 """
 
 from __future__ import annotations
 
 from ...pipelines.registry import Option, Pass, register_pass
 from . import (
+    aten_nn,  # noqa: F401  (registers torch's contraction and NN patterns)
     onnx_data,  # noqa: F401  (registers the data-movement patterns)
     onnx_nn,  # noqa: F401  (registers the convolution and pooling patterns)
     onnx_ops,  # noqa: F401  (registers ArgMax, ScatterND, GroupNormalization, ...)
