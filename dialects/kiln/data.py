@@ -443,12 +443,9 @@ def checked_reshapes(module_op) -> list:
             src = tensor_info(op.operands[0].type).dims
             dst = tensor_info(op.results[0].type).dims
             out.append(ReshapeCheck(location_text(op.location), tuple(map(str, src)), tuple(map(str, dst))))
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    visit(inner.operation)
+        return ir.WalkResult.ADVANCE
 
-    visit(module_op)
+    module_op.walk(visit)
     return out
 
 
