@@ -336,3 +336,33 @@ func.func @two_masks(%q: !q, %k: !q, %v: !q, %pad: !pad, %mk: !m, %bias: !bias) 
   %o6 = "kiln.matmul"(%p6, %v) : (!s, !q) -> !q
   return %o5, %o6 : !q, !q
 }
+
+// -----
+
+!q = !kiln.tensor<["B", 4, "L", 64], f32>
+!kt = !kiln.tensor<["B", 4, 64, "L"], f32>
+!s = !kiln.tensor<["B", 4, "L", "L"], f32>
+!f = !kiln.tensor<[], f32>
+!pad = !kiln.tensor<["B", 1, 1, "L"], f32>
+!m = !kiln.tensor<["B", 1, 1, "L"], i1>
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
+// A finite fill (finfo.min, GPT-Neo's) beside another mask stays that value
+// in the additive mask: finfo.min + finfo.min is -inf in the source, and a
+// row dropping every score is uniform there; -inf would change both.
+// CHECK-LABEL: func.func @finite_fill_beside_a_mask
+// CHECK: %[[LOW:.*]] = "kiln.constant"() {value = dense<-3.40282347E+38> : tensor<f32>}
+// CHECK: %[[W:.*]] = "kiln.where"(%arg4, %[[LOW]], %{{.*}}) : (!kiln.tensor<["B", 1, 1, "L"], i1>, {{.*}}) -> !kiln.tensor<["B", 1, 1, "L"], f32>
+// CHECK: %[[M:.*]] = "kiln.add"(%[[W]], %arg3)
+// CHECK: "kiln.attention"(%arg0, %arg1, %arg2, %[[M]]) {causal = false
+// STATS: (1) attention
+func.func @finite_fill_beside_a_mask(%q: !q, %k: !q, %v: !q, %pad: !pad, %mk: !m) -> !q {
+  %kt = "kiln.transpose"(%k) {perm = array<i64: 0, 1, 3, 2>} : (!q) -> !kt
+  %s = "kiln.matmul"(%q, %kt) : (!q, !kt) -> !s
+  %a = "kiln.add"(%s, %pad) : (!s, !pad) -> !s
+  %low = "kiln.constant"() {value = dense<-3.40282347E+38> : tensor<f32>} : () -> !f
+  %w = "kiln.where"(%mk, %low, %a) : (!m, !f, !s) -> !s
+  %p = "kiln.softmax"(%w) {axis = -1 : i64} : (!s) -> !s
+  %o = "kiln.matmul"(%p, %v) : (!s, !q) -> !q
+  return %o : !q
+}
