@@ -408,6 +408,7 @@ class TorchToKiln:
         self.arg_dims = dict(arg_dims or {})
         self.stats = ConversionStats()
         self.checks: list[str] = []  # the ops' check_bounds records
+        self._loc_text: dict[str, str] = {}  # printed location -> location_text (see _fallback)
         self.opset = 0
         self._fresh = 0
         self._blobs_read = False
@@ -513,7 +514,7 @@ class TorchToKiln:
             self._convert_func(f.operation)
         self._declare_symbols(body)
         if self.stats.unsupported and not self.fallback:
-            lines = [f"  {name} at {loc}: {why}" for name, loc, why in self.stats.unsupported]
+            lines = [f"  {name} at {self._loc_text.get(loc, loc)}: {why}" for name, loc, why in self.stats.unsupported]
             raise UnsupportedError(
                 f"{len(lines)} op(s) kiln cannot convert (fallback disabled):\n" + "\n".join(lines)
             )
@@ -715,6 +716,7 @@ class TorchToKiln:
 
     def _fallback(self, op, name, reason) -> None:
         loc = str(op.location)
+        self._loc_text[loc] = location_text(op.location)  # what messages print (file:line, node 'x')
         self.stats.unsupported.append((name, loc, reason))
         if not self.fallback:
             op.location.emit_error(f"unsupported op '{name.removeprefix('torch.')}': {reason}")
@@ -761,16 +763,16 @@ class TorchToKiln:
             # such as ui8) cannot be a kiln.fallback result either: kiln
             # lacks the feature, wherever in the graph it is.
             if not is_tensor_type(r.type):
-                raise UnsupportedError(f"{name} at {loc}: result #{i} has {describe_type(r.type)}, which kiln does "
+                raise UnsupportedError(f"{name} at {self._loc_text[loc]}: result #{i} has {describe_type(r.type)}, which kiln does "
                                        f"not support (kiln values are tensors; {reason})")
             try:
                 dims = OpContext(self, op, name).result_dims(i)
             except Decline as e:
-                raise UnsupportedError(f"{name} at {loc}: result #{i}: {e}") from None
+                raise UnsupportedError(f"{name} at {self._loc_text[loc]}: result #{i}: {e}") from None
             dims = [d if not d.is_unknown else dim(self.fresh_symbol()) for d in dims]
             results.append(self.types.convert(r.type, dims))
         if len(operands) > MAX_VARIADIC or len(results) > FallbackOp.MAX_RESULTS:
-            raise ConversionError(f"{name} at {loc}: too many operands/results for kiln.fallback ({reason})")
+            raise ConversionError(f"{name} at {self._loc_text[loc]}: too many operands/results for kiln.fallback ({reason})")
         fb = create_op(
             "fallback", operands, results=results, loc=op.location,
             attrs={"op_name": name.removeprefix("torch."), "attrs": ir.DictAttr.get(attrs) if attrs else None},

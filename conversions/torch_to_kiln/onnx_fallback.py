@@ -113,7 +113,9 @@ class OnnxNodes:
 
 
 def _where(name, op) -> str:
-    return f"{name} at {op.location}"
+    from ...locations import location_text
+
+    return f"{name} at {location_text(op.location)}"
 
 
 def _node_from_attrs(op, name: str, opset: int):
