@@ -408,7 +408,7 @@ def _build(directory, manifest: dict, start: float, policy, profiling, arena_poo
 
     from . import native
     from .blas import blas_library, register_sgemm
-    from .contract import BoundsCheck, InputSpec, ReshapeCheck
+    from .contract import InputSpec, check_from_data
     from .cpu_code import CpuKernel
     from .executor import ModelRuntime, Prepared
     from .model import CompiledModel, Step, ValueInfo
@@ -487,8 +487,7 @@ def _build(directory, manifest: dict, start: float, policy, profiling, arena_poo
     runtime.restored_info = {str(v["name"]): {k: v[k] for k in ("name", "kind", "ranges")}
                              for v in manifest["variants"]}
     inputs = [InputSpec.make(i["name"], i["dims"], i["dtype"]) for i in manifest["inputs"]]
-    checks = [ReshapeCheck(c["where"], tuple(c["src"]), tuple(c["dst"])) if c["kind"] == "reshape"
-              else BoundsCheck(c["where"], c["start"], c["end"], c["size"]) for c in manifest.get("checks", [])]
+    checks = [check_from_data(c) for c in manifest.get("checks", [])]
     names = list(manifest["value_names"])
     if len(names) != len(sched.values) or len(inputs) != len(sched.inputs):
         raise KilnError(f"'{directory}': {MANIFEST}'s inputs and values do not match its schedule")

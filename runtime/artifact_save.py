@@ -32,7 +32,6 @@ from .artifact import (
     _write_safetensors,
     required_features,
 )
-from .contract import ReshapeCheck
 
 __all__ = ["save"]
 
@@ -243,8 +242,7 @@ def save(model, directory) -> dict:
         "outputs": [{"name": n, "dims": _dims_json(o.dims), "dtype": o.dtype}
                     for n, o in zip(model.output_names, model.outputs)],
         "value_names": [v.name for v in model.values],
-        "checks": [{"kind": "reshape" if isinstance(c, ReshapeCheck) else "bounds", **c.as_data()}
-                   for c in model.checks],
+        "checks": [c.as_data() for c in model.checks],
         "profiles": [p.describe() for p in rt.profiles],
         "policy": rt.policy,
         "budget": rt.budget,

@@ -18,6 +18,7 @@ offsets (its grammar is the dim grammar plus ``max(a, b, ...)``).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ import numpy as np
 from ..dialects.dims import Dim, dim
 from ..errors import DimError, ShapeError
 
-__all__ = ["BoundsCheck", "BoundsError", "InputSpec", "ReshapeCheck", "ShapeContract", "parse_checks", "compile_expr", "dtype_of", "needs_conversion", "readable", "shape_of"]
+__all__ = ["BoundsCheck", "BoundsError", "InputSpec", "ReshapeCheck", "ShapeContract", "check_from_data", "parse_checks", "compile_expr", "dtype_of", "needs_conversion", "readable", "shape_of"]
 
 
 # ----------------------------------------------------------------------------
@@ -328,8 +329,8 @@ class ReshapeCheck:
     dst: tuple
 
     def as_data(self) -> dict:
-        """The check as plain data (artifact manifests)."""
-        return {"where": self.where, "src": list(self.src), "dst": list(self.dst)}
+        """The check as plain data (artifact manifests; :func:`check_from_data` reads it)."""
+        return {"kind": "reshape", "where": self.where, "src": list(self.src), "dst": list(self.dst)}
 
 
 @dataclass(frozen=True)
@@ -344,19 +345,30 @@ class BoundsCheck:
     size: str
 
     def as_data(self) -> dict:
-        """The check as plain data (artifact manifests)."""
-        return {"where": self.where, "start": self.start, "end": self.end, "size": self.size}
+        """The check as plain data (artifact manifests; :func:`check_from_data` reads it)."""
+        return {"kind": "bounds", "where": self.where, "start": self.start, "end": self.end, "size": self.size}
 
 
 class BoundsError(ShapeError):
     """Slice bounds outside the range the compiled kernels take (see :class:`BoundsCheck`)."""
 
 
+def check_from_data(data: Mapping):
+    """The :class:`ReshapeCheck` / :class:`BoundsCheck` that ``as_data`` gave ``data``."""
+    fields = {k: v for k, v in data.items() if k != "kind"}
+    if data.get("kind") == "reshape":
+        return ReshapeCheck(fields["where"], tuple(fields["src"]), tuple(fields["dst"]))
+    return BoundsCheck(**fields)
+
+
 def parse_checks(texts: Sequence[str]) -> list:
-    """The module's ``kiln.checks`` strings as :class:`BoundsCheck` objects."""
+    """The module's ``kiln.checks`` strings (``bounds|where|start|end|size``)
+    as :class:`BoundsCheck` objects; ``where`` (a node name) may hold ``|``,
+    the dim texts do not."""
     out = []
     for text in texts:
-        kind, *fields = str(text).split("|")
+        kind, _, rest = str(text).partition("|")
+        fields = rest.rsplit("|", 3)
         if kind != "bounds" or len(fields) != 4:
             raise ShapeError(f"unknown shape check {text!r}")
         out.append(BoundsCheck(*fields))
@@ -534,9 +546,9 @@ class ShapeContract:
             raise ShapeError(f"{where} is {got} but {c.expr} = {want} ({bound})")
         for r, src, dst in self._reshapes:
             a, b = [f(binding) for f in src], [f(binding) for f in dst]
-            if int(np.prod(a, dtype=np.int64)) != int(np.prod(b, dtype=np.int64)) or min(b, default=0) < 0:
-                raise ShapeError(f"{r.where}: cannot reshape {a} ({int(np.prod(a))} elements) to {b} "
-                                 f"({int(np.prod(b))} elements)")
+            if math.prod(a) != math.prod(b) or min(b, default=0) < 0:
+                raise ShapeError(f"{r.where}: cannot reshape {a} ({math.prod(a)} elements) to {b} "
+                                 f"({math.prod(b)} elements)")
         for c, start, end, size in self._bounds:
             s, e, n = start(binding), end(binding), size(binding)
             if not 0 <= s <= e <= n:

@@ -116,3 +116,15 @@ def test_compile_expr():
     assert syms == {"B", "L"}
     assert fn({"B": 2, "L": 9}) == max(128, 72) + 3 + 1
     assert fn({"B": 2, "L": 100}) == 800 + 48 + 1
+
+
+def test_shape_checks_round_trip_and_names_with_a_bar():
+    from kiln.runtime.contract import BoundsCheck, ReshapeCheck, check_from_data, parse_checks
+
+    # A node name may hold "|": the dim texts after it never do.
+    (b,) = parse_checks(["bounds|node 'a|b' (Slice)|s0|e0|12"])
+    assert b == BoundsCheck("node 'a|b' (Slice)", "s0", "e0", "12")
+    r = ReshapeCheck("node 'r' (Reshape)", ("B", "12"), ("s0", "s1"))
+    assert [check_from_data(c.as_data()) for c in (b, r)] == [b, r]
+    with pytest.raises(ShapeError, match="unknown shape check"):
+        parse_checks(["bounds|where|s0|e0"])
