@@ -360,7 +360,7 @@ def _value_input_model(source, example_args, dynamic_shapes, symbols, device, op
     many compiled models are cached, default 16)."""
     from .frontends import onnx_values as ov
     from .frontends.onnx_import import load_model
-    from .runtime.value_inputs import ValueInputModel
+    from .runtime.value_inputs import SYMBOL_MAX, ValueInputModel
 
     try:  # the graph alone (no external weights) tells whether any input is one
         graph = ov.read_graph(source)
@@ -389,7 +389,7 @@ def _value_input_model(source, example_args, dynamic_shapes, symbols, device, op
         if dynamic:
             m = ov.carrier_model(m, {n: syms[n] for n in shaped}, fixed, pins)
         names = ov.dim_params(m)
-        given = {**{k: (0, 2**31 - 1) for k in floors}, **declared}
+        given = {**{k: (0, SYMBOL_MAX) for k in floors}, **declared}
         given = {k: v for k, v in given.items() if k in names}
         return compile(m, example_args, dynamic_shapes, given or None, device, _values_resolved=True, **options)
 

@@ -127,7 +127,7 @@ def shape_inputs(model, candidates) -> list[str]:
             continue
         if name in outputs:
             continue
-        uses = [(n.op_type, k) for n in model.graph.node for k, i in enumerate(n.input) if i == name]
+        uses = _uses(model, name)
         if uses and all(k in SHAPE_OPERANDS.get(op, ()) for op, k in uses):
             out.append(name)
     return out
@@ -140,10 +140,15 @@ def zero_valued(model, names) -> list[str]:
     specialization serves."""
     out = []
     for name in names:
-        uses = [(n.op_type, k) for n in model.graph.node for k, i in enumerate(n.input) if i == name]
+        uses = _uses(model, name)
         if uses and all(op == "Slice" and k in (1, 2) for op, k in uses):
             out.append(name)
     return out
+
+
+def _uses(model, name: str) -> list[tuple[str, int]]:
+    """``(op type, operand position)`` of every use of the value ``name``."""
+    return [(n.op_type, k) for n in model.graph.node for k, i in enumerate(n.input) if i == name]
 
 
 def _sanitize(text: str) -> str:

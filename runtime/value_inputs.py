@@ -48,9 +48,9 @@ _log = logging.getLogger("kiln.runtime")
 #: Elements a specialized input may have: its values are a cache key and a constant.
 MAX_SPECIALIZED_ELEMENTS = 4096
 
-# The largest value a shape input's symbol takes without a declared range (a
-# symbol's default maximum); larger ones are specialized.
-_MAX_SYMBOL = 2**31 - 1
+#: The largest value a shape input's symbol takes without a declared range (a
+#: symbol's default maximum); larger ones are pinned.
+SYMBOL_MAX = 2**31 - 1
 
 
 def _host(value, name: str) -> np.ndarray:
@@ -242,7 +242,7 @@ class ValueInputModel:
                 if not rng[0] <= v <= rng[1]:
                     raise ShapeError(f"input '{name}' value #{k}: {sym} = {v} violates "
                                      f"{rng[0]} <= {sym} <= {rng[1]}")
-            elif not self.floors.get(sym, 1) <= v <= _MAX_SYMBOL:
+            elif not self.floors.get(sym, 1) <= v <= SYMBOL_MAX:
                 pinned[k] = v  # 0, -1, a "to the end" INT64_MAX: values no dim takes
         return values, pinned
 
