@@ -21,10 +21,10 @@ from ..errors import DimError, KilnError, UnsupportedError
 from ..runtime.ort_fallback import IO_ATTR, MODEL_ATTR, OrtFallbackKernel
 from .fallback import FallbackKernel, _tensor_ref
 
-__all__ = ["fallback_from_op", "fallback_kernel"]
+__all__ = ["fallback_from_op", "fallback_kernel", "python_value"]
 
 
-def _python_value(attr):
+def python_value(attr):
     """A Python value for an MLIR attribute recorded by the frontend."""
     if isinstance(attr, ir.UnitAttr):
         return None
@@ -42,7 +42,7 @@ def _python_value(attr):
             return text
         return d if d.symbols else text  # "B*16": a dim, evaluated per call
     if isinstance(attr, ir.ArrayAttr):
-        return [_python_value(a) for a in attr]
+        return [python_value(a) for a in attr]
     if isinstance(attr, ir.DenseI64ArrayAttr):
         return [int(x) for x in attr]
     if isinstance(attr, ir.TypeAttr):
@@ -69,9 +69,9 @@ def fallback_from_op(op, name: str | None = None, results: Sequence[int] | None 
         for named in ir.DictAttr(attrs):
             key = named.name
             if key.startswith("operand") and key[len("operand"):].isdigit():
-                recorded[int(key[len("operand"):])] = _python_value(named.attr)
+                recorded[int(key[len("operand"):])] = python_value(named.attr)
             else:
-                kwargs[key] = _python_value(named.attr)
+                kwargs[key] = python_value(named.attr)
     # Tensors inside recorded lists ("%operand<k>" markers) are the last operands.
     listed = {_tensor_ref(x) for v in recorded.values() if isinstance(v, list) for x in v} - {None}
     n_tensors = len(op.operands) - len(listed)

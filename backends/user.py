@@ -220,6 +220,7 @@ def _build_custom(cx, custom: str, entries, where: str) -> tuple:
     from ..conversions.torch_to_kiln.driver import Decline, Known, _scalar_attr
     from ..dialects.dims import Dim, dim
     from ..dialects.kiln import MAX_VARIADIC, CustomOp, create_op, tensor_info, tensor_type
+    from .fallback_build import python_value
 
     operands, attrs = [], {}
     for i in range(cx.num_operands):
@@ -309,16 +310,10 @@ def _takes(fn, name: str) -> bool:
     return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
-def python_value(attr):
-    """A Python value of a recorded attribute (as the fallback kernels decode them)."""
-    from .fallback_build import _python_value
-
-    return _python_value(attr)
-
-
 def custom_attrs(op) -> dict:
     """The ``attrs`` of a ``kiln.custom`` op as Python values (``{}`` without any)."""
     from .._mlir import ir
+    from .fallback_build import python_value
 
     attrs = op.operation.attributes
     if "attrs" not in attrs:
