@@ -358,9 +358,10 @@ def _value_input_model(source, example_args, dynamic_shapes, symbols, device, op
     named after them (ranges from ``symbols``); every other such input is
     specialized on its values at call time (``value_specializations``: how
     many compiled models are cached, default 16)."""
+    from .dialects.dims import SYMBOL_MAX
     from .frontends import onnx_values as ov
     from .frontends.onnx_import import load_model
-    from .runtime.value_inputs import SYMBOL_MAX, ValueInputModel
+    from .runtime.value_inputs import ValueInputModel
 
     try:  # the graph alone (no external weights) tells whether any input is one
         graph = ov.read_graph(source)

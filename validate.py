@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .dialects.dims import SYMBOL_MAX
 from .errors import KilnError
 
 __all__ = ["EXACT", "TOLERANCES", "OutputCheck", "ShapeCheck", "ShapePoint", "Tolerance", "ValidationReport",
@@ -320,8 +321,6 @@ def compare(name: str, got, want, tol: Tolerance, dtype: str = "f32") -> OutputC
 # Shapes and inputs
 # ----------------------------------------------------------------------------
 
-#: ``max`` of a symbol the frontend found no range for (kiln's placeholder).
-_UNSET_MAX = 2**31 - 1
 
 
 def _snap(value: int, lo: int, hi: int, multiple_of: int | None) -> int:
@@ -337,7 +336,7 @@ def require_ranges(symbols: Mapping) -> None:
     """KilnError for a symbol without a declared range (its max is kiln's
     placeholder): neither its max nor random points in range can be run."""
     for name, s in sorted(symbols.items()):
-        if s.max >= _UNSET_MAX:
+        if s.max >= SYMBOL_MAX:
             raise KilnError(f"symbol '{name}' has no declared range ({s.min} <= {name} <= {s.max}): give it one "
                             f"(--symbol {name}=MIN:MAX for an ONNX model, Dim(min=, max=) in a factory)")
 

@@ -29,6 +29,7 @@ from ..errors import DimError
 __all__ = [
     "Dim",
     "FloorDiv",
+    "SYMBOL_MAX",
     "UNKNOWN",
     "dim",
     "dims_equal",
@@ -110,6 +111,9 @@ _PRINTER = _DimPrinter()
 
 #: Dims are sizes: a static one must fit the ``i64`` the type stores it in.
 MAX_STATIC = 2**63 - 1
+#: A symbol's maximum when none was declared (the frontends' default range is
+#: ``1 <= s <= SYMBOL_MAX``; reports and ``kiln validate`` treat it as "no range").
+SYMBOL_MAX = 2**31 - 1
 # Bounds that keep a hostile dim text from costing more than milliseconds:
 # its tokens, its nesting, and the terms its expanded form may have
 # ("(A+1)*(B+1)*...*(P+1)" is 100 characters and 65,536 terms, ~30 s of

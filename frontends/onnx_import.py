@@ -22,7 +22,7 @@ import warnings
 from .. import progress
 from .._mlir import ir
 from ..context import make_context
-from ..conversions.torch_to_kiln.driver import UNSET_MAX
+from ..dialects.dims import SYMBOL_MAX
 from ..errors import ConversionError, KilnError, ParseError, UnsupportedError
 from .names import name_signature
 from .onnx_external import attach, read_model
@@ -310,8 +310,8 @@ def import_onnx(model_or_path, symbols=None, fallback=True, *, with_report=False
     if unknown:
         raise KilnError(f"symbols {', '.join(unknown)} are not dim_params of the model's inputs "
                         f"(inputs name: {', '.join(named) or 'none'})")
-    symbol_ranges = {n: ranges.get(n, (1, UNSET_MAX)) for n in named}
-    notes = [f"symbol '{n}' has no range given: 1 <= {n} <= {UNSET_MAX}" for n in named if n not in ranges]
+    symbol_ranges = {n: ranges.get(n, (1, SYMBOL_MAX)) for n in named}
+    notes = [f"symbol '{n}' has no range given: 1 <= {n} <= {SYMBOL_MAX}" for n in named if n not in ranges]
 
     _label_nodes(model.graph)  # a copy: infer_shapes returned a new model
     _log.info("%s read, checked and shape-inferred: %.3f s", where, time.perf_counter() - start)

@@ -29,8 +29,7 @@ from .. import progress
 from .._mlir import ir
 from ..context import DiagnosticCollector
 from ..conversions.torch_to_kiln import convert_module
-from ..conversions.torch_to_kiln.driver import UNSET_MAX
-from ..dialects.dims import evaluate
+from ..dialects.dims import SYMBOL_MAX, evaluate
 from ..dialects.kiln import tensor_info
 from ..errors import ConversionError, KilnError, VerifyError
 from ..module import symbols_of, verify_module
@@ -267,8 +266,8 @@ def finish(mod: ir.Module, *, fallback=True, symbol_names=None, resources=None, 
     syms = symbols_of(mod.operation)
     report.symbols = {name: [info.min, info.max] for name, info in syms.items()}
     for name, info in syms.items():
-        if info.max == UNSET_MAX and name not in set(named):
-            report.notes.append(f"symbol '{name}' has no declared range: 1 <= {name} <= {UNSET_MAX}")
+        if info.max == SYMBOL_MAX and name not in set(named):
+            report.notes.append(f"symbol '{name}' has no declared range: 1 <= {name} <= {SYMBOL_MAX}")
     try:
         report.flops = estimate_flops(mod.operation)
     except KilnError:

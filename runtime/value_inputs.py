@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..dialects.dims import SYMBOL_MAX  # larger values than a symbol may take are pinned
 from ..errors import KilnError, ShapeError
 from .contract import BoundsError
 from .report import Report
@@ -48,9 +49,6 @@ _log = logging.getLogger("kiln.runtime")
 #: Elements a specialized input may have: its values are a cache key and a constant.
 MAX_SPECIALIZED_ELEMENTS = 4096
 
-#: The largest value a shape input's symbol takes without a declared range (a
-#: symbol's default maximum); larger ones are pinned.
-SYMBOL_MAX = 2**31 - 1
 
 
 def _host(value, name: str) -> np.ndarray:

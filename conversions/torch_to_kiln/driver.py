@@ -38,7 +38,7 @@ import numpy as np
 import sympy
 
 from ..._mlir import ir
-from ...dialects.dims import UNKNOWN, Dim, dim
+from ...dialects.dims import SYMBOL_MAX, UNKNOWN, Dim, dim
 from ...dialects.kiln import MAX_VARIADIC, FallbackOp, create_op, tensor_info, tensor_type
 from ...errors import ConversionError, KilnError, UnsupportedError, VerifyError
 from ...locations import location_text
@@ -48,8 +48,6 @@ from ...transforms._resources import resource_bytes
 
 __all__ = ["ConversionStats", "Decline", "Known", "KilnTypeConverter", "TorchToKiln", "convert_torch_to_kiln"]
 
-# Symbols without a declared range get this one (and the import report says so).
-UNSET_MAX = 2**31 - 1
 
 #: Module attribute listing what the shape contract checks per call for the
 #: imported ops to mean what the source's did, one string per check:
@@ -499,7 +497,7 @@ class TorchToKiln:
             self._fresh += 1
             name = f"d{self._fresh}"
         self._fresh += 1
-        self.symbols[name] = (1, UNSET_MAX)
+        self.symbols[name] = (1, SYMBOL_MAX)
         self.stats.fresh_symbols.append(name)
         return name
 

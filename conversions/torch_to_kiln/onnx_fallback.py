@@ -42,7 +42,7 @@ from collections import defaultdict
 import numpy as np
 
 from ..._mlir import ir
-from ...dialects.dims import Dim, dim, evaluate
+from ...dialects.dims import SYMBOL_MAX, Dim, dim, evaluate
 from ...dialects.kiln import MAX_VARIADIC, FallbackOp, create_op, tensor_info
 from ...errors import DimError, KilnError, UnsupportedError
 from ...runtime.dtypes import NUMPY_DTYPES
@@ -288,7 +288,7 @@ class _Samples:
             for k in range(5):
                 binding = {}
                 for i, s in enumerate(syms):
-                    lo, hi = self.conv.symbols.get(s, (1, 2**31 - 1))
+                    lo, hi = self.conv.symbols.get(s, (1, SYMBOL_MAX))
                     sample = lo if k == 3 else hi if k == 4 else _PRIMES[(i * 3 + k) % len(_PRIMES)]
                     binding[s] = min(max(sample, lo), hi)
                 try:

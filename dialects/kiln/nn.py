@@ -281,6 +281,21 @@ def _require_default_scale(attrs, head) -> None:
         raise VerifyError("head dim is 0, so the default scale 1/sqrt(0) is undefined: give 'scale'")
 
 
+def gqa_group(q_dims, k_dims, v_dims) -> int:
+    """How many q heads share one k / v head: ``Hq / Hkv`` when k and v have
+    ``Hkv`` heads on dim -3 and q a static multiple ``Hq`` of it (rank >= 3,
+    ``Hkv > 1`` or ``Hq > 1``; 1 broadcasts as any batch dim), else 1."""
+    if min(len(q_dims), len(k_dims), len(v_dims)) < 3:
+        return 1
+    hq, hk, hv = q_dims[-3], k_dims[-3], v_dims[-3]
+    if not (hq.is_static and hk.is_static and hv.is_static) or hk != hv:
+        return 1
+    hq, hk = hq.value, hk.value
+    if hk <= 1 or hk == hq or hq % hk:
+        return 1
+    return hq // hk
+
+
 class AttentionOp(KilnOp, name="attention", traits=[ext.Pure]):
     """Scaled dot-product attention ``softmax(q k^T * scale + mask) v``.
 
@@ -288,6 +303,11 @@ class AttentionOp(KilnOp, name="attention", traits=[ext.Pure]):
     ``[..., L, Dv]``; leading dims broadcast.  ``causal`` masks keys after the
     query position; ``mask`` (optional) is added to the scores (f32) or
     selects them (i1).  ``scale`` defaults to ``1/sqrt(D)``.
+
+    **Grouped-query attention**: k and v may have fewer heads than q on dim
+    -3 (static ``Hq`` and ``Hkv``, ``Hq % Hkv == 0``, both of rank >= 3): q
+    head ``h`` reads k / v head ``h // (Hq / Hkv)`` (``torch``'s
+    ``enable_gqa``, transformers' ``repeat_kv``), with no repeated copy.
 
     ``%r = "kiln.attention"(%q, %k, %v) {causal = true, operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (!kiln.tensor<["B", 4, "L", 64], f32>, ...) -> !kiln.tensor<["B", 4, "L", 64], f32>``
     """
@@ -308,6 +328,10 @@ class AttentionOp(KilnOp, name="attention", traits=[ext.Pure]):
         require_dims_equal(q.dims[-1], k.dims[-1], "q and k head dims differ")
         require_dims_equal(k.dims[-2], v.dims[-2], "k and v sequence dims differ")
         _require_default_scale(attrs, q.dims[-1])
+        group = gqa_group(q.dims, k.dims, v.dims)
+        if group > 1:  # k and v read as if repeated to q's heads
+            k = TensorInfo(k.dims[:-3] + (q.dims[-3],) + k.dims[-2:], k.dtype)
+            v = TensorInfo(v.dims[:-3] + (q.dims[-3],) + v.dims[-2:], v.dtype)
         batch = broadcast_dims([q.dims[:-2], k.dims[:-2], v.dims[:-2]], "batch dims of q, k, v")
         out = batch + (q.dims[-2], v.dims[-1])
         if len(operands) == 4:
@@ -394,3 +418,33 @@ class ArgminOp(_ArgReduceOp, name="argmin", traits=[ext.Pure]):
 
     ``%r = "kiln.argmin"(%x) {axis = -1 : i64, select_last_index = true} : (!kiln.tensor<["B", 16], f32>) -> !kiln.tensor<["B", 1], i64>``
     """
+
+
+class RmsNormOp(KilnOp, name="rms_norm", traits=[ext.Pure]):
+    """Root-mean-square normalization over the dims from ``axis`` on (LLaMA's
+    ``RMSNorm``): ``x * rsqrt(mean(x**2) + epsilon)``, times an optional
+    ``weight`` shaped like those dims.  For ``f16`` / ``bf16`` input the
+    statistics and the normalized value are computed in ``f32`` and rounded
+    to the input's dtype before the weight multiplies it (the casts
+    transformers' ``LlamaRMSNorm`` writes).
+
+    ``%r = "kiln.rms_norm"(%x, %g) {axis = -1 : i64, epsilon = 1.0e-06 : f64, operandSegmentSizes = array<i32: 1, 1>} : (!kiln.tensor<["B", "L", 256], f32>, !kiln.tensor<[256], f32>) -> !kiln.tensor<["B", "L", 256], f32>``
+    """
+
+    x: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+    weight: Optional[ext.Operand[TensorType]] = None
+    ATTRS = {"axis": ATTR.int(default=-1), "epsilon": ATTR.float(default=1e-6)}
+
+    def shape(self, operands, attrs):
+        x = operands[0]
+        same_dtype(operands)
+        if not is_float(x.dtype):
+            raise VerifyError(f"requires a floating-point operand, got {x.dtype}")
+        axis = norm_axis(attrs["axis"], x.rank)
+        norm = x.dims[axis:]
+        if len(operands) == 2:
+            w = operands[1]
+            if len(w.dims) != len(norm) or any(a != b for a, b in zip(w.dims, norm)):
+                raise VerifyError(f"weight must have shape {shape_text(norm)}, got {shape_text(w.dims)}")
+        return [x]
