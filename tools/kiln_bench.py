@@ -6,6 +6,7 @@ Examples::
     kiln-bench --workload real                 # BERT-base, GPT-2-small, a LLaMA-style decoder, ResNet-50,
                                                # MobileNetV2, ViT-S/16, the block in both spellings (long)
     kiln-bench --workload real --quick         # the same architectures in tiny configs (smoke run)
+    kiln-bench --workload llm                  # text generation: TTFT, decode tokens/s, p50/p95, peak memory
     kiln-bench --workload real --workloads bert_base,resnet50 --peers kiln,onnxruntime,openvino
     kiln-bench --out bench/results             # everything: JSON, markdown, PNG
     kiln-bench --workloads mlp --peers kiln,onnxruntime
@@ -16,6 +17,13 @@ Examples::
 torchvision with random weights (kiln.bench.real), one compile per engine
 serving every row, and adds OpenVINO (f32, and bf16 for information) to the
 peers; its cold compiles start from empty caches with the export included.
+
+``--workload llm`` (issue 37) generates greedily with a LLaMA-style
+decoder of about 110 M parameters (kiln.bench.llm; ``--quick``: a tiny one)
+in kiln (kiln.compile_lm), transformers eager, torch.compile with the
+static cache and ONNX Runtime (the decoder exported with past inputs), each
+in a process of its own, and gives each decode row its floor: the bytes a
+step streams at this machine's measured streaming rate.
 
 Writes ``<out>/bench.json``, ``<out>/bench.md`` and ``<out>/bench.png``
 (the plot needs matplotlib) and prints the markdown table.
@@ -58,8 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kiln-bench", description=__doc__.replace("``", "").replace("::", ":"),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="the quick subset of rows, short measurements")
-    parser.add_argument("--workload", choices=("classic", "real"), default="classic",
-                        help="the set of workloads: the classic bench rows (default) or the real models of issue 42")
+    parser.add_argument("--workload", choices=("classic", "real", "llm"), default="classic",
+                        help="the set of workloads: the classic bench rows (default), the real models of issue 42, "
+                             "or text generation (llm)")
     parser.add_argument("--workloads", help="comma-separated workload names of the set (default: all)")
     parser.add_argument("--peers", help="comma-separated peers: kiln, eager, torch.compile, onnxruntime, openvino, "
                                         "openvino-bf16 (default: the first four; with --workload real all six)")
@@ -98,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{flag} needs --model")
     if args.json:
         parser.error("--json needs --model (the suite writes <out>/bench.json)")
-    out = args.out or ("bench/results/real" if args.workload == "real" else "bench/results")
+    out = args.out or {"real": "bench/results/real", "llm": "bench/results/llm"}.get(args.workload, "bench/results")
+    if args.workload == "llm":
+        return _bench_llm(args, out)
 
     from ..bench.harness import run_benchmark
     from ..bench.peers import PEERS, REAL_PEERS
@@ -143,6 +154,28 @@ def main(argv: list[str] | None = None) -> int:
         f.write(md)
     if not plot(result, os.path.join(out, "bench.png")):
         log("matplotlib is not installed: no plot")
+    print(md)
+    return 0
+
+
+def _bench_llm(args, out: str) -> int:
+    """``--workload llm``: the text-generation rows (kiln.bench.llm)."""
+    from ..bench import llm
+
+    if args.workloads:
+        raise KilnError("--workload llm has one model: --workloads is for the other sets")
+    peers = args.peers.split(",") if args.peers else list(llm.PEERS)
+    for p in peers:
+        if p not in llm.PEERS:
+            raise KilnError(f"unknown LLM peer '{p}' (known: {', '.join(llm.PEERS)})")
+    result = llm.run(quick=args.quick, peers=peers, threads=args.threads,
+                     log=(lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True)))
+    md = llm.markdown(result)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "bench.json"), "w") as f:
+        json.dump(result, f, indent=1, default=str)
+    with open(os.path.join(out, "bench.md"), "w") as f:
+        f.write(md)
     print(md)
     return 0
 
