@@ -101,7 +101,7 @@ def _check_symbols(symbols) -> dict:
 
 
 # ONNX tensor element types kiln has a dtype for (torch_to_kiln's _DTYPE).
-_KILN_ELEM_TYPES = {"FLOAT", "FLOAT16", "BFLOAT16", "DOUBLE", "INT64", "INT32", "INT16", "INT8", "BOOL"}
+_KILN_ELEM_TYPES = {"FLOAT", "FLOAT16", "BFLOAT16", "DOUBLE", "INT64", "INT32", "INT16", "INT8", "UINT8", "BOOL"}
 
 
 def _elem_name(elem: int) -> str:

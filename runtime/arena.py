@@ -34,7 +34,7 @@ __all__ = ["MIN_POOL_BYTES", "ArenaLayout", "ArenaPlan", "ArenaPool", "pool_byte
 
 _TORCH_DTYPES = {
     "f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64,
-    "i1": torch.bool, "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64,
+    "i1": torch.bool, "i8": torch.int8, "ui8": torch.uint8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64,
 }
 
 

@@ -87,7 +87,7 @@ def _splice(data: bytes, weights) -> tuple[bytes, list, list]:
 
 def _typed(name: str, dtype: str, shape: tuple, raw: np.ndarray) -> tuple:
     """A safetensors entry: typed when the bytes are the tensor's, flat bytes otherwise."""
-    itemsize = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8}.get(dtype)
+    itemsize = {"i1": 1, "i8": 1, "ui8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8}.get(dtype)
     if dtype in _ST_DTYPES and itemsize and raw.nbytes == itemsize * int(np.prod(shape, dtype=np.int64)):
         return (name, dtype, tuple(shape), raw)
     return (name, "u8", (raw.nbytes,), raw)

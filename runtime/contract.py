@@ -146,12 +146,12 @@ def compile_expr(text) -> tuple:
 
 _NUMPY_DTYPES = {
     "float16": "f16", "float32": "f32", "float64": "f64", "bool": "i1",
-    "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "int8": "i8", "uint8": "ui8", "int16": "i16", "int32": "i32", "int64": "i64",
     "bfloat16": "bf16",  # ml_dtypes' numpy bfloat16 (numpy has none of its own)
 }
 _TORCH_DTYPES = {
     "torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float32": "f32", "torch.float64": "f64",
-    "torch.bool": "i1", "torch.int8": "i8", "torch.int16": "i16", "torch.int32": "i32", "torch.int64": "i64",
+    "torch.bool": "i1", "torch.int8": "i8", "torch.uint8": "ui8", "torch.int16": "i16", "torch.int32": "i32", "torch.int64": "i64",
 }
 
 

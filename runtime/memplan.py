@@ -22,7 +22,7 @@ from ..errors import KilnError
 
 __all__ = ["Buffer", "MemoryPlan", "expr_text", "itemsize", "plan_memory"]
 
-_ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
+_ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i1": 1, "i8": 1, "ui8": 1, "i16": 2, "i32": 4, "i64": 8}
 
 
 def itemsize(dtype) -> int:

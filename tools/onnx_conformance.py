@@ -6,7 +6,7 @@ The cases ship inside the ``onnx`` package (``onnx/backend/test/data/node``):
 each is a one-node model (or its function expansion, ``*_expanded``) with
 input and expected output data sets.  A case is *in scope* when every node is
 one of :data:`OPS` (the ai.onnx inference core kiln supports) and its graph
-inputs and outputs are fp32 / int32 / int64 / bool tensors.  A case *passes*
+inputs and outputs are fp32 / uint8 / int8 / int32 / int64 / bool tensors.  A case *passes*
 when it compiles with fallback disabled and every data set's outputs match
 (shape exactly, values within ``rtol=1e-3, atol=1e-5``; ONNX's own backend
 runner uses ``rtol=1e-3``).  Integer graph inputs are passed as they are: a
@@ -46,10 +46,11 @@ BatchNormalization InstanceNormalization LayerNormalization GroupNormalization L
 ReduceMin ReduceProd ReduceL2 ArgMax ArgMin Softmax LogSoftmax Reshape Transpose Concat Slice Gather GatherElements
 Split Squeeze Unsqueeze Flatten Expand Tile Pad Resize Trilu ScatterND Shape Size Cast CastLike Constant
 ConstantOfShape Range Identity Dropout
+QuantizeLinear DequantizeLinear DynamicQuantizeLinear MatMulInteger ConvInteger QLinearMatMul QLinearConv
 """.split())
 
-#: ONNX TensorProto element types in scope: FLOAT, INT32, INT64, BOOL.
-ELEM_TYPES = frozenset({1, 6, 7, 9})
+#: ONNX TensorProto element types in scope: FLOAT, UINT8, INT8, INT32, INT64, BOOL.
+ELEM_TYPES = frozenset({1, 2, 3, 6, 7, 9})
 
 RTOL, ATOL = 1e-3, 1e-5
 

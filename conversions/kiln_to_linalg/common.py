@@ -35,8 +35,18 @@ def const_index(v: int) -> ir.Value:
     return arith.constant(index_type(), int(v))
 
 
+def storage_info(info: TensorInfo) -> TensorInfo:
+    """``info`` with the element type linalg holds it in: ``ui8`` as ``i8``
+    (``arith`` takes signless integers only; the lowerings that care about
+    signedness read the kiln dtype from the op)."""
+    if str(info.dtype) == "ui8":
+        return TensorInfo(info.dims, ir.IntegerType.get_signless(8))
+    return info
+
+
 def builtin_tensor_type(info: TensorInfo) -> ir.RankedTensorType:
     """``tensor<?x?x256xf32>`` for ``["B", "L", 256], f32``: every non-static dim is ``?``."""
+    info = storage_info(info)
     return ir.RankedTensorType.get([d.value if d.is_static else DYN for d in info.dims], info.dtype)
 
 

@@ -36,13 +36,13 @@ from ...errors import ConversionError, Diagnostic, KilnError, diagnostic_from_ml
 from ...module import ops_where
 from ...pipelines.registry import Pass, register_pass
 from .. import framework
-from . import data, elementwise, nn
-from .common import DimEnv, Lowering, builtin_tensor_type, const_index
+from . import data, elementwise, nn, quant
+from .common import DimEnv, Lowering, builtin_tensor_type, const_index, storage_info
 
 __all__ = ["ConvertKilnToLinalg", "KilnTypeConverter", "LOWERINGS", "conversion_target", "populate_kiln_to_linalg"]
 
 #: kiln op name -> ``lower_<op>(Lowering) -> [result values]``.
-LOWERINGS: dict = {**elementwise.table(), **nn.table(), **data.table()}
+LOWERINGS: dict = {**elementwise.table(), **nn.table(), **data.table(), **quant.table()}
 
 
 def _to_builtin(t: ir.Type):
@@ -166,8 +166,8 @@ class _Driver:
                 lw = Lowering(
                     op=op,
                     operands=list(adaptor.operands),
-                    infos=_operand_infos(op),
-                    results=[tensor_info(r.type) for r in op.results],
+                    infos=[storage_info(i) for i in _operand_infos(op)],
+                    results=[storage_info(tensor_info(r.type)) for r in op.results],
                     attrs=op.opview.decoded_attrs(),
                     env=self.env_of(op),
                 )

@@ -30,6 +30,7 @@ from .common import (
     scalar_const,
 )
 from .elementwise import cast_scalar
+from .quant import signless_constant
 
 
 def _dims_of(x: ir.Value) -> list:
@@ -46,6 +47,7 @@ def lower_constant(lw: Lowering):
     value = lw.attrs["value"]
     if is_scalar_resource(value):  # a rank-0 resource global would hang finalize-memref-to-llvm
         value = dense_of_resource(value, getattr(lw.op, "operation", lw.op))
+    value = signless_constant(value, getattr(lw.op, "operation", lw.op))  # ui8 data held as i8
     return [arith.ConstantOp(lw.result_type(), value).result]
 
 

@@ -13,6 +13,7 @@ import math as pymath
 from ..._mlir import arith, dialects, ir, math
 from ...dialects.kiln import is_float
 from .common import Lowering, elementwise, lowest, scalar_const
+from .quant import cast_unsigned
 
 
 def _f(pred: str):
@@ -262,6 +263,9 @@ def lower_elementwise(lw: Lowering) -> list[ir.Value]:
 
 
 def lower_cast(lw: Lowering) -> list[ir.Value]:
+    unsigned = cast_unsigned(lw)  # from or to ui8: unsigned conversions on i8 storage
+    if unsigned is not None:
+        return unsigned
     out = lw.results[0]
     return [elementwise(lw.operands, out.dims, out.dtype, lw.env, lambda x: cast_scalar(x, out.dtype))]
 

@@ -529,7 +529,7 @@ def _conv_grouped(lw: Lowering, x, w, init, strides, dil, groups: int) -> ir.Val
     w5 = _reshape(w, [groups, og, cg, kh, kw], t)
     init5 = _reshape(init, [n, groups, og, oh, ow], t)
     res = generic([x, w5], [init5], [xmap, wmap, omap], ["parallel"] * 5 + ["reduction"] * 3,
-                  lambda a, b, acc: arith.addf(acc, arith.mulf(a, b)))[0]
+                  lambda a, b, acc: _add(acc, _mul(a, b)))[0]  # integer convolutions too (ConvInteger)
     return _reshape(res, [n, o, oh, ow], t)
 
 
@@ -566,7 +566,7 @@ def _conv_im2col(lw: Lowering, x, w, init, strides, dil) -> ir.Value:
     res = generic([w2, col], [init3],
                   [affine_map(4, [1, 3]), affine_map(4, [0, 3, 2]), affine_map(4, [0, 1, 2])],
                   ["parallel", "parallel", "parallel", "reduction"],
-                  lambda a, b, acc: arith.addf(acc, arith.mulf(a, b)))[0]
+                  lambda a, b, acc: _add(acc, _mul(a, b)))[0]  # integer convolutions too (ConvInteger)
     return _reshape(res, [n, o, oh, ow], t)
 
 

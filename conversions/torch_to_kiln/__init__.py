@@ -17,6 +17,7 @@ from . import (
     onnx_nn,  # noqa: F401  (registers the convolution and pooling patterns)
     onnx_ops,  # noqa: F401  (registers ArgMax, ScatterND, GroupNormalization, ...)
     onnx_resize,  # noqa: F401  (registers Resize / Upsample)
+    onnx_quant,  # noqa: F401  (registers QuantizeLinear, QLinearMatMul, ...)
 )
 from .aten import ATEN_PATTERNS
 from .driver import ConversionStats, KilnTypeConverter, TorchToKiln, check_legal

@@ -100,7 +100,7 @@ class Known:
 
 _DTYPE = {
     "f32": "f32", "f16": "f16", "bf16": "bf16", "f64": "f64",
-    "si64": "i64", "si32": "i32", "si16": "i16", "si8": "i8", "i1": "i1",
+    "si64": "i64", "si32": "i32", "si16": "i16", "si8": "i8", "ui8": "ui8", "i1": "i1",
     "i64": "i64", "i32": "i32",
 }
 _VTENSOR = re.compile(r"^!torch\.vtensor<\[(.*)\],(\w+)>$")

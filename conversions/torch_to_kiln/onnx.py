@@ -24,7 +24,7 @@ from .driver import Decline, Known
 ONNX_PATTERNS: dict = {}
 
 # ONNX TensorProto data types -> kiln dtypes.
-ONNX_DTYPES = {1: "f32", 2: None, 3: "i8", 4: None, 5: "i16", 6: "i32", 7: "i64", 9: "i1", 10: "f16", 11: "f64",
+ONNX_DTYPES = {1: "f32", 2: "ui8", 3: "i8", 4: None, 5: "i16", 6: "i32", 7: "i64", 9: "i1", 10: "f16", 11: "f64",
                16: "bf16"}
 
 

@@ -53,7 +53,7 @@ __all__ = ["OnnxNodes", "onnx_fallback"]
 
 # kiln dtype -> ONNX TensorProto element type name.
 _ONNX_OF_KILN = {"f32": "FLOAT", "f16": "FLOAT16", "bf16": "BFLOAT16", "f64": "DOUBLE", "i64": "INT64",
-                 "i32": "INT32", "i16": "INT16", "i8": "INT8", "i1": "BOOL"}
+                 "i32": "INT32", "i16": "INT16", "i8": "INT8", "ui8": "UINT8", "i1": "BOOL"}
 # torch vtensor element type -> (ONNX element type name, numpy dtype) for initializers.
 _ONNX_OF_TORCH = {"f32": ("FLOAT", np.float32), "f16": ("FLOAT16", np.float16), "f64": ("DOUBLE", np.float64),
                   "si64": ("INT64", np.int64), "si32": ("INT32", np.int32), "si16": ("INT16", np.int16),

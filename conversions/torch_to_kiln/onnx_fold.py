@@ -60,7 +60,7 @@ _NEVER = frozenset({
 
 # kiln dtype -> numpy dtype of a folded value (bf16 is not folded).
 _NP = {"f32": np.float32, "f16": np.float16, "f64": np.float64, "i64": np.int64, "i32": np.int32,
-       "i16": np.int16, "i8": np.int8, "i1": np.bool_}
+       "i16": np.int16, "i8": np.int8, "ui8": np.uint8, "i1": np.bool_}
 
 _EVALUATORS: OrderedDict = OrderedDict()
 _MAX_EVALUATORS = 256

@@ -56,6 +56,7 @@ from .fused import (  # noqa: F401
     create_yield,
     inline_fused,
 )
+from .quant import DequantizeOp, QuantizeOp  # noqa: F401
 from .nn import (  # noqa: F401
     AttentionOp,
     AvgPool2dOp,

@@ -58,7 +58,7 @@ class TensorType(Kiln.Type, name="tensor"):
 
 
 # Element types kiln tensors may hold, by their MLIR spelling.
-_DTYPES = ("f16", "bf16", "f32", "f64", "i1", "i8", "i16", "i32", "i64")
+_DTYPES = ("f16", "bf16", "f32", "f64", "i1", "i8", "ui8", "i16", "i32", "i64")
 
 
 def parse_dtype(name: str) -> ir.Type:

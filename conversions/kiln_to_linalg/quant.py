@@ -1,0 +1,154 @@
+"""Lowerings of ``kiln.quantize`` / ``kiln.dequantize`` (and of casts from or to
+``ui8``) to one parallel ``linalg.generic`` each.
+
+``arith`` works on signless integers only, so linalg holds a ``ui8`` tensor as
+``i8`` (same bits, :func:`~.common.storage_info`), and the scalar code picks the
+unsigned conversions (``extui`` / ``uitofp`` / ``fptoui``) from the *kiln*
+dtype, which still says ``ui8``.
+
+Quantize is ``clamp(roundeven(x / scale) + zero_point, lo, hi)`` computed in
+x's float type (ONNX ``QuantizeLinear``: round half to even, then saturate);
+dequantize is ``(float(x) - float(zero_point)) * scale``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..._mlir import arith, ir, math
+from ...dialects.kiln import is_float, tensor_info
+from ...dialects.kiln.quant import INT_RANGES
+from .common import Lowering, affine_map, generic, identity_map, scalar_const
+
+__all__ = ["cast_unsigned", "kiln_dtypes", "signless_constant", "table"]
+
+def kiln_dtypes(lw: Lowering) -> tuple[list[str], list[str]]:
+    """The kiln dtype names of the op's operands and results (``ui8`` kept:
+    ``lw.infos`` / ``lw.results`` hold the ``i8`` storage type)."""
+    from .convert import _operand_infos
+
+    ins = [str(i.dtype) for i in _operand_infos(lw.op)]
+    outs = [str(tensor_info(r.type).dtype) for r in lw.op.results]
+    return ins, outs
+
+
+def signless_constant(value: ir.Attribute, holder: ir.Operation) -> ir.Attribute:
+    """A constant's value with ``ui8`` elements re-typed as ``i8`` (same bits),
+    the storage type linalg holds ``ui8`` in; any other value unchanged."""
+    st = ir.ShapedType(value.type)
+    if str(st.element_type) != "ui8":
+        return value
+    from ...transforms._resources import resource_bytes
+
+    shape = list(st.shape)
+    raw = resource_bytes(value, holder)
+    if raw is not None:
+        arr = np.asarray(raw, dtype=np.uint8)
+    elif isinstance(value, ir.DenseElementsAttr) and value.is_splat:
+        arr = np.full(shape, int(ir.IntegerAttr(value.get_splat_value()).value) & 0xFF, dtype=np.uint8)
+    else:
+        arr = np.array(value).astype(np.uint8)
+    return ir.DenseElementsAttr.get(arr.reshape(shape).view(np.int8), type=_i8(), shape=shape)
+
+
+def _i8() -> ir.Type:
+    return ir.IntegerType.get_signless(8)
+
+
+def _param_map(x_rank: int, param: ir.Value, axis) -> ir.AffineMap:
+    """How a scale / zero point is read at each element of x: the axis's
+    index (per axis), index 0 (one element) or nothing (rank 0)."""
+    rank = ir.RankedTensorType(param.type).rank
+    if rank == 0:
+        return affine_map(x_rank, [])
+    if axis is None:
+        return affine_map(x_rank, [("c", 0)])
+    return affine_map(x_rank, [axis % x_rank])
+
+
+def _int_to_float(v: ir.Value, kiln_dtype: str, ft: ir.Type) -> ir.Value:
+    return arith.uitofp(ft, v) if kiln_dtype == "ui8" else arith.sitofp(ft, v)
+
+
+def _empty_like(lw: Lowering, dtype: ir.Type) -> ir.Value:
+    return lw.empty(lw.results[0].dims, dtype)
+
+
+def lower_quantize(lw: Lowering) -> list[ir.Value]:
+    """``kiln.quantize``: see the module docstring."""
+    x, scale, zp = lw.operands
+    out = lw.results[0]
+    qname = kiln_dtypes(lw)[1][0]
+    lo, hi = INT_RANGES[qname]
+    rank = len(out.dims)
+    axis = lw.attrs["axis"]
+    ft = lw.infos[0].dtype
+    st = out.dtype
+    maps = [identity_map(rank), _param_map(rank, scale, axis), _param_map(rank, zp, axis), identity_map(rank)]
+
+    def body(xv, sv, zv, _):
+        r = math.roundeven(arith.divf(xv, sv))
+        r = arith.addf(r, _int_to_float(zv, qname, ft))
+        # Saturate in float (the bounds are exact in f32 for 8 bits; for i32
+        # the conversion below saturates as fptosi's poison-free range allows).
+        r = arith.minimumf(arith.maximumf(r, scalar_const(ft, lo)), scalar_const(ft, hi))
+        if qname == "i32":
+            return arith.fptosi(st, r)
+        wide = ir.IntegerType.get_signless(32)
+        return arith.trunci(st, arith.fptosi(wide, r))
+
+    return generic([x, scale, zp], [_empty_like(lw, st)], maps, ["parallel"] * rank, body)
+
+
+def lower_dequantize(lw: Lowering) -> list[ir.Value]:
+    """``kiln.dequantize``: see the module docstring."""
+    x, scale, zp = lw.operands
+    out = lw.results[0]
+    qname = kiln_dtypes(lw)[0][0]
+    rank = len(out.dims)
+    axis = lw.attrs["axis"]
+    ft = out.dtype
+    maps = [identity_map(rank), _param_map(rank, scale, axis), _param_map(rank, zp, axis), identity_map(rank)]
+
+    def body(xv, sv, zv, _):
+        d = arith.subf(_int_to_float(xv, qname, ft), _int_to_float(zv, qname, ft))
+        return arith.mulf(d, sv)
+
+    return generic([x, scale, zp], [_empty_like(lw, ft)], maps, ["parallel"] * rank, body)
+
+
+def cast_unsigned(lw: Lowering) -> list[ir.Value] | None:
+    """``kiln.cast`` from or to ``ui8`` (None for any other cast): zero
+    extension / ``uitofp`` from ``ui8``; to ``ui8`` the low 8 bits of an
+    integer and ``fptoui`` of a float (C semantics, like the signed casts)."""
+    (src,), (dst,) = kiln_dtypes(lw)
+    if "ui8" not in (src, dst):
+        return None
+    x = lw.operands[0]
+    out = lw.results[0]
+    rank = len(out.dims)
+    st = out.dtype
+    xt = ir.RankedTensorType(x.type).element_type
+
+    def body(v, _):
+        if src == dst:
+            return v
+        if src == "ui8":
+            if str(st) == "i1":
+                return arith.cmpi(arith.CmpIPredicate.ne, v, scalar_const(xt, 0))
+            if is_float(st):
+                return arith.uitofp(st, v)
+            return v if ir.IntegerType(st).width == 8 else arith.extui(st, v)
+        if is_float(xt):
+            return arith.trunci(st, arith.fptoui(ir.IntegerType.get_signless(32), v))
+        w = ir.IntegerType(xt).width
+        if w == 8:
+            return v
+        return arith.trunci(st, v) if w > 8 else arith.extui(st, v)
+
+    return generic([x], [_empty_like(lw, st)], [identity_map(rank)] * 2, ["parallel"] * rank, body)
+
+
+def table() -> dict:
+    """The quantization part of the lowering table."""
+    return {"kiln.quantize": lower_quantize, "kiln.dequantize": lower_dequantize}

@@ -1,0 +1,231 @@
+"""Patterns for ONNX's quantization ops: QuantizeLinear, DequantizeLinear,
+DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv
+and (``com.microsoft``) QLinearAdd.
+
+Each becomes ``kiln.quantize`` / ``kiln.dequantize`` around integer kiln ops:
+
+- integer products (MatMulInteger, ConvInteger and the accumulation of the
+  QLinear ops) subtract the zero points in ``i32`` and run ``kiln.matmul`` /
+  ``kiln.conv2d`` on ``i32``: exact, with int32 accumulation (as ONNX
+  specifies; an f32 product would lose exactness above 2**24);
+- requantization (QLinear*) multiplies the ``i32`` accumulator by
+  ``a_scale * b_scale / y_scale`` in **f64** (what ONNX's reference does:
+  numpy promotes int32 times float32 to float64), then ``kiln.quantize``
+  with scale 1 rounds half to even, adds the output zero point and saturates.
+
+Blocked quantization (opset 21's ``block_size``) and 4-bit / float8 types
+are declined with the reason.
+"""
+
+from __future__ import annotations
+
+from ...dialects.dims import dim
+from .aten import dims_of, dtype_of, rank_of
+from .driver import Decline
+from .onnx import pattern
+from .onnx_nn import _kernel, _spatial, conv
+
+__all__ = ["lower_dequantize_linear", "lower_quantize_linear"]
+
+_QUANT = ("i8", "ui8")
+
+
+def _torch_dtype(cx, i: int) -> str:
+    """The element type ONNX declares for operand ``i`` (``ui8``, ``si8``, ``f32``)."""
+    return str(cx.op.operands[i].type).rsplit(",", 1)[-1].rstrip(">")
+
+
+def _operand(cx, i: int):
+    """Operand ``i`` as a kiln tensor of the dtype ONNX declares: a ``uint8``
+    constant reaches the patterns as ``i16`` or ``i1`` (see the driver's
+    ``_unsigned_literal``), so it is cast back to ``ui8`` here."""
+    v = cx.tensor(i)
+    if _torch_dtype(cx, i) == "ui8" and dtype_of(v) != "ui8":
+        v = cx.cast(v, "ui8")
+    return v
+
+
+def _zero_point(cx, i: int, dtype: str, scale):
+    """Operand ``i`` (the zero point) or, when absent, a 0 of ``dtype`` shaped like ``scale``."""
+    if cx.has(i):
+        zp = _operand(cx, i)
+        if dtype_of(zp) not in _QUANT + ("i32",):
+            raise Decline(f"zero point of dtype {dtype_of(zp)} (kiln quantizes to int8 / uint8 / int32)")
+        return zp
+    return cx.const(0, dtype, shape=[d.value for d in dims_of(scale)])
+
+
+def _axis(cx, x, scale, default: int = 1):
+    """The ``axis`` for ``kiln.quantize`` / ``dequantize``: None for a
+    per-tensor (rank-0 or one-element) scale, else the normalized attribute."""
+    if cx.attr("block_size", 0):
+        raise Decline("blocked quantization (attribute 'block_size') is not supported")
+    r = rank_of(scale)
+    if r == 0:
+        return None
+    if r != 1:
+        raise Decline(f"scale of rank {r} (blocked quantization) is not supported")
+    axis = cx.attr("axis", default)
+    if not -rank_of(x) <= axis < rank_of(x):
+        raise Decline(f"attribute 'axis' {axis} is out of range for rank {rank_of(x)}")
+    n = dims_of(scale)[0]
+    if n.is_static and n.value == 1 and dims_of(x)[axis % rank_of(x)] != dim(1):
+        return None  # one value for the whole tensor
+    return axis % rank_of(x)
+
+
+@pattern("QuantizeLinear")
+def lower_quantize_linear(cx):
+    """``kiln.quantize``: per tensor or per axis; the output dtype is the zero
+    point's, else ``output_dtype`` (opset 21), else uint8."""
+    x, scale = cx.tensor(0), cx.tensor(1)
+    out = cx.result_dtype(0)
+    if out not in _QUANT:
+        raise Decline(f"QuantizeLinear to {out} (kiln quantizes to int8 / uint8)")
+    if not cx.attr("saturate", 1) and out not in _QUANT:
+        raise Decline("QuantizeLinear with saturate = 0")
+    if dtype_of(scale) != dtype_of(x):
+        scale = cx.cast(scale, dtype_of(x))
+    zp = _zero_point(cx, 2, out, scale)
+    return cx.build("quantize", x, scale, zp, axis=_axis(cx, x, scale))
+
+
+@pattern("DequantizeLinear")
+def lower_dequantize_linear(cx):
+    """``kiln.dequantize``: per tensor or per axis, from int8 / uint8 / int32."""
+    x, scale = _operand(cx, 0), cx.tensor(1)
+    if dtype_of(x) not in _QUANT + ("i32",):
+        raise Decline(f"DequantizeLinear from {_torch_dtype(cx, 0)} (kiln dequantizes int8 / uint8 / int32)")
+    zp = _zero_point(cx, 2, dtype_of(x), scale)
+    y = cx.build("dequantize", x, scale, zp, axis=_axis(cx, x, scale))
+    out = cx.result_dtype(0)
+    return cx.cast(y, out) if out != dtype_of(y) else y
+
+
+@pattern("DynamicQuantizeLinear")
+def lower_dynamic_quantize_linear(cx):
+    """uint8 with ``scale = (max(0, max x) - min(0, min x)) / 255`` and
+    ``zero_point = saturate(round(-min / scale))``; returns ``(y, scale, zero_point)``."""
+    x = cx.tensor(0)
+    axes = list(range(rank_of(x)))
+    zero = cx.like(0.0, x)
+    lo = cx.build("minimum", cx.build("reduce_min", x, axes=axes, keepdims=False), zero)
+    hi = cx.build("maximum", cx.build("reduce_max", x, axes=axes, keepdims=False), zero)
+    scale = cx.build("div", cx.build("sub", hi, lo), cx.like(255.0, x))
+    zp = cx.build("quantize", cx.build("neg", lo), scale, cx.const(0, "ui8"))
+    return cx.build("quantize", x, scale, zp), scale, zp
+
+
+# ----------------------------------------------------------------------------
+# Integer products
+# ----------------------------------------------------------------------------
+
+
+def _centered(cx, i: int, zp_index: int, zp_shape=None):
+    """Operand ``i`` in i32 minus its zero point (operand ``zp_index``, if
+    any), the zero point reshaped to ``zp_shape`` for per-row / per-channel."""
+    v = _operand(cx, i)
+    if dtype_of(v) not in _QUANT:
+        raise Decline(f"operand #{i} of dtype {_torch_dtype(cx, i)} (expected int8 / uint8)")
+    v = cx.cast(v, "i32")
+    if zp_index is None or not cx.has(zp_index):
+        return v
+    zp = cx.cast(_operand(cx, zp_index), "i32")
+    if zp_shape is not None and rank_of(zp) == 1 and dims_of(zp)[0] != dim(1):
+        zp = cx.build("reshape", zp, shape=zp_shape(dims_of(zp)[0]))
+    return cx.build("sub", v, zp)
+
+
+def _row_shape(a):
+    """A per-row zero point of A ``[..., M, K]``: ``[M, 1]``."""
+    return lambda n: [n, dim(1)]
+
+
+def _channel_shape(w):
+    """A per-output-channel zero point of W ``[O, C, KH, KW]``: ``[O, 1, 1, 1]``."""
+    return lambda n: [n] + [dim(1)] * (rank_of(w) - 1)
+
+
+def _int_matmul(cx, a_i, a_zp, b_i, b_zp):
+    a = _centered(cx, a_i, a_zp, _row_shape(cx.tensor(a_i)))
+    b = _centered(cx, b_i, b_zp)
+    return cx.build("matmul", a, b)
+
+
+def _int_conv(cx, x_i, x_zp, w_i, w_zp, bias=None):
+    x = _centered(cx, x_i, x_zp)
+    w = _centered(cx, w_i, w_zp, _channel_shape(cx.tensor(w_i)))
+    if rank_of(x) not in (3, 4, 5):
+        raise Decline(f"{rank_of(x) - 2}-D integer convolution")
+    strides, dilations, pads = _spatial(cx, x, _kernel(cx, w))
+    return conv(cx, x, w, bias, strides, dilations, pads, cx.attr("group", 1))
+
+
+@pattern("MatMulInteger")
+def lower_matmul_integer(cx):
+    """``(A - a_zero_point) @ (B - b_zero_point)`` in int32 (per-row a / per-column b zero points)."""
+    return _int_matmul(cx, 0, 2, 1, 3)
+
+
+@pattern("ConvInteger")
+def lower_conv_integer(cx):
+    """``conv(x - x_zero_point, w - w_zero_point)`` in int32 (zero points
+    subtracted first, so padding contributes 0 as ONNX specifies)."""
+    return _int_conv(cx, 0, 2, 1, 3)
+
+
+def _requantize(cx, acc, multiplier, y_zp_index: int):
+    """``quantize(f64(acc) * f64(multiplier), 1, y_zero_point)``."""
+    y_zp = _operand(cx, y_zp_index)
+    scaled = cx.build("mul", cx.cast(acc, "f64"), cx.cast(multiplier, "f64"))
+    one = cx.const(1.0, "f64", shape=[d.value for d in dims_of(y_zp)])
+    if rank_of(y_zp) > 1 or (rank_of(y_zp) == 1 and dims_of(y_zp)[0] != dim(1)):
+        raise Decline("a per-axis output zero point")
+    return cx.build("quantize", scaled, one, y_zp)
+
+
+def _f32(cx, i: int):
+    return cx.cast(cx.tensor(i), "f32")
+
+
+@pattern("QLinearMatMul")
+def lower_qlinear_matmul(cx):
+    """Integer matmul of ``a``, ``b`` requantized with ``a_scale * b_scale / y_scale``."""
+    acc = _int_matmul(cx, 0, 2, 3, 5)
+    a_scale, b_scale = _f32(cx, 1), _f32(cx, 4)
+    if rank_of(a_scale) == 1 and dims_of(a_scale)[0] != dim(1):
+        a_scale = cx.build("reshape", a_scale, shape=[dims_of(a_scale)[0], dim(1)])
+    mult = cx.build("div", cx.build("mul", a_scale, b_scale), _f32(cx, 6))
+    return _requantize(cx, acc, mult, 7)
+
+
+@pattern("QLinearConv")
+def lower_qlinear_conv(cx):
+    """Integer convolution (plus the int32 bias) requantized with ``x_scale * w_scale / y_scale``."""
+    bias = cx.tensor(8) if cx.has(8) else None
+    if bias is not None and dtype_of(bias) != "i32":
+        raise Decline(f"QLinearConv bias of dtype {dtype_of(bias)} (expected int32)")
+    acc = _int_conv(cx, 0, 2, 3, 5, bias)
+    w_scale = _f32(cx, 4)
+    if rank_of(w_scale) == 1 and dims_of(w_scale)[0] != dim(1):
+        w_scale = cx.build("reshape", w_scale, shape=[dims_of(w_scale)[0]] + [dim(1)] * (rank_of(acc) - 2))
+    mult = cx.build("div", cx.build("mul", _f32(cx, 1), w_scale), _f32(cx, 6))
+    return _requantize(cx, acc, mult, 7)
+
+
+def _dequantized(cx, i: int):
+    """Operand ``i`` of a QLinear op (scale ``i + 1``, zero point ``i + 2``) as f32."""
+    x = _operand(cx, i)
+    scale = _f32(cx, i + 1)
+    zp = _operand(cx, i + 2) if cx.has(i + 2) else cx.const(0, dtype_of(x), shape=[d.value for d in dims_of(scale)])
+    return cx.build("dequantize", x, scale, zp, axis=None)
+
+
+@pattern("QLinearAdd")
+def lower_qlinear_add(cx):
+    """com.microsoft QLinearAdd: dequantize both, add in f32, quantize
+    (``A, A_scale, A_zp, B, B_scale, B_zp, C_scale, C_zp``)."""
+    s = cx.build("add", _dequantized(cx, 0), _dequantized(cx, 3))
+    c_scale = _f32(cx, 6)
+    zp = _operand(cx, 7) if cx.has(7) else cx.const(0, dtype_of(_operand(cx, 0)), shape=[d.value for d in dims_of(c_scale)])
+    return cx.build("quantize", s, c_scale, zp)

@@ -1,0 +1,110 @@
+"""Quantization ops: ``kiln.quantize`` and ``kiln.dequantize`` (linear, ONNX / PyTorch semantics).
+
+A quantized tensor is an integer tensor (``i8``, ``ui8``; ``i32`` for biases
+and accumulators) with a float ``scale`` and an integer ``zero_point``:
+``real = (q - zero_point) * scale``.  Scale and zero point are operands, so a
+dynamically computed scale (``DynamicQuantizeLinear``) is expressed the same
+way as a constant one:
+
+- **per tensor**: no ``axis`` attribute, scale and zero point of rank 0 (or
+  rank 1 with one element);
+- **per axis**: ``axis`` names the dim of ``x`` the rank-1 scale and zero
+  point run along (one value per channel).
+"""
+
+# No `from __future__ import annotations`: the ext DSL reads annotations as objects.
+
+from ..._mlir import ext
+from ...errors import VerifyError
+from .base import ATTR, KilnOp, TensorInfo, TensorType, dtype_name, is_float
+from .shapes import norm_axis
+
+__all__ = ["INT_RANGES", "QUANT_DTYPES", "DequantizeOp", "QuantizeOp", "scale_layout"]
+
+#: Integer dtypes a quantized tensor may have.
+QUANT_DTYPES = ("i8", "ui8", "i32")
+
+#: ``(lowest, highest)`` of each quantized dtype: the saturation bounds.
+INT_RANGES = {"i8": (-128, 127), "ui8": (0, 255), "i32": (-(2 ** 31), 2 ** 31 - 1)}
+
+
+def scale_layout(x: TensorInfo, scale: TensorInfo, zero_point: TensorInfo, axis) -> int | None:
+    """Check the scale and zero point against ``x`` and return the axis they
+    run along (normalized), or None for per-tensor parameters; VerifyError
+    names the operand that does not fit."""
+    if zero_point.dims != scale.dims:
+        raise VerifyError(f"zero_point has shape {zero_point}, but scale has {scale} (they must match)")
+    if axis is None:
+        if scale.rank > 1 or (scale.rank == 1 and not (scale.dims[0].is_static and scale.dims[0].value == 1)):
+            raise VerifyError(f"per-tensor scale must have rank 0 or one element, got {scale} "
+                              "(set 'axis' for per-axis parameters)")
+        return None
+    a = norm_axis(axis, x.rank)
+    if scale.rank != 1:
+        raise VerifyError(f"per-axis scale must have rank 1, got {scale}")
+    d, n = x.dims[a], scale.dims[0]
+    if d.is_static and n.is_static and d.value != n.value:
+        raise VerifyError(f"per-axis scale has {n.value} values, but x has {d.value} along axis {a}")
+    return a
+
+
+def _check_int(info: TensorInfo, what: str) -> str:
+    name = dtype_name(info.dtype)
+    if name not in QUANT_DTYPES:
+        raise VerifyError(f"{what} must have dtype {', '.join(QUANT_DTYPES)}, got {name}")
+    return name
+
+
+class QuantizeOp(KilnOp, name="quantize", traits=[ext.Pure]):
+    """``saturate(round_half_to_even(x / scale) + zero_point)`` in the zero point's dtype.
+
+    ``x`` and ``scale`` have the same float dtype; the result has the zero
+    point's (``i8``, ``ui8`` or ``i32``).  ``axis`` (optional) makes the
+    parameters per-axis.
+
+    ``%q = "kiln.quantize"(%x, %s, %zp) {axis = 1 : i64} : (!kiln.tensor<["B", 64], f32>, !kiln.tensor<[64], f32>, !kiln.tensor<[64], i8>) -> !kiln.tensor<["B", 64], i8>``
+    """
+
+    x: ext.Operand[TensorType]
+    scale: ext.Operand[TensorType]
+    zero_point: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+
+    ATTRS = {"axis": ATTR.int(optional=True)}
+
+    def shape(self, operands, attrs):
+        x, scale, zp = operands
+        if not is_float(x.dtype):
+            raise VerifyError(f"x must be a float tensor, got {dtype_name(x.dtype)}")
+        if scale.dtype != x.dtype:
+            raise VerifyError(f"scale must have x's dtype {dtype_name(x.dtype)}, got {dtype_name(scale.dtype)}")
+        _check_int(zp, "zero_point")
+        scale_layout(x, scale, zp, attrs["axis"])
+        return [TensorInfo(x.dims, zp.dtype)]
+
+
+class DequantizeOp(KilnOp, name="dequantize", traits=[ext.Pure]):
+    """``(x - zero_point) * scale`` in the scale's float dtype.
+
+    ``x`` and ``zero_point`` have the same integer dtype (``i8``, ``ui8`` or
+    ``i32``); ``axis`` (optional) makes the parameters per-axis.
+
+    ``%y = "kiln.dequantize"(%q, %s, %zp) : (!kiln.tensor<["B", 64], ui8>, !kiln.tensor<[], f32>, !kiln.tensor<[], ui8>) -> !kiln.tensor<["B", 64], f32>``
+    """
+
+    x: ext.Operand[TensorType]
+    scale: ext.Operand[TensorType]
+    zero_point: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+
+    ATTRS = {"axis": ATTR.int(optional=True)}
+
+    def shape(self, operands, attrs):
+        x, scale, zp = operands
+        name = _check_int(x, "x")
+        if dtype_name(zp.dtype) != name:
+            raise VerifyError(f"zero_point must have x's dtype {name}, got {dtype_name(zp.dtype)}")
+        if not is_float(scale.dtype):
+            raise VerifyError(f"scale must be a float tensor, got {dtype_name(scale.dtype)}")
+        scale_layout(x, scale, zp, attrs["axis"])
+        return [TensorInfo(x.dims, scale.dtype)]

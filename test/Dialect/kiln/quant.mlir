@@ -1,0 +1,31 @@
+// RUN: kiln-opt %s | FileCheck %s
+// kiln.quantize / kiln.dequantize: per-tensor and per-axis forms round-trip.
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+
+// CHECK-LABEL: func.func @per_tensor
+// CHECK: "kiln.quantize"(%arg0, %arg1, %arg2) : (!kiln.tensor<["B", 4], f32>, !kiln.tensor<[], f32>, !kiln.tensor<[], ui8>) -> !kiln.tensor<["B", 4], ui8>
+// CHECK: "kiln.dequantize"(%{{.*}}, %arg1, %arg2) : (!kiln.tensor<["B", 4], ui8>, !kiln.tensor<[], f32>, !kiln.tensor<[], ui8>) -> !kiln.tensor<["B", 4], f32>
+func.func @per_tensor(%x: !kiln.tensor<["B", 4], f32>, %s: !kiln.tensor<[], f32>, %z: !kiln.tensor<[], ui8>) -> !kiln.tensor<["B", 4], f32> {
+  %q = "kiln.quantize"(%x, %s, %z) : (!kiln.tensor<["B", 4], f32>, !kiln.tensor<[], f32>, !kiln.tensor<[], ui8>) -> !kiln.tensor<["B", 4], ui8>
+  %y = "kiln.dequantize"(%q, %s, %z) : (!kiln.tensor<["B", 4], ui8>, !kiln.tensor<[], f32>, !kiln.tensor<[], ui8>) -> !kiln.tensor<["B", 4], f32>
+  return %y : !kiln.tensor<["B", 4], f32>
+}
+
+// CHECK-LABEL: func.func @per_axis
+// CHECK: "kiln.quantize"(%arg0, %arg1, %arg2) {axis = 1 : i64}
+// CHECK-SAME: -> !kiln.tensor<["B", 4], i8>
+// CHECK: "kiln.dequantize"
+// CHECK-SAME: axis = -1 : i64
+func.func @per_axis(%x: !kiln.tensor<["B", 4], f32>, %s: !kiln.tensor<[4], f32>, %z: !kiln.tensor<[4], i8>) -> !kiln.tensor<["B", 4], f32> {
+  %q = "kiln.quantize"(%x, %s, %z) {axis = 1 : i64} : (!kiln.tensor<["B", 4], f32>, !kiln.tensor<[4], f32>, !kiln.tensor<[4], i8>) -> !kiln.tensor<["B", 4], i8>
+  %y = "kiln.dequantize"(%q, %s, %z) {axis = -1 : i64} : (!kiln.tensor<["B", 4], i8>, !kiln.tensor<[4], f32>, !kiln.tensor<[4], i8>) -> !kiln.tensor<["B", 4], f32>
+  return %y : !kiln.tensor<["B", 4], f32>
+}
+
+// CHECK-LABEL: func.func @bias
+// CHECK: "kiln.dequantize"(%arg0, %arg1, %arg2) : (!kiln.tensor<[8], i32>, !kiln.tensor<[1], f64>, !kiln.tensor<[1], i32>) -> !kiln.tensor<[8], f64>
+func.func @bias(%b: !kiln.tensor<[8], i32>, %s: !kiln.tensor<[1], f64>, %z: !kiln.tensor<[1], i32>) -> !kiln.tensor<[8], f64> {
+  %y = "kiln.dequantize"(%b, %s, %z) : (!kiln.tensor<[8], i32>, !kiln.tensor<[1], f64>, !kiln.tensor<[1], i32>) -> !kiln.tensor<[8], f64>
+  return %y : !kiln.tensor<[8], f64>
+}
