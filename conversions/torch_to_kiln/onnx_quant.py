@@ -1,6 +1,6 @@
 """Patterns for ONNX's quantization ops: QuantizeLinear, DequantizeLinear,
 DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv
-and (``com.microsoft``) QLinearAdd.
+and ONNX Runtime's ``com.microsoft`` QGemm, QLinearAdd and QLinearMul.
 
 Each becomes ``kiln.quantize`` / ``kiln.dequantize`` around integer kiln ops:
 
@@ -121,13 +121,18 @@ def lower_dynamic_quantize_linear(cx):
 # ----------------------------------------------------------------------------
 
 
-def _centered(cx, i: int, zp_index: int, zp_shape=None):
-    """Operand ``i`` in i32 minus its zero point (operand ``zp_index``, if
-    any), the zero point reshaped to ``zp_shape`` for per-row / per-channel."""
+def _centered(cx, i: int, zp_index: int, zp_shape=None, transpose: bool = False):
+    """Operand ``i`` in i32 (transposed when ``transpose``) minus its zero
+    point (operand ``zp_index``, if any), the zero point reshaped to
+    ``zp_shape`` for per-row / per-channel."""
     v = _operand(cx, i)
     if dtype_of(v) not in _QUANT:
         raise Decline(f"operand #{i} of dtype {_torch_dtype(cx, i)} (expected int8 / uint8)")
     v = cx.cast(v, "i32")
+    if transpose:
+        if rank_of(v) != 2:
+            raise Decline(f"a transposed operand #{i} of rank {rank_of(v)} (expected 2)")
+        v = cx.build("transpose", v, perm=[1, 0])
     if zp_index is None or not cx.has(zp_index):
         return v
     zp = cx.cast(_operand(cx, zp_index), "i32")
@@ -213,6 +218,28 @@ def lower_qlinear_conv(cx):
     return _requantize(cx, acc, mult, 7)
 
 
+@pattern("QGemm")
+def lower_qgemm(cx):
+    """com.microsoft QGemm (``A, a_scale, a_zp, B, b_scale, b_zp, C?, y_scale?,
+    y_zp?``; ``alpha``, ``transA``, ``transB``): the int32 product of the
+    centered operands plus the int32 bias ``C``, scaled by ``alpha * a_scale *
+    b_scale`` to f32, or requantized with ``/ y_scale`` when ``y_scale`` is given."""
+    acc = cx.build("matmul", _centered(cx, 0, 2, transpose=bool(cx.attr("transA", 0))),
+                   _centered(cx, 3, 5, transpose=bool(cx.attr("transB", 0))))
+    if cx.has(6):
+        bias = cx.tensor(6)
+        if dtype_of(bias) != "i32":
+            raise Decline(f"QGemm bias C of dtype {dtype_of(bias)} (expected int32)")
+        acc = cx.build("add", acc, bias)
+    mult = cx.build("mul", _f32(cx, 1), _f32(cx, 4))
+    alpha = cx.attr("alpha", 1.0)
+    if alpha != 1.0:
+        mult = cx.build("mul", mult, cx.const(alpha, "f32"))
+    if not cx.has(7):
+        return cx.cast(cx.build("mul", cx.cast(acc, "f64"), cx.cast(mult, "f64")), "f32")
+    return _requantize(cx, acc, cx.build("div", mult, _f32(cx, 7)), 8)
+
+
 def _dequantized(cx, i: int):
     """Operand ``i`` of a QLinear op (scale ``i + 1``, zero point ``i + 2``) as f32."""
     x = _operand(cx, i)
@@ -221,11 +248,12 @@ def _dequantized(cx, i: int):
     return cx.build("dequantize", x, scale, zp, axis=None)
 
 
-@pattern("QLinearAdd")
-def lower_qlinear_add(cx):
-    """com.microsoft QLinearAdd: dequantize both, add in f32, quantize
-    (``A, A_scale, A_zp, B, B_scale, B_zp, C_scale, C_zp``)."""
-    s = cx.build("add", _dequantized(cx, 0), _dequantized(cx, 3))
+@pattern("QLinearAdd", "QLinearMul")
+def lower_qlinear_binary(cx):
+    """com.microsoft QLinearAdd / QLinearMul: dequantize both, add (multiply)
+    in f32, quantize (``A, A_scale, A_zp, B, B_scale, B_zp, C_scale, C_zp``)."""
+    kind = "add" if cx.name == "onnx.QLinearAdd" else "mul"
+    s = cx.build(kind, _dequantized(cx, 0), _dequantized(cx, 3))
     c_scale = _f32(cx, 6)
     zp = _operand(cx, 7) if cx.has(7) else cx.const(0, dtype_of(_operand(cx, 0)), shape=[d.value for d in dims_of(c_scale)])
     return cx.build("quantize", s, c_scale, zp)

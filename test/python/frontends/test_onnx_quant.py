@@ -1,0 +1,124 @@
+"""Quantized ONNX models (built in the test with ``onnxruntime.quantization``)
+compiled with fallback disabled match ONNX Runtime on the same quantized file.
+
+A small MLP and a small CNN are exported from torch (dynamic batch ``B``),
+then quantized three ways: ``quantize_dynamic`` (DynamicQuantizeLinear +
+MatMulInteger / ConvInteger), ``quantize_static`` in QDQ format
+(QuantizeLinear / DequantizeLinear pairs around float ops) and in QOperator
+format (QLinearMatMul / QLinearConv, QLinearAdd where ORT emits it).  Outputs
+are compared within ``kiln.validate.TOLERANCES["int8"]`` at the min, a middle
+and the max of ``B``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+import torch
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic, quantize_static
+
+import kiln
+from kiln.validate import TOLERANCES
+
+B_RANGE = (1, 16)
+BATCHES = (1, 7, 16)  # min, middle, max of B
+
+
+class _MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        # A plain MatMul first (QLinearMatMul in QOperator form), then Linears (Gemm: ORT's QGemm).
+        self.w = torch.nn.Parameter(torch.randn(24, 64) * 0.2)
+        self.net = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Linear(64, 32), torch.nn.ReLU(),
+                                       torch.nn.Linear(32, 10))
+
+    def forward(self, x):
+        return self.net(x @ self.w)
+
+
+class _CNN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.c2 = torch.nn.Conv2d(16, 16, 3, padding=1, stride=2)
+        self.fc = torch.nn.Linear(16, 10)
+
+    def forward(self, x):
+        y = torch.relu(self.c1(x))
+        y = torch.relu(self.c2(y)) + 0.5 * y[:, :, ::2, ::2]  # a residual add (QLinearAdd in QOperator form)
+        return self.fc(y.mean(dim=(2, 3)))
+
+
+_SHAPES = {"mlp": (24,), "cnn": (3, 12, 12)}
+
+
+def _inputs(kind: str, batch: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((batch, *_SHAPES[kind])).astype(np.float32)
+
+
+def _export(kind: str, path: str) -> str:
+    torch.manual_seed(0)
+    net = (_MLP() if kind == "mlp" else _CNN()).eval()
+    x = torch.from_numpy(_inputs(kind, 2, 0))
+    torch.onnx.export(net, (x,), path, dynamo=True, input_names=["x"], output_names=["y"],
+                      dynamic_shapes=({0: torch.export.Dim("B", min=1, max=B_RANGE[1])},))
+    return path
+
+
+class _Reader(CalibrationDataReader):
+    """A few random batches: enough for MinMax calibration of a test model."""
+
+    def __init__(self, kind: str):
+        self._batches = iter([{"x": _inputs(kind, 4, 100 + i)} for i in range(4)])
+
+    def get_next(self):
+        return next(self._batches, None)
+
+
+@pytest.fixture(scope="module")
+def float_models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("quant")
+    return {kind: _export(kind, os.path.join(root, f"{kind}.onnx")) for kind in _SHAPES}, root
+
+
+def _quantized(float_models, kind: str, how: str) -> str:
+    paths, root = float_models
+    src = paths[kind]
+    out = os.path.join(root, f"{kind}-{how}.onnx")
+    if how == "dynamic":
+        quantize_dynamic(src, out, weight_type=QuantType.QInt8 if kind == "mlp" else QuantType.QUInt8)
+    else:
+        fmt = QuantFormat.QDQ if how == "qdq" else QuantFormat.QOperator
+        quantize_static(src, out, _Reader(kind), quant_format=fmt, activation_type=QuantType.QUInt8,
+                        weight_type=QuantType.QInt8, per_channel=(how == "qdq"))
+    return out
+
+
+def _op_types(path: str) -> set:
+    return {n.op_type for n in onnx.load(path).graph.node}
+
+
+@pytest.mark.parametrize("kind", sorted(_SHAPES))
+@pytest.mark.parametrize("how", ["dynamic", "qdq", "qoperator"])
+def test_quantized_model_matches_ort(float_models, kind, how):
+    path = _quantized(float_models, kind, how)
+    ops = _op_types(path)
+    # The quantizer really produced the form under test (else the test proves nothing).
+    expected = {"dynamic": {"DynamicQuantizeLinear"}, "qdq": {"QuantizeLinear", "DequantizeLinear"},
+                "qoperator": {"QLinearConv", "QLinearAdd"} if kind == "cnn" else {"QLinearMatMul", "QGemm"}}[how]
+    assert expected <= ops, f"{how} quantization of the {kind} gave ops {sorted(ops)}"
+    compiled = kiln.compile(path, symbols={"B": B_RANGE}, fallback=False)
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    tol = TOLERANCES["int8"]
+    for batch in BATCHES:
+        x = _inputs(kind, batch, seed=batch)
+        want = session.run(None, {"x": x})[0]
+        got = np.asarray(compiled(x))
+        assert got.shape == want.shape
+        err = float(np.max(np.abs(got - want)))
+        print(f"{kind} {how} B={batch}: max |kiln - ORT| = {err:.3g} (output range {np.ptp(want):.3g})")
+        np.testing.assert_allclose(got, want, rtol=tol.rtol, atol=tol.atol, err_msg=f"{kind} {how} B={batch}")
