@@ -344,6 +344,7 @@ def convert_kiln_to_linalg(module) -> None:
     if blocked:
         raise ConversionError("convert-kiln-to-linalg failed", _diagnostics(blocked))
     _inline_fused(module)
+    quant.widen_unsigned(module)  # ui8 is held as i8: signed integer ops run in i16 instead
     _annotate(module)
     converter = KilnTypeConverter()
     driver = _Driver()

@@ -20,7 +20,7 @@ from ...dialects.kiln import is_float, tensor_info
 from ...dialects.kiln.quant import INT_RANGES
 from .common import Lowering, affine_map, generic, identity_map, scalar_const
 
-__all__ = ["cast_unsigned", "kiln_dtypes", "signless_constant", "table"]
+__all__ = ["SIGNED_OPS", "cast_unsigned", "kiln_dtypes", "signless_constant", "table", "widen_unsigned"]
 
 def kiln_dtypes(lw: Lowering) -> tuple[list[str], list[str]]:
     """The kiln dtype names of the op's operands and results (``ui8`` kept:
@@ -147,6 +147,57 @@ def cast_unsigned(lw: Lowering) -> list[ir.Value] | None:
         return arith.trunci(st, v) if w > 8 else arith.extui(st, v)
 
     return generic([x], [_empty_like(lw, st)], [identity_map(rank)] * 2, ["parallel"] * rank, body)
+
+
+#: kiln ops whose integer lowering depends on signedness (signed division,
+#: comparison, max / min, ...): on ``ui8`` operands they would compute on the
+#: ``i8`` storage as if signed (200 / 3 as -56 / 3).  Wrapping ops (add, sub,
+#: mul, matmul, conv, sums) give the same bits either way and are left alone.
+SIGNED_OPS = frozenset({
+    "kiln.div", "kiln.pow", "kiln.maximum", "kiln.minimum", "kiln.lt", "kiln.le", "kiln.gt", "kiln.ge",
+    "kiln.relu", "kiln.abs", "kiln.reduce_max", "kiln.reduce_min", "kiln.argmax", "kiln.argmin",
+    "kiln.max_pool2d",
+})
+
+
+def widen_unsigned(module) -> int:
+    """Run every :data:`SIGNED_OPS` op with a ``ui8`` operand in ``i16``
+    (which holds every uint8 value exactly): ``kiln.cast`` its ``ui8``
+    operands to ``i16``, recreate the op with ``i16`` where it had ``ui8``,
+    and cast ``ui8`` results back.  Returns the number of ops widened."""
+    from ...dialects.kiln import tensor_type
+
+    found = []
+
+    def visit(op):
+        if op.name in SIGNED_OPS and any(_is_u8(v.type) for v in op.operands):
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    for op in found:
+        with ir.InsertionPoint(op), op.location:
+            operands = [_kiln_cast(v, "i16", tensor_type) if _is_u8(v.type) else v for v in op.operands]
+            results = [tensor_type(tensor_info(r.type).dims, "i16") if _is_u8(r.type) else r.type
+                       for r in op.results]
+            keys = [a if isinstance(a, str) else a.name for a in op.attributes]
+            attrs = {k: op.attributes[k] for k in keys}
+            new = ir.Operation.create(op.name, results=results, operands=operands, attributes=attrs)
+        with ir.InsertionPoint(op), op.location:
+            for old, r in zip(op.results, new.results):
+                old.replace_all_uses_with(_kiln_cast(r, "ui8", tensor_type) if _is_u8(old.type) else r)
+        op.erase()
+    return len(found)
+
+
+def _is_u8(t: ir.Type) -> bool:
+    from ...dialects.kiln import TensorType
+
+    return isinstance(t, TensorType) and str(tensor_info(t).dtype) == "ui8"
+
+
+def _kiln_cast(v: ir.Value, dtype: str, tensor_type) -> ir.Value:
+    return ir.Operation.create("kiln.cast", results=[tensor_type(tensor_info(v.type).dims, dtype)], operands=[v]).result
 
 
 def table() -> dict:

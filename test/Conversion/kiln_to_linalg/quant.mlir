@@ -59,3 +59,24 @@ func.func @cast_u8() -> !kiln.tensor<[4], i32> {
   %y = "kiln.cast"(%c) : (!kiln.tensor<[4], ui8>) -> !kiln.tensor<[4], i32>
   return %y : !kiln.tensor<[4], i32>
 }
+
+// Signed integer ops on ui8 run in i16 (zero-extended operands, truncated
+// result): on the i8 storage, divsi would divide 200 as -56.
+// CHECK-LABEL: func.func @div_u8(
+// CHECK: arith.extui %{{.*}} : i8 to i16
+// CHECK: arith.extui %{{.*}} : i8 to i16
+// CHECK: arith.divsi %{{.*}}, %{{.*}} : i16
+// CHECK: arith.trunci %{{.*}} : i16 to i8
+// CHECK-NOT: arith.divsi %{{.*}} : i8
+func.func @div_u8(%a: !kiln.tensor<[4], ui8>, %b: !kiln.tensor<[4], ui8>) -> !kiln.tensor<[4], ui8> {
+  %y = "kiln.div"(%a, %b) : (!kiln.tensor<[4], ui8>, !kiln.tensor<[4], ui8>) -> !kiln.tensor<[4], ui8>
+  return %y : !kiln.tensor<[4], ui8>
+}
+
+// A comparison keeps its i1 result; only the operands widen.
+// CHECK-LABEL: func.func @gt_u8(
+// CHECK: arith.cmpi sgt, %{{.*}}, %{{.*}} : i16
+func.func @gt_u8(%a: !kiln.tensor<[4], ui8>, %b: !kiln.tensor<[4], ui8>) -> !kiln.tensor<[4], i1> {
+  %y = "kiln.gt"(%a, %b) : (!kiln.tensor<[4], ui8>, !kiln.tensor<[4], ui8>) -> !kiln.tensor<[4], i1>
+  return %y : !kiln.tensor<[4], i1>
+}
