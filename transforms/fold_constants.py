@@ -191,6 +191,69 @@ def _attention(args, attrs, op):
     return np.matmul(e / e.sum(axis=-1, keepdims=True), v)
 
 
+def _window_out(size: int, kernel: int, stride: int, lo: int, hi: int, dilation: int, ceil: bool = False) -> int:
+    from ..dialects.dims import dim
+    from ..dialects.kiln.shapes import window_out
+
+    return window_out(dim(size), dim(kernel), stride, lo, hi, dilation, ceil).value
+
+
+def _windows(x, kernel, strides, dilations, out):
+    """``[N, C, OH, OW, KH, KW]`` view of the windows of padded NCHW ``x``."""
+    span = [d * (k - 1) + 1 for k, d in zip(kernel, dilations)]
+    w = np.lib.stride_tricks.sliding_window_view(x, span, axis=(2, 3))
+    w = w[:, :, ::strides[0], ::strides[1], ::dilations[0], ::dilations[1]]
+    return w[:, :, :out[0], :out[1]]
+
+
+def _conv2d(args, attrs, op):
+    fields = operand_map(op)
+    x, w = args[fields["x"]], args[fields["weight"]]
+    s, d, g = attrs["strides"], attrs["dilations"], attrs["groups"]
+    t, left, b, r = attrs["pads"]
+    o, ci, kh, kw = w.shape
+    out = [_window_out(x.shape[2], kh, s[0], t, b, d[0]), _window_out(x.shape[3], kw, s[1], left, r, d[1])]
+    xp = np.pad(x, [(0, 0), (0, 0), (t, b), (left, r)])
+    win = _windows(xp, (kh, kw), s, d, out)  # N, C, OH, OW, KH, KW
+    n = x.shape[0]
+    win = win.reshape(n, g, ci, *out, kh, kw)
+    y = np.einsum("ngcxyhw,gochw->ngoxy", win, w.reshape(g, o // g, ci, kh, kw), optimize=True)
+    y = y.reshape(n, o, *out)
+    if "bias" in fields:
+        y = y + args[fields["bias"]].reshape(1, -1, 1, 1)
+    return y
+
+
+def _pool2d(kind: str) -> Callable:
+    def run(args, attrs, op):
+        (x,) = args
+        k = attrs["kernel"]
+        s = attrs["strides"] or k
+        d = attrs["dilations"]
+        t, left, b, r = attrs["pads"]
+        ceil = attrs["ceil_mode"]
+        out = [_window_out(x.shape[2], k[0], s[0], t, b, d[0], ceil), _window_out(x.shape[3], k[1], s[1], left, r, d[1], ceil)]
+        # The cells ceil_mode adds past the padding: as many as the last window needs.
+        extra = [max(0, (o - 1) * st + dd * (kk - 1) + 1 - (size + lo + hi))
+                 for o, st, dd, kk, size, lo, hi in zip(out, s, d, k, x.shape[2:], (t, left), (b, r))]
+        widths = [(0, 0), (0, 0), (t, b + extra[0]), (left, r + extra[1])]
+        if kind == "max":
+            xp = np.pad(x.astype(np.float64), widths, constant_values=-np.inf)
+            return _windows(xp, k, s, d, out).max(axis=(-2, -1))
+        xp = np.pad(x.astype(np.float64), widths)
+        counted = np.pad(np.ones(x.shape[2:]), [(t, b), (left, r)], constant_values=float(attrs["count_include_pad"]))
+        counted = np.pad(counted, [(0, extra[0]), (0, extra[1])])[None, None]
+        total = _windows(xp, k, s, d, out).sum(axis=(-2, -1))
+        return total / _windows(counted, k, s, d, out).sum(axis=(-2, -1))
+
+    return run
+
+
+def _cumsum(args, attrs, op):
+    (x,) = args
+    return np.cumsum(x, axis=attrs["axis"], dtype=x.dtype)
+
+
 def _unary(fn) -> Callable:
     return lambda args, attrs, op: fn(args[0])
 
@@ -252,6 +315,10 @@ EVALUATORS: dict[str, Callable] = {
     "kiln.layer_norm": _layer_norm,
     "kiln.batch_norm": _batch_norm,
     "kiln.attention": _attention,
+    "kiln.conv2d": _conv2d,
+    "kiln.max_pool2d": _pool2d("max"),
+    "kiln.avg_pool2d": _pool2d("avg"),
+    "kiln.cumsum": _cumsum,
 }
 
 

@@ -1,5 +1,5 @@
 """Kernels the Triton backend runs in PyTorch: concat, pad, gather, gather_elements,
-scatter_nd, argmax / argmin, reduce_prod, fallback.
+scatter_nd, argmax / argmin, reduce_prod, cumsum, fallback.
 
 These are data-movement ops (or ops kiln cannot lower) with no generated
 Triton kernel yet; they follow the same kernel contract so a program mixes
@@ -55,7 +55,8 @@ class TorchKernel(TritonKernel):
         elif op == "kiln.gather":
             data, idx = args
             axis = at.get("axis", 0) % data.dim()
-            flat = torch.index_select(data, axis, idx.reshape(-1).long())
+            idx = idx.reshape(-1).long()  # negative indices count from the end (kiln.gather's, numpy's take)
+            flat = torch.index_select(data, axis, torch.where(idx < 0, idx + data.shape[axis], idx))
             y = flat.reshape(data.shape[:axis] + idx.shape + data.shape[axis + 1 :])
         elif op in ("kiln.argmax", "kiln.argmin"):
             x = args[0]
@@ -66,6 +67,8 @@ class TorchKernel(TritonKernel):
             else:
                 y = fn(x, dim=axis, keepdim=True)
             y = y if at.get("keepdims", True) else y.squeeze(axis)
+        elif op == "kiln.cumsum":
+            y = torch.cumsum(args[0], dim=at["axis"], dtype=args[0].dtype)
         elif op == "kiln.reduce_prod":
             y = args[0]
             axes = sorted({a % y.dim() for a in at.get("axes") or range(y.dim())}, reverse=True)
