@@ -26,7 +26,7 @@ from .program import compile_function
 
 __all__ = ["TritonModel", "compile_cuda"]
 
-_OPTIONS = {"autotune", "opt", "fuse", "keep_ir", "max_configs", "cache"}
+_OPTIONS = {"autotune", "opt", "fuse", "keep_ir", "max_configs", "cache", "fallback"}
 
 
 class TritonModel(CompiledModel):
@@ -86,7 +86,8 @@ def compile_cuda(source, example_args=None, dynamic_shapes=None, symbols=None, *
     (symbol -> size, overriding the declared opt points), ``fuse`` (run
     ``kiln-fuse`` first; the backend's own grouping runs either way),
     ``max_configs``, ``cache`` (a :class:`~kiln.backends.cache.KernelCache`),
-    ``keep_ir``.
+    ``keep_ir``, ``fallback`` (as the CPU path's: False makes a source op kiln
+    cannot import an UnsupportedError instead of a fallback kernel).
     """
     from ...compiler import _entry, _signature, fallback_sites, load_source, warn_fallbacks
     from ...module import symbols_of
@@ -97,7 +98,7 @@ def compile_cuda(source, example_args=None, dynamic_shapes=None, symbols=None, *
         raise KilnError(f"unknown kiln.compile option(s) for device 'cuda': {', '.join(sorted(unknown))}")
     if not interpreting():
         os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    module = load_source(source, example_args, dynamic_shapes, symbols)
+    module = load_source(source, example_args, dynamic_shapes, symbols, fallback=options.get("fallback", True))
     with module.context, ir.Location.unknown():
         warn_fallbacks(fallback_sites(module))  # once per compile, as the CPU path's
         syms = symbols_of(module.operation)

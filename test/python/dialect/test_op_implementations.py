@@ -218,7 +218,7 @@ def _evaluate(op, ins):
 IMPLEMENTATIONS = {
     "cpu": {"fallback": False},  # the default CPU path: library and native kernels where it picks them
     "cpu-generated": {"fallback": False, "cpu_library": False},  # kiln -> linalg -> LLVM for every op
-    "triton": {"device": "cuda"},  # the Triton backend's kernels (and its torch kernels for data movement)
+    "triton": {"fallback": False, "device": "cuda"},  # the Triton backend's kernels (and its torch kernels for data movement)
 }
 
 

@@ -91,3 +91,22 @@ def test_half_precision_models(name, shapes, dtype):
         assert got.dtype == dt
         with torch.no_grad():
             check(got, ref(x.float()), dtype)
+
+
+def test_fallback_false_refuses_an_op_kiln_cannot_import():
+    """``fallback=False`` on the Triton path as on the CPU path: the op kiln
+    cannot import is an UnsupportedError naming it, not a PyTorch kernel."""
+    from torch.export import Dim
+
+    from kiln.errors import UnsupportedError
+
+    class Bessel(torch.nn.Module):
+        def forward(self, x):
+            return torch.special.bessel_j0(x) + 1
+
+    dyn = ({0: Dim("B", min=1, max=8)},)
+    with pytest.raises(UnsupportedError, match="special_bessel_j0"):
+        kiln.compile(Bessel(), (torch.randn(4, 16),), dyn, device="cuda", fallback=False)
+    model = kiln.compile(Bessel(), (torch.randn(4, 16),), dyn, device="cuda")  # the default falls back
+    x = torch.randn(3, 16)
+    torch.testing.assert_close(model(x), torch.special.bessel_j0(x) + 1)
