@@ -55,10 +55,15 @@ def _i8() -> ir.Type:
     return ir.IntegerType.get_signless(8)
 
 
-def _param_map(x_rank: int, param: ir.Value, axis) -> ir.AffineMap:
+def _param_map(x_rank: int, param: ir.Value, axis, block_size=None) -> ir.AffineMap:
     """How a scale / zero point is read at each element of x: the axis's
-    index (per axis), index 0 (one element) or nothing (rank 0)."""
+    index (per axis), its block (``index floordiv block_size``, blocked),
+    index 0 (one element) or nothing (rank 0)."""
     rank = ir.RankedTensorType(param.type).rank
+    if block_size is not None:
+        a = axis % x_rank
+        block = ir.AffineExpr.get_floor_div(ir.AffineDimExpr.get(a), ir.AffineConstantExpr.get(block_size))
+        return affine_map(x_rank, [block if k == a else k for k in range(x_rank)])
     if rank == 0:
         return affine_map(x_rank, [])
     if axis is None:
@@ -84,7 +89,8 @@ def lower_quantize(lw: Lowering) -> list[ir.Value]:
     axis = lw.attrs["axis"]
     ft = lw.infos[0].dtype
     st = out.dtype
-    maps = [identity_map(rank), _param_map(rank, scale, axis), _param_map(rank, zp, axis), identity_map(rank)]
+    bs = lw.attrs["block_size"]
+    maps = [identity_map(rank), _param_map(rank, scale, axis, bs), _param_map(rank, zp, axis, bs), identity_map(rank)]
 
     def body(xv, sv, zv, _):
         r = math.roundeven(arith.divf(xv, sv))
@@ -108,7 +114,8 @@ def lower_dequantize(lw: Lowering) -> list[ir.Value]:
     rank = len(out.dims)
     axis = lw.attrs["axis"]
     ft = out.dtype
-    maps = [identity_map(rank), _param_map(rank, scale, axis), _param_map(rank, zp, axis), identity_map(rank)]
+    bs = lw.attrs["block_size"]
+    maps = [identity_map(rank), _param_map(rank, scale, axis, bs), _param_map(rank, zp, axis, bs), identity_map(rank)]
 
     def body(xv, sv, zv, _):
         d = arith.subf(_int_to_float(xv, qname, ft), _int_to_float(zv, qname, ft))

@@ -13,8 +13,9 @@ Each becomes ``kiln.quantize`` / ``kiln.dequantize`` around integer kiln ops:
   numpy promotes int32 times float32 to float64), then ``kiln.quantize``
   with scale 1 rounds half to even, adds the output zero point and saturates.
 
-Blocked quantization (opset 21's ``block_size``) and 4-bit / float8 types
-are declined with the reason.
+Blocked quantization (opset 21's ``block_size``) maps to the ops'
+``block_size`` attribute; 4-bit, 16-bit and float8 types are declined with
+the reason.
 """
 
 from __future__ import annotations
@@ -52,19 +53,30 @@ def _zero_point(cx, i: int, dtype: str, scale):
         if dtype_of(zp) not in _QUANT + ("i32",):
             raise Decline(f"zero point of dtype {dtype_of(zp)} (kiln quantizes to int8 / uint8 / int32)")
         return zp
+    if not all(d.is_static for d in dims_of(scale)):
+        raise Decline("a symbolic-shaped scale without a zero point")
     return cx.const(0, dtype, shape=[d.value for d in dims_of(scale)])
+
+
+def _layout(cx, x, scale) -> dict:
+    """``axis`` (and ``block_size``) attributes for ``kiln.quantize`` / ``dequantize``."""
+    block = cx.attr("block_size", 0)
+    if not block:
+        return {"axis": _axis(cx, x, scale)}
+    axis = cx.attr("axis", 1)
+    if not -rank_of(x) <= axis < rank_of(x):
+        raise Decline(f"attribute 'axis' {axis} is out of range for rank {rank_of(x)}")
+    return {"axis": axis % rank_of(x), "block_size": block}
 
 
 def _axis(cx, x, scale, default: int = 1):
     """The ``axis`` for ``kiln.quantize`` / ``dequantize``: None for a
     per-tensor (rank-0 or one-element) scale, else the normalized attribute."""
-    if cx.attr("block_size", 0):
-        raise Decline("blocked quantization (attribute 'block_size') is not supported")
     r = rank_of(scale)
     if r == 0:
         return None
     if r != 1:
-        raise Decline(f"scale of rank {r} (blocked quantization) is not supported")
+        raise Decline(f"scale of rank {r} without 'block_size'")
     axis = cx.attr("axis", default)
     if not -rank_of(x) <= axis < rank_of(x):
         raise Decline(f"attribute 'axis' {axis} is out of range for rank {rank_of(x)}")
@@ -87,7 +99,7 @@ def lower_quantize_linear(cx):
     if dtype_of(scale) != dtype_of(x):
         scale = cx.cast(scale, dtype_of(x))
     zp = _zero_point(cx, 2, out, scale)
-    return cx.build("quantize", x, scale, zp, axis=_axis(cx, x, scale))
+    return cx.build("quantize", x, scale, zp, **_layout(cx, x, scale))
 
 
 @pattern("DequantizeLinear")
@@ -97,7 +109,7 @@ def lower_dequantize_linear(cx):
     if dtype_of(x) not in _QUANT + ("i32",):
         raise Decline(f"DequantizeLinear from {_torch_dtype(cx, 0)} (kiln dequantizes int8 / uint8 / int32)")
     zp = _zero_point(cx, 2, dtype_of(x), scale)
-    y = cx.build("dequantize", x, scale, zp, axis=_axis(cx, x, scale))
+    y = cx.build("dequantize", x, scale, zp, **_layout(cx, x, scale))
     out = cx.result_dtype(0)
     return cx.cast(y, out) if out != dtype_of(y) else y
 

@@ -9,7 +9,10 @@ way as a constant one:
 - **per tensor**: no ``axis`` attribute, scale and zero point of rank 0 (or
   rank 1 with one element);
 - **per axis**: ``axis`` names the dim of ``x`` the rank-1 scale and zero
-  point run along (one value per channel).
+  point run along (one value per channel);
+- **blocked**: ``axis`` and ``block_size``: scale and zero point have x's
+  rank and dims but ``ceil(n / block_size)`` along ``axis``; element ``i``
+  of that axis uses parameter ``i floordiv block_size``.
 """
 
 # No `from __future__ import annotations`: the ext DSL reads annotations as objects.
@@ -28,12 +31,14 @@ QUANT_DTYPES = ("i8", "ui8", "i32")
 INT_RANGES = {"i8": (-128, 127), "ui8": (0, 255), "i32": (-(2 ** 31), 2 ** 31 - 1)}
 
 
-def scale_layout(x: TensorInfo, scale: TensorInfo, zero_point: TensorInfo, axis) -> int | None:
+def scale_layout(x: TensorInfo, scale: TensorInfo, zero_point: TensorInfo, axis, block_size=None) -> int | None:
     """Check the scale and zero point against ``x`` and return the axis they
     run along (normalized), or None for per-tensor parameters; VerifyError
     names the operand that does not fit."""
     if zero_point.dims != scale.dims:
         raise VerifyError(f"zero_point has shape {zero_point}, but scale has {scale} (they must match)")
+    if block_size is not None:
+        return _blocked_layout(x, scale, axis, block_size)
     if axis is None:
         if scale.rank > 1 or (scale.rank == 1 and not (scale.dims[0].is_static and scale.dims[0].value == 1)):
             raise VerifyError(f"per-tensor scale must have rank 0 or one element, got {scale} "
@@ -45,6 +50,24 @@ def scale_layout(x: TensorInfo, scale: TensorInfo, zero_point: TensorInfo, axis)
     d, n = x.dims[a], scale.dims[0]
     if d.is_static and n.is_static and d.value != n.value:
         raise VerifyError(f"per-axis scale has {n.value} values, but x has {d.value} along axis {a}")
+    return a
+
+
+def _blocked_layout(x: TensorInfo, scale: TensorInfo, axis, block_size: int) -> int:
+    if axis is None:
+        raise VerifyError("blocked quantization (block_size) needs an 'axis'")
+    if block_size <= 0:
+        raise VerifyError(f"block_size must be positive, got {block_size}")
+    a = norm_axis(axis, x.rank)
+    if scale.rank != x.rank:
+        raise VerifyError(f"blocked scale must have x's rank {x.rank}, got {scale}")
+    for k, (d, s) in enumerate(zip(x.dims, scale.dims)):
+        if not (d.is_static and s.is_static):
+            continue
+        want = -(-d.value // block_size) if k == a else d.value
+        if s.value != want:
+            raise VerifyError(f"blocked scale dim {k} is {s.value}, expected {want} "
+                              f"(x {x}, block_size {block_size} along axis {a})")
     return a
 
 
@@ -60,7 +83,7 @@ class QuantizeOp(KilnOp, name="quantize", traits=[ext.Pure]):
 
     ``x`` and ``scale`` have the same float dtype; the result has the zero
     point's (``i8``, ``ui8`` or ``i32``).  ``axis`` (optional) makes the
-    parameters per-axis.
+    parameters per-axis, with ``block_size`` blocked.
 
     ``%q = "kiln.quantize"(%x, %s, %zp) {axis = 1 : i64} : (!kiln.tensor<["B", 64], f32>, !kiln.tensor<[64], f32>, !kiln.tensor<[64], i8>) -> !kiln.tensor<["B", 64], i8>``
     """
@@ -70,7 +93,7 @@ class QuantizeOp(KilnOp, name="quantize", traits=[ext.Pure]):
     zero_point: ext.Operand[TensorType]
     res: ext.Result[TensorType]
 
-    ATTRS = {"axis": ATTR.int(optional=True)}
+    ATTRS = {"axis": ATTR.int(optional=True), "block_size": ATTR.int(optional=True)}
 
     def shape(self, operands, attrs):
         x, scale, zp = operands
@@ -79,7 +102,7 @@ class QuantizeOp(KilnOp, name="quantize", traits=[ext.Pure]):
         if scale.dtype != x.dtype:
             raise VerifyError(f"scale must have x's dtype {dtype_name(x.dtype)}, got {dtype_name(scale.dtype)}")
         _check_int(zp, "zero_point")
-        scale_layout(x, scale, zp, attrs["axis"])
+        scale_layout(x, scale, zp, attrs["axis"], attrs["block_size"])
         return [TensorInfo(x.dims, zp.dtype)]
 
 
@@ -87,7 +110,8 @@ class DequantizeOp(KilnOp, name="dequantize", traits=[ext.Pure]):
     """``(x - zero_point) * scale`` in the scale's float dtype.
 
     ``x`` and ``zero_point`` have the same integer dtype (``i8``, ``ui8`` or
-    ``i32``); ``axis`` (optional) makes the parameters per-axis.
+    ``i32``); ``axis`` (optional) makes the parameters per-axis, with
+    ``block_size`` blocked.
 
     ``%y = "kiln.dequantize"(%q, %s, %zp) : (!kiln.tensor<["B", 64], ui8>, !kiln.tensor<[], f32>, !kiln.tensor<[], ui8>) -> !kiln.tensor<["B", 64], f32>``
     """
@@ -97,7 +121,7 @@ class DequantizeOp(KilnOp, name="dequantize", traits=[ext.Pure]):
     zero_point: ext.Operand[TensorType]
     res: ext.Result[TensorType]
 
-    ATTRS = {"axis": ATTR.int(optional=True)}
+    ATTRS = {"axis": ATTR.int(optional=True), "block_size": ATTR.int(optional=True)}
 
     def shape(self, operands, attrs):
         x, scale, zp = operands
@@ -106,5 +130,5 @@ class DequantizeOp(KilnOp, name="dequantize", traits=[ext.Pure]):
             raise VerifyError(f"zero_point must have x's dtype {name}, got {dtype_name(zp.dtype)}")
         if not is_float(scale.dtype):
             raise VerifyError(f"scale must be a float tensor, got {dtype_name(scale.dtype)}")
-        scale_layout(x, scale, zp, attrs["axis"])
+        scale_layout(x, scale, zp, attrs["axis"], attrs["block_size"])
         return [TensorInfo(x.dims, scale.dtype)]

@@ -5,6 +5,7 @@
 // of its i8 storage), saturated to [0, 255] in float, then to the i8 storage.
 // The per-tensor scale is read with a rank-0 map.
 // CHECK-DAG: #[[AXIS:.*]] = affine_map<(d0, d1) -> (d1)>
+// CHECK-DAG: #[[BLOCK:.*]] = affine_map<(d0, d1) -> (d0, d1 floordiv 3)>
 // CHECK-LABEL: func.func @quantize_u8(
 // CHECK-SAME: tensor<4x8xf32>
 // CHECK-SAME: -> tensor<4x8xi8>
@@ -79,4 +80,12 @@ func.func @div_u8(%a: !kiln.tensor<[4], ui8>, %b: !kiln.tensor<[4], ui8>) -> !ki
 func.func @gt_u8(%a: !kiln.tensor<[4], ui8>, %b: !kiln.tensor<[4], ui8>) -> !kiln.tensor<[4], i1> {
   %y = "kiln.gt"(%a, %b) : (!kiln.tensor<[4], ui8>, !kiln.tensor<[4], ui8>) -> !kiln.tensor<[4], i1>
   return %y : !kiln.tensor<[4], i1>
+}
+
+// Blocked: the scale and zero point are read at (row, column floordiv 3) (#BLOCK above).
+// CHECK-LABEL: func.func @dequantize_blocked(
+// CHECK: linalg.generic {indexing_maps = [#{{.*}}, #[[BLOCK]], #[[BLOCK]], #{{.*}}]
+func.func @dequantize_blocked(%x: !kiln.tensor<[2, 4], i8>, %s: !kiln.tensor<[2, 2], f32>, %z: !kiln.tensor<[2, 2], i8>) -> !kiln.tensor<[2, 4], f32> {
+  %y = "kiln.dequantize"(%x, %s, %z) {axis = 1 : i64, block_size = 3 : i64} : (!kiln.tensor<[2, 4], i8>, !kiln.tensor<[2, 2], f32>, !kiln.tensor<[2, 2], i8>) -> !kiln.tensor<[2, 4], f32>
+  return %y : !kiln.tensor<[2, 4], f32>
 }

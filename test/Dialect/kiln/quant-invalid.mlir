@@ -72,3 +72,27 @@ func.func @dq_result(%x: !kiln.tensor<[4], i8>, %s: !kiln.tensor<[], f32>, %z: !
   %0 = "kiln.dequantize"(%x, %s, %z) : (!kiln.tensor<[4], i8>, !kiln.tensor<[], f32>, !kiln.tensor<[], i8>) -> !kiln.tensor<[4], f16>
   return
 }
+// -----
+func.func @blocked_dim(%x: !kiln.tensor<[2, 4], i8>, %s: !kiln.tensor<[2, 3], f32>, %z: !kiln.tensor<[2, 3], i8>) {
+  // expected-error @below {{'kiln.dequantize' op blocked scale dim 1 is 3, expected 2 (x [2, 4], block_size 2 along axis 1)}}
+  %0 = "kiln.dequantize"(%x, %s, %z) {axis = 1 : i64, block_size = 2 : i64} : (!kiln.tensor<[2, 4], i8>, !kiln.tensor<[2, 3], f32>, !kiln.tensor<[2, 3], i8>) -> !kiln.tensor<[2, 4], f32>
+  return
+}
+// -----
+func.func @blocked_rank(%x: !kiln.tensor<[2, 4], i8>, %s: !kiln.tensor<[2], f32>, %z: !kiln.tensor<[2], i8>) {
+  // expected-error @below {{'kiln.dequantize' op blocked scale must have x's rank 2, got [2]}}
+  %0 = "kiln.dequantize"(%x, %s, %z) {axis = 1 : i64, block_size = 2 : i64} : (!kiln.tensor<[2, 4], i8>, !kiln.tensor<[2], f32>, !kiln.tensor<[2], i8>) -> !kiln.tensor<[2, 4], f32>
+  return
+}
+// -----
+func.func @blocked_no_axis(%x: !kiln.tensor<[2, 4], i8>, %s: !kiln.tensor<[2, 2], f32>, %z: !kiln.tensor<[2, 2], i8>) {
+  // expected-error @below {{'kiln.dequantize' op blocked quantization (block_size) needs an 'axis'}}
+  %0 = "kiln.dequantize"(%x, %s, %z) {block_size = 2 : i64} : (!kiln.tensor<[2, 4], i8>, !kiln.tensor<[2, 2], f32>, !kiln.tensor<[2, 2], i8>) -> !kiln.tensor<[2, 4], f32>
+  return
+}
+// -----
+func.func @blocked_size(%x: !kiln.tensor<[2, 4], i8>, %s: !kiln.tensor<[2, 2], f32>, %z: !kiln.tensor<[2, 2], i8>) {
+  // expected-error @below {{'kiln.dequantize' op block_size must be positive, got 0}}
+  %0 = "kiln.dequantize"(%x, %s, %z) {axis = 1 : i64, block_size = 0 : i64} : (!kiln.tensor<[2, 4], i8>, !kiln.tensor<[2, 2], f32>, !kiln.tensor<[2, 2], i8>) -> !kiln.tensor<[2, 4], f32>
+  return
+}

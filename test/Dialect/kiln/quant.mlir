@@ -29,3 +29,11 @@ func.func @bias(%b: !kiln.tensor<[8], i32>, %s: !kiln.tensor<[1], f64>, %z: !kil
   %y = "kiln.dequantize"(%b, %s, %z) : (!kiln.tensor<[8], i32>, !kiln.tensor<[1], f64>, !kiln.tensor<[1], i32>) -> !kiln.tensor<[8], f64>
   return %y : !kiln.tensor<[8], f64>
 }
+
+// Blocked: scale of x's rank, ceil(4 / 3) = 2 blocks along axis 1.
+// CHECK-LABEL: func.func @blocked
+// CHECK: "kiln.dequantize"(%arg0, %arg1, %arg2) {axis = 1 : i64, block_size = 3 : i64}
+func.func @blocked(%x: !kiln.tensor<[2, 4], i8>, %s: !kiln.tensor<[2, 2], f32>, %z: !kiln.tensor<[2, 2], i8>) -> !kiln.tensor<[2, 4], f32> {
+  %y = "kiln.dequantize"(%x, %s, %z) {axis = 1 : i64, block_size = 3 : i64} : (!kiln.tensor<[2, 4], i8>, !kiln.tensor<[2, 2], f32>, !kiln.tensor<[2, 2], i8>) -> !kiln.tensor<[2, 4], f32>
+  return %y : !kiln.tensor<[2, 4], f32>
+}
