@@ -26,6 +26,8 @@ _LAZY = {
     "import_torch": "kiln.frontends",
     "import_onnx": "kiln.frontends",
     "compile": "kiln.compiler",
+    # Generation: a transformers decoder-only LM with its KV cache (kiln.lm).
+    "compile_lm": "kiln.lm",
     # Artifacts: kiln.save(compiled, path) / kiln.load(path); loading imports no compiler layer.
     "save": "kiln.runtime.artifact",
     "load": "kiln.runtime.artifact",

@@ -27,7 +27,7 @@ import operator
 import torch
 
 __all__ = [
-    "decomposition_table", "install_importer_fixes", "list_state_to_get_attr", "needs_decomposition",
+    "decomposition_table", "drop_runtime_asserts", "install_importer_fixes", "list_state_to_get_attr", "needs_decomposition",
     "prepare_exported_program", "restore_non_persistent_buffers", "views_to_reshapes",
 ]
 
@@ -225,12 +225,50 @@ def prepare_exported_program(ep: torch.export.ExportedProgram, table=None, conve
     if converts is None or needs_decomposition(ep, table, converts):
         ep = ep.run_decompositions(table)
     restore_non_persistent_buffers(ep)
+    drop_runtime_asserts(ep)
     list_state_to_get_attr(ep)
     # Input-independent subgraphs with an op kiln rejects (Swin's attention mask) become constants.
     from .constant_fold import fold_constant_subgraphs
 
     fold_constant_subgraphs(ep, converts)
     return ep
+
+
+def drop_runtime_asserts(ep: torch.export.ExportedProgram) -> int:
+    """Erase ``aten._assert_scalar`` nodes and the size arithmetic only they use; returns how many.
+
+    A program exported with ``prefer_deferred_runtime_asserts_over_guards``
+    (a KV-cache decode step, :mod:`kiln.lm.export`: torch cannot prove
+    ``Min(16*P + 16, 32*P + 32) == 16*P + 16`` for ``repeat_kv`` over
+    ``cat(past, new)``) keeps such guards as assertions over ``sym_min``,
+    which torch-mlir's importer rejects ("Unimplemented call_function:
+    sym_min").  The converter drops ``_assert_scalar`` anyway (kiln checks
+    shapes against its symbols), so erasing them here loses nothing.
+    """
+    graph = ep.graph_module.graph
+    asserts = [n for n in graph.nodes if n.op == "call_function" and n.target is torch.ops.aten._assert_scalar.default]
+    for node in asserts:
+        graph.erase_node(node)
+    if asserts:
+        # Only the pure scalar arithmetic the assertions used: the rest of the
+        # graph is left as is (eliminate_dead_code would also drop impure ops).
+        changed = True
+        while changed:
+            changed = False
+            for node in reversed(list(graph.nodes)):
+                if node.op == "call_function" and not node.users and _is_size_arithmetic(node):
+                    graph.erase_node(node)
+                    changed = True
+        ep.graph_module.recompile()
+    return len(asserts)
+
+
+def _is_size_arithmetic(node) -> bool:
+    """A node computing a Python scalar from sizes (``sym_size``, ``+``, ``==``, ``sym_min``, ...)."""
+    if node.target is torch.ops.aten.sym_size.int:
+        return True
+    module = getattr(node.target, "__module__", "") or ""
+    return module in ("_operator", "operator") or node.target in (torch.sym_min, torch.sym_max, torch.sym_not)
 
 
 def install_importer_fixes() -> None:

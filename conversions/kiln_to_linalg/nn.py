@@ -358,12 +358,24 @@ def lower_cumsum(lw: Lowering):
     return [nest(0, lw.empty(out.dims, t), {})]
 
 
-def softmax(x: ir.Value, axis: int, dims, env: DimEnv) -> ir.Value:
-    """``exp(x - max) / sum(exp(x - max))`` along ``axis``."""
+def softmax(x: ir.Value, axis: int, dims, env: DimEnv, empty_rows_zero: bool = False) -> ir.Value:
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis``.
+
+    ``empty_rows_zero``: a row of only ``-inf`` gives zeros, not NaN -- what
+    torch's ``scaled_dot_product_attention`` returns for a query every key is
+    masked from (a left-padded prompt's padding rows, whose keys and values
+    later rows read through the cache: a NaN there poisons them all).
+    """
     t = ir.RankedTensorType(x.type).element_type
     m = reduce(x, [axis], True, lowest(t), arith.maximumf, env)
     e = elementwise([x, m], dims, t, env, lambda a, b: exp(arith.subf(a, b)))
     s = reduce(e, [axis], True, scalar_const(t, 0.0), arith.addf, env)
+    if empty_rows_zero:
+        # Tested on the row's max, not on the sum: the f32 exp clamps its
+        # argument at -87.3, so exp(-inf) is 1e-38, not 0 (elementwise.exp).
+        ninf, zero = scalar_const(t, float("-inf")), scalar_const(t, 0.0)
+        return elementwise([e, s, m], dims, t, env, lambda a, b, top: arith.select(
+            arith.cmpf(arith.CmpFPredicate.OEQ, top, ninf), zero, arith.divf(a, b)))
     return elementwise([e, s], dims, t, env, arith.divf)
 
 
@@ -694,7 +706,7 @@ def _attention_chain(q, k, v, mask, maps, sdims, out_init, env, scale: float, ca
         return y
 
     scaled = generic(inputs, [empty_tensor(sdims, t, env)], smaps, ["parallel"] * r, lambda *a: body(*a[:-1]))[0]
-    p = softmax(scaled, r - 1, sdims, env)
+    p = softmax(scaled, r - 1, sdims, env, empty_rows_zero=mask is not None)
     # out[b.., l, e] = sum_s p[b.., l, s] * v[b.., s, e]
     pmap = list(range(nb)) + [nb, nb + 2]
     res = generic([p, v], [fill(scalar_const(t, 0.0), out_init)],

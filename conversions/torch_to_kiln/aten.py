@@ -160,7 +160,11 @@ def _operand(cx, i, like: ir.Value):
         return cx.cast(cx.tensor(i), dtype_of(like))
     if isinstance(v, Dim):
         if not v.is_static:
-            raise Decline("symbolic scalar operand")
+            # A size in arithmetic (``arange(L) + past_length`` in a KV-cache
+            # step's mask): its value computed at run time, a rank-0 tensor.
+            from .onnx_fold import symbolic_tensor
+
+            return cx.cast(symbolic_tensor(cx, Known([v], "i64", rank0=True)), dtype_of(like))
         v = v.value
     if not isinstance(v, (int, float, bool)):
         raise Decline(f"operand #{i} is not a number")

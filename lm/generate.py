@@ -1,0 +1,272 @@
+"""Text generation on kiln: a compiled LM, its preallocated KV cache, the decoding loop.
+
+:func:`compile_lm` exports a ``transformers`` ``*ForCausalLM`` as two kiln
+graphs (:mod:`kiln.lm.export`): *prefill* over the prompt and *decode*, one
+token over a past of ``P`` positions.  :class:`CompiledLM` owns the cache
+(:class:`KVCache`) and runs the loop: greedy decoding gives the tokens of
+``transformers``' ``generate(do_sample=False)``; sampling (temperature,
+top-k, top-p) draws from a seeded numpy ``Generator``.
+
+Batched prompts of different lengths are left padded with an attention mask
+(as ``transformers`` expects them); positions come from the mask exactly as
+``transformers`` computes them (``cumsum(mask) - 1``, 0 on padding).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import numpy as np
+
+from ..errors import KilnError, ShapeError
+
+__all__ = ["CompiledLM", "KVCache", "compile_lm"]
+
+
+class KVCache:
+    """The preallocated keys and values of every layer: ``[max_batch, Hkv, max_len, D]`` each.
+
+    Allocated once per :class:`CompiledLM`.  The graphs return only the new
+    positions' keys and values; :meth:`write` stores them at positions
+    ``start .. start + L - 1`` (never the whole cache) and :meth:`read`
+    hands the graphs the first ``P`` positions.  :meth:`write` is the one
+    place that writes: an in-place kiln slice-update op (buffer donation)
+    can replace its body without touching the loop.
+    """
+
+    def __init__(self, layers: int, max_batch: int, kv_heads: int, max_len: int, head_dim: int, dtype=np.float32):
+        shape = (max_batch, kv_heads, max_len, head_dim)
+        self.keys = [np.zeros(shape, dtype) for _ in range(layers)]
+        self.values = [np.zeros(shape, dtype) for _ in range(layers)]
+        self.max_batch, self.max_len = max_batch, max_len
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the cache (keys and values of every layer)."""
+        return sum(a.nbytes for a in self.keys + self.values)
+
+    def write(self, new_kv, batch: int, start: int) -> None:
+        """Store ``new_kv`` (k_0, v_0, k_1, v_1, ..., each ``[batch, Hkv, L, D]``) at ``start .. start + L - 1``."""
+        for layer in range(len(self.keys)):
+            k, v = new_kv[2 * layer], new_kv[2 * layer + 1]
+            length = k.shape[2]
+            self.keys[layer][:batch, :, start:start + length] = k
+            self.values[layer][:batch, :, start:start + length] = v
+
+    def read(self, batch: int, length: int) -> list[np.ndarray]:
+        """The first ``length`` positions of rows ``:batch``, k_0, v_0, k_1, v_1, ... (views, no copy here)."""
+        out = []
+        for k, v in zip(self.keys, self.values):
+            out += [k[:batch, :, :length], v[:batch, :, :length]]
+        return out
+
+
+def _positions(mask: np.ndarray) -> np.ndarray:
+    """``transformers``' position ids from a 0/1 mask: ``cumsum - 1``, 0 on padding."""
+    pos = np.cumsum(mask, axis=-1, dtype=np.int64) - 1
+    return np.where(mask == 0, 0, pos)
+
+
+def _process_logits(logits: np.ndarray, temperature: float, top_k: int | None, top_p: float | None) -> np.ndarray:
+    """Logits after temperature, top-k and top-p (the removed ones ``-inf``), in ``transformers``' order."""
+    logits = logits.astype(np.float64) / temperature
+    vocab = logits.shape[-1]
+    if top_k is not None and 0 < top_k < vocab:
+        kth = np.partition(logits, vocab - top_k, axis=-1)[:, vocab - top_k][:, None]
+        logits = np.where(logits < kth, -np.inf, logits)
+    if top_p is not None and top_p < 1.0:
+        order = np.argsort(-logits, axis=-1, kind="stable")
+        ranked = np.take_along_axis(logits, order, axis=-1)
+        probs = np.exp(ranked - ranked[:, :1])
+        probs /= probs.sum(-1, keepdims=True)
+        before = np.cumsum(probs, axis=-1) - probs  # mass ranked above each token
+        drop_ranked = before > top_p  # the first token is always kept (its mass above is 0)
+        drop = np.zeros_like(drop_ranked)
+        np.put_along_axis(drop, order, drop_ranked, axis=-1)
+        logits = np.where(drop, -np.inf, logits)
+    return logits
+
+
+def _sample(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One token per row drawn from ``softmax(logits)``."""
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    u = rng.random((logits.shape[0], 1))
+    # Inverse CDF: the first token whose cumulative mass passes u (never one of mass 0).
+    cdf = np.cumsum(probs, axis=-1)
+    idx = (cdf < u * cdf[:, -1:]).sum(-1)
+    return np.minimum(idx, logits.shape[-1] - 1).astype(np.int64)
+
+
+class CompiledLM:
+    """A decoder-only LM compiled by kiln, with its KV cache; see :func:`compile_lm`.
+
+    ``prefill`` and ``decode`` are the two :class:`~kiln.runtime.CompiledModel`
+    graphs; ``cache`` the :class:`KVCache`; ``timings`` the last run's time to
+    first token and per-token decode times (seconds).
+    """
+
+    def __init__(self, prefill, decode, cache: KVCache, pad_token_id: int = 0):
+        self.prefill, self.decode, self.cache = prefill, decode, cache
+        self.pad_token_id = pad_token_id
+        self.timings: dict = {}
+
+    def report(self) -> dict:
+        """Both graphs' reports and the cache size: ``{"prefill": ..., "decode": ..., "fallback_ops": n, ...}``."""
+        pre, dec = self.prefill.report(), self.decode.report()
+        return {"prefill": pre, "decode": dec, "cache_bytes": self.cache.nbytes,
+                "fallback_ops": pre["fallback"]["ops"] + dec["fallback"]["ops"]}
+
+    def _inputs(self, input_ids, attention_mask):
+        ids = np.asarray(input_ids.detach().cpu().numpy() if hasattr(input_ids, "detach") else input_ids)
+        if ids.ndim == 1:
+            ids = ids[None]
+        if ids.ndim != 2 or not np.issubdtype(ids.dtype, np.integer):
+            raise ShapeError(f"input_ids must be integer token ids [batch, length], got {ids.dtype} {ids.shape}")
+        if attention_mask is None:
+            mask = np.ones(ids.shape, np.int64)
+        else:
+            mask = np.asarray(attention_mask.detach().cpu().numpy() if hasattr(attention_mask, "detach")
+                              else attention_mask)
+            mask = mask[None] if mask.ndim == 1 else mask
+            if mask.shape != ids.shape:
+                raise ShapeError(f"attention_mask {mask.shape} must have the shape of input_ids {ids.shape}")
+        return ids.astype(np.int64), (mask != 0).astype(np.int64)
+
+    def stream(self, input_ids, max_new_tokens: int = 20, do_sample: bool = False, temperature: float = 1.0,
+               top_k: int | None = None, top_p: float | None = None, eos_token_id=None, attention_mask=None,
+               seed: int | None = None, generator: np.random.Generator | None = None,
+               pad_token_id: int | None = None) -> Iterator[np.ndarray]:
+        """Yield each step's new tokens (``[batch]`` int64) as they are produced.
+
+        Arguments as :meth:`generate`.  A row that produced ``eos_token_id``
+        continues with ``pad_token_id`` (default: the first eos id) and the
+        stream ends when every row has finished or after ``max_new_tokens``.
+        """
+        ids, mask = self._inputs(input_ids, attention_mask)
+        batch, length = ids.shape
+        if batch > self.cache.max_batch:
+            raise ShapeError(f"batch {batch} exceeds max_batch={self.cache.max_batch} given to kiln.compile_lm")
+        if length < 2:  # the prefill graph takes L >= 2: a masked pad token in front changes nothing
+            ids = np.concatenate([np.full((batch, 1), self.pad_token_id, np.int64), ids], axis=1)
+            mask = np.concatenate([np.zeros((batch, 1), np.int64), mask], axis=1)
+            length += 1
+        if length + max_new_tokens - 1 > self.cache.max_len:
+            raise ShapeError(f"prompt length {length} + max_new_tokens {max_new_tokens} exceeds "
+                             f"max_len={self.cache.max_len} given to kiln.compile_lm")
+        if do_sample and temperature <= 0:
+            raise KilnError(f"temperature must be > 0 when sampling, got {temperature}")
+        eos = [] if eos_token_id is None else [int(e) for e in np.atleast_1d(eos_token_id)]
+        pad = pad_token_id if pad_token_id is not None else (eos[0] if eos else self.pad_token_id)
+        rng = generator if generator is not None else np.random.default_rng(seed)
+        finished = np.zeros(batch, bool)
+        self.timings = {"ttft_s": None, "decode_s": []}
+
+        start = time.perf_counter()
+        out = self.prefill(ids, mask, _positions(mask))
+        past = length
+        for step in range(max_new_tokens):
+            logits, new_kv = out[0], out[1:]
+            self.cache.write(new_kv, batch, past - new_kv[0].shape[2])
+            if do_sample:
+                token = _sample(_process_logits(logits, temperature, top_k, top_p), rng)
+            else:
+                token = np.argmax(logits, axis=-1).astype(np.int64)
+            token = np.where(finished, pad, token)
+            if eos:
+                finished |= np.isin(token, eos)
+            now = time.perf_counter()
+            if step == 0:
+                self.timings["ttft_s"] = now - start
+            else:
+                self.timings["decode_s"].append(now - start)
+            yield token
+            if finished.all() or step == max_new_tokens - 1:
+                return
+            start = time.perf_counter()
+            mask = np.concatenate([mask, np.ones((batch, 1), np.int64)], axis=1)
+            positions = _positions(mask)[:, -1:]
+            out = self.decode(token[:, None], mask, positions, *self.cache.read(batch, past))
+            past += 1
+
+    def generate(self, input_ids, max_new_tokens: int = 20, do_sample: bool = False, temperature: float = 1.0,
+                 top_k: int | None = None, top_p: float | None = None, eos_token_id=None, attention_mask=None,
+                 seed: int | None = None, generator: np.random.Generator | None = None,
+                 pad_token_id: int | None = None):
+        """The prompt followed by up to ``max_new_tokens`` generated tokens, ``[batch, length + new]``.
+
+        As ``transformers``' ``generate``: ``input_ids`` ``[batch, length]``
+        (numpy or torch; the result is the same kind), ``attention_mask``
+        (0 on left padding), greedy unless ``do_sample`` (then
+        ``temperature``, ``top_k``, ``top_p``, drawn from ``generator`` or a
+        numpy generator seeded with ``seed``), ``eos_token_id`` (an id or a
+        list) ending a row, which then continues with ``pad_token_id``.
+        """
+        tokens = list(self.stream(input_ids, max_new_tokens, do_sample, temperature, top_k, top_p, eos_token_id,
+                                  attention_mask, seed, generator, pad_token_id))
+        ids, _ = self._inputs(input_ids, attention_mask)
+        result = np.concatenate([ids, np.stack(tokens, axis=1)], axis=1) if tokens else ids
+        if hasattr(input_ids, "detach"):
+            import torch
+
+            return torch.from_numpy(result)
+        return result
+
+
+def compile_lm(hf_model, max_batch: int = 8, max_len: int = 2048, **compile_options) -> CompiledLM:
+    """Compile a ``transformers`` decoder-only LM for generation; returns a :class:`CompiledLM`.
+
+    ``hf_model``: a ``*ForCausalLM`` (LLaMA, Qwen2, Mistral, GPT-2, Phi, ...)
+    in eval mode.  ``max_batch`` / ``max_len`` bound the batch and the
+    prompt plus generated tokens; the KV cache is allocated for them once.
+    ``compile_options`` go to :func:`kiln.compile` for both graphs.
+    """
+    import torch
+
+    from . import export as lm_export
+
+    if max_batch < 1:
+        raise KilnError(f"kiln.compile_lm: max_batch must be at least 1, got {max_batch}")
+    layers, kv_heads, head_dim = lm_export.cache_geometry(hf_model.config)
+    batch_dim, length_dim, past_dim = lm_export.export_dims(max_batch, max_len)
+    dtype = next(hf_model.parameters()).dtype
+    hf_model = hf_model.eval()
+    import kiln
+
+    # Example inputs of 2 (torch.export specializes dims seen as 0 or 1).
+    ids = torch.zeros((2, 3), dtype=torch.long)
+    ones = torch.ones((2, 3), dtype=torch.long)
+    pos = torch.arange(3).expand(2, 3).contiguous()
+    prefill = _compile_step(kiln, lm_export.PrefillStep(hf_model), (ids, ones, pos),
+                            ({0: batch_dim, 1: length_dim},) * 3, compile_options)
+    past = tuple(torch.zeros((2, kv_heads, 2, head_dim), dtype=dtype) for _ in range(2 * layers))
+    decode_args = (ids[:, :1].contiguous(), ones, torch.full((2, 1), 2, dtype=torch.long), *past)
+    decode_shapes = ({0: batch_dim}, {0: batch_dim, 1: past_dim + 1}, {0: batch_dim},
+                     tuple({0: batch_dim, 2: past_dim} for _ in past))
+    decode = _compile_step(kiln, lm_export.DecodeStep(hf_model), decode_args, decode_shapes, compile_options)
+    np_dtype = torch.empty((), dtype=dtype).numpy().dtype
+    cache = KVCache(layers, max_batch, kv_heads, max_len, head_dim, np_dtype)
+    pad = getattr(hf_model.config, "pad_token_id", None)
+    return CompiledLM(prefill, decode, cache, pad_token_id=int(pad) if pad is not None else 0)
+
+
+def _compile_step(kiln, module, args, dynamic_shapes, options):
+    """Export ``module`` (guards torch cannot prove kept as dropped assertions) and compile it."""
+    import warnings
+
+    import torch
+
+    module = module.eval()
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            # Deferred: torch cannot prove repeat_kv's contiguity guard over
+            # cat(past, new) for all P (kiln.frontends.export_fixes.drop_runtime_asserts).
+            ep = torch.export.export(module, args, dynamic_shapes=dynamic_shapes,
+                                     prefer_deferred_runtime_asserts_over_guards=True)
+    except Exception as e:  # torch raises many types; the user wants one
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise KilnError(f"kiln.compile_lm: torch.export failed for {type(module).__name__} of "
+                        f"{type(module.model).__name__}: {type(e).__name__}: {first}") from None
+    return kiln.compile(ep, args, dynamic_shapes=dynamic_shapes, **options)
