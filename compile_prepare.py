@@ -20,6 +20,7 @@ from ._mlir import ir
 from .backends.fallback_build import fallback_kernel
 from .dialects.dims import dim
 from .errors import KilnError
+from .frontends.names import MUTATED_INPUT
 from .locations import location_text
 from .options import current
 from .pipelines import Pipeline
@@ -28,7 +29,12 @@ from .transforms._graph import NUMPY_DTYPES, resource_array
 from .transforms.plan_memory import expr_text, read_plan
 from .transforms.row_split import split_symbol
 
-__all__ = ["constant_tensor", "prepare", "view_aliases"]
+__all__ = ["INPLACE_ATTR", "MUTATED_INPUT", "constant_tensor", "donations", "prepare", "view_aliases"]
+
+#: Kernel function attribute (``array<i64>``, one entry per result): the
+#: argument whose buffer the result is written into (-1: its own buffer);
+#: see :func:`donations` and ``kiln-cpu-prepare``.
+INPLACE_ATTR = "kiln.inplace"
 
 
 def constant_tensor(op) -> torch.Tensor:
@@ -88,8 +94,18 @@ def prepare(module, function: str, keep_text: bool = False) -> Prepared:
                 if list(step.ops) == ["kiln.slice"] and len(step.inputs) == len(step.outputs) == 1:
                     step.view_offset = _slice_offset(step.func, schedule.values[step.inputs[0]].info.dims,
                                                      schedule.values[step.outputs[0]].info.dims)
+    inplace, donated = donations(module.operation, function, schedule)
+    if inplace or donated:
+        from .module import symbols_of
+        from .transforms.plan_memory import plan_memory
+
+        plan, _ = plan_memory(schedule, symbols_of(module.operation), inplace=inplace, donated=donated)
     constants = {vid: constant_tensor(op) for vid, op in schedule.constants.items()}
     detached = schedule.detached()
+    from .transforms.precision import kernel_precisions
+
+    for step, precision in zip(detached.steps, kernel_precisions(schedule)):  # for report()
+        step.precision = precision
     keep = set(generated.values())
     for op in list(module.body.operations):
         op = op.operation
@@ -182,3 +198,72 @@ def _slice_offset(func, src_dims, dst_dims) -> str | None:
     for d in src_dims[axis + 1:]:
         inner = inner * dim(d).expr
     return expr_text(start * inner)
+
+
+def donations(module_op, function: str, schedule) -> tuple[dict[int, int], dict[int, int]]:
+    """Buffer donation: ``(inplace, donated)`` value-id maps for
+    :func:`~kiln.runtime.memplan.plan_memory`, with each in-place kernel
+    marked (:data:`INPLACE_ATTR`) for the backend.
+
+    ``donated`` maps each model output that is the new value of a model
+    input (:data:`MUTATED_INPUT`) to that input.  ``inplace`` maps the
+    result of a ``kiln.update_slice`` returned by its kernel to the
+    kernel's argument it updates (its dest), when that buffer may be
+    overwritten: dest is an intermediate or a donated input (never a
+    constant, nor a model output), the kernel reads it only there, and no
+    later step reads it or a view of it.  Such a kernel writes the update
+    into dest's buffer and copies nothing else of it, so a call's cost
+    grows with the update, not with dest.
+    """
+    from .transforms.plan_memory import schedule_function
+
+    fn = schedule_function(module_op, function)
+    donated = {}
+    if "res_attrs" in fn.attributes:
+        for j, d in enumerate(ir.ArrayAttr(fn.attributes["res_attrs"])):
+            d = ir.DictAttr(d)
+            if MUTATED_INPUT in d and j < len(schedule.outputs):
+                out, inp = schedule.outputs[j], schedule.inputs[ir.IntegerAttr(d[MUTATED_INPUT]).value]
+                if out != inp and out not in donated:
+                    donated[out] = inp
+    views = view_aliases(schedule)
+
+    def root(v):
+        while v in views:
+            v = views[v]
+        return v
+
+    last_read: dict[int, int] = {}
+    for i, step in enumerate(schedule.steps):
+        for v in step.inputs:
+            last_read[root(v)] = i
+    values, outputs = schedule.values, set(schedule.outputs)
+    inplace = {}
+    for i, step in enumerate(schedule.steps):
+        if step.kind != "generated" or step.func is None or "kiln.update_slice" not in step.ops:
+            continue
+        block = step.func.regions[0].blocks[0]
+        ret = block.operations[len(block.operations) - 1]
+        marks = [-1] * len(ret.operands)
+        for op in block.operations:
+            if op.operation.name != "kiln.update_slice":
+                continue
+            dest = op.operation.operands[0]
+            if not isinstance(dest.owner, ir.Block) or sum(1 for _ in dest.uses) != 1:
+                continue
+            k = ir.BlockArgument(dest).arg_number
+            src = step.inputs[k]
+            kind = values[src].kind
+            if kind not in ("input", "intermediate") or src in outputs or last_read.get(root(src), i) > i:
+                continue
+            if kind == "input" and src not in donated.values():
+                continue
+            for r, v in enumerate(ret.operands):
+                if v == op.operation.results[0] and marks[r] < 0 and step.outputs[r] not in inplace:
+                    marks[r] = k
+                    inplace[step.outputs[r]] = src
+                    op.operation.attributes["in_place"] = ir.BoolAttr.get(True)
+                    break
+        if any(m >= 0 for m in marks):
+            step.func.attributes[INPLACE_ATTR] = ir.DenseI64ArrayAttr.get(marks)
+    return inplace, donated

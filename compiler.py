@@ -300,7 +300,8 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
 
     aliases = view_aliases(prepared.schedule)
     if aliases:
-        prepared.plan, _ = plan_memory(prepared.schedule, syms, aliases=aliases)
+        prepared.plan, _ = plan_memory(prepared.schedule, syms, aliases=aliases,
+                                       inplace=prepared.plan.inplace, donated=prepared.plan.donated)
     specialize = None
     if kernel_text is not None:
         specialize = _static_kernels(kernel_text, prepared, int(options.get("vectorize", 1)))
@@ -320,8 +321,9 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
         inputs=inputs,
         values=values,
         schedule=schedule,
-        output_ids=list(sched.outputs),
-        output_names=[o.name for o in outputs],
+        # A mutated input's new value is written into the caller's array, not returned (torch's semantics).
+        output_ids=[v for v in sched.outputs if v not in prepared.plan.donated],
+        output_names=[o.name for o, v in zip(outputs, sched.outputs) if v not in prepared.plan.donated],
         symbols=syms,
         base_compilations=1 if engine is not None else 0,
         ir=kept,

@@ -50,6 +50,16 @@ def _rejected(node: torch.fx.Node, converts) -> bool:
     return name is not None and not converts(name)
 
 
+#: Writes into a tensor (functionalized ``mask[a:b] = v``): kiln converts
+#: them (``kiln.update_slice``), but into a constant never in place, so the
+#: whole constant would be copied on every call; they fold.
+_WRITES = {"aten::slice_scatter", "aten::copy", "aten::index_put", "aten::index_copy", "aten::select_scatter"}
+
+
+def _writes(node: torch.fx.Node) -> bool:
+    return isinstance(node.target, torch._ops.OpOverload) and node.target._schema.name in _WRITES
+
+
 def fold_constant_subgraphs(ep: torch.export.ExportedProgram, converts=None, limit: int = FOLD_LIMIT) -> int:
     """Replace input-independent subgraphs of ``ep``'s graph by constants; returns how many results were folded.
 
@@ -84,7 +94,8 @@ def fold_constant_subgraphs(ep: torch.export.ExportedProgram, converts=None, lim
                 values[node] = node.target(*args, **kwargs)
         except Exception:  # noqa: BLE001 - an op that does not evaluate here stays in the graph
             continue
-        needed[node] = converts is None or any(needed[n] for n in node.all_input_nodes) or _rejected(node, converts)
+        needed[node] = (converts is None or any(needed[n] for n in node.all_input_nodes)
+                        or _rejected(node, converts) or _writes(node))
     folded = 0
     for node, value in values.items():
         if not needed[node] or not isinstance(value, torch.Tensor) or value.numel() > limit or not node.all_input_nodes:

@@ -17,9 +17,13 @@ from __future__ import annotations
 
 from .._mlir import ir
 
-__all__ = ["NAME_KEY", "name_signature", "value_names"]
+__all__ = ["MUTATED_INPUT", "NAME_KEY", "name_signature", "value_names"]
 
 NAME_KEY = "kiln.name"
+#: Result attribute of the entry function: the number of the input that
+#: result is the new value of (torch.export's mutated user inputs, set by
+#: the torch frontend): kiln.compile writes it into the caller's array.
+MUTATED_INPUT = "kiln.mutated_input"
 
 
 def _merged(fn, key: str, names) -> ir.ArrayAttr:

@@ -127,6 +127,44 @@ def symbol_names(ep, dynamic_shapes) -> dict[str, str]:
     return out
 
 
+def mark_mutated_inputs(mod, ep) -> None:
+    """Record which results are new values of user inputs (``cache[:, :, p:p+L]
+    = new`` in ``forward``: torch.export's ``user_inputs_to_mutate``) as the
+    ``kiln.mutated_input`` (input number) of those results: ``kiln.compile``
+    writes them into the caller's arrays in place, as torch does, instead of
+    returning them (see :func:`kiln.compile_prepare.donations`).  torch-mlir's
+    importer returns the program's outputs in the signature's order."""
+    from .names import MUTATED_INPUT
+
+    sig = ep.graph_signature
+    if not sig.user_inputs_to_mutate:
+        return
+    users = [s.arg.name for s in sig.input_specs if s.kind.name == "USER_INPUT"]
+    marks = {}
+    for j, spec in enumerate(sig.output_specs):
+        if spec.kind.name == "USER_INPUT_MUTATION" and spec.target in users:
+            marks[j] = users.index(spec.target)
+    for op in mod.body.operations:
+        fn = op.operation
+        if fn.name != "func.func":
+            continue
+        n = len(ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value).results)
+        if n != len(sig.output_specs):
+            raise ConversionError(f"torch-mlir returned {n} results for {len(sig.output_specs)} outputs "
+                                  "of a program that mutates its inputs")
+        old = list(ir.ArrayAttr(fn.attributes["res_attrs"])) if "res_attrs" in fn.attributes else []
+        attrs = []
+        for j in range(n):
+            entries = {}
+            if j < len(old):
+                d = ir.DictAttr(old[j])
+                entries = {d[k].name: d[k].attr for k in range(len(d))}
+            if j in marks:
+                entries[MUTATED_INPUT] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), marks[j])
+            attrs.append(ir.DictAttr.get(entries))
+        fn.attributes["res_attrs"] = ir.ArrayAttr.get(attrs)
+
+
 def import_torch(module, example_args, dynamic_shapes=None, fallback=True, *, with_report=False):
     """Import a ``torch.nn.Module`` (or ExportedProgram) into kiln.
 
@@ -169,6 +207,7 @@ def import_torch(module, example_args, dynamic_shapes=None, fallback=True, *, wi
         report = finish(mod, fallback=fallback, symbol_names=names, source=type(module).__name__)
         # forward()'s parameter names: shape errors say input 'x', and model(x=...) works.
         name_signature(mod, [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"])
+        mark_mutated_inputs(mod, ep)
     return (mod, report) if with_report else mod
 
 

@@ -274,7 +274,9 @@ def _plan_json(plan) -> dict:
                         for v, b in plan.buffers.items()},
             "arena_size": plan.arena_size, "no_reuse_size": plan.no_reuse_size,
             "outputs": {str(v): s for v, s in plan.outputs.items()},
-            "aliases": {str(v): a for v, a in plan.aliases.items()}}
+            "aliases": {str(v): a for v, a in plan.aliases.items()},
+            "inplace": {str(v): a for v, a in plan.inplace.items()},
+            "donated": {str(v): a for v, a in plan.donated.items()}}
 
 
 def _plan_from(data: dict):
@@ -286,6 +288,9 @@ def _plan_from(data: dict):
         arena_size=str(data["arena_size"]), no_reuse_size=str(data["no_reuse_size"]),
         outputs={int(v): str(s) for v, s in data["outputs"].items()},
         aliases={int(v): int(a) for v, a in data["aliases"].items()},
+        # Absent from artifacts written before donation existed.
+        inplace={int(v): int(a) for v, a in data.get("inplace", {}).items()},
+        donated={int(v): int(a) for v, a in data.get("donated", {}).items()},
     )
 
 

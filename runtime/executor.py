@@ -72,6 +72,11 @@ class Executor:
         # Where a view that is a slice of leading rows starts (compile_prepare.prepare's Step.view_offset).
         self._view_off = {v: compile_expr(s.view_offset)[0] for s in schedule.steps
                           if s.view_offset not in (None, "0") for v in s.outputs if v in self.aliases}
+        # Donation (kiln.update_slice run in place): a value written into the
+        # buffer of one of its step's inputs, and the model outputs that are
+        # mutations of model inputs (not returned: written into the caller's array).
+        self.inplace = dict(getattr(plan, "inplace", {}) or {})
+        self.donated = dict(getattr(plan, "donated", {}) or {})
         self.pool = pool or ArenaPool()
         self.metrics = metrics or Metrics()
         self._shape = {
@@ -82,6 +87,7 @@ class Executor:
         self._owned_outputs = {
             v for v in schedule.outputs
             if v not in schedule.inputs and v not in self.constants and v not in self.in_arena
+            and v not in self.inplace
         }
         # The per-call tables (see run): the environment with the constants
         # in place, per step (name, kernel, C entry or None, input ids, fallback?),
@@ -94,7 +100,10 @@ class Executor:
             (step.name, k, None if fb or not hasattr(k, "entry") else k.entry(), tuple(step.inputs), fb)
             for step, k, fb in zip(schedule.steps, self.kernels, self._fallback)
         ]
-        self._results = [(v, v in self._owned_outputs) for v in schedule.outputs]
+        self._results = [(v, v in self._owned_outputs) for v in schedule.outputs if v not in self.donated]
+        # A mutated input whose new value was not written into it in place: copied back after the call.
+        self._copy_back = [(o, i) for o, i in self.donated.items() if self._root(o) != i]
+        self._donated_inputs = set(self.donated.values())
         self._is_view = [bool(step.outputs) and all(v in self.aliases for v in step.outputs)
                          for step in schedule.steps]
         self._launches = self._is_view.count(False)
@@ -102,6 +111,12 @@ class Executor:
         self._plans: dict = {}
         self._plan_lock = threading.Lock()
         self._warm = False  # the first call is not timed (lazy JIT materialization)
+
+    def _root(self, vid: int) -> int:
+        """The value whose memory ``vid`` is (through views and in-place writes)."""
+        while vid in self.inplace or vid in self.aliases:
+            vid = self.inplace.get(vid, self.aliases.get(vid))
+        return vid
 
     def shape(self, vid: int, binding: Mapping[str, int]) -> tuple[int, ...]:
         """The concrete shape of value ``vid`` under ``binding``."""
@@ -166,11 +181,18 @@ class Executor:
 
         env = self._env.copy()
         fixed = set(self.constants)
-        fresh_by_step, views_by_step = [], []
+        fresh_by_step, views_by_step, donated_by_step = [], [], []
         for outs in step_outs:
-            fresh, views = [], []
+            fresh, views, donated = [], [], []
             for vid, shape, dtype, off in outs:
-                if vid in self.aliases:
+                if vid in self.inplace:  # written into its dest's buffer (the kernel still runs)
+                    src = self.inplace[vid]
+                    if src in fixed:
+                        env[vid] = env[src]
+                        fixed.add(vid)
+                    else:  # a model input's (or a per-call value's): a whole view of it, per call
+                        donated.append((vid, src, shape, 0))
+                elif vid in self.aliases:
                     src = self.aliases[vid]
                     at = self._view_off[vid](binding) if vid in self._view_off else 0
                     if src in fixed:  # a view of an arena value: made once, here
@@ -187,6 +209,7 @@ class Executor:
                     fixed.add(vid)
             fresh_by_step.append(tuple(fresh))
             views_by_step.append(tuple(views))
+            donated_by_step.append(tuple(donated))
 
         def meta(vid):
             if vid in fixed:
@@ -199,9 +222,11 @@ class Executor:
             return shape, tuple(reversed(strides))
 
         steps, reads = [], {}
-        for (name, kernel, entry, in_ids, is_fb), outs, fresh, views, is_view, split in zip(
-            self._launch, step_outs, fresh_by_step, views_by_step, self._is_view, self._split
+        for (name, kernel, entry, in_ids, is_fb), outs, fresh, views, donated, is_view, split in zip(
+            self._launch, step_outs, fresh_by_step, views_by_step, donated_by_step, self._is_view, self._split
         ):
+            if donated:  # the in-place outputs' views, made before the kernel writes through them
+                steps.append((name, None, (), (), donated, False, None))
             if is_view:
                 if views:  # nothing to do per call when the views were made above
                     steps.append((name, None, (), (), views, False, None))
@@ -269,7 +294,7 @@ class Executor:
         :meth:`run` (see :func:`~kiln.runtime.fastcall.build_fast_call`)."""
         from .fastcall import build_fast_call
 
-        if self.metrics.profiling:
+        if self.metrics.profiling or self._copy_back:
             return None
         layout, step_outs = self._call_plan(binding)
         nbytes = layout.arena_bytes
@@ -355,6 +380,8 @@ class Executor:
             env = env.copy()
             arrays = {}  # value id -> the numpy array a fresh output was allocated as
             for vid, x in zip(self._input_ids, inputs):
+                if vid in self._donated_inputs:
+                    _check_donated(x, self.schedule.values[vid])
                 if isinstance(x, np.ndarray):
                     x = np.ascontiguousarray(x)
                     if x.flags.writeable:
@@ -413,6 +440,8 @@ class Executor:
                     per_kernel[name] = per_kernel.get(name, 0.0) + dt
             # An output that is an input, a constant or (never, by the plan)
             # an arena view must not alias memory the caller or the next call owns.
+            for o, i in self._copy_back:
+                env[i].copy_(env[o])
             results = [env[v] if owned else env[v].clone() for v, owned in self._results]
             if numpy_out:
                 results = [arrays[v] if owned and v in arrays else numpy_of(r)
@@ -472,6 +501,19 @@ class Prepared:
                 ins, outs = self.io(i)
                 out.append(make_generated(self.generated[i], ins, outs))
         return out
+
+
+def _check_donated(x, value) -> None:
+    """A model input the model writes into (a mutated input, e.g. a KV
+    cache) must be memory the call may write as it is: a C-contiguous,
+    writeable array or a contiguous tensor (a copy would take the write)."""
+    if isinstance(x, np.ndarray):
+        ok = x.flags.c_contiguous and x.flags.writeable
+    else:
+        ok = x.is_contiguous()
+    if not ok:
+        raise KilnError(f"input #{value.index} is written in place by the model (a mutated input): "
+                        "pass a C-contiguous, writeable array or a contiguous tensor")
 
 
 def numpy_of(t: torch.Tensor) -> np.ndarray:
@@ -560,7 +602,8 @@ class ModelRuntime:
                 at = profile.opt_binding(self.symbols)
                 at = {n: min(max(at[n], s.min), s.max) for n, s in self.symbols.items()}
             syms = {n: replace(s, opt=at[n]) for n, s in self.symbols.items()}
-            plan, _ = plan_memory(base.schedule, syms, aliases=prepared.plan.aliases)
+            plan, _ = plan_memory(base.schedule, syms, aliases=prepared.plan.aliases,
+                                  inplace=prepared.plan.inplace, donated=prepared.plan.donated)
 
             def executor(ks, pool=self.pool, metrics=self.metrics):
                 return Executor(base.schedule, plan, ks, consts, pool=pool, metrics=metrics)

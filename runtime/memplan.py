@@ -84,6 +84,12 @@ class MemoryPlan:
     no_reuse_size: str = "0"
     outputs: dict[int, str] = field(default_factory=dict)  # value id -> size text
     aliases: dict[int, int] = field(default_factory=dict)  # value id -> the value it is a view of
+    # value id -> the input of its step whose buffer it is written into (a donated
+    # kiln.update_slice dest): no buffer of its own, and the step still runs.
+    inplace: dict[int, int] = field(default_factory=dict)
+    # model output value id -> the model input value id it mutates (torch's
+    # mutated user inputs): written back into the caller's array, not returned.
+    donated: dict[int, int] = field(default_factory=dict)
 
     def sizes_at(self, binding) -> tuple[int, int]:
         """``(planned arena bytes, no-reuse bytes)`` for one binding."""
@@ -103,7 +109,8 @@ def _value_at(expr, binding) -> int:
 
 
 def plan_memory(schedule, symbols, *, alignment: int = 64, reuse: bool = True,
-                aliases: dict[int, int] | None = None) -> tuple[MemoryPlan, list[Buffer]]:
+                aliases: dict[int, int] | None = None, inplace: dict[int, int] | None = None,
+                donated: dict[int, int] | None = None) -> tuple[MemoryPlan, list[Buffer]]:
     """Plan the arena of ``schedule``; returns the plan and its buffers.
 
     ``symbols`` (name -> SymbolInfo) gives the shape slot choices are
@@ -111,9 +118,15 @@ def plan_memory(schedule, symbols, *, alignment: int = 64, reuse: bool = True,
     every shape, the comparison only steers which buffers share a slot.
     ``aliases`` maps intermediates that are views of another value (a
     reshape run as a view) to that value: they get no buffer, and every use
-    of a view keeps the value it views alive.
+    of a view keeps the value it views alive.  ``inplace`` maps values a
+    kernel writes into the buffer of one of its inputs (donation, see
+    :class:`MemoryPlan`) alike: they take no space, model outputs included
+    (a donated dest is the caller's input, not a temporary); ``donated`` is
+    recorded for the runtime.
     """
-    aliases = dict(aliases or {})
+    inplace = dict(inplace or {})
+    plan = MemoryPlan(aliases=dict(aliases or {}), inplace=inplace, donated=dict(donated or {}))
+    aliases = {**(aliases or {}), **inplace}
 
     def root(v: int) -> int:
         while v in aliases:
@@ -126,7 +139,6 @@ def plan_memory(schedule, symbols, *, alignment: int = 64, reuse: bool = True,
             last_use[v] = s_index
             last_use[root(v)] = s_index
     buffers: list[Buffer] = []
-    plan = MemoryPlan(aliases=aliases)
     for v in schedule.values:
         if v.kind not in ("intermediate", "output") or v.id in aliases:
             continue

@@ -162,12 +162,15 @@ def prepare_module(module) -> None:
                 rt = ir.RankedTensorType(t)
                 mt = ir.MemRefType.get(rt.shape, rt.element_type)
                 outs.append(block.add_argument(mt, fn.location))
+            donated = _donate_arguments(fn, block, outs)
             ip = ir.InsertionPoint(ret)
             seen: list = []
             with ip:
-                for v, out in zip(list(ret.operands), outs):
+                for j, (v, out) in enumerate(zip(list(ret.operands), outs)):
                     orig = v
-                    if not _is_linalg_result(v) or any(v == s for s in seen):
+                    if j in donated:  # computed in its output buffer already (an in-place update)
+                        pass
+                    elif not _is_linalg_result(v) or any(v == s for s in seen):
                         # Copy, so the result is computed straight into the
                         # caller's buffer (no memref.copy of strided views).
                         v = copy_contiguous(v)
@@ -193,6 +196,31 @@ def prepare_module(module) -> None:
             outs_attrs = res_attrs if len(res_attrs) == len(outs) else [ir.DictAttr.get({}) for _ in outs]
             fn.attributes["arg_attrs"] = ir.ArrayAttr.get(args + outs_attrs)
         fn.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+
+
+def _donate_arguments(fn, block, outs) -> set[int]:
+    """Buffer donation (``kiln.inplace``, set by :func:`kiln.compile_prepare.donations`):
+    the runtime passes result ``j``'s output buffer as argument ``k`` too,
+    so argument ``k`` is read as that buffer (``to_tensor restrict writable``)
+    and bufferization writes the result's update into it in place instead of
+    copying the argument first.  Returns the results so made."""
+    if "kiln.inplace" not in fn.attributes:
+        return set()
+    marks = [int(k) for k in ir.DenseI64ArrayAttr(fn.attributes["kiln.inplace"])]
+    done = set()
+    for j, k in enumerate(marks):
+        if k < 0 or j >= len(outs):
+            continue
+        arg = block.arguments[k]
+        with ir.InsertionPoint.at_block_begin(block):
+            view = ir.Operation.create(
+                "bufferization.to_tensor", results=[arg.type], operands=[outs[j]],
+                attributes={"restrict": ir.UnitAttr.get(), "writable": ir.UnitAttr.get()},
+            ).result
+        arg.replace_all_uses_with(view)
+        done.add(j)
+    del fn.attributes["kiln.inplace"]
+    return done
 
 
 def _owner_op(v: ir.Value):

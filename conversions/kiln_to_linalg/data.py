@@ -360,6 +360,36 @@ def lower_pad(lw: Lowering):
     return generic([], [init], [identity_map(rank)], ["parallel"] * rank, body)
 
 
+def lower_update_slice(lw: Lowering):
+    """``dest`` with ``update`` at ``offset`` along ``axis``: a generic over
+    the update's extent writing into ``tensor.extract_slice`` of dest, then
+    ``tensor.insert_slice`` back -- the form one-shot bufferization performs
+    in place, so only the update's positions are copied.  Where the memory
+    plan donates dest's buffer (``in_place``; the kernel's ``kiln.inplace``,
+    see ``kiln-cpu-prepare``) that is all the kernel does; otherwise dest is
+    copied first (kernel arguments bufferize as writable).  The generic reads the update with
+    ``tensor.extract``: an identity generic would fold away and leave a
+    ``memref.copy`` into a strided view (no runtime for it in the wheel)."""
+    dest, upd = lw.operands
+    ut = ir.RankedTensorType(upd.type)
+    rank = ut.rank
+    axis = lw.attrs["axis"] % rank
+    off = lw.attrs["offset"][0]
+    offsets = [0] * rank
+    offsets[axis] = off.value if off.is_static else lw.env.value(off)
+    sizes = _dims_of(upd)
+    if any(s == 0 for s in ut.shape):  # nothing to write (extract_slice rejects some empty offsets)
+        return [dest]
+    if not lw.attrs["in_place"]:
+        # Kernel arguments bufferize as writable: without donation, write into a copy.
+        dest = copy_contiguous(dest)
+    sub_type = ir.RankedTensorType.get(ut.shape, ut.element_type)
+    sub = _extract_slice(dest, offsets, sizes, [1] * rank, sub_type)
+    written = generic([], [sub], [identity_map(rank)], ["parallel"] * rank,
+                      lambda _: tensor.extract(upd, [loop_index(i) for i in range(rank)]))[0]
+    return [_insert_slice(written, dest, offsets, sizes)]
+
+
 def table() -> dict:
     """The data-movement part of the lowering table."""
     return {
@@ -374,6 +404,7 @@ def table() -> dict:
         "kiln.scatter_nd": lower_scatter_nd,
         "kiln.range": lower_range,
         "kiln.pad": lower_pad,
+        "kiln.update_slice": lower_update_slice,
     }
 
 

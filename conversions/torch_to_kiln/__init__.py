@@ -13,11 +13,12 @@ from __future__ import annotations
 from ...pipelines.registry import Option, Pass, register_pass
 from . import (
     aten_nn,  # noqa: F401  (registers torch's contraction and NN patterns)
+    aten_update,  # noqa: F401  (registers slice_scatter / index_put / copy -> kiln.update_slice)
     onnx_data,  # noqa: F401  (registers the data-movement patterns)
     onnx_nn,  # noqa: F401  (registers the convolution and pooling patterns)
     onnx_ops,  # noqa: F401  (registers ArgMax, ScatterND, GroupNormalization, ...)
-    onnx_resize,  # noqa: F401  (registers Resize / Upsample)
     onnx_quant,  # noqa: F401  (registers QuantizeLinear, QLinearMatMul, ...)
+    onnx_resize,  # noqa: F401  (registers Resize / Upsample)
 )
 from .aten import ATEN_PATTERNS
 from .driver import ConversionStats, KilnTypeConverter, TorchToKiln, check_legal

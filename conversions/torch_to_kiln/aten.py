@@ -449,10 +449,17 @@ def _symbolic_arange(cx, args):
     if any(isinstance(v, float) and not float(v).is_integer() for v in (start, end, step)):
         raise Decline("arange with fractional and symbolic bounds")
     start, end, step = as_dim(start), as_dim(end), int(step)
-    if step <= 0 or not start.is_static:
-        raise Decline("arange with a symbolic bound and a non-positive step or a symbolic start")
+    if step <= 0:
+        raise Decline("arange with a symbolic bound and a non-positive step")
     n = (end - start + (step - 1)) // step
-    return cx.build("range", shape=[n], start=start.value, step=step, results=[tensor_type([n], cx.result_dtype())])
+    if start.is_static:
+        return cx.build("range", shape=[n], start=start.value, step=step,
+                        results=[tensor_type([n], cx.result_dtype())])
+    # arange(P, P + L): range(L) * step + P, the start computed at run time (as _slice_by_gather).
+    from .onnx_fold import symbolic_tensor
+
+    idx = cx.build("range", shape=[n], start=0, step=step, results=[tensor_type([n], cx.result_dtype())])
+    return cx.build("add", idx, symbolic_tensor(cx, Known([start], cx.result_dtype())))
 
 
 @pattern("torch.aten.gather")

@@ -458,3 +458,52 @@ def module_checks(module_op) -> list:
     if "kiln.checks" not in attrs:
         return []
     return parse_checks(ir.StringAttr(a).value for a in ir.ArrayAttr(attrs["kiln.checks"]))
+
+
+class UpdateSliceOp(KilnOp, name="update_slice", traits=[ext.Pure]):
+    """``dest`` with ``update`` written at ``[offset, offset + L)`` along
+    ``axis`` (``L`` = update's dim there; every other dim equal to dest's):
+    ``r = dest; r[..., offset:offset+L, ...] = update``.  ``offset`` is one
+    dim (an integer, a symbol or an expression such as ``"P"``).  The result
+    has dest's type.  Lowered to a strided copy of the ``L`` positions only;
+    when the memory plan donates dest's buffer to the result (a KV cache:
+    a model input torch.export records as mutated, or an intermediate read
+    by nothing later), the op is marked ``in_place = true`` and its kernel writes
+    into dest's buffer: nothing else of dest is copied.  ``offset + L <=
+    dest`` is checked here when provable, else per call by the shape
+    contract (the importer records a ``kiln.checks`` bound).
+
+    ``%r = "kiln.update_slice"(%cache, %new) {axis = 2 : i64, offset = ["P"]} : (!kiln.tensor<["B", 4, 2048, 64], f32>, !kiln.tensor<["B", 4, "L", 64], f32>) -> !kiln.tensor<["B", 4, 2048, 64], f32>``
+    """
+
+    dest: ext.Operand[TensorType]
+    update: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+    ATTRS = {"axis": ATTR.int(), "offset": ATTR.dims(), "in_place": ATTR.bool(default=False)}
+
+    def shape(self, operands, attrs):
+        dest, upd = operands
+        if dest.rank != upd.rank:
+            raise VerifyError(f"update has rank {upd.rank}, dest has rank {dest.rank}")
+        same_dtype([dest, upd], "dest and update")
+        axis = norm_axis(attrs["axis"], dest.rank)
+        offset = attrs["offset"]
+        if len(offset) != 1 or offset[0].is_unknown:
+            raise VerifyError(f"attribute 'offset' must hold one known dim, got {shape_text(offset)}")
+        off = offset[0]
+        for k, (a, b) in enumerate(zip(dest.dims, upd.dims)):
+            if k != axis and not (a.is_unknown or b.is_unknown or a == b):
+                raise VerifyError(f"update dim {k} is {b}, dest has {a}")
+        n, size = upd.dims[axis], dest.dims[axis]
+        if not (n.is_unknown or size.is_unknown) and _unequal(off + n, size) and _provably_over(off + n, size):
+            raise VerifyError(f"update [{off}, {off + n}) on axis {axis} does not fit in dest dim {size}")
+        return [dest]
+
+
+def _provably_over(end: Dim, size: Dim) -> bool:
+    """Whether ``end > size`` for every positive value of their symbols."""
+    import sympy
+
+    e = (end - size).expr
+    e = e.subs({s: sympy.Symbol(s.name, positive=True, integer=True) for s in e.free_symbols})
+    return bool(e.is_positive)
