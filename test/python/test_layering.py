@@ -88,6 +88,7 @@ LAYERS = [
     ("kiln.sources", "top"),
     ("kiln.tools", "top"),
     ("kiln.bench", "top"),
+    ("kiln.lm", "top"),  # generation: compiles through kiln.compile
 ]
 RANK = {"base": 0, "runtime": 1, "mlir": 2, "compiler": 3, "top": 4}
 
