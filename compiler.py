@@ -174,6 +174,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     from .options import compile_keywords, configure, using
     from .runtime.executor import ModelRuntime
     from .runtime.model import CompiledModel, Step, ValueInfo
+    from .transforms.precision import with_precision
 
     settings = {k: options.pop(k) for k in list(options) if k in compile_keywords()}
     if settings:  # runtime ones for the process, the rest for this compile (kiln.options)
@@ -197,7 +198,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     if device != "cpu":
         raise UnsupportedError(f"device '{device}' is not supported by kiln.compile (only 'cpu' and 'cuda')")
     unknown = set(options) - {"vectorize", "keep_ir", "profiles", "policy", "budget", "profiling", "fallback",
-                              "optimize", "static_kernels", "arena_pool_bytes"}
+                              "optimize", "static_kernels", "arena_pool_bytes", "precision"}
     if unknown:
         raise KilnError(f"unknown kiln.compile option(s): {', '.join(sorted(unknown))}")
     static_kernels = options.get("static_kernels", "auto")
@@ -232,6 +233,8 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
             fuse = _late_fuse(name)
             if fuse is not None:  # decompositions of kiln ops from user code: after kiln-simplify, before kiln-fuse
                 graph = Pipeline.named(name, without=["kiln-fuse"])
+            # precision="bf16": kiln-reduce-precision joins the graph passes (kiln.transforms.precision).
+            graph = with_precision(graph, options.get("precision", "fp32"))
             t = time.perf_counter()
             progress.stage("graph passes", detail=name)
             graph.run(module, verify_each=None)  # verified once at the end (KILN_VERIFY_EACH=1: per pass)
@@ -241,6 +244,8 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
             _log.info("graph passes (%s): %.3f s", name, time.perf_counter() - t)
             if options.get("keep_ir"):
                 kept["optimized"] = str(module)
+        elif options.get("precision", "fp32") != "fp32":
+            with_precision(None, options["precision"]).run(module, verify_each=None)
         # kiln-partition + kiln-plan-memory: the schedule, the arena plan and
         # the fallback kernels come out; the module keeps the generated kernels.
         select_user_kernels(module)  # and for the ops the graph passes made (kiln.attention)

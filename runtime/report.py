@@ -127,7 +127,9 @@ def build_report(schedule, metrics: Metrics, *, compile_time_s: float = 0.0, sel
         # split: the symbol a dynamic kernel may run split along, on two threads (kiln.transforms.row_split).
         # impl: "generated", "fallback", or "user.<name>" for a kernel registered from user code.
         "kernels": [{"name": s.name, "kind": s.kind, "ops": list(s.ops), "split": getattr(s, "split", None),
-                     "impl": getattr(s, "impl", None) or s.kind} for s in steps],
+                     "impl": getattr(s, "impl", None) or s.kind,
+                     # the float type its arithmetic ran in (kiln.transforms.precision.kernel_precisions)
+                     "precision": getattr(s, "precision", None)} for s in steps],
         "kernels_in_schedule": len(steps),
         "kernels_launched_per_call": m["last_launched"],
         "fallback": {
@@ -265,5 +267,6 @@ def format_report(report) -> str:
         t = times.get(k["name"])
         timing = f"  {t['mean_s'] * 1e6:.1f} us/call" if t else ""
         split = f"  (split along {k['split']})" if k.get("split") else ""
-        lines.append(f"  {k['name']:<16} {k['kind']:<9} {' + '.join(k['ops'])}{split}{timing}")
+        prec = f"  [{k['precision']}]" if k.get("precision") else ""
+        lines.append(f"  {k['name']:<16} {k['kind']:<9} {' + '.join(k['ops'])}{prec}{split}{timing}")
     return "\n".join(lines)

@@ -11,4 +11,5 @@ PASS_MODULES = (
     "kiln.transforms.verify_symbols",
     "kiln.transforms.partition",
     "kiln.transforms.plan_memory",
+    "kiln.transforms.precision",
 )

@@ -411,6 +411,7 @@ class Step:
     # [op name, location, runtime] of each fallback op (kiln.compile_prepare.prepare fills it in).
     sites: list = field(default_factory=list)
     impl: str | None = None  # a "user" step's implementation: "user.<registered kernel name>"
+    precision: str | None = None  # the float type its arithmetic runs in (kiln.transforms.precision), for report()
 
 
 @dataclass
@@ -430,7 +431,8 @@ class Schedule:
         values = [ValueInfo(v.id, v.kind, TensorInfo(v.info.dims, str(v.info.dtype)), v.step, v.index) for v in self.values]
         steps = [
             Step(s.name, s.kind, list(s.ops), list(s.inputs), list(s.outputs), torch_ops=list(s.torch_ops),
-                 split=s.split, view_offset=s.view_offset, sites=[list(x) for x in s.sites], impl=s.impl)
+                 split=s.split, view_offset=s.view_offset, sites=[list(x) for x in s.sites], impl=s.impl,
+                 precision=s.precision)
             for s in self.steps
         ]
         return Schedule(self.function, values, steps, list(self.inputs), list(self.outputs), {})

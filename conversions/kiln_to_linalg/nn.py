@@ -74,8 +74,27 @@ def _mul(a, b):
     return arith.mulf(a, b) if is_float(a.type) else arith.muli(a, b)
 
 
+#: Float types narrower than f32 whose products sum in an f32 accumulator
+#: (then one rounding to the result's type): summing K products in bf16
+#: itself loses about log2(K) of its 8 bits, past the bf16 tolerance at K = 768.
+_WIDEN = ("bf16", "f16")
+
+
+def _accumulator(dtype: ir.Type) -> ir.Type:
+    """The type a contraction over ``dtype`` operands sums in: f32 for bf16 / f16, else ``dtype``."""
+    return ir.F32Type.get() if str(dtype) in _WIDEN else dtype
+
+
+def _narrow(value: ir.Value, dtype: ir.Type, out_dims, env) -> ir.Value:
+    """``value`` (a contraction's accumulator) rounded to ``dtype`` by one elementwise truncf, when they differ."""
+    if ir.RankedTensorType(value.type).element_type == dtype:
+        return value
+    return elementwise([value], out_dims, dtype, env, lambda x: arith.truncf(dtype, x))
+
+
 def contract(lhs, rhs, out_dims, dtype, env, lhs_vec: bool, rhs_vec: bool) -> ir.Value:
-    """numpy ``matmul`` as one generic: loops are batch..., m?, n?, k."""
+    """numpy ``matmul`` as one generic: loops are batch..., m?, n?, k (bf16 / f16
+    operands: extended to an f32 accumulator, rounded to ``dtype`` after)."""
     lt, rt = ir.RankedTensorType(lhs.type), ir.RankedTensorType(rhs.type)
     n_out = len(out_dims)
     n_batch = n_out - (0 if lhs_vec else 1) - (0 if rhs_vec else 1)
@@ -91,10 +110,17 @@ def contract(lhs, rhs, out_dims, dtype, env, lhs_vec: bool, rhs_vec: bool) -> ir
         rmap = [k]
     else:
         rmap = _batch_exprs(rt.shape[:-2], batch, n_batch) + [k, n]
-    init = fill(scalar_const(dtype, 0), empty_tensor(out_dims, dtype, env))
+    acc_t = _accumulator(dtype)
+    init = fill(scalar_const(acc_t, 0), empty_tensor(out_dims, acc_t, env))
     maps = [affine_map(n_out + 1, lmap), affine_map(n_out + 1, rmap), affine_map(n_out + 1, list(range(n_out)))]
     iters = ["parallel"] * n_out + ["reduction"]
-    return generic([lhs, rhs], [init], maps, iters, lambda a, b, acc: _add(acc, _mul(a, b)))[0]
+    if acc_t != dtype:
+        def body(a, b, acc):
+            return arith.addf(acc, arith.mulf(arith.extf(acc_t, a), arith.extf(acc_t, b)))
+    else:
+        def body(a, b, acc):
+            return _add(acc, _mul(a, b))
+    return _narrow(generic([lhs, rhs], [init], maps, iters, body)[0], dtype, out_dims, env)
 
 
 def lower_matmul(lw: Lowering):
@@ -102,8 +128,9 @@ def lower_matmul(lw: Lowering):
     out = lw.results[0]
     ra, rb = ir.RankedTensorType(a.type).rank, ir.RankedTensorType(b.type).rank
     if ra == 2 and rb == 2:
-        init = fill(scalar_const(out.dtype, 0), lw.empty(out.dims, out.dtype))
-        return [linalg.matmul(a, b, outs=[init])]
+        acc_t = _accumulator(out.dtype)  # linalg.matmul extends mixed operands to its output's type
+        init = fill(scalar_const(acc_t, 0), lw.empty(out.dims, acc_t))
+        return [_narrow(linalg.matmul(a, b, outs=[init]), out.dtype, out.dims, lw.env)]
     return [contract(a, b, out.dims, out.dtype, lw.env, ra == 1, rb == 1)]
 
 

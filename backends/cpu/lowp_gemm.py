@@ -1,0 +1,303 @@
+"""bf16 / f16 matrix products as calls of kiln's native 16-bit GEMM (``kiln_lowp_gemm``, runtime/native/kiln_lowp.c).
+
+``convert-kiln-to-linalg`` lowers a product of bf16 (or f16) operands to a
+contraction whose body widens both operands to an f32 accumulator
+(``extf, extf, mulf, addf``), then rounds the accumulator to the result's
+type in a separate elementwise generic.  After bufferization this stage
+(part of ``kiln-cpu-library``, run after the f32 products) replaces each such
+contraction with a call of ``@kiln_lowp_gemm_<i>``: the memrefs' strided
+metadata, then ``kiln_lowp_gemm`` (per batch index where a batch dim does not
+fold into the rows).  The native kernel packs B into vdpbf16ps's pair layout
+(once, into a packing slot, for a constant B) and runs on the native pool:
+
+* bf16 on a CPU with AVX512-BF16: ``vdpbf16ps`` (f32 accumulation);
+* otherwise -- f16, a CPU without the instruction, or ``KILN_BF16_DP=0`` /
+  :func:`force_generic` -- each element widened to f32 and two FMAs per pair,
+  in the order vdpbf16ps adds them (one ``logging`` warning per process when
+  a bf16 product takes this path).
+
+Matched: one reduction dim, A indexed ``[batch.., m, k]`` (not transposed)
+with its innermost stride 1, B ``[batch.., k, n]`` or ``[batch.., n, k]``
+with its innermost stride 1, C f32 with the identity map over the parallel
+dims and innermost stride 1.  Anything else stays generated code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+
+from ..._mlir import ir
+from .buffers import indexing_maps
+from .library import (
+    FREE_PACKED,
+    RELEASE,
+    _constant_global,
+    _dims,
+    _inner_stride_one,
+    _is_contiguous,
+    _release_text,
+    _zero_fill_before,
+    add_slot,
+    function_names,
+    insert_helpers,
+    pool_threads_line,
+    unique_name,
+)
+
+__all__ = ["LOWP_GEMM", "force_generic", "match_lowp", "rewrite_lowp_contractions", "uses_dp"]
+
+_log = logging.getLogger("kiln.backends.cpu")
+
+LOWP_GEMM = "kiln_lowp_gemm"
+_DTYPES = {"bf16": 0, "f16": 1}
+_SIZES = {"bf16": 2, "f16": 2, "f32": 4}
+_DECL = (f"func.func private @{LOWP_GEMM}(i64, i64, i64, i64, i64, i64, i64, i32, f32, i64, i64, i32, i32, i64)\n"
+         f"func.func private @{FREE_PACKED}(i64)")
+_warned = False
+
+
+def _native():
+    from ...runtime.blas import native_with_blas
+
+    return native_with_blas()
+
+
+def uses_dp() -> bool:
+    """Whether bf16 products run on AVX512-BF16's ``vdpbf16ps`` now (the CPU has it and it is not forced off)."""
+    lib = _native()
+    return bool(lib is not None and lib.kiln_lowp_uses_dp())
+
+
+def force_generic(on: bool | None) -> None:
+    """Force the generic (feature-less) path of the 16-bit GEMM on (True) or
+    off (False), or go back to ``KILN_BF16_DP`` and the CPU (None); takes
+    effect at the next call of a compiled model, whenever it was compiled."""
+    lib = _native()
+    if lib is not None:
+        lib.kiln_lowp_set_generic(ctypes.c_int32(-1 if on is None else int(bool(on))))
+
+
+class _LowpGemm:
+    """A matched 16-bit contraction: operands, maps and loop roles."""
+
+    def __init__(self, op, a, b, c, maps, batch, m, n, k, dtype):
+        self.op, self.a, self.b, self.c = op, a, b, c
+        self.maps, self.batch, self.m, self.n, self.k, self.dtype = maps, batch, m, n, k, dtype
+
+
+def _is_widening_mul_add(block) -> bool:
+    ops = [o.operation for o in block.operations]
+    if [o.name for o in ops] != ["arith.extf", "arith.extf", "arith.mulf", "arith.addf", "linalg.yield"]:
+        return False
+    args = list(block.arguments)
+    ea, eb, mul, add, yld = ops
+    if ea.operands[0] != args[0] or eb.operands[0] != args[1]:
+        return False
+    if list(mul.operands) != [ea.results[0], eb.results[0]]:
+        return False
+    return list(add.operands) == [args[2], mul.results[0]] and yld.operands[0] == add.results[0]
+
+
+def match_lowp(op) -> _LowpGemm | None:
+    """A :class:`_LowpGemm` when ``op`` (a ``linalg.generic`` on memrefs) is a bf16 / f16 product into f32."""
+    if op.name != "linalg.generic" or len(op.operands) != 3 or len(op.results) != 0:
+        return None
+    iters = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+    red = [i for i, s in enumerate(iters) if "reduction" in s]
+    if len(red) != 1:
+        return None
+    k = red[0]
+    maps = [_dims(m) for m in indexing_maps(op)]
+    if any(m is None for m in maps):
+        return None
+    a, b, c = (op.operands[i] for i in range(3))
+    try:
+        types = [ir.MemRefType(v.type) for v in (a, b, c)]
+    except (ValueError, TypeError):  # tensors: not bufferized yet
+        return None
+    ta, tb, tc = (str(t.element_type) for t in types)
+    if ta != tb or ta not in _DTYPES or tc != "f32":
+        return None
+    par = [i for i in range(len(iters)) if i != k]
+    if maps[2] != par or len(par) < 2:
+        return None
+    block = op.regions[0].blocks[0]
+    if not _is_widening_mul_add(block):
+        return None
+    batch, m, n = par[:-2], par[-2], par[-1]
+    ma, mb = maps[0], maps[1]
+    if ma[-2:] != [m, k] or sorted(mb[-2:]) != sorted([k, n]):
+        return None
+    for mp in (ma, mb):
+        bd = mp[:-2]
+        if any(d not in batch for d in bd) or bd != sorted(bd) or len(set(mp)) != len(mp):
+            return None
+    if not all(_inner_stride_one(t, len(mp) - 1) for t, mp in zip(types, maps)):
+        return None
+    return _LowpGemm(op, a, b, c, maps, batch, m, n, k, ta)
+
+
+def _metadata(add, tag: str, t: ir.MemRefType) -> None:
+    """``%o<tag>`` / ``%s<tag>#i`` / ``%t<tag>#i`` and ``%p<tag>`` (the aligned pointer, i64) of memref ``%<tag>``."""
+    r = t.rank
+    idx = ", ".join(["index"] * r)
+    add(f"  %b{tag}, %o{tag}, %s{tag}:{r}, %t{tag}:{r} = memref.extract_strided_metadata %{tag} : {t} -> "
+        f"memref<{t.element_type}>, index, {idx}, {idx}")
+    add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %b{tag} : memref<{t.element_type}> -> index")
+    add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
+
+
+def lowp_text(name: str, g: _LowpGemm, beta: float, slot: str | None) -> str:
+    """The helper ``@name(A, B, C)`` calling ``kiln_lowp_gemm`` for ``g`` (in loops over the batch dims that do
+    not fold into the rows)."""
+    ta, tb, tc = (ir.MemRefType(v.type) for v in (g.a, g.b, g.c))
+    ma, mb, mc = g.maps
+    lines = [f"func.func private @{name}(%A: {ta}, %B: {tb}, %C: {tc}) {{"]
+    add = lines.append
+    for tag, t in (("A", ta), ("B", tb), ("C", tc)):
+        _metadata(add, tag, t)
+    add("  %c0 = arith.constant 0 : index")
+    add("  %c1 = arith.constant 1 : index")
+    trans_b = mb[-1] != g.n  # b is [.., n, k]
+    add(f"  %tb = arith.constant {1 if trans_b else 0} : i32")
+    add(f"  %dt = arith.constant {_DTYPES[g.dtype]} : i32")
+    add(f"  %beta = arith.constant {beta:.1f} : f32")
+    # Batch dims that B does not index fold into the rows when A and C are contiguous.
+    fold = []
+    if _is_contiguous(ta) and _is_contiguous(tc):
+        for d in g.batch:
+            if d not in mb and d in ma and ma.index(d) == len(fold) and mc.index(d) == len(fold):
+                fold.append(d)
+            else:
+                break
+    loops = [d for d in g.batch if d not in fold]
+    if any(d in mb for d in loops):
+        slot = None  # a B that a batch loop walks is not one matrix: packed per call
+    add(pool_threads_line())
+    add_slot(add, slot)
+    rc = len(mc)
+    add(f"  %M0 = arith.index_cast %sC#{rc - 2} : index to i64")
+    m_expr = "%M0"
+    for j, d in enumerate(fold):
+        add(f"  %Mf{j} = arith.index_cast %sC#{mc.index(d)} : index to i64")
+        add(f"  %Mm{j} = arith.muli {m_expr}, %Mf{j} : i64")
+        m_expr = f"%Mm{j}"
+    add(f"  %N = arith.index_cast %sC#{rc - 1} : index to i64")
+    add(f"  %K = arith.index_cast %sA#{len(ma) - 1} : index to i64")
+    add(f"  %lda = arith.index_cast %tA#{len(ma) - 2} : index to i64")
+    add(f"  %ldb = arith.index_cast %tB#{len(mb) - 2} : index to i64")
+    add(f"  %ldc = arith.index_cast %tC#{rc - 2} : index to i64")
+    offs = {"A": "%oA", "B": "%oB", "C": "%oC"}
+    indent = "  "
+    for j, d in enumerate(loops):
+        add(f"{indent}scf.for %i{j} = %c0 to %sC#{mc.index(d)} step %c1 {{")
+        indent += "  "
+        for tag, mp in (("A", ma), ("B", mb), ("C", mc)):
+            if d in mp:
+                add(f"{indent}%m{tag}{j} = arith.muli %i{j}, %t{tag}#{mp.index(d)} : index")
+                add(f"{indent}%a{tag}{j} = arith.addi {offs[tag]}, %m{tag}{j} : index")
+                offs[tag] = f"%a{tag}{j}"
+    for tag, t in (("A", ta), ("B", tb), ("C", tc)):
+        add(f"{indent}%e{tag} = arith.index_cast {offs[tag]} : index to i64")
+        add(f"{indent}%z{tag} = arith.constant {_SIZES[str(t.element_type)]} : i64")
+        add(f"{indent}%x{tag} = arith.muli %e{tag}, %z{tag} : i64")
+        add(f"{indent}%y{tag} = arith.addi %p{tag}, %x{tag} : i64")
+    add(f"{indent}func.call @{LOWP_GEMM}({m_expr}, %N, %K, %yA, %lda, %yB, %ldb, %tb, %beta, %yC, %ldc, %dt, %nthr, "
+        "%slot) : (i64, i64, i64, i64, i64, i64, i64, i32, f32, i64, i64, i32, i32, i64) -> ()")
+    for _ in loops:
+        indent = indent[:-2]
+        add(f"{indent}}}")
+    add("  return")
+    add("}")
+    return "\n".join(lines)
+
+
+def rewrite_lowp_contractions(module) -> int:
+    """Replace every matched bf16 / f16 contraction of ``module`` (bufferized) with a ``kiln_lowp_gemm`` call;
+    the count.  Needs kiln's native runtime (without it they stay generated code)."""
+    from ..._mlir import func
+
+    global _warned
+    module = module.operation
+    found = []
+
+    def visit(op):
+        if op.name == "linalg.generic":
+            g = match_lowp(op)
+            if g is not None:
+                found.append(g)
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    lib = _native() if found else None
+    if lib is None:
+        return 0
+    if not _warned and any(g.dtype == "bf16" for g in found) and not lib.kiln_lowp_uses_dp():
+        _warned = True
+        why = "forced by KILN_BF16_DP=0" if lib.kiln_lowp_cpu_has_dp() else "this CPU has no AVX512-BF16"
+        _log.warning("bf16 matrix products run on the generic path (bf16 widened to f32, FMAs): %s", why)
+    body = module.regions[0].blocks[0]
+    names = function_names(module)
+    constant_globals = {
+        ir.StringAttr(op.operation.attributes["sym_name"]).value
+        for op in body.operations
+        if op.operation.name == "memref.global" and "constant" in op.operation.attributes
+    }
+    # The helpers are parsed alone, so they declare all they call (kiln_free_packed
+    # too); a second declaration of it is dropped after the insertion.
+    texts = [_DECL]
+    calls, slots = [], []
+    for i, g in enumerate(found):
+        name = unique_name(f"kiln_lowp_gemm_{i}", names)
+        fill = _zero_fill_before(g.op, g.c)
+        slot = None
+        if _constant_global(g.b) in constant_globals:
+            slot = unique_name(f"kiln_lowp_pack_{i}", names)
+            slots.append(slot)
+        texts.append(lowp_text(name, g, 0.0 if fill is not None else 1.0, slot))
+        calls.append((name, g, fill))
+    release = None
+    if slots:
+        if RELEASE in names:  # the f32 products' release function calls this one as well
+            release = unique_name(f"{RELEASE}_lowp", names)
+            texts.append(_release_text(slots).replace(f"func.func @{RELEASE}(", f"func.func private @{release}("))
+        else:
+            texts.append(_release_text(slots))
+    insert_helpers(module, texts)
+    _drop_repeated_declarations(body)
+    if release is not None:
+        _call_from_release(body, release)
+    for name, g, fill in calls:
+        with ir.InsertionPoint(g.op), g.op.location:
+            func.CallOp([], ir.FlatSymbolRefAttr.get(name), [g.a, g.b, g.c])
+        g.op.erase()
+        if fill is not None:
+            fill.erase()
+    return len(calls)
+
+
+def _call_from_release(body, callee: str) -> None:
+    """Add a call of ``@callee`` before the return of the module's ``@kiln_release_packed``."""
+    from ..._mlir import func
+
+    for op in body.operations:
+        op = op.operation
+        if op.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == RELEASE:
+            ret = list(op.regions[0].blocks[0].operations)[-1]
+            with ir.InsertionPoint(ret), ret.location:
+                func.CallOp([], ir.FlatSymbolRefAttr.get(callee), [])
+            return
+
+
+def _drop_repeated_declarations(body) -> None:
+    """Erase a declaration (a body-less ``func.func``) whose symbol an earlier function of ``body`` has."""
+    seen = set()
+    for op in list(body.operations):
+        op = op.operation
+        if op.name != "func.func":
+            continue
+        name = ir.StringAttr(op.attributes["sym_name"]).value
+        if name in seen and len(op.regions[0].blocks) == 0:
+            op.erase()
+        seen.add(name)

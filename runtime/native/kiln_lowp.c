@@ -1,0 +1,253 @@
+/*
+ * Products of 16-bit floats (bf16, f16) with an f32 accumulator and an f32
+ * output: C[M, N] (+)= A[M, K] B[K, N] (B given as [K, N] or, tb, [N, K]).
+ *
+ * B is packed into panels of 32 columns whose rows hold pairs of K:
+ * panel p, pair kk = 32 x (B[2kk][n], B[2kk + 1][n]) -- the operand layout of
+ * AVX512-BF16's vdpbf16ps, which adds a[2i]*b[2i] + a[2i+1]*b[2i+1] into f32
+ * lane i.  A row's pair is broadcast as one 32-bit value.  A constant B is
+ * packed once into its slot (kiln_slot_packed), any other per call.
+ *
+ * Two paths over that layout:
+ *  - dp: vdpbf16ps (bf16 only; the CPU has avx512_bf16, checked at run time);
+ *  - generic: each element widened to f32 and two fmas in the order
+ *    vdpbf16ps adds them (odd element first), for f16, for CPUs without the
+ *    instruction, and when forced (KILN_BF16_DP=0 or kiln_lowp_set_generic).
+ * A bf16 x bf16 (or f16 x f16) product is exact in f32, so the paths differ
+ * only where vdpbf16ps flushes denormals.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln_native.h"
+
+#define LP_NR 32 /* columns of a panel: two zmm of f32 */
+#define LP_MR 8  /* rows of a register tile */
+#define LP_MB 64 /* rows of a task */
+#define LP_PACK_KIND 48 /* kiln_slot_packed kind: + tb */
+
+enum { LP_BF16 = 0, LP_F16 = 1 };
+
+static int lp_generic = -1; /* 1: the generic path is forced */
+
+/* Whether this CPU runs vdpbf16ps (AVX512-BF16). */
+int kiln_lowp_cpu_has_dp(void) {
+#if defined(__x86_64__) && (__GNUC__ >= 10)
+  return __builtin_cpu_supports("avx512bf16");
+#else
+  return 0;
+#endif
+}
+
+/* Force the generic path (1) or let the CPU decide (0); -1 reads KILN_BF16_DP again. */
+void kiln_lowp_set_generic(int32_t on) {
+  if (on < 0) {
+    const char *v = getenv("KILN_BF16_DP");
+    lp_generic = v && v[0] == '0';
+  } else {
+    lp_generic = on != 0;
+  }
+}
+
+/* Whether bf16 products take the dp path now (1) or the generic one (0). */
+int kiln_lowp_uses_dp(void) {
+  if (lp_generic < 0) kiln_lowp_set_generic(-1);
+  return !lp_generic && kiln_lowp_cpu_has_dp();
+}
+
+static inline int64_t lp_panels(int64_t N) { return (N + LP_NR - 1) / LP_NR; }
+static inline int64_t lp_pairs(int64_t K) { return (K + 1) / 2; }
+
+static void lp_pack(uint16_t *dst, const uint16_t *B, int64_t K, int64_t N, int64_t ldb, int tb) {
+  int64_t np = lp_panels(N), kh = lp_pairs(K);
+  for (int64_t p = 0; p < np; p++)
+    for (int64_t kk = 0; kk < kh; kk++) {
+      uint16_t *row = dst + (p * kh + kk) * (2 * LP_NR);
+      for (int j = 0; j < LP_NR; j++) {
+        int64_t n = p * LP_NR + j;
+        for (int h = 0; h < 2; h++) {
+          int64_t k = 2 * kk + h;
+          row[2 * j + h] = n < N && k < K ? (tb ? B[n * ldb + k] : B[k * ldb + n]) : 0;
+        }
+      }
+    }
+}
+
+static void lp_pack_nt(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
+  lp_pack((uint16_t *)dst, (const uint16_t *)src, rows, cols, ld, 0);
+}
+
+static void lp_pack_t(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
+  lp_pack((uint16_t *)dst, (const uint16_t *)src, rows, cols, ld, 1);
+}
+
+/* The pair of A's row `a` at pair kk (the odd K's last pair: its element and 0). */
+static inline uint32_t lp_pair(const uint16_t *a, int64_t kk, int64_t K) {
+  if (2 * kk + 1 < K) {
+    uint32_t v;
+    memcpy(&v, a + 2 * kk, 4);
+    return v;
+  }
+  return a[2 * kk];
+}
+
+static inline float lp_widen(uint16_t v, int dtype) {
+  if (dtype == LP_BF16) {
+    uint32_t bits = (uint32_t)v << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+  }
+  _Float16 h;
+  memcpy(&h, &v, 2);
+  return (float)h;
+}
+
+/* Store acc (mr x nr) into C, added to beta * C. */
+static inline __attribute__((always_inline)) void lp_store(float acc[][LP_NR], int mr, int64_t nr, float *C,
+                                                           int64_t ldc, float beta) {
+  for (int m = 0; m < mr; m++)
+    for (int64_t j = 0; j < nr; j++) C[m * ldc + j] = beta != 0.0f ? acc[m][j] + beta * C[m * ldc + j] : acc[m][j];
+}
+
+static inline __attribute__((always_inline)) void lp_tile_generic(const uint16_t *A, int64_t lda, const uint16_t *P,
+                                                                   int64_t K, float *C, int64_t ldc, int mr,
+                                                                   int64_t nr, float beta, int dtype) {
+  float acc[LP_MR][LP_NR];
+  memset(acc, 0, sizeof acc);
+  int64_t kh = lp_pairs(K);
+  for (int64_t kk = 0; kk < kh; kk++) {
+    const uint16_t *row = P + kk * (2 * LP_NR);
+    float b0[LP_NR], b1[LP_NR];
+    for (int j = 0; j < LP_NR; j++) {
+      b0[j] = lp_widen(row[2 * j], dtype);
+      b1[j] = lp_widen(row[2 * j + 1], dtype);
+    }
+    for (int m = 0; m < mr; m++) {
+      uint32_t pr = lp_pair(A + m * lda, kk, K);
+      float a0 = lp_widen((uint16_t)pr, dtype), a1 = lp_widen((uint16_t)(pr >> 16), dtype);
+      for (int j = 0; j < LP_NR; j++) {
+        acc[m][j] = __builtin_fmaf(a1, b1[j], acc[m][j]);
+        acc[m][j] = __builtin_fmaf(a0, b0[j], acc[m][j]);
+      }
+    }
+  }
+  lp_store(acc, mr, nr, C, ldc, beta);
+}
+
+static void lp_rows_generic(const uint16_t *A, int64_t lda, const uint16_t *P, int64_t K, float *C, int64_t ldc,
+                            int64_t rows, int64_t nr, float beta, int dtype) {
+  int64_t m = 0;
+  for (; m + LP_MR <= rows; m += LP_MR)
+    lp_tile_generic(A + m * lda, lda, P, K, C + m * ldc, ldc, LP_MR, nr, beta, dtype);
+  for (; m < rows; m++) lp_tile_generic(A + m * lda, lda, P, K, C + m * ldc, ldc, 1, nr, beta, dtype);
+}
+
+#if defined(__x86_64__) && (__GNUC__ >= 10)
+#define LP_DP_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+static inline __attribute__((always_inline)) LP_DP_TARGET void lp_tile_dp(const uint16_t *A, int64_t lda,
+                                                                           const uint16_t *P, int64_t K, float *C,
+                                                                           int64_t ldc, int mr, int64_t nr,
+                                                                           float beta) {
+  __m512 acc[LP_MR][2];
+  for (int m = 0; m < mr; m++) acc[m][0] = acc[m][1] = _mm512_setzero_ps();
+  int64_t kh = lp_pairs(K);
+  for (int64_t kk = 0; kk < kh; kk++) {
+    const uint16_t *row = P + kk * (2 * LP_NR);
+    __m512bh b0 = (__m512bh)_mm512_loadu_si512(row), b1 = (__m512bh)_mm512_loadu_si512(row + LP_NR);
+    for (int m = 0; m < mr; m++) {
+      __m512bh a = (__m512bh)_mm512_set1_epi32((int)lp_pair(A + m * lda, kk, K));
+      acc[m][0] = _mm512_dpbf16_ps(acc[m][0], a, b0);
+      acc[m][1] = _mm512_dpbf16_ps(acc[m][1], a, b1);
+    }
+  }
+  if (nr == LP_NR) {
+    for (int m = 0; m < mr; m++)
+      for (int h = 0; h < 2; h++) {
+        float *c = C + m * ldc + 16 * h;
+        __m512 v = beta != 0.0f ? _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_loadu_ps(c), acc[m][h]) : acc[m][h];
+        _mm512_storeu_ps(c, v);
+      }
+    return;
+  }
+  float tmp[LP_MR][LP_NR];
+  for (int m = 0; m < mr; m++) {
+    _mm512_storeu_ps(tmp[m], acc[m][0]);
+    _mm512_storeu_ps(tmp[m] + 16, acc[m][1]);
+  }
+  lp_store(tmp, mr, nr, C, ldc, beta);
+}
+
+static LP_DP_TARGET void lp_rows_dp(const uint16_t *A, int64_t lda, const uint16_t *P, int64_t K, float *C,
+                                    int64_t ldc, int64_t rows, int64_t nr, float beta) {
+  int64_t m = 0;
+  for (; m + LP_MR <= rows; m += LP_MR) lp_tile_dp(A + m * lda, lda, P, K, C + m * ldc, ldc, LP_MR, nr, beta);
+  switch (rows - m) { /* constant tile heights: the loops over m unroll, acc stays in registers */
+    case 7: lp_tile_dp(A + m * lda, lda, P, K, C + m * ldc, ldc, 7, nr, beta); break;
+    case 6: lp_tile_dp(A + m * lda, lda, P, K, C + m * ldc, ldc, 6, nr, beta); break;
+    case 5: lp_tile_dp(A + m * lda, lda, P, K, C + m * ldc, ldc, 5, nr, beta); break;
+    case 4: lp_tile_dp(A + m * lda, lda, P, K, C + m * ldc, ldc, 4, nr, beta); break;
+    case 3: lp_tile_dp(A + m * lda, lda, P, K, C + m * ldc, ldc, 3, nr, beta); break;
+    case 2: lp_tile_dp(A + m * lda, lda, P, K, C + m * ldc, ldc, 2, nr, beta); break;
+    case 1: lp_tile_dp(A + m * lda, lda, P, K, C + m * ldc, ldc, 1, nr, beta); break;
+    default: break;
+  }
+}
+#endif
+
+typedef struct {
+  int64_t M, N, K, lda, ldc, np;
+  const uint16_t *A, *P;
+  float *C;
+  float beta;
+  int dtype, dp;
+} lp_args;
+
+/* Task t: rows [LP_MB * (t / np), ...) times panel t % np. */
+static void lp_task(void *ctx, int64_t lo, int64_t hi) {
+  const lp_args *g = ctx;
+  int64_t kh = lp_pairs(g->K);
+  for (int64_t t = lo; t < hi; t++) {
+    int64_t p = t % g->np, m0 = t / g->np * LP_MB;
+    int64_t rows = g->M - m0 < LP_MB ? g->M - m0 : LP_MB;
+    int64_t n0 = p * LP_NR, nr = g->N - n0 < LP_NR ? g->N - n0 : LP_NR;
+    const uint16_t *a = g->A + m0 * g->lda, *panel = g->P + p * kh * 2 * LP_NR;
+    float *c = g->C + m0 * g->ldc + n0;
+#if defined(__x86_64__) && (__GNUC__ >= 10)
+    if (g->dp) {
+      lp_rows_dp(a, g->lda, panel, g->K, c, g->ldc, rows, nr, g->beta);
+      continue;
+    }
+#endif
+    lp_rows_generic(a, g->lda, panel, g->K, c, g->ldc, rows, nr, g->beta, g->dtype);
+  }
+}
+
+/* C (f32, ldc) = A B + beta C for 16-bit A and B (dtype 0 bf16, 1 f16; B
+ * [K, N], or [N, K] when tb), on `threads` of the pool; `slot` holds B packed
+ * once when it is a constant (0: packed per call). */
+void kiln_lowp_gemm(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int64_t B, int64_t ldb, int32_t tb,
+                    float beta, int64_t C, int64_t ldc, int32_t dtype, int32_t threads, int64_t slot) {
+  if (M <= 0 || N <= 0) return;
+  int64_t np = lp_panels(N), kh = lp_pairs(K);
+  int64_t halves = np * kh * 2 * LP_NR; /* uint16 elements of the packed B */
+  kiln_pack_fn pack = tb ? lp_pack_t : lp_pack_nt;
+  const uint16_t *P = (const uint16_t *)kiln_slot_packed(slot, LP_PACK_KIND + tb, (const float *)B, K, N, ldb,
+                                                         (halves + 1) / 2, pack);
+  uint16_t *own = NULL;
+  if (P == NULL) {
+    own = kiln_alloc((size_t)halves * 2 + 64);
+    if (own == NULL) abort(); /* as the other kernels: no memory for scratch is fatal */
+    lp_pack(own, (const uint16_t *)B, K, N, ldb, tb);
+    P = own;
+  }
+  lp_args g = {M, N, K, lda, ldc, np, (const uint16_t *)A, P, (float *)C, beta, dtype,
+               dtype == LP_BF16 && kiln_lowp_uses_dp()};
+  int64_t tasks = (M + LP_MB - 1) / LP_MB * np;
+  if (threads <= 1 || tasks == 1)
+    lp_task(&g, 0, tasks);
+  else
+    kiln_parallel_for(lp_task, &g, tasks, kiln_parts(tasks, threads));
+  if (own) kiln_free(own);
+}

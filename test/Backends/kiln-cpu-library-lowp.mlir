@@ -1,0 +1,89 @@
+// RUN: kiln-opt %s --split-input-file --kiln-cpu-library | FileCheck %s
+// RUN: env KILN_NATIVE=0 kiln-opt %s --split-input-file --kiln-cpu-library | FileCheck %s --check-prefix=GEN
+
+// A bf16 product into an f32 accumulator (what convert-kiln-to-linalg makes
+// of a bf16 matmul) with a constant B becomes one kiln_lowp_gemm call: the
+// batch dim folds into the rows, bf16 elements are 2 bytes, dtype 0 (bf16),
+// B untransposed (tb = 0), beta 0 (the zero fill goes), and B's packing slot
+// (kiln_release_packed frees it).  Without the native runtime the generic stays.
+
+#a = affine_map<(b, m, n, k) -> (b, m, k)>
+#b = affine_map<(b, m, n, k) -> (k, n)>
+#c = affine_map<(b, m, n, k) -> (b, m, n)>
+memref.global "private" constant @w : memref<8x4xbf16> = dense<1.0>
+
+// CHECK: func.func private @kiln_lowp_gemm(i64, i64, i64, i64, i64, i64, i64, i32, f32, i64, i64, i32, i32, i64)
+// CHECK-LABEL: func.func private @kiln_lowp_gemm_0(
+// CHECK-SAME: %[[A:.*]]: memref<?x?x8xbf16>, %[[B:.*]]: memref<8x4xbf16>, %[[C:.*]]: memref<?x?x4xf32>)
+// CHECK-DAG: %[[TB:.*]] = arith.constant 0 : i32
+// CHECK-DAG: %[[DT:.*]] = arith.constant 0 : i32
+// CHECK-DAG: %[[BETA:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-DAG: %[[THR:.*]] = call @kiln_pool_threads() : () -> i32
+// CHECK-DAG: memref.get_global @kiln_lowp_pack_0 : memref<1xi64>
+// CHECK: %[[M:.*]] = arith.muli %{{.*}}, %{{.*}} : i64
+// CHECK-NOT: scf.for
+// CHECK: arith.constant 2 : i64
+// CHECK: arith.constant 2 : i64
+// CHECK: arith.constant 4 : i64
+// CHECK: call @kiln_lowp_gemm(%[[M]], {{.*}}, %[[TB]], %[[BETA]], {{.*}}, %[[DT]], %[[THR]], %{{.*}})
+// CHECK: memref.global "private" @kiln_lowp_pack_0 : memref<1xi64> = dense<0>
+// CHECK-LABEL: func.func @kiln_release_packed()
+// CHECK: call @kiln_free_packed(
+// CHECK-LABEL: func.func @main(
+// CHECK-NOT: linalg.generic
+// CHECK: call @kiln_lowp_gemm_0(%arg0, %{{.*}}, %arg1)
+// CHECK-NOT: linalg.
+// CHECK: return
+// GEN-LABEL: func.func @main(
+// GEN: linalg.generic
+// GEN-NOT: kiln_lowp_gemm
+func.func @main(%x: memref<?x?x8xbf16>, %y: memref<?x?x4xf32>) {
+  %w = memref.get_global @w : memref<8x4xbf16>
+  %z = arith.constant 0.0 : f32
+  linalg.generic {indexing_maps = [affine_map<(b, m, n) -> ()>, affine_map<(b, m, n) -> (b, m, n)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%z : f32) outs(%y : memref<?x?x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<?x?x8xbf16>, memref<8x4xbf16>) outs(%y : memref<?x?x4xf32>) {
+  ^bb0(%p: bf16, %q: bf16, %r: f32):
+    %0 = arith.extf %p : bf16 to f32
+    %1 = arith.extf %q : bf16 to f32
+    %2 = arith.mulf %0, %1 : f32
+    %3 = arith.addf %r, %2 : f32
+    linalg.yield %3 : f32
+  }
+  return
+}
+
+// -----
+
+// Batched activations in f16 (attention scores: q [b, m, k] times k [b, n, k]):
+// a loop over the batch, B transposed (tb = 1), dtype 1 (f16), no slot (B
+// is no constant), beta 1 (no zero fill before: the product accumulates).
+#qa = affine_map<(b, m, n, k) -> (b, m, k)>
+#qb = affine_map<(b, m, n, k) -> (b, n, k)>
+#qc = affine_map<(b, m, n, k) -> (b, m, n)>
+// CHECK-LABEL: func.func private @kiln_lowp_gemm_0(
+// CHECK-DAG: %[[TB:.*]] = arith.constant 1 : i32
+// CHECK-DAG: %[[DT:.*]] = arith.constant 1 : i32
+// CHECK-DAG: %[[BETA:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-DAG: %[[NOSLOT:.*]] = arith.constant 0 : i64
+// CHECK: scf.for
+// CHECK: call @kiln_lowp_gemm({{.*}}, %[[TB]], %[[BETA]], {{.*}}, %[[DT]], %{{.*}}, %{{.*}})
+// CHECK-NOT: kiln_release_packed
+// CHECK-LABEL: func.func @scores(
+// CHECK: call @kiln_lowp_gemm_0(%arg0, %arg1, %arg2)
+func.func @scores(%q: memref<?x16x8xf16>, %k: memref<?x16x8xf16>, %s: memref<?x16x16xf32>) {
+  linalg.generic {indexing_maps = [#qa, #qb, #qc], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%q, %k : memref<?x16x8xf16>, memref<?x16x8xf16>) outs(%s : memref<?x16x16xf32>) {
+  ^bb0(%p: f16, %r: f16, %o: f32):
+    %0 = arith.extf %p : f16 to f32
+    %1 = arith.extf %r : f16 to f32
+    %2 = arith.mulf %0, %1 : f32
+    %3 = arith.addf %o, %2 : f32
+    linalg.yield %3 : f32
+  }
+  return
+}

@@ -1,0 +1,46 @@
+// RUN: kiln-opt %s --convert-kiln-to-linalg | FileCheck %s
+
+// bf16 / f16 products sum in an f32 accumulator (summing 768 products in
+// bf16 itself loses several of its 8 bits), then one truncf rounds the sums
+// to the result's type.  f32 products are unchanged (contraction.mlir).
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+
+// 2-D: linalg.matmul with bf16 operands into an f32 init, then truncf.
+// CHECK-LABEL: func.func @matmul$bf16(
+// CHECK: %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[E:.*]] = tensor.empty(%{{.*}}) : tensor<?x8xf32>
+// CHECK: %[[F:.*]] = linalg.fill ins(%[[Z]] : f32) outs(%[[E]] : tensor<?x8xf32>)
+// CHECK: %[[P:.*]] = linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<?x16xbf16>, tensor<16x8xbf16>) outs(%[[F]] : tensor<?x8xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[P]] : tensor<?x8xf32>) outs(%{{.*}} : tensor<?x8xbf16>)
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+func.func @matmul$bf16(%a: !kiln.tensor<["B", 16], bf16>, %w: !kiln.tensor<[16, 8], bf16>) -> !kiln.tensor<["B", 8], bf16> {
+  %0 = "kiln.matmul"(%a, %w) : (!kiln.tensor<["B", 16], bf16>, !kiln.tensor<[16, 8], bf16>) -> !kiln.tensor<["B", 8], bf16>
+  return %0 : !kiln.tensor<["B", 8], bf16>
+}
+
+// Batched: the generic widens both operands, multiplies and adds in f32.
+// CHECK-LABEL: func.func @matmul$f16_batch(
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<?x4x16xf16>, tensor<16x8xf16>) outs(%{{.*}} : tensor<?x4x8xf32>)
+// CHECK-NEXT: ^bb0(%[[A:.*]]: f16, %[[W:.*]]: f16, %[[ACC:.*]]: f32):
+// CHECK-NEXT: %[[EA:.*]] = arith.extf %[[A]] : f16 to f32
+// CHECK-NEXT: %[[EW:.*]] = arith.extf %[[W]] : f16 to f32
+// CHECK-NEXT: %[[M:.*]] = arith.mulf %[[EA]], %[[EW]] : f32
+// CHECK-NEXT: %[[S:.*]] = arith.addf %[[ACC]], %[[M]] : f32
+// CHECK-NEXT: linalg.yield %[[S]] : f32
+// CHECK: arith.truncf %{{.*}} : f32 to f16
+// CHECK: return %{{.*}} : tensor<?x4x8xf16>
+func.func @matmul$f16_batch(%a: !kiln.tensor<["B", 4, 16], f16>, %w: !kiln.tensor<[16, 8], f16>) -> !kiln.tensor<["B", 4, 8], f16> {
+  %0 = "kiln.matmul"(%a, %w) : (!kiln.tensor<["B", 4, 16], f16>, !kiln.tensor<[16, 8], f16>) -> !kiln.tensor<["B", 4, 8], f16>
+  return %0 : !kiln.tensor<["B", 4, 8], f16>
+}
+
+// f32 keeps its f32 accumulator and no rounding step.
+// CHECK-LABEL: func.func @matmul$f32(
+// CHECK: linalg.matmul
+// CHECK-NOT: arith.truncf
+// CHECK: return
+func.func @matmul$f32(%a: !kiln.tensor<["B", 16], f32>, %w: !kiln.tensor<[16, 8], f32>) -> !kiln.tensor<["B", 8], f32> {
+  %0 = "kiln.matmul"(%a, %w) : (!kiln.tensor<["B", 16], f32>, !kiln.tensor<[16, 8], f32>) -> !kiln.tensor<["B", 8], f32>
+  return %0 : !kiln.tensor<["B", 8], f32>
+}

@@ -1,0 +1,65 @@
+// RUN: kiln-opt %s --split-input-file --kiln-reduce-precision | FileCheck %s
+// RUN: kiln-opt %s --split-input-file --kiln-reduce-precision='precision=fp32' | FileCheck %s --check-prefix=FP32
+// RUN: kiln-opt %s --split-input-file --kiln-reduce-precision --mlir-pass-statistics 2>&1 >/dev/null | FileCheck %s --check-prefix=STATS
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+
+// A matmul reads bf16: the constant weight becomes a bf16 constant now
+// (1.00390625 is halfway between two bf16 values: to nearest even, 1.0;
+// 1.01171875 rounds up to 1.015625), the activation a kiln.cast; its bf16
+// result is cast back to f32 for the add.  Inputs and outputs stay f32.
+// CHECK-LABEL: func.func @matmul
+// CHECK-DAG: %[[W:.*]] = "kiln.constant"() {value = dense<{{\[}}[1.000000e+00, 1.015630e+00], [-2.000000e+00, 3.000000e+00]]> : tensor<2x2xbf16>} : () -> !kiln.tensor<[2, 2], bf16>
+// CHECK-DAG: %[[X:.*]] = "kiln.cast"(%arg0) : (!kiln.tensor<["B", 2], f32>) -> !kiln.tensor<["B", 2], bf16>
+// CHECK: %[[P:.*]] = "kiln.matmul"(%[[X]], %[[W]]) {kiln.precision = "bf16"} : (!kiln.tensor<["B", 2], bf16>, !kiln.tensor<[2, 2], bf16>) -> !kiln.tensor<["B", 2], bf16>
+// CHECK: %[[F:.*]] = "kiln.cast"(%[[P]]) : (!kiln.tensor<["B", 2], bf16>) -> !kiln.tensor<["B", 2], f32>
+// CHECK: "kiln.add"(%[[F]], %arg0)
+// FP32-LABEL: func.func @matmul
+// FP32: "kiln.matmul"(%arg0, %{{.*}}) : (!kiln.tensor<["B", 2], f32>, !kiln.tensor<[2, 2], f32>) -> !kiln.tensor<["B", 2], f32>
+func.func @matmul(%x: !kiln.tensor<["B", 2], f32>) -> !kiln.tensor<["B", 2], f32> {
+  %w = "kiln.constant"() {value = dense<[[1.00390625, 1.01171875], [-2.0, 3.0]]> : tensor<2x2xf32>} : () -> !kiln.tensor<[2, 2], f32>
+  %0 = "kiln.matmul"(%x, %w) : (!kiln.tensor<["B", 2], f32>, !kiln.tensor<[2, 2], f32>) -> !kiln.tensor<["B", 2], f32>
+  %1 = "kiln.add"(%0, %x) : (!kiln.tensor<["B", 2], f32>, !kiln.tensor<["B", 2], f32>) -> !kiln.tensor<["B", 2], f32>
+  return %1 : !kiln.tensor<["B", 2], f32>
+}
+
+// -----
+
+// A convolution (no bf16 kernel yet) reads bf16-rounded inputs in f32: the
+// weight rounded now, the activation cast to bf16 and back; the bias stays.
+// CHECK-LABEL: func.func @conv
+// CHECK-DAG: %[[W:.*]] = "kiln.constant"() {value = dense<1.000000e+00> : tensor<2x1x1x1xf32>}
+// CHECK-DAG: %[[L:.*]] = "kiln.cast"(%arg0) : (!kiln.tensor<["N", 1, 4, 4], f32>) -> !kiln.tensor<["N", 1, 4, 4], bf16>
+// CHECK-DAG: %[[R:.*]] = "kiln.cast"(%[[L]]) : (!kiln.tensor<["N", 1, 4, 4], bf16>) -> !kiln.tensor<["N", 1, 4, 4], f32>
+// CHECK: "kiln.conv2d"(%[[R]], %[[W]], %[[BIAS:.*]]) {{{.*}}kiln.precision = "bf16"{{.*}}} : (!kiln.tensor<["N", 1, 4, 4], f32>, !kiln.tensor<[2, 1, 1, 1], f32>, !kiln.tensor<[2], f32>)
+"kiln.symbol"() {sym_name = "N", min = 1 : i64, max = 8 : i64} : () -> ()
+func.func @conv(%x: !kiln.tensor<["N", 1, 4, 4], f32>) -> !kiln.tensor<["N", 2, 4, 4], f32> {
+  %w = "kiln.constant"() {value = dense<1.00390625> : tensor<2x1x1x1xf32>} : () -> !kiln.tensor<[2, 1, 1, 1], f32>
+  %b = "kiln.constant"() {value = dense<1.00390625> : tensor<2xf32>} : () -> !kiln.tensor<[2], f32>
+  %0 = "kiln.conv2d"(%x, %w, %b) {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 1>} : (!kiln.tensor<["N", 1, 4, 4], f32>, !kiln.tensor<[2, 1, 1, 1], f32>, !kiln.tensor<[2], f32>) -> !kiln.tensor<["N", 2, 4, 4], f32>
+  return %0 : !kiln.tensor<["N", 2, 4, 4], f32>
+}
+
+// -----
+
+// Attention reads bf16-rounded q, k, v; a matmul already in bf16 is left alone.
+// CHECK-LABEL: func.func @attention
+// CHECK-COUNT-3: "kiln.cast"({{.*}}) : (!kiln.tensor<["B", 2, 16, 8], bf16>) -> !kiln.tensor<["B", 2, 16, 8], f32>
+// CHECK: "kiln.attention"({{.*}}) {{{.*}}kiln.precision = "bf16"
+// CHECK: "kiln.matmul"(%arg1, %arg1) : (!kiln.tensor<[8, 8], bf16>, !kiln.tensor<[8, 8], bf16>) -> !kiln.tensor<[8, 8], bf16>
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+func.func @attention(%q: !kiln.tensor<["B", 2, 16, 8], f32>, %h: !kiln.tensor<[8, 8], bf16>) -> (!kiln.tensor<["B", 2, 16, 8], f32>, !kiln.tensor<[8, 8], bf16>) {
+  %a = "kiln.attention"(%q, %q, %q) {causal = true, operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (!kiln.tensor<["B", 2, 16, 8], f32>, !kiln.tensor<["B", 2, 16, 8], f32>, !kiln.tensor<["B", 2, 16, 8], f32>) -> !kiln.tensor<["B", 2, 16, 8], f32>
+  %m = "kiln.matmul"(%h, %h) : (!kiln.tensor<[8, 8], bf16>, !kiln.tensor<[8, 8], bf16>) -> !kiln.tensor<[8, 8], bf16>
+  return %a, %m : !kiln.tensor<["B", 2, 16, 8], f32>, !kiln.tensor<[8, 8], bf16>
+}
+
+// Per split: the matmul and its weight, the convolution and its weight, the attention.
+// STATS: kiln-reduce-precision
+// STATS-NEXT: (1) weights converted
+// STATS-NEXT: (1) contractions in bf16
+// STATS: kiln-reduce-precision
+// STATS-NEXT: (1) weights converted
+// STATS-NEXT: (1) ops on bf16-rounded inputs
+// STATS: kiln-reduce-precision
+// STATS-NEXT: (1) ops on bf16-rounded inputs

@@ -1,0 +1,211 @@
+"""bf16 / fp16 models, ``kiln.compile(..., precision="bf16")`` and the native 16-bit GEMM (issue 38).
+
+Every comparison is against the same model in fp32 (PyTorch eager), within
+:data:`kiln.validate.TOLERANCES`' row for the model's precision, at the
+batch symbol's min, a middle value and its max.
+"""
+
+import logging
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
+
+import kiln
+from kiln.backends.cpu import lowp_gemm
+from kiln.validate import TOLERANCES
+
+pytestmark = pytest.mark.native
+
+torch.manual_seed(0)
+BATCHES = (1, 3, 8)  # min, middle, max of the batch symbol
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(48, 96), torch.nn.Linear(96, 16)
+
+    def forward(self, x):
+        return self.b(F.gelu(self.a(x)))
+
+
+class CNN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.c2 = torch.nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.fc = torch.nn.Linear(16, 10)
+
+    def forward(self, x):
+        y = F.max_pool2d(F.relu(self.c1(x)), 2)
+        y = F.relu(self.c2(y)).mean(dim=(2, 3))
+        return self.fc(y)
+
+
+class Block(torch.nn.Module):
+    """A pre-norm transformer encoder layer: attention (4 heads) and an MLP, residuals."""
+
+    def __init__(self, d=64, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.n1, self.n2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+        self.up, self.down = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        q, k, v = self.qkv(self.n1(x)).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, d)
+        x = x + self.proj(a)
+        return x + self.down(F.gelu(self.up(self.n2(x))))
+
+
+def _case(name):
+    """(fp32 module, example input, dynamic_shapes) of a test model."""
+    if name == "mlp":
+        return MLP().eval(), torch.randn(4, 48), {"x": {0: torch.export.Dim("B", min=1, max=8)}}
+    if name == "cnn":
+        return CNN().eval(), torch.randn(2, 3, 16, 16), {"x": {0: torch.export.Dim("N", min=1, max=8)}}
+    return Block().eval(), torch.randn(2, 16, 64), {"x": {0: torch.export.Dim("B", min=1, max=8)}}
+
+
+def _input(example, batch, dtype=torch.float32):
+    return torch.randn((batch,) + tuple(example.shape[1:])).to(dtype)
+
+
+def _close(got, want, precision):
+    tol = TOLERANCES[precision]
+    np.testing.assert_allclose(np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64),
+                               rtol=tol.rtol, atol=tol.atol)
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "block"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_models_match_fp32(name, dtype):
+    """A model converted with ``.to(bf16)`` / ``.half()`` takes and returns
+    its dtype (torch tensors) and matches the fp32 model within its row."""
+    ref, example, dyn = _case(name)
+    low = _case(name)[0]
+    low.load_state_dict(ref.state_dict())
+    low = low.to(dtype)
+    model = kiln.compile(low, (example.to(dtype),), dynamic_shapes=dyn)
+    precision = "bf16" if dtype is torch.bfloat16 else "f16"
+    for batch in BATCHES:
+        x = _input(example, batch, dtype)
+        out = model(x)
+        assert isinstance(out, torch.Tensor) and out.dtype == dtype
+        with torch.no_grad():
+            want = ref(x.float())  # the fp32 model on the same (rounded) input
+        _close(out.float(), want, precision)
+
+
+def test_half_models_take_numpy():
+    """numpy in, numpy out: float16 arrays, and ml_dtypes' bfloat16 (numpy has no bf16 of its own)."""
+    ref, example, dyn = _case("mlp")
+    for dtype, np_dtype, precision in ((torch.float16, np.float16, "f16"),
+                                       (torch.bfloat16, ml_dtypes.bfloat16, "bf16")):
+        low = MLP().eval()
+        low.load_state_dict(ref.state_dict())
+        model = kiln.compile(low.to(dtype), (example.to(dtype),), dynamic_shapes=dyn)
+        x = _input(example, 5, dtype)
+        xn = x.float().numpy().astype(np_dtype)
+        out = model(xn)
+        assert isinstance(out, np.ndarray) and out.dtype == np.dtype(np_dtype)
+        with torch.no_grad():
+            want = ref(x.float())
+        _close(out.astype(np.float32), want, precision)
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "block"])
+def test_precision_bf16_matches_fp32(name):
+    """``precision="bf16"``: f32 in and out, within the bf16 row of eager
+    fp32; really computed in bf16 (not equal to kiln's fp32 compile), and
+    the report says so for the kernels holding the products."""
+    ref, example, dyn = _case(name)
+    fp32 = kiln.compile(ref, (example,), dynamic_shapes=dyn)
+    bf16 = kiln.compile(ref, (example,), dynamic_shapes=dyn, precision="bf16")
+    differs = False
+    for batch in BATCHES:
+        x = _input(example, batch)
+        out = bf16(x)
+        assert out.dtype == torch.float32
+        with torch.no_grad():
+            want = ref(x)
+        _close(out, want, "bf16")
+        differs |= not torch.equal(out, fp32(x))
+    assert differs, "precision='bf16' gave fp32's results bit for bit"
+    kernels = bf16.report()["kernels"]
+    products = [k for k in kernels if {"kiln.matmul", "kiln.conv2d", "kiln.attention"} & set(k["ops"])]
+    assert products and all(k["precision"] == "bf16" for k in products)
+    assert all(k["precision"] in (None, "f32") for k in fp32.report()["kernels"])
+    assert "[bf16]" in str(bf16.report())
+
+
+def test_precision_option_is_checked():
+    """An unknown precision names the choices; int8-weights is not there yet."""
+    ref, example, dyn = _case("mlp")
+    with pytest.raises(kiln.KilnError, match="precision must be one of"):
+        kiln.compile(ref, (example,), dynamic_shapes=dyn, precision="fp8")
+    with pytest.raises(kiln.errors.UnsupportedError, match="int8-weights"):
+        kiln.compile(ref, (example,), dynamic_shapes=dyn, precision="int8-weights")
+
+
+def test_generic_path_matches_dp_path(caplog, tmp_path):
+    """The feature-less 16-bit GEMM (forced here) gives the AVX512-BF16
+    path's results: both add each pair's products in vdpbf16ps's order, and
+    a bf16 product is exact in f32.  Forcing it logs one warning at compile."""
+    ref, example, dyn = _case("block")
+    model = kiln.compile(ref, (example,), dynamic_shapes=dyn, precision="bf16")
+    xs = [_input(example, b) for b in BATCHES]
+    default = [model(x) for x in xs]
+    lowp_gemm.force_generic(True)
+    try:
+        assert not lowp_gemm.uses_dp()
+        generic = [model(x) for x in xs]  # the same kernels, the other path at run time
+        lowp_gemm._warned = False
+        with caplog.at_level(logging.WARNING, logger="kiln.backends.cpu"):
+            kiln.compile(MLP().eval(), (torch.randn(2, 48),), precision="bf16", cache_dir=str(tmp_path))
+            kiln.compile(CNN().eval(), (torch.randn(2, 3, 16, 16),), precision="bf16", cache_dir=str(tmp_path))
+    finally:
+        lowp_gemm.force_generic(None)
+    for d, g in zip(default, generic):
+        np.testing.assert_allclose(g.numpy(), d.numpy(), rtol=1e-6, atol=1e-6)
+    warnings = [r for r in caplog.records if "generic path" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+def test_native_gemm_shapes():
+    """``kiln_lowp_gemm`` against a float64 product of the same bf16 / f16
+    values: odd K, partial panels and row tiles, B transposed, beta = 1, on
+    both paths."""
+    import ctypes
+
+    from kiln.runtime.blas import native_with_blas
+    from kiln.transforms.precision import bf16_bits
+
+    lib = native_with_blas()
+    f = lib.kiln_lowp_gemm
+    f.argtypes = [ctypes.c_int64] * 7 + [ctypes.c_int32, ctypes.c_float, ctypes.c_int64, ctypes.c_int64,
+                                         ctypes.c_int32, ctypes.c_int32, ctypes.c_int64]
+    rng = np.random.default_rng(1)
+    widen = {0: lambda u: (u.astype(np.uint32) << 16).view(np.float32), 1: lambda u: u.view(np.float16)}
+    narrow = {0: bf16_bits, 1: lambda a: a.astype(np.float16).view(np.uint16)}
+    try:
+        for generic in (False, True):
+            lowp_gemm.force_generic(generic)
+            for dt in (0, 1):
+                for m, n, k, tb, beta in ((1, 1, 1, 0, 0.0), (7, 33, 17, 0, 1.0), (70, 64, 64, 1, 0.0),
+                                          (9, 100, 31, 1, 1.0)):
+                    a = narrow[dt](rng.standard_normal((m, k)).astype(np.float32))
+                    b = narrow[dt](rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32))
+                    c0 = rng.standard_normal((m, n)).astype(np.float32)
+                    c = c0.copy()
+                    f(m, n, k, a.ctypes.data, k, b.ctypes.data, b.shape[1], tb, beta, c.ctypes.data, n, dt, 2, 0)
+                    wb = widen[dt](b).astype(np.float64)
+                    want = widen[dt](a).astype(np.float64) @ (wb.T if tb else wb) + beta * c0
+                    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5 * np.sqrt(k))
+    finally:
+        lowp_gemm.force_generic(None)

@@ -1,0 +1,242 @@
+"""``kiln-reduce-precision``: run an fp32 model's contractions in bf16 (``kiln.compile(..., precision=...)``).
+
+The one place the ``precision`` compile keyword is dispatched
+(:func:`check_precision`, :func:`with_precision`):
+
+* ``"fp32"`` (default): nothing changes.
+* ``"bf16"``: every f32 ``kiln.matmul`` reads bf16 operands -- a constant
+  weight becomes a bf16 constant here, at compile time (rounded to nearest
+  even), an activation goes through a ``kiln.cast`` -- and its bf16 result is
+  cast back to f32.  The lowering sums bf16 products in an f32 accumulator
+  (``convert-kiln-to-linalg``), and the CPU backend runs the product in
+  kiln's bf16 GEMM (AVX512-BF16 ``vdpbf16ps`` where the CPU has it,
+  :mod:`kiln.backends.cpu.lowp_gemm`).  ``kiln.conv2d``, ``kiln.attention``
+  and ``kiln.packed_attention`` read their inputs rounded to bf16 (the
+  weights rounded once here, activations cast to bf16 and back) and run on
+  the f32 kernels, which have no bf16 form yet: the same numbers as a bf16
+  kernel with f32 accumulation, not its speed.  Inputs and outputs stay f32.
+* ``"int8-weights"``: not implemented yet (an :class:`UnsupportedError`).
+
+It runs after the graph passes' simplification (so attention is already
+recognised: casts between its matmuls would hide it) and before fusion,
+which then groups the casts with their neighbours.  Each rewritten op carries
+``kiln.precision = "bf16"``; :func:`kernel_precisions` reads the precision
+each kernel ran in for ``report()``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._mlir import ir
+from ..dialects.kiln import CastOp, create_op, tensor_info, tensor_type
+from ..errors import KilnError, UnsupportedError
+from ..pipelines.registry import Option, Pass, register_pass
+from ._graph import block_ops, constant_array, functions, is_constant
+
+__all__ = ["PRECISIONS", "PRECISION_ATTR", "ReducePrecision", "bf16_bits", "check_precision", "kernel_precisions",
+           "with_precision"]
+
+#: The values of ``kiln.compile(..., precision=...)``.
+PRECISIONS = ("fp32", "bf16", "int8-weights")
+#: The discardable attribute marking an op this pass rewrote: the precision it runs in.
+PRECISION_ATTR = "kiln.precision"
+#: Ops whose operands become bf16 (a bf16 product with an f32 accumulator).
+_CONTRACTIONS = ("kiln.matmul",)
+#: Ops whose float operands are rounded to bf16 and stay f32 (no bf16 kernel yet).
+_ROUNDED = ("kiln.conv2d", "kiln.attention", "kiln.packed_attention")
+#: Float dtypes from least to most precise, for a kernel's precision.
+_ORDER = ("bf16", "f16", "f32", "f64")
+
+
+def check_precision(precision) -> str:
+    """``precision`` when kiln compiles it, else a :class:`KilnError` naming the choices."""
+    if precision not in PRECISIONS:
+        raise KilnError(f"precision must be one of {', '.join(map(repr, PRECISIONS))}, got {precision!r}")
+    if precision == "int8-weights":
+        raise UnsupportedError("precision='int8-weights' (weight-only int8 GEMMs) is not implemented yet; "
+                               "use 'fp32' or 'bf16'")
+    return precision
+
+
+def _split_top(text: str) -> list[str]:
+    """``text`` split at the commas outside braces (pipeline elements)."""
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        depth += {"{": 1, "}": -1, "(": 1, ")": -1}.get(ch, 0)
+        cur += ch
+    if cur:
+        parts.append(cur)
+    return [p.strip() for p in parts if p.strip()]
+
+
+def with_precision(graph, precision):
+    """The graph pipeline ``graph`` (a :class:`~kiln.pipelines.Pipeline`, or
+    None for no graph passes) with ``kiln-reduce-precision`` for
+    ``precision`` before its ``cse`` / ``kiln-dce`` / ``kiln-fuse`` (at its end without them); ``graph``
+    itself for ``"fp32"``.  Raises :class:`KilnError` for an unknown precision."""
+    from ..pipelines import Pipeline
+
+    precision = check_precision(precision)
+    if precision == "fp32":
+        return graph
+    stage = f"kiln-reduce-precision{{precision={precision}}}"
+    if graph is None:
+        return Pipeline.parse(f"builtin.module({stage})")
+    text = str(graph)
+    inner = text[text.index("(") + 1:text.rindex(")")] if text.startswith("builtin.module(") else text
+    stages = _split_top(inner)
+    # Before CSE / DCE (they merge the casts and drop the f32 weights left unused) and fusion.
+    at = next((i for i, s in enumerate(stages) if s.partition("{")[0] in ("cse", "kiln-dce", "kiln-fuse")),
+              len(stages))
+    stages.insert(at, stage)
+    return Pipeline.parse("builtin.module(" + ",".join(stages) + ")")
+
+
+def bf16_bits(array: np.ndarray) -> np.ndarray:
+    """The bf16 bit patterns (uint16) of ``array`` rounded to nearest even (NaN stays NaN)."""
+    f = np.ascontiguousarray(array, dtype=np.float32)
+    bits = f.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = np.isnan(f)
+    if nan.any():  # rounding could carry a NaN's payload into the infinity pattern
+        rounded[nan] = ((bits[nan] >> 16) | 0x40).astype(np.uint16)
+    return rounded
+
+
+def bf16_round(array: np.ndarray) -> np.ndarray:
+    """``array`` rounded to bf16 and back to f32."""
+    return (bf16_bits(array).astype(np.uint32) << 16).view(np.float32)
+
+
+def _constant(array: np.ndarray, element_type: ir.Type, bits: bool, ip) -> ir.Value:
+    """A ``kiln.constant`` of ``array`` as ``element_type`` (``bits``: ``array`` holds bf16 bit patterns)."""
+    from ..dialects.kiln import ConstantOp
+
+    shape = list(array.shape)
+    attr = ir.DenseElementsAttr.get(np.ascontiguousarray(array), type=element_type, shape=shape) if bits else \
+        ir.DenseElementsAttr.get(np.ascontiguousarray(array, dtype=np.float32), type=element_type, shape=shape)
+    return create_op(ConstantOp, attrs={"value": attr}, ip=ip).result
+
+
+def _cast(value: ir.Value, dtype: ir.Type, ip) -> ir.Value:
+    info = tensor_info(value.type)
+    return create_op(CastOp, [value], results=[tensor_type(info.dims, dtype)], ip=ip).result
+
+
+@register_pass
+class ReducePrecision(Pass):
+    """Contractions of an fp32 graph in bf16 with f32 accumulation (see the module docstring)."""
+
+    name = "kiln-reduce-precision"
+    summary = "Run f32 matmuls in bf16 (f32 accumulation) and feed convolutions / attention bf16-rounded inputs"
+    options = (Option("precision", str, "bf16", "the precision: bf16 (fp32 leaves the graph alone)"),)
+
+    def run(self, module) -> None:
+        precision = check_precision(self.option("precision"))
+        if precision == "fp32":
+            return
+        bf16, f32 = ir.BF16Type.get(), ir.F32Type.get()
+        self._weights: dict = {}  # (constant op, rounded only) -> its bf16 form, shared by its users
+        for fn in functions(module):
+            for block in fn.regions[0].blocks:
+                for op in block_ops(block):
+                    if op.name in _CONTRACTIONS and self._all_f32(op):
+                        self._contraction(op, bf16, f32)
+                    elif op.name in _ROUNDED and self._all_f32(op):
+                        self._rounded(op, bf16, f32)
+
+    @staticmethod
+    def _all_f32(op) -> bool:
+        return all(str(tensor_info(v.type).dtype) == "f32" for v in op.operands) and \
+            all(str(tensor_info(r.type).dtype) == "f32" for r in op.results)
+
+    def _weight(self, value: ir.Value, rounded: bool, bf16, f32):
+        """A constant operand in bf16 (``rounded``: its bf16 values as f32), built once per constant; None when
+        its data cannot be read."""
+        key = (value.owner, rounded)
+        for k, v in self._weights.items():
+            if k[0] == key[0] and k[1] == rounded:
+                return v
+        array = constant_array(value)
+        if array is None or array.dtype != np.float32:
+            return None
+        ip = ir.InsertionPoint(value.owner)
+        with value.owner.location:
+            new = _constant(bf16_round(array), f32, False, ip) if rounded else _constant(bf16_bits(array), bf16,
+                                                                                         True, ip)
+        self._weights[key] = new
+        self.bump("weights converted")
+        return new
+
+    def _operand(self, value: ir.Value, rounded: bool, bf16, f32, ip) -> ir.Value:
+        if is_constant(value):
+            new = self._weight(value, rounded, bf16, f32)
+            if new is not None:
+                return new
+        low = _cast(value, bf16, ip)
+        return _cast(low, f32, ip) if rounded else low
+
+    def _contraction(self, op, bf16, f32) -> None:
+        ip = ir.InsertionPoint(op)
+        with op.location:
+            for i, v in enumerate(list(op.operands)):
+                op.operands[i] = self._operand(v, False, bf16, f32, ip)
+            res = op.results[0]
+            info = tensor_info(res.type)
+            res.set_type(tensor_type(info.dims, bf16))
+            after = ir.InsertionPoint.after(op)
+            back = _cast(res, f32, after)
+            res.replace_all_uses_with(back)
+            back.owner.operands[0] = res  # the cast itself read its own result after the replacement
+        op.attributes[PRECISION_ATTR] = ir.StringAttr.get("bf16")
+        self.bump("contractions in bf16")
+
+    def _rounded(self, op, bf16, f32) -> None:
+        ip = ir.InsertionPoint(op)
+        with op.location:
+            for i, v in enumerate(list(op.operands)):
+                if op.name == "kiln.conv2d" and i == 2:
+                    continue  # the bias is added in f32 after the sums, as a bf16 kernel would
+                op.operands[i] = self._operand(v, True, bf16, f32, ip)
+        op.attributes[PRECISION_ATTR] = ir.StringAttr.get("bf16")
+        self.bump("ops on bf16-rounded inputs")
+
+
+def _ops_of(step) -> list:
+    """The operations of a schedule step: its kernel function's, or its op."""
+    ops = []
+    if step.func is not None:
+        step.func.walk(lambda o: ops.append(o) or ir.WalkResult.ADVANCE)
+    elif step.op is not None:
+        ops.append(step.op.operation)
+    return ops
+
+
+def kernel_precisions(schedule) -> list[str | None]:
+    """Per step of ``schedule`` (a :class:`~kiln.transforms.partition.Schedule`
+    still holding its MLIR functions): the precision its arithmetic ran in --
+    an op's ``kiln.precision`` where this pass set one, else the least
+    precise float dtype among its ops' operands -- or None (no float data)."""
+    out = []
+    for step in schedule.steps:
+        ops = _ops_of(step)
+        found = set()
+        for o in ops:
+            if not o.name.startswith("kiln.") or o.name in ("kiln.cast", "kiln.constant", "kiln.yield"):
+                continue
+            if PRECISION_ATTR in o.attributes:
+                found.add(ir.StringAttr(o.attributes[PRECISION_ATTR]).value)
+                continue
+            for v in o.operands:
+                try:
+                    found.add(str(tensor_info(v.type).dtype))
+                except Exception:  # noqa: BLE001 - not a kiln tensor (an index, a memref)
+                    pass
+        floats = [d for d in _ORDER if d in found]
+        out.append(floats[0] if floats else None)
+    return out
