@@ -233,3 +233,29 @@ def test_decode_loop_fast_path(compiled):
         np.testing.assert_allclose(out, ref.numpy(), rtol=1e-5, atol=1e-5)
         np.testing.assert_array_equal(cache, ref_cache.numpy())
     assert model.report().get("fast_calls", 0) > before
+
+
+def test_plan_inplace_intermediate_lifetime():
+    """An in-place result takes no space of its own and keeps the buffer it
+    is written into alive through its own uses (no other value reuses it)."""
+    from types import SimpleNamespace
+
+    from kiln.dialects.dims import dim
+    from kiln.runtime.memplan import plan_memory
+
+    def val(i, kind, step):
+        return SimpleNamespace(id=i, kind=kind, info=SimpleNamespace(dims=(dim("B"), dim(16)), dtype="f32"), step=step, index=0)
+
+    # step0: x -> a; step1: update(a, x) -> b (in place into a); step2: b -> c; step3: c -> d (output)
+    values = [val(0, "input", -1), val(1, "intermediate", 0), val(2, "intermediate", 1),
+              val(3, "intermediate", 2), val(4, "output", 3)]
+    steps = [SimpleNamespace(inputs=[0], outputs=[1]), SimpleNamespace(inputs=[1, 0], outputs=[2]), SimpleNamespace(inputs=[2], outputs=[3]),
+             SimpleNamespace(inputs=[3], outputs=[4])]
+    symbols = {"B": SimpleNamespace(min=1, max=8, opt=4)}
+    plan, buffers = plan_memory(SimpleNamespace(steps=steps, values=values), symbols, inplace={2: 1})
+    assert 2 not in plan.buffers and plan.inplace == {2: 1}
+    a, c = plan.buffers[1], plan.buffers[3]
+    assert a["live"] == (0, 2)  # a lives until b's last read (step 2)
+    assert a["offset"] != c["offset"]  # c (defined at step 2) cannot take a's space
+    without, _ = plan_memory(SimpleNamespace(steps=steps, values=values), symbols)
+    assert len(without.buffers) == len(plan.buffers) + 1
