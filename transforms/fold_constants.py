@@ -177,6 +177,19 @@ def _gather(args, attrs, op):
     return np.take(data, idx, axis=axis)
 
 
+def _update_slice(args, attrs, op):
+    dest, upd = args
+    off = attrs["offset"][0]
+    if not off.is_static:  # a position known per call only (a KV cache's P)
+        raise ValueError("kiln.update_slice at a symbolic offset")
+    axis = attrs["axis"] % dest.ndim
+    out = np.array(dest, copy=True)
+    index = [slice(None)] * dest.ndim
+    index[axis] = slice(off.value, off.value + upd.shape[axis])
+    out[tuple(index)] = upd
+    return out
+
+
 def _attention(args, attrs, op):
     fields = operand_map(op)
     q, k, v = (args[fields[n]] for n in ("q", "k", "v"))
@@ -297,6 +310,7 @@ EVALUATORS: dict[str, Callable] = {
     "kiln.concat": lambda args, attrs, op: np.concatenate(args, axis=attrs["axis"]),
     "kiln.slice": _slice,
     "kiln.gather": _gather,
+    "kiln.update_slice": _update_slice,
     "kiln.expand": None,  # broadcast to the result shape (see evaluate)
     "kiln.pad": _pad,
     "kiln.matmul": _binary(np.matmul),

@@ -1,5 +1,5 @@
 """Kernels the Triton backend runs in PyTorch: concat, pad, gather, gather_elements,
-scatter_nd, argmax / argmin, reduce_prod, cumsum, fallback.
+scatter_nd, update_slice, argmax / argmin, reduce_prod, cumsum, fallback.
 
 These are data-movement ops (or ops kiln cannot lower) with no generated
 Triton kernel yet; they follow the same kernel contract so a program mixes
@@ -79,6 +79,14 @@ class TorchKernel(TritonKernel):
             axis = at.get("axis", 0) % data.dim()
             idx = idx.long()
             y = torch.gather(data, axis, torch.where(idx < 0, idx + data.shape[axis], idx))
+        elif op == "kiln.update_slice":  # a copy: the Triton path donates no buffer yet
+            from ...dialects.dims import dim, evaluate
+
+            dest, upd = args
+            axis = at["axis"] % dest.dim()
+            start = int(evaluate(dim(at["offset"][0]), binding))
+            y = dest.clone()
+            y.narrow(axis, start, upd.shape[axis]).copy_(upd)
         elif op == "kiln.scatter_nd":
             y = _scatter_nd(*args, at.get("reduction", "none"))
         elif op == "kiln.fallback" and at["op_name"].startswith("aten."):

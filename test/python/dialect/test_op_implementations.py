@@ -125,6 +125,7 @@ CASES: dict[str, list[tuple[str, list[str], str, str, str | None]]] = {
          "steps = array<i64: 2>}", R(2, F), None),
         ("kiln.pad", ['["B", 5], f32'], "{pads = array<i64: 0, 1, 0, 2>}", R(2, F), None),
         ("kiln.gather", ['["B", 6], f32', "[4], i64"], "{axis = 1 : i64}", R(2, F), "index6"),
+        ("kiln.update_slice", ['["B", 6], f32', '["B", 2], f32'], '{axis = 1 : i64, offset = [3]}', R(2, F), None),
     ],
 }
 
