@@ -13,6 +13,7 @@ from __future__ import annotations
 from ...pipelines.registry import Option, Pass, register_pass
 from . import (
     aten_nn,  # noqa: F401  (registers torch's contraction and NN patterns)
+    aten_quant,  # noqa: F401  (registers PT2E's quantized_decomposed quantize / dequantize)
     aten_update,  # noqa: F401  (registers slice_scatter / index_put / copy -> kiln.update_slice)
     onnx_data,  # noqa: F401  (registers the data-movement patterns)
     onnx_nn,  # noqa: F401  (registers the convolution and pooling patterns)
