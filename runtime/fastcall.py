@@ -77,8 +77,11 @@ class FastCall:
     """One input key's frozen call (see the module docstring); built by
     :func:`build_fast_call`, called with the arguments."""
 
-    def __init__(self, n_inputs, outputs, patches, calls, results, numpy_out, record, release, keep=()):
+    def __init__(self, n_inputs, outputs, patches, calls, results, numpy_out, record, release, keep=(),
+                 written=()):
         self._n_inputs = n_inputs
+        # Inputs the model writes (donated: a mutated input): a read-only array takes the ordinary path (an error).
+        self._written = written
         self._outputs = outputs  # (shape, numpy dtype) per fresh output, in slot order after the inputs
         self._patches = patches  # (descriptor buffer, index, slot, byte offset)
         self._calls = calls  # (ctypes function, args) in schedule order
@@ -106,6 +109,9 @@ class FastCall:
                 if p is None:
                     return None
                 ptrs.append(p)
+            for i in self._written:
+                if type(args[i]) is _ndarray and not args[i].flags.writeable:
+                    return None
             arrays = []
             for shape, dtype in self._outputs:  # none empty (build_fast_call)
                 a = np.empty(shape, dtype)
@@ -188,4 +194,6 @@ def build_fast_call(executor, steps, numpy_out: bool, record: Callable[[float], 
     if not all(owned and vid in fresh_slot for vid, owned in executor._results):
         return None
     results = [fresh_slot[vid] for vid, _ in executor._results]
-    return FastCall(n_in, outputs, patches, calls, results, numpy_out, record, release, keep=tuple(steps))
+    written = tuple(i for i, vid in enumerate(executor._input_ids) if vid in executor._donated_inputs)
+    return FastCall(n_in, outputs, patches, calls, results, numpy_out, record, release, keep=tuple(steps),
+                    written=written)
