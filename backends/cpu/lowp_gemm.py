@@ -10,6 +10,9 @@ metadata, then ``kiln_lowp_gemm`` (per batch index where a batch dim does not
 fold into the rows).  The native kernel packs B into vdpbf16ps's pair layout
 (once, into a packing slot, for a constant B) and runs on the native pool:
 
+* bf16 on a CPU with AMX-BF16 (and the tile state granted by Linux): whole
+  32-row blocks of full panels on the tiles (``tdpbf16ps``) when K is a
+  multiple of 32 (``KILN_BF16_AMX=0`` turns it off), the rest as below;
 * bf16 on a CPU with AVX512-BF16: ``vdpbf16ps`` (f32 accumulation);
 * otherwise -- f16, a CPU without the instruction, or ``KILN_BF16_DP=0`` /
   :func:`force_generic` -- each element widened to f32 and two FMAs per pair,
@@ -45,7 +48,7 @@ from .library import (
     unique_name,
 )
 
-__all__ = ["LOWP_GEMM", "force_generic", "match_lowp", "rewrite_lowp_contractions", "uses_dp"]
+__all__ = ["LOWP_GEMM", "force_generic", "match_lowp", "rewrite_lowp_contractions", "uses_amx", "uses_dp"]
 
 _log = logging.getLogger("kiln.backends.cpu")
 
@@ -67,6 +70,12 @@ def uses_dp() -> bool:
     """Whether bf16 products run on AVX512-BF16's ``vdpbf16ps`` now (the CPU has it and it is not forced off)."""
     lib = _native()
     return bool(lib is not None and lib.kiln_lowp_uses_dp())
+
+
+def uses_amx() -> bool:
+    """Whether bf16 products of whole 32-row blocks run on AMX-BF16 tiles now."""
+    lib = _native()
+    return bool(lib is not None and lib.kiln_lowp_uses_amx())
 
 
 def force_generic(on: bool | None) -> None:

@@ -9,6 +9,10 @@
  * packed once into its slot (kiln_slot_packed), any other per call.
  *
  * Two paths over that layout:
+ *  - amx: AMX-BF16 tile products (tdpbf16ps) for the whole 32-row blocks of
+ *    full panels when K is a multiple of 32 (the CPU has amx_bf16 and Linux
+ *    granted the tile state; KILN_BF16_AMX=0 turns it off); the rest of
+ *    such a product takes the dp path;
  *  - dp: vdpbf16ps (bf16 only; the CPU has avx512_bf16, checked at run time);
  *  - generic: each element widened to f32 and two fmas in the order
  *    vdpbf16ps adds them (odd element first), for f16, for CPUs without the
@@ -16,8 +20,14 @@
  * A bf16 x bf16 (or f16 x f16) product is exact in f32, so the paths differ
  * only where vdpbf16ps flushes denormals.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "kiln_native.h"
 
@@ -53,6 +63,30 @@ void kiln_lowp_set_generic(int32_t on) {
 int kiln_lowp_uses_dp(void) {
   if (lp_generic < 0) kiln_lowp_set_generic(-1);
   return !lp_generic && kiln_lowp_cpu_has_dp();
+}
+
+static int lp_amx_state = -1; /* 1: AMX usable in this process (checked once) */
+
+/* Whether this CPU has AMX-BF16 and Linux lets the process use the tile data (asked once). */
+int kiln_lowp_cpu_has_amx(void) {
+#if defined(__x86_64__) && (__GNUC__ >= 11)
+  if (lp_amx_state < 0) {
+    unsigned a, b, c, d;
+    int ok = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22)) && (d & (1u << 24));
+    /* ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18): without it the first tile op is a SIGILL. */
+    if (ok) ok = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+    lp_amx_state = ok;
+  }
+  return lp_amx_state;
+#else
+  return 0;
+#endif
+}
+
+/* Whether bf16 products use AMX now: the dp path is on, AMX is there and KILN_BF16_AMX is not 0. */
+int kiln_lowp_uses_amx(void) {
+  const char *v = getenv("KILN_BF16_AMX");
+  return kiln_lowp_uses_dp() && !(v && v[0] == '0') && kiln_lowp_cpu_has_amx();
 }
 
 static inline int64_t lp_panels(int64_t N) { return (N + LP_NR - 1) / LP_NR; }
@@ -196,32 +230,107 @@ static LP_DP_TARGET void lp_rows_dp(const uint16_t *A, int64_t lda, const uint16
 }
 #endif
 
+#if defined(__x86_64__) && (__GNUC__ >= 11)
+#define LP_AMX_TARGET __attribute__((target("amx-tile,amx-bf16")))
+
+typedef struct {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} lp_tilecfg;
+
+/* Tiles: 0-3 C (2 x 2 blocks of 16 x 16 f32), 4-5 A (16 rows x 32 bf16), 6-7 B (16 pairs x 16 columns). */
+static LP_AMX_TARGET void lp_amx_config(void) {
+  lp_tilecfg cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette = 1;
+  for (int t = 0; t < 8; t++) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  _tile_loadconfig(&cfg);
+}
+
+/* C[32 rows, 32 columns] (+)= A[32, K] times one packed panel; K a multiple of 32. */
+static LP_AMX_TARGET void lp_amx_block(const uint16_t *A, int64_t lda, const uint16_t *panel, int64_t K, float *C,
+                                       int64_t ldc, float beta) {
+  if (beta != 0.0f) {
+    _tile_loadd(0, C, ldc * 4);
+    _tile_loadd(1, C + 16, ldc * 4);
+    _tile_loadd(2, C + 16 * ldc, ldc * 4);
+    _tile_loadd(3, C + 16 * ldc + 16, ldc * 4);
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  for (int64_t k = 0; k < K; k += 32) {
+    const uint16_t *b = panel + (k / 2) * (2 * LP_NR); /* 16 pair rows of 128 bytes */
+    _tile_loadd(4, A + k, lda * 2);
+    _tile_loadd(5, A + 16 * lda + k, lda * 2);
+    _tile_loadd(6, b, 2 * LP_NR * 2);
+    _tile_loadd(7, b + LP_NR, 2 * LP_NR * 2);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, C, ldc * 4);
+  _tile_stored(1, C + 16, ldc * 4);
+  _tile_stored(2, C + 16 * ldc, ldc * 4);
+  _tile_stored(3, C + 16 * ldc + 16, ldc * 4);
+}
+
+static LP_AMX_TARGET void lp_amx_release(void) { _tile_release(); }
+#endif
+
 typedef struct {
   int64_t M, N, K, lda, ldc, np;
   const uint16_t *A, *P;
   float *C;
   float beta;
-  int dtype, dp;
+  int dtype, dp, amx;
 } lp_args;
 
 /* Task t: rows [LP_MB * (t / np), ...) times panel t % np. */
 static void lp_task(void *ctx, int64_t lo, int64_t hi) {
   const lp_args *g = ctx;
   int64_t kh = lp_pairs(g->K);
+  int configured = 0; /* this thread's tile configuration loaded */
   for (int64_t t = lo; t < hi; t++) {
     int64_t p = t % g->np, m0 = t / g->np * LP_MB;
     int64_t rows = g->M - m0 < LP_MB ? g->M - m0 : LP_MB;
     int64_t n0 = p * LP_NR, nr = g->N - n0 < LP_NR ? g->N - n0 : LP_NR;
     const uint16_t *a = g->A + m0 * g->lda, *panel = g->P + p * kh * 2 * LP_NR;
     float *c = g->C + m0 * g->ldc + n0;
+#if defined(__x86_64__) && (__GNUC__ >= 11)
+    if (g->amx && nr == LP_NR) { /* whole 32-row blocks on the tiles, the rest below */
+      if (!configured) {
+        lp_amx_config();
+        configured = 1;
+      }
+      int64_t whole = rows / 32 * 32;
+      for (int64_t m = 0; m < whole; m += 32)
+        lp_amx_block(a + m * g->lda, g->lda, panel, g->K, c + m * g->ldc, g->ldc, g->beta);
+      a += whole * g->lda;
+      c += whole * g->ldc;
+      rows -= whole;
+    }
+#endif
 #if defined(__x86_64__) && (__GNUC__ >= 10)
     if (g->dp) {
-      lp_rows_dp(a, g->lda, panel, g->K, c, g->ldc, rows, nr, g->beta);
+      if (rows > 0) lp_rows_dp(a, g->lda, panel, g->K, c, g->ldc, rows, nr, g->beta);
       continue;
     }
 #endif
     lp_rows_generic(a, g->lda, panel, g->K, c, g->ldc, rows, nr, g->beta, g->dtype);
   }
+#if defined(__x86_64__) && (__GNUC__ >= 11)
+  if (configured) lp_amx_release(); /* a thread holding tile state costs every context switch */
+#else
+  (void)configured;
+#endif
 }
 
 /* C (f32, ldc) = A B + beta C for 16-bit A and B (dtype 0 bf16, 1 f16; B
@@ -242,8 +351,9 @@ void kiln_lowp_gemm(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int
     lp_pack(own, (const uint16_t *)B, K, N, ldb, tb);
     P = own;
   }
-  lp_args g = {M, N, K, lda, ldc, np, (const uint16_t *)A, P, (float *)C, beta, dtype,
-               dtype == LP_BF16 && kiln_lowp_uses_dp()};
+  int dp = dtype == LP_BF16 && kiln_lowp_uses_dp();
+  lp_args g = {M, N, K, lda, ldc, np, (const uint16_t *)A, P, (float *)C, beta, dtype, dp,
+               dp && K % 32 == 0 && M >= 32 && kiln_lowp_uses_amx()};
   int64_t tasks = (M + LP_MB - 1) / LP_MB * np;
   if (threads <= 1 || tasks == 1)
     lp_task(&g, 0, tasks);

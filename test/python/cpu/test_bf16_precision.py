@@ -154,9 +154,11 @@ def test_precision_option_is_checked():
 
 
 def test_generic_path_matches_dp_path(caplog, tmp_path):
-    """The feature-less 16-bit GEMM (forced here) gives the AVX512-BF16
-    path's results: both add each pair's products in vdpbf16ps's order, and
-    a bf16 product is exact in f32.  Forcing it logs one warning at compile."""
+    """The feature-less 16-bit GEMM (forced here) gives the default path's
+    results (AMX tiles / vdpbf16ps where the CPU has them) within the bf16
+    row: a bf16 product is exact in f32 and only the order of the sums
+    differs, which can move an activation's bf16 rounding by one step.
+    Forcing it logs one warning at compile."""
     ref, example, dyn = _case("block")
     model = kiln.compile(ref, (example,), dynamic_shapes=dyn, precision="bf16")
     xs = [_input(example, b) for b in BATCHES]
@@ -172,15 +174,18 @@ def test_generic_path_matches_dp_path(caplog, tmp_path):
     finally:
         lowp_gemm.force_generic(None)
     for d, g in zip(default, generic):
-        np.testing.assert_allclose(g.numpy(), d.numpy(), rtol=1e-6, atol=1e-6)
+        _close(g, d, "bf16")
     warnings = [r for r in caplog.records if "generic path" in r.getMessage()]
     assert len(warnings) == 1
 
 
-def test_native_gemm_shapes():
+@pytest.mark.parametrize("amx", ["1", "0"])
+def test_native_gemm_shapes(amx, monkeypatch):
     """``kiln_lowp_gemm`` against a float64 product of the same bf16 / f16
     values: odd K, partial panels and row tiles, B transposed, beta = 1, on
-    both paths."""
+    the generic and the default path, with AMX (where the CPU has it: whole
+    32-row blocks when K is a multiple of 32, the rest on vdpbf16ps) and without."""
+    monkeypatch.setenv("KILN_BF16_AMX", amx)  # read at each call
     import ctypes
 
     from kiln.runtime.blas import native_with_blas
@@ -198,7 +203,7 @@ def test_native_gemm_shapes():
             lowp_gemm.force_generic(generic)
             for dt in (0, 1):
                 for m, n, k, tb, beta in ((1, 1, 1, 0, 0.0), (7, 33, 17, 0, 1.0), (70, 64, 64, 1, 0.0),
-                                          (9, 100, 31, 1, 1.0)):
+                                          (9, 100, 31, 1, 1.0), (96, 64, 96, 0, 1.0)):
                     a = narrow[dt](rng.standard_normal((m, k)).astype(np.float32))
                     b = narrow[dt](rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32))
                     c0 = rng.standard_normal((m, n)).astype(np.float32)
