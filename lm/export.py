@@ -1,4 +1,4 @@
-"""Export a ``transformers`` decoder-only LM as two kiln graphs with its KV cache as plain tensors.
+"""Export a ``transformers`` decoder-only LM as one kiln graph with its KV cache as plain tensors.
 
 kiln compiles graphs whose inputs and outputs are tensors, so the cache
 crosses the graph boundary as one ``past_k`` / ``past_v`` tensor per layer,
@@ -6,19 +6,16 @@ crosses the graph boundary as one ``past_k`` / ``past_v`` tensor per layer,
 :class:`transformers.DynamicCache` from those tensors and calls the model
 with it, so rotary embeddings, grouped-query attention and the causal and
 padding masks over ``P + L`` positions are the model's own code, traced by
-``torch.export`` with ``P`` symbolic.  Nothing here is specific to one
-family: every ``*ForCausalLM`` taking ``cache=``, ``position_ids=`` and
-``logits_to_keep=`` exports the same way.
+``torch.export`` with ``B``, ``L`` and ``P`` symbolic.  Nothing here is
+specific to one family: every ``*ForCausalLM`` taking ``cache=``,
+``position_ids=`` and ``logits_to_keep=`` exports the same way.
 
-Two graphs, because a dim of size 0 cannot be symbolic in ``torch.export``:
-
-* **prefill**: ``(input_ids [B, L], attention_mask [B, L], position_ids [B, L])``
-  -> ``(logits [B, V], k_0, v_0, ..., k_{n-1}, v_{n-1})`` with ``k_i`` ``[B, Hkv, L, D]``;
-* **decode**: ``(input_ids [B, 1], attention_mask [B, P+1], position_ids [B, 1],
-  past_k_0, past_v_0, ...)`` -> the same outputs for the one new position.
-
-Both return only the *new* positions' keys and values (never the whole
-cache) and only the last position's logits (what generation reads).
+One graph (:class:`Step`) serves the prompt (``L`` tokens) and each decoded
+token (``L = 1``): ``(input_ids, past_mask, new_mask, position_ids, k_0, v_0,
+...)`` -> ``(logits [B, V], new k_0, new v_0, ...)``.  It returns only the
+*new* positions' keys and values (never the whole cache) and only the last
+position's logits (what generation reads).  The past always holds at least
+the cache's null slot (a dim of size 0 cannot be symbolic in torch.export).
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ import torch
 
 from ..errors import UnsupportedError
 
-__all__ = ["DecodeStep", "PrefillStep", "cache_geometry", "export_dims"]
+__all__ = ["Step", "cache_geometry", "export_dims"]
 
 
 def cache_geometry(config) -> tuple[int, int, int]:
@@ -71,63 +68,51 @@ def _cache_from(past: tuple[torch.Tensor, ...]):
     return cache
 
 
-def _new_positions(cache, length: int, whole: bool) -> list[torch.Tensor]:
-    """The last ``length`` positions of every layer's keys and values, k_0, v_0, ...
-
-    ``whole``: the cache held no past, so everything is new -- no slice, whose
-    start ``-L`` would be a symbolic negative index.
-    """
+def _new_positions(cache, past_length) -> list[torch.Tensor]:
+    """Every layer's keys and values from ``past_length`` on (the new positions), k_0, v_0, ..."""
     out = []
     for layer in cache.layers:
-        if whole:
-            out += [layer.keys, layer.values]
-        else:
-            out += [layer.keys[:, :, -length:], layer.values[:, :, -length:]]
+        out += [layer.keys[:, :, past_length:], layer.values[:, :, past_length:]]
     return out
 
 
-class _Step(torch.nn.Module):
-    """One forward of ``model`` with the cache as tensors (see the module docstring)."""
+class Step(torch.nn.Module):
+    """``L`` new tokens over a past of ``P`` positions (see the module docstring).
+
+    ``forward(input_ids [B, L], past_mask [B, P], new_mask [B, L],
+    position_ids [B, L], k_0, v_0, k_1, v_1, ...)`` with ``k_i`` / ``v_i``
+    ``[B, Hkv, P, D]`` returns ``(logits [B, V], new k_0, new v_0, ...)``,
+    the new keys and values ``[B, Hkv, L, D]``.  The mask comes in two parts
+    because torch.export cannot name the dim ``P + L`` of one mask (a derived
+    dim is a function of one dim).
+    """
 
     def __init__(self, model):
         super().__init__()
         self.model = model
 
-    def _run(self, input_ids, attention_mask, position_ids, past):
+    def forward(self, input_ids, past_mask, new_mask, position_ids, *past):
         cache = _cache_from(past)
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+        mask = torch.cat([past_mask, new_mask], dim=1)
+        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
                          cache=cache, use_cache=True, logits_to_keep=1)
         returned = getattr(out, "past_key_values", None) or getattr(out, "cache", None) or cache
-        return (out.logits[:, -1, :], *_new_positions(returned, input_ids.shape[1], not past))
-
-
-class PrefillStep(_Step):
-    """The prompt: no past; returns the last logits and every layer's K/V of the ``L`` positions."""
-
-    def forward(self, input_ids, attention_mask, position_ids):
-        return self._run(input_ids, attention_mask, position_ids, ())
-
-
-class DecodeStep(_Step):
-    """One new token over a past of ``P`` positions (``past`` = k_0, v_0, k_1, v_1, ...)."""
-
-    def forward(self, input_ids, attention_mask, position_ids, *past):
-        return self._run(input_ids, attention_mask, position_ids, past)
+        return (out.logits[:, -1, :], *_new_positions(returned, past[0].shape[2]))
 
 
 def export_dims(max_batch: int, max_len: int):
-    """The ``torch.export`` dims: ``B`` in [1, max_batch], ``L`` in [2, max_len], ``P`` in [1, max_len - 1].
+    """The ``torch.export`` dims: ``B`` in [1, max_batch], ``L`` in [1, max_len - 1], ``P`` in [1, max_len - 1].
 
-    ``L`` starts at 2 because torch.export specializes a dim seen as 1; a
-    one-token prompt runs through the decode graph's path instead (see
-    :class:`kiln.lm.generate.CompiledLM`).
+    ``P`` counts the cache's first slot, a null position every mask hides
+    (:class:`kiln.lm.generate.KVCache`): a past is never empty, since a dim
+    of size 0 cannot be symbolic in torch.export, and the prompt and each
+    decoded token run through the same graph.
     """
     from torch.export import Dim
 
     if max_len < 3:
         raise UnsupportedError(f"kiln.compile_lm: max_len must be at least 3, got {max_len}")
     batch = Dim("B", min=1, max=max_batch)
-    length = Dim("L", min=2, max=max_len)
+    length = Dim("L", min=1, max=max_len - 1)
     past = Dim("P", min=1, max=max_len - 1)
     return batch, length, past
-

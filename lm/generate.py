@@ -1,8 +1,9 @@
 """Text generation on kiln: a compiled LM, its preallocated KV cache, the decoding loop.
 
-:func:`compile_lm` exports a ``transformers`` ``*ForCausalLM`` as two kiln
-graphs (:mod:`kiln.lm.export`): *prefill* over the prompt and *decode*, one
-token over a past of ``P`` positions.  :class:`CompiledLM` owns the cache
+:func:`compile_lm` exports a ``transformers`` ``*ForCausalLM`` as one kiln
+graph (:mod:`kiln.lm.export`): ``L`` new tokens over a past of ``P``
+positions, run once over the prompt and then once per generated token
+(``L = 1``).  :class:`CompiledLM` owns the cache
 (:class:`KVCache`) and runs the loop: greedy decoding gives the tokens of
 ``transformers``' ``generate(do_sample=False)``; sampling (temperature,
 top-k, top-p) draws from a seeded numpy ``Generator``.
@@ -25,18 +26,23 @@ __all__ = ["CompiledLM", "KVCache", "compile_lm"]
 
 
 class KVCache:
-    """The preallocated keys and values of every layer: ``[max_batch, Hkv, max_len, D]`` each.
+    """The preallocated keys and values of every layer: ``[max_batch, Hkv, max_len + 1, D]`` each.
 
-    Allocated once per :class:`CompiledLM`.  The graphs return only the new
-    positions' keys and values; :meth:`write` stores them at positions
-    ``start .. start + L - 1`` (never the whole cache) and :meth:`read`
-    hands the graphs the first ``P`` positions.  :meth:`write` is the one
-    place that writes: an in-place kiln slice-update op (buffer donation)
-    can replace its body without touching the loop.
+    Allocated once per :class:`CompiledLM`.  Slot 0 is a null position
+    (zeros, hidden by every mask): the graph's past is never empty, so the
+    prompt runs through the decode graph with ``P = 1``.  Tokens occupy
+    slots ``1 .. max_len``.  The graph returns only the new positions' keys
+    and values; :meth:`write` stores them at slots ``start .. start + L - 1``
+    (never the whole cache) and :meth:`read` hands the graph the first ``P``
+    slots.  :meth:`write` is the one place that writes: an in-place kiln
+    slice-update op (buffer donation) can replace its body without touching
+    the loop.
     """
 
+    NULL_SLOTS = 1
+
     def __init__(self, layers: int, max_batch: int, kv_heads: int, max_len: int, head_dim: int, dtype=np.float32):
-        shape = (max_batch, kv_heads, max_len, head_dim)
+        shape = (max_batch, kv_heads, max_len + self.NULL_SLOTS, head_dim)
         self.keys = [np.zeros(shape, dtype) for _ in range(layers)]
         self.values = [np.zeros(shape, dtype) for _ in range(layers)]
         self.max_batch, self.max_len = max_batch, max_len
@@ -102,21 +108,21 @@ def _sample(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 class CompiledLM:
     """A decoder-only LM compiled by kiln, with its KV cache; see :func:`compile_lm`.
 
-    ``prefill`` and ``decode`` are the two :class:`~kiln.runtime.CompiledModel`
-    graphs; ``cache`` the :class:`KVCache`; ``timings`` the last run's time to
-    first token and per-token decode times (seconds).
+    ``step`` is the :class:`~kiln.runtime.CompiledModel` of
+    :class:`kiln.lm.export.Step` (the prompt and each token); ``cache`` the
+    :class:`KVCache`; ``timings`` the last run's time to first token and
+    per-token decode times (seconds).
     """
 
-    def __init__(self, prefill, decode, cache: KVCache, pad_token_id: int = 0):
-        self.prefill, self.decode, self.cache = prefill, decode, cache
+    def __init__(self, step, cache: KVCache, pad_token_id: int = 0):
+        self.step, self.cache = step, cache
         self.pad_token_id = pad_token_id
         self.timings: dict = {}
 
     def report(self) -> dict:
-        """Both graphs' reports and the cache size: ``{"prefill": ..., "decode": ..., "fallback_ops": n, ...}``."""
-        pre, dec = self.prefill.report(), self.decode.report()
-        return {"prefill": pre, "decode": dec, "cache_bytes": self.cache.nbytes,
-                "fallback_ops": pre["fallback"]["ops"] + dec["fallback"]["ops"]}
+        """The graph's report and the cache size: ``{"step": ..., "fallback_ops": n, "cache_bytes": n}``."""
+        step = self.step.report()
+        return {"step": step, "cache_bytes": self.cache.nbytes, "fallback_ops": step["fallback"]["ops"]}
 
     def _inputs(self, input_ids, attention_mask):
         ids = np.asarray(input_ids.detach().cpu().numpy() if hasattr(input_ids, "detach") else input_ids)
@@ -148,10 +154,6 @@ class CompiledLM:
         batch, length = ids.shape
         if batch > self.cache.max_batch:
             raise ShapeError(f"batch {batch} exceeds max_batch={self.cache.max_batch} given to kiln.compile_lm")
-        if length < 2:  # the prefill graph takes L >= 2: a masked pad token in front changes nothing
-            ids = np.concatenate([np.full((batch, 1), self.pad_token_id, np.int64), ids], axis=1)
-            mask = np.concatenate([np.zeros((batch, 1), np.int64), mask], axis=1)
-            length += 1
         if length + max_new_tokens - 1 > self.cache.max_len:
             raise ShapeError(f"prompt length {length} + max_new_tokens {max_new_tokens} exceeds "
                              f"max_len={self.cache.max_len} given to kiln.compile_lm")
@@ -164,8 +166,11 @@ class CompiledLM:
         self.timings = {"ttft_s": None, "decode_s": []}
 
         start = time.perf_counter()
-        out = self.prefill(ids, mask, _positions(mask))
-        past = length
+        null = KVCache.NULL_SLOTS
+        hidden = np.zeros((batch, null), np.int64)  # the null slot: masked for every query
+        out = self.step(ids, hidden, mask, _positions(mask), *self.cache.read(batch, null))
+        mask = np.concatenate([hidden, mask], axis=1)  # past and new, as the cache holds them
+        past = null + length
         for step in range(max_new_tokens):
             logits, new_kv = out[0], out[1:]
             self.cache.write(new_kv, batch, past - new_kv[0].shape[2])
@@ -185,9 +190,10 @@ class CompiledLM:
             if finished.all() or step == max_new_tokens - 1:
                 return
             start = time.perf_counter()
-            mask = np.concatenate([mask, np.ones((batch, 1), np.int64)], axis=1)
-            positions = _positions(mask)[:, -1:]
-            out = self.decode(token[:, None], mask, positions, *self.cache.read(batch, past))
+            new = np.ones((batch, 1), np.int64)
+            positions = _positions(np.concatenate([mask, new], axis=1))[:, -1:]
+            out = self.step(token[:, None], mask, new, positions, *self.cache.read(batch, past))
+            mask = np.concatenate([mask, new], axis=1)
             past += 1
 
     def generate(self, input_ids, max_new_tokens: int = 20, do_sample: bool = False, temperature: float = 1.0,
@@ -229,26 +235,23 @@ def compile_lm(hf_model, max_batch: int = 8, max_len: int = 2048, **compile_opti
     if max_batch < 1:
         raise KilnError(f"kiln.compile_lm: max_batch must be at least 1, got {max_batch}")
     layers, kv_heads, head_dim = lm_export.cache_geometry(hf_model.config)
-    batch_dim, length_dim, past_dim = lm_export.export_dims(max_batch, max_len)
+    batch_dim, length_dim, past_dim = lm_export.export_dims(max_batch, max_len + KVCache.NULL_SLOTS)
     dtype = next(hf_model.parameters()).dtype
     hf_model = hf_model.eval()
     import kiln
 
-    # Example inputs of 2 (torch.export specializes dims seen as 0 or 1).
-    ids = torch.zeros((2, 3), dtype=torch.long)
-    ones = torch.ones((2, 3), dtype=torch.long)
-    pos = torch.arange(3).expand(2, 3).contiguous()
-    prefill = _compile_step(kiln, lm_export.PrefillStep(hf_model), (ids, ones, pos),
-                            ({0: batch_dim, 1: length_dim},) * 3, compile_options)
+    # Example dims of 2 (torch.export specializes dims seen as 0 or 1).
+    ids = torch.zeros((2, 2), dtype=torch.long)
     past = tuple(torch.zeros((2, kv_heads, 2, head_dim), dtype=dtype) for _ in range(2 * layers))
-    decode_args = (ids[:, :1].contiguous(), ones, torch.full((2, 1), 2, dtype=torch.long), *past)
-    decode_shapes = ({0: batch_dim}, {0: batch_dim, 1: past_dim + 1}, {0: batch_dim},
-                     tuple({0: batch_dim, 2: past_dim} for _ in past))
-    decode = _compile_step(kiln, lm_export.DecodeStep(hf_model), decode_args, decode_shapes, compile_options)
+    args = (ids, torch.zeros((2, 2), dtype=torch.long), torch.ones((2, 2), dtype=torch.long),
+            torch.arange(2).expand(2, 2).contiguous(), *past)
+    shapes = ({0: batch_dim, 1: length_dim}, {0: batch_dim, 1: past_dim}, {0: batch_dim, 1: length_dim},
+              {0: batch_dim, 1: length_dim}, tuple({0: batch_dim, 2: past_dim} for _ in past))
+    step = _compile_step(kiln, lm_export.Step(hf_model), args, shapes, compile_options)
     np_dtype = torch.empty((), dtype=dtype).numpy().dtype
     cache = KVCache(layers, max_batch, kv_heads, max_len, head_dim, np_dtype)
     pad = getattr(hf_model.config, "pad_token_id", None)
-    return CompiledLM(prefill, decode, cache, pad_token_id=int(pad) if pad is not None else 0)
+    return CompiledLM(step, cache, pad_token_id=int(pad) if pad is not None else 0)
 
 
 def _compile_step(kiln, module, args, dynamic_shapes, options):

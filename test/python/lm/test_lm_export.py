@@ -1,0 +1,89 @@
+"""The pieces of kiln.compile_lm (issue 37): the deferred-assert import fix, the cache geometry, the logits processing."""
+
+import numpy as np
+import pytest
+import torch
+from torch.export import Dim
+
+import kiln
+from kiln.frontends.export_fixes import drop_runtime_asserts
+from kiln.lm.export import cache_geometry
+from kiln.lm.generate import KVCache, _positions, _process_logits
+
+
+class RepeatKV(torch.nn.Module):
+    """transformers' ``repeat_kv`` over ``cat(past, new)``: the guard torch cannot prove for all ``P``."""
+
+    def forward(self, past, new):
+        kv = torch.cat([past, new], 2)
+        b, h, s, d = kv.shape
+        return kv[:, :, None].expand(b, h, 2, s, d).reshape(b, h * 2, s, d)
+
+
+def test_deferred_asserts_are_dropped_and_the_program_compiles():
+    args = (torch.randn(2, 2, 3, 16), torch.randn(2, 2, 1, 16))
+    shapes = ({0: Dim("B", min=1, max=4), 2: Dim("P", min=1, max=63)}, {0: Dim("B", min=1, max=4)})
+    ep = torch.export.export(RepeatKV(), args, dynamic_shapes=shapes, prefer_deferred_runtime_asserts_over_guards=True)
+    targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert torch.sym_min in targets and torch.ops.aten._assert_scalar.default in targets  # what the importer rejected
+    compiled = kiln.compile(ep, args, dynamic_shapes=shapes)
+    assert compiled.report()["fallback"]["ops"] == 0
+    gen = torch.Generator().manual_seed(0)
+    for b, p in [(1, 1), (3, 30), (4, 63)]:
+        past, new = torch.randn(b, 2, p, 16, generator=gen), torch.randn(b, 2, 1, 16, generator=gen)
+        assert torch.equal(compiled(past, new), RepeatKV()(past, new)), (b, p)
+
+
+def test_drop_runtime_asserts_keeps_the_computation():
+    args = (torch.randn(1, 2, 3, 16), torch.randn(1, 2, 1, 16))
+    ep = torch.export.export(RepeatKV(), args, dynamic_shapes=({2: Dim("P", min=1, max=63)}, None),
+                             prefer_deferred_runtime_asserts_over_guards=True)
+    assert drop_runtime_asserts(ep) >= 1
+    targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert torch.sym_min not in targets and torch.ops.aten._assert_scalar.default not in targets
+    assert torch.ops.aten.reshape.default in targets and torch.ops.aten.cat.default in targets
+    assert torch.equal(ep.module()(*args), RepeatKV()(*args))
+    assert drop_runtime_asserts(ep) == 0
+
+
+def test_cache_geometry_reads_each_family_names():
+    from kiln.bench.torchvision_compat import define_torchvision_schemas
+
+    define_torchvision_schemas()
+    import transformers as t
+
+    assert cache_geometry(t.LlamaConfig(num_hidden_layers=3, hidden_size=64, num_attention_heads=8,
+                                        num_key_value_heads=2)) == (3, 2, 8)
+    assert cache_geometry(t.GPT2Config(n_layer=5, n_embd=96, n_head=4)) == (5, 4, 24)
+    assert cache_geometry(t.GemmaConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                                        num_key_value_heads=1, head_dim=32)) == (2, 1, 32)
+    with pytest.raises(kiln.UnsupportedError, match="cache geometry"):
+        cache_geometry(t.PretrainedConfig())
+
+
+def test_positions_follow_transformers():
+    mask = np.array([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1], [0, 0, 0, 0, 1]])
+    assert _positions(mask).tolist() == [[0, 0, 0, 1, 2], [0, 1, 2, 3, 4], [0, 0, 0, 0, 0]]
+
+
+def test_top_k_and_top_p_keep_the_best_tokens():
+    logits = np.log(np.array([[0.5, 0.2, 0.15, 0.1, 0.05], [0.05, 0.1, 0.15, 0.2, 0.5]]))
+    kept = np.isfinite(_process_logits(logits, 1.0, 2, None))
+    assert kept.tolist() == [[True, True, False, False, False], [False, False, False, True, True]]
+    # top_p 0.6: 0.5 alone is short of it, 0.5 + 0.2 passes it -> two tokens
+    kept = np.isfinite(_process_logits(logits, 1.0, None, 0.6))
+    assert kept.tolist() == [[True, True, False, False, False], [False, False, False, True, True]]
+    kept = np.isfinite(_process_logits(logits, 1.0, None, 0.1))  # the best token always stays
+    assert kept.sum(-1).tolist() == [1, 1]
+    assert np.allclose(_process_logits(logits, 0.5, None, None), logits * 2)
+
+
+def test_cache_write_touches_only_the_new_positions():
+    cache = KVCache(layers=2, max_batch=3, kv_heads=2, max_len=8, head_dim=4)
+    new = [np.full((2, 2, 3, 4), i + 1, np.float32) for i in range(4)]
+    cache.write(new, batch=2, start=1)
+    k0 = cache.keys[0]
+    assert (k0[:2, :, 1:4] == 1).all() and (k0[:2, :, 0] == 0).all() and (k0[:2, :, 4:] == 0).all()
+    assert (k0[2:] == 0).all() and (cache.values[1][:2, :, 1:4] == 4).all()
+    views = cache.read(2, 4)
+    assert [v.shape for v in views] == [(2, 2, 4, 4)] * 4 and np.shares_memory(views[0], k0)
