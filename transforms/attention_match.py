@@ -40,6 +40,13 @@ masks besides the causal one become one additive mask, their sum (``-inf``
 as that value in the additive mask (the source's ``finfo.min + finfo.min =
 -inf``, and rows dropping every score, are then computed as written).  ``scale`` is set unless it is the
 default ``1 / sqrt(D)``.
+
+``attention-gqa``: a ``kiln.attention`` (matched here or imported from
+SDPA) whose k and v are transformers' ``repeat_kv`` of fewer heads (the
+importer's ``reshape`` / ``expand`` / ``reshape``, also what
+``repeat_interleave`` on the heads gives) takes those heads as they are:
+grouped-query attention, q head ``h`` reading k / v head ``h // group``,
+with no repeated copy.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ from ..dialects.kiln import tensor_info
 from ..dialects.kiln.shapes import product
 from ._graph import make_constant
 from ._match import Pattern, build, dims_of, producer, rank, single_use, splat
+from .fold_constants import operand_map
 
 __all__ = ["ATTENTION_PATTERNS", "attention"]
 
@@ -422,8 +430,66 @@ def _assemble(builder, q_val, kt_val, v_val, qk_batch, batch, factor, masks, dty
     return builder.op("kiln.attention", operands, attrs)
 
 
+def _head_repeat(value):
+    """``(expand input, pre, Hkv, group)`` when ``value [*pre, Hq, S, D]`` is
+    ``reshape(expand(y [*pre, Hkv, 1, S, D] -> [*pre, Hkv, group, S, D]))``
+    (through any reshapes): each of y's ``Hkv`` heads repeated ``group``
+    times in a row, so head ``h`` is y's ``h // group`` (transformers'
+    ``repeat_kv``, ``repeat_interleave(group, dim=-3)``); else None.  A
+    tiling repeat (``k.repeat(1, group, 1, 1)``: head ``h`` is ``h % Hkv``)
+    expands an axis before the heads and does not match."""
+    dims = dims_of(value)
+    if len(dims) < 3:
+        return None
+    src = value
+    for _ in range(4):
+        r = producer(src, "kiln.reshape")
+        if r is None:
+            break
+        src = r.operands[0]
+    ex = producer(src, "kiln.expand")
+    if ex is None or src == value:
+        return None
+    y = ex.operands[0]
+    out, inp = dims_of(src), dims_of(y)
+    if len(out) != len(dims) + 1 or len(inp) != len(out):
+        return None
+    pre, hkv, group = out[:-4], out[-4], out[-3]
+    if not (hkv.is_static and group.is_static and group.value > 1) or inp != pre + [hkv, 1] + out[-2:]:
+        return None
+    if dims != pre + [hkv * group] + out[-2:]:
+        return None
+    return y, pre, hkv, group.value
+
+
+def attention_gqa(root):
+    """``attention(q, repeat_kv(k), repeat_kv(v))`` -> ``attention(q, k, v)``
+    with k and v's fewer heads (grouped-query attention: no repeated copy)."""
+    fields = operand_map(root)
+    k, v = root.operands[fields["k"]], root.operands[fields["v"]]
+    rk, rv = _head_repeat(k), _head_repeat(v)
+    if rk is None or rv is None or rk[1:] != rv[1:]:
+        return None
+    builder = _Builder(root)
+    operands = []
+    for y, pre, hkv, _ in (rk, rv):
+        dims = dims_of(y)
+        operands.append(builder.op("kiln.reshape", [y], {"shape": pre + [hkv] + dims[-2:]}))
+    attrs = {"causal": root.opview.attr("causal")}
+    if root.opview.attr("scale") is not None:
+        attrs["scale"] = root.opview.attr("scale")
+    q = root.operands[fields["q"]]
+    mask = [root.operands[fields["mask"]]] if "mask" in fields else []
+    result = None if any(o is None for o in operands) else builder.op("kiln.attention", [q, *operands, *mask], attrs)
+    if result is None or result.type != root.results[0].type:
+        builder.discard()
+        return None
+    return result
+
+
 #: The table entries :mod:`kiln.transforms.simplify` adds to its own.
 ATTENTION_PATTERNS = [
     Pattern("attention", "kiln.matmul", attention),
     Pattern("attention", "kiln.reshape", attention),
+    Pattern("attention-gqa", "kiln.attention", attention_gqa),
 ]

@@ -15,10 +15,13 @@ The decompositions compute the op's documented meaning:
 - ``softmax``: ``e / reduce_sum(e)`` with ``e = exp(x - reduce_max(x))``;
 - ``layer_norm``: ``(x - mean) * rsqrt(mean((x - mean)**2) + eps)``, then
   ``* weight`` and ``+ bias``;
+- ``rms_norm``: ``x * rsqrt(mean(x**2) + eps)`` (in f32 for f16 / bf16 x,
+  cast back), then ``* weight``;
 - ``batch_norm``: ``(x - mean) * (scale * rsqrt(var + eps)) + bias``, the
   ``[C]`` parameters reshaped to broadcast along axis 1;
 - ``attention``: ``softmax(q @ k^T * scale + mask) @ v``; a boolean mask
-  selects with ``where(mask, s, -inf)``; ``causal`` uses a constant
+  selects with ``where(mask, s, -inf)``; grouped-query k and v (fewer
+  heads) are repeated to q's heads first; ``causal`` uses a constant
   lower-triangular mask, so it needs static query and key lengths (and the
   default scale a static head dim): otherwise the op is kept and counted.
 
@@ -32,7 +35,8 @@ import math
 import numpy as np
 
 from .._mlir import ir
-from ..dialects.kiln import create_op, tensor_info
+from ..dialects.kiln import create_op, tensor_info, tensor_type
+from ..dialects.kiln.nn import gqa_group
 from ..pipelines.registry import Option, Pass, register_pass
 from ._graph import block_ops, functions, make_constant, scalar_constant
 from .fold_constants import operand_map
@@ -96,6 +100,31 @@ def _layer_norm(root, e: _Emitter):
     return y
 
 
+def _cast(x, dtype, e: _Emitter):
+    """``x`` cast to ``dtype`` (a cast's result type names its target)."""
+    info = tensor_info(x.type)
+    return create_op("kiln.cast", [x], results=[tensor_type(info.dims, dtype)], loc=e.loc, ip=e.ip).result
+
+
+def _rms_norm(root, e: _Emitter):
+    fields = operand_map(root)
+    x = root.operands[0]
+    info = tensor_info(x.type)
+    axes = list(range(root.opview.attr("axis") % info.rank, info.rank))
+    low = str(info.dtype) in ("f16", "bf16")
+    if low:  # statistics and the normalized value in f32, as the op is documented
+        x = _cast(x, ir.F32Type.get(), e)
+    ms = e.op("kiln.reduce_mean", e.op("kiln.mul", x, x), axes=axes, keepdims=True)
+    eps = root.opview.attr("epsilon")
+    eps = scalar_constant(eps, ir.F32Type.get(), loc=e.loc, ip=e.ip) if low else e.scalar(eps)
+    y = e.op("kiln.mul", x, e.op("kiln.rsqrt", e.op("kiln.add", ms, eps)))
+    if low:
+        y = _cast(y, info.dtype, e)
+    if "weight" in fields:
+        y = e.op("kiln.mul", y, root.operands[fields["weight"]])
+    return y
+
+
 def _batch_norm(root, e: _Emitter):
     x, scale, bias, mean, var = root.operands
     info = tensor_info(x.type)
@@ -114,6 +143,16 @@ def _batch_norm(root, e: _Emitter):
 MAX_CAUSAL_MASK = 1 << 24
 
 
+def _repeat_heads(x, group: int, e: _Emitter):
+    """``x [.., H, S, D]`` with each head repeated ``group`` times in a row:
+    ``[.., H * group, S, D]`` (transformers' ``repeat_kv``)."""
+    dims = list(tensor_info(x.type).dims)
+    pre, heads, tail = dims[:-3], dims[-3], dims[-2:]
+    y = e.op("kiln.reshape", x, shape=pre + [heads, 1] + tail)
+    y = e.op("kiln.expand", y, shape=pre + [heads, group] + tail)
+    return e.op("kiln.reshape", y, shape=pre + [heads * group] + tail)
+
+
 def _attention(root, e: _Emitter):
     fields = operand_map(root)
     q, k, v = (root.operands[fields[n]] for n in ("q", "k", "v"))
@@ -129,6 +168,9 @@ def _attention(root, e: _Emitter):
         return None
     if causal and length.value * keys.value > MAX_CAUSAL_MASK:
         return None  # the mask would be a constant of that many elements: keep the op
+    group = gqa_group(qi.dims, ki.dims, tensor_info(v.type).dims)
+    if group > 1:  # grouped-query attention: each k / v head repeated in a row
+        k, v = (_repeat_heads(x, group, e) for x in (k, v))
     perm = list(range(ki.rank - 2)) + [ki.rank - 1, ki.rank - 2]
     s = e.op("kiln.matmul", q, e.op("kiln.transpose", k, perm=perm))
     s = e.op("kiln.mul", s, e.scalar(scale))
@@ -153,6 +195,7 @@ DECOMPOSITIONS = {
     "kiln.softmax": ("softmax", _softmax),
     "kiln.layer_norm": ("layer-norm", _layer_norm),
     "kiln.batch_norm": ("batch-norm", _batch_norm),
+    "kiln.rms_norm": ("rms-norm", _rms_norm),
     "kiln.attention": ("attention", _attention),
 }
 

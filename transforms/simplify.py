@@ -27,6 +27,11 @@ pattern                  rewrite
                          ``* rsqrt(...)``) over trailing axes  ->  ``kiln.layer_norm``
 ``layer-norm-weight``    ``layer_norm(x) * g``  ->  ``layer_norm(x, weight=g)``
 ``layer-norm-bias``      ``layer_norm(x) + b``  ->  ``layer_norm(x, bias=b)``
+``rms-norm``             ``x * rsqrt(mean(x**2) + eps)`` (or ``x / sqrt(...)``, ``x * x``)
+                         over trailing axes  ->  ``kiln.rms_norm``
+                         (:mod:`kiln.transforms.norm_match`)
+``rms-norm-weight``      ``rms_norm(x) * w``  ->  ``rms_norm(x, weight=w)``
+``rms-norm-cast``        ``cast(rms_norm(cast(x, f32)), bf16)``  ->  ``rms_norm(x)`` (x bf16 / f16)
 ``avg-pool-global``      ``avg_pool2d(x)`` whose window is the whole (static) image,
                          unpadded  ->  ``reduce_mean(x, axes=[2, 3], keepdims)``
 ``conv-batch-norm``      ``batch_norm(conv2d(x, w, b))`` with constant weights and
@@ -41,6 +46,8 @@ pattern                  rewrite
                          or additive masks; the importer's batched matmuls), the
                          causal ``arange`` mask as ``causal``  ->  ``kiln.attention``
                          (:mod:`kiln.transforms.attention_match`)
+``attention-gqa``        ``attention(q, repeat_kv(k), repeat_kv(v))`` (k, v heads each
+                         repeated in a row)  ->  ``attention(q, k, v)``, fewer k / v heads
 ``packed-attention``     the heads of one projection ``p [.., L, 3 * H * D]`` split
                          (reshape to ``[.., L, 3, H, D]``, transpose to ``[3, .., H,
                          L, D]``, a slice and reshape per q, k, v), attended, and
@@ -74,6 +81,7 @@ from ._match import Pattern, axes_of, build, dims_of, producer, rank, same_value
 from .activation_match import ACTIVATION_PATTERNS
 from .attention_match import ATTENTION_PATTERNS
 from .fold_constants import operand_map
+from .norm_match import NORM_PATTERNS
 
 __all__ = ["PATTERNS", "Pattern", "Simplify"]
 
@@ -363,6 +371,7 @@ PATTERNS: list[Pattern] = [
     Pattern("layer-norm", "kiln.mul", layer_norm),
     Pattern("layer-norm-weight", "kiln.mul", layer_norm_weight),
     Pattern("layer-norm-bias", "kiln.add", layer_norm_bias),
+    *NORM_PATTERNS,
     Pattern("avg-pool-global", "kiln.avg_pool2d", avg_pool_global),
     Pattern("conv-batch-norm", "kiln.batch_norm", conv_batch_norm),
     *ACTIVATION_PATTERNS,
@@ -391,7 +400,7 @@ class Simplify(Pass):
     """Apply the algebraic rewrite table until nothing matches."""
 
     name = "kiln-simplify"
-    summary = "Algebraic simplifications; softmax, layer_norm, GELU, SiLU and attention recognition (a table of patterns)"
+    summary = "Algebraic simplifications; softmax, layer / RMS norm, GELU, SiLU and attention recognition (a table of patterns)"
     options = (Option("disable", list, [], f"patterns to skip: {', '.join(PATTERN_NAMES)}"),)
 
     #: Sweeps over a block before giving up on reaching a fixpoint.

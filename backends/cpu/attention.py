@@ -7,8 +7,10 @@ contraction, and tags both contractions with ``kiln.attention = {id, scale,
 causal}``.  With the native runtime, :func:`rewrite_attention` replaces the
 ``p v`` contraction with a call of ``kiln_attention`` (the flash-attention
 kernel in ``runtime/native/kiln_attention.c``), reading ``q``, ``k`` and
-``v`` from the ``q k^T`` contraction's operands, and then erases what only
-fed it (:func:`erase_dead_buffers`): the passes, the scores buffer and its
+``v`` from the ``q k^T`` contraction's operands (``kiln_attention_gqa``, with
+a group: a grouped-query attention's k / v map reads head ``h floordiv
+group``, and the kernel reads k / v head ``h / group`` in place), and then
+erases what only fed it (:func:`erase_dead_buffers`): the passes, the scores buffer and its
 fills.
 
 It applies when q, k, v and the output are contiguous f32 memrefs of one
@@ -44,12 +46,15 @@ from .library import (
     unique_name,
 )
 
-__all__ = ["MAX_HEAD_DIM", "NATIVE_ATTENTION", "NATIVE_PACKED", "rewrite_attention"]
+__all__ = ["MAX_HEAD_DIM", "NATIVE_ATTENTION", "NATIVE_GQA", "NATIVE_PACKED", "rewrite_attention"]
 
 #: The C entry points (the second for kiln.packed_attention), and the largest
 #: head dim they take (its MAX_HEAD_DIM).
 NATIVE_ATTENTION = "kiln_attention"
 NATIVE_PACKED = "kiln_attention_packed"
+#: The entry point the unpacked chain calls: kiln_attention with a group
+#: (q heads per k / v head; 1 unless grouped-query attention).
+NATIVE_GQA = "kiln_attention_gqa"
 MAX_HEAD_DIM = 256
 
 def _tag(op) -> dict | None:
@@ -64,10 +69,33 @@ def _tag(op) -> dict | None:
 class _Attention:
     """A matched pair: the ``q k^T`` and ``p v`` generics and q, k, v, out."""
 
-    def __init__(self, qk, pv, q, k, v, out, scale, causal, heads=None):
+    def __init__(self, qk, pv, q, k, v, out, scale, causal, heads=None, group=1):
         self.qk, self.pv, self.q, self.k, self.v, self.out = qk, pv, q, k, v, out
         self.scale, self.causal = scale, causal
         self.heads = heads  # kiln.packed_attention's: q, k and v are one [.., L, 3, H, D] view
+        self.group = group  # grouped-query attention: q heads per k / v head
+
+
+def _grouped_dims(amap, axis: int) -> tuple[list[int] | None, int]:
+    """``(dims, group)`` of a k / v map whose result ``axis`` may be ``d
+    floordiv group`` (a grouped-query attention's head, as lower_attention
+    writes it): the map's dim positions with that result read as ``d``."""
+    results = list(amap.results)
+    group = 1
+    if 0 <= axis < len(results):
+        try:
+            fd = ir.AffineFloorDivExpr(results[axis])
+            group = ir.AffineConstantExpr(fd.rhs).value
+            results[axis] = fd.lhs
+        except (ValueError, TypeError):
+            pass
+    out = []
+    for e in results:
+        try:
+            out.append(ir.AffineDimExpr(e).position)
+        except (ValueError, TypeError):
+            return None, 1
+    return out, group
 
 
 def _match_packed(qk, pv, tag) -> _Attention | None:
@@ -112,11 +140,13 @@ def _match(pv, qk_by_id) -> _Attention | None:
     batch = list(range(nb))
     want_qk = [batch + [nb, nb + 2], batch + [nb + 1, nb + 2]]
     want_pv = batch + [nb + 2, nb + 1]
-    qk_maps = [_dims(m) for m in indexing_maps(qk)]
-    pv_maps = [_dims(m) for m in indexing_maps(pv)]
-    if qk_maps[:2] != want_qk or pv_maps[1] != want_pv or pv_maps[2] != batch + [nb, nb + 1]:
+    qk_maps, pv_maps = indexing_maps(qk), indexing_maps(pv)
+    kmap, group = _grouped_dims(qk_maps[1], nb - 1)
+    vmap, vgroup = _grouped_dims(pv_maps[1], nb - 1)
+    if [_dims(qk_maps[0]), kmap] != want_qk or vmap != want_pv or _dims(pv_maps[2]) != batch + [nb, nb + 1] \
+            or group != vgroup:
         return None  # a broadcast batch dim (or another layout): keep the chain
-    return _Attention(qk, pv, q, k, v, out, tag["scale"], tag["causal"])
+    return _Attention(qk, pv, q, k, v, out, tag["scale"], tag["causal"], group=group)
 
 
 def _packed_text(name: str, a: _Attention) -> str:
@@ -170,14 +200,15 @@ def _helper_text(name: str, a: _Attention) -> str:
     add(f"  %scale = arith.constant {a.scale!r} : f32")
     add(f"  %causal = arith.constant {int(a.causal)} : i32")
     add(pool_threads_line())  # asked at run time: the code serves any pool size
-    add(f"  %rc = func.call @{NATIVE_ATTENTION}(%heads64, %L64, %S64, %D, %Dv, %pQ, %pK, %pV, %pO, %scale, %causal, "
-        "%nthr) : (i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i32) -> i32")
+    add(f"  %group = arith.constant {a.group} : i64")
+    add(f"  %rc = func.call @{NATIVE_GQA}(%heads64, %group, %L64, %S64, %D, %Dv, %pQ, %pK, %pV, %pO, %scale, "
+        "%causal, %nthr) : (i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i32) -> i32")
     add("  return")
     add("}")
     return "\n".join(lines)
 
 
-_DECL = (f"func.func private @{NATIVE_ATTENTION}(i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i32) "
+_DECL = (f"func.func private @{NATIVE_GQA}(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i32) "
          "-> i32")
 _PACKED_DECL = f"func.func private @{NATIVE_PACKED}(i64, i64, i64, i64, i64, i64, f32, i32, i32) -> i32"
 
@@ -208,7 +239,7 @@ def rewrite_attention(module) -> int:
     if not found:
         return 0
     names = function_names(module)
-    texts = [decl for entry, decl in ((NATIVE_ATTENTION, _DECL), (NATIVE_PACKED, _PACKED_DECL))
+    texts = [decl for entry, decl in ((NATIVE_GQA, _DECL), (NATIVE_PACKED, _PACKED_DECL))
              if entry not in names and any((a.heads is not None) == (entry == NATIVE_PACKED) for a in found)]
     calls = []
     for i, a in enumerate(found):

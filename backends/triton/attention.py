@@ -8,6 +8,8 @@ exists in memory.  With ``causal`` the key loop stops at the query block's
 end and the diagonal block is masked (query ``i`` sees keys ``j <= i``,
 PyTorch's ``is_causal``).  An optional mask is added to the scores (float)
 or selects them (bool).  fp16/bf16 operands use fp32 scores and accumulator.
+Grouped-query attention (k / v with fewer heads) reads k / v entry
+``bh // GROUP`` of the flattened batch: no repeated copy.
 
 The registration at the bottom is what a user writes for their own kernel::
 
@@ -65,12 +67,15 @@ class AttentionKernel(TritonKernel):
         params += ["sqb", "sqm", "sqd", "skb", "skn", "skd", "svb", "svn", "svd", "sob", "som", "sod"]
         if has_mask:
             params += ["smb", "smm", "smn"]
-        params += [f"{n}: tl.constexpr" for n in ("D", "DV", "BD", "BDV", "BM", "BN", "CAUSAL", "UPCAST")]
+        params += [f"{n}: tl.constexpr" for n in ("D", "DV", "BD", "BDV", "BM", "BN", "CAUSAL", "UPCAST", "GROUP")]
         src("@triton.jit")
         src(f"def kernel({', '.join(params)}):")
         src.indent()
         src("pid_m = tl.program_id(0)")
         src("bh = tl.program_id(1).to(tl.int64)")
+        # Grouped-query attention: q entry bh reads k / v entry bh // GROUP
+        # (heads innermost in the flattened batch; GROUP 1 otherwise).
+        src("kvh = bh // GROUP")
         src("offs_m = pid_m * BM + tl.arange(0, BM)")
         src("offs_n = tl.arange(0, BN)")
         src("offs_d = tl.arange(0, BD)")
@@ -88,7 +93,7 @@ class AttentionKernel(TritonKernel):
         src("for n0 in range(0, hi, BN):")
         src.indent()
         src("cols = n0 + offs_n")
-        src("kt = tl.load(k + bh * skb + cols[None, :] * skn + offs_d[:, None] * skd, "
+        src("kt = tl.load(k + kvh * skb + cols[None, :] * skn + offs_d[:, None] * skd, "
             "mask=(cols[None, :] < S) & (offs_d[:, None] < D), other=0.0)")
         _upcast(src, "kt")
         src(f"s = tl.dot(qt, kt{prec}) * sm_scale")
@@ -108,7 +113,7 @@ class AttentionKernel(TritonKernel):
         src("p = tl.exp(s - m_safe[:, None])")
         src("alpha = tl.exp(m_i - m_safe)")
         src("l_i = l_i * alpha + tl.sum(p, axis=1)")
-        src("vt = tl.load(v + bh * svb + cols[:, None] * svn + offs_dv[None, :] * svd, "
+        src("vt = tl.load(v + kvh * svb + cols[:, None] * svn + offs_dv[None, :] * svd, "
             "mask=(cols[:, None] < S) & (offs_dv[None, :] < DV), other=0.0)")
         _upcast(src, "vt")
         src(f"acc = acc * alpha[:, None] + tl.dot(p.to(vt.dtype), vt{prec})")
@@ -130,7 +135,10 @@ class AttentionKernel(TritonKernel):
         def flat(t, tail):
             return t.expand(batch + tail).reshape((-1,) + tail)
 
-        q3, k3, v3 = flat(q, (length, d)), flat(k, (s_len, d)), flat(v, (s_len, dv))
+        group = _group(tuple(q.shape), tuple(k.shape))
+        kv_batch = batch[:-1] + (batch[-1] // group,) if group > 1 else batch
+        q3 = flat(q, (length, d))
+        k3, v3 = (t.expand(kv_batch + tail).reshape((-1,) + tail) for t, tail in ((k, (s_len, d)), (v, (s_len, dv))))
         o3 = out.reshape((-1, length, dv))
         scale = spec.anchor.attrs.get("scale")
         scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
@@ -148,10 +156,18 @@ class AttentionKernel(TritonKernel):
         cx = {
             "D": d, "DV": dv, "BD": max(16, next_pow2(d)), "BDV": max(16, next_pow2(dv)),
             "BM": c["BM"], "BN": c["BN"], "CAUSAL": bool(spec.anchor.attrs.get("causal")),
-            "UPCAST": upcast(q),
+            "UPCAST": upcast(q), "GROUP": group,
         }
         grid = ((length + c["BM"] - 1) // c["BM"], q3.shape[0])
         return grid, args, cx
+
+
+def _group(q, k) -> int:
+    """q heads per k / v head (dim -3): ``kiln.attention``'s grouped-query
+    form (the verifier checked the division), else 1."""
+    if len(q) < 3 or len(k) < 3 or k[-3] in (1, q[-3]) or q[-3] % k[-3]:
+        return 1
+    return q[-3] // k[-3]
 
 
 def attention_shape(q, k, v, mask=None):

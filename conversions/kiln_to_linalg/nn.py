@@ -15,6 +15,7 @@ import math as pymath
 from ..._mlir import arith, ir, linalg, math, tensor
 from ...dialects.dims import dim
 from ...dialects.kiln import is_float
+from ...dialects.kiln.nn import gqa_group
 from .common import (
     DYN,
     DimEnv,
@@ -766,10 +767,14 @@ def lower_attention(lw: Lowering):
     nb = len(batch)
     qt, kt, vt = (ir.RankedTensorType(x.type) for x in (q, k, v))
     scale = _default_scale(lw, qt.shape[-1])
+    kb, vb = _batch_exprs(kt.shape[:-2], batch, nb), _batch_exprs(vt.shape[:-2], batch, nb)
+    group = gqa_group(*(lw.infos[i].dims for i in range(3)))
+    if group > 1:
+        # Grouped-query attention: q head h reads k / v head h // group
+        # through the map (no repeated copy of k and v).
+        kb[-1] = vb[-1] = ir.AffineFloorDivExpr.get(ir.AffineDimExpr.get(nb - 1), ir.AffineConstantExpr.get(group))
     # scores[b.., l, s] = sum_d q[b.., l, d] * k[b.., s, d]
-    maps = (_batch_exprs(qt.shape[:-2], batch, nb) + [nb, nb + 2],
-            _batch_exprs(kt.shape[:-2], batch, nb) + [nb + 1, nb + 2],
-            _batch_exprs(vt.shape[:-2], batch, nb) + [nb + 2, nb + 1],
+    maps = (_batch_exprs(qt.shape[:-2], batch, nb) + [nb, nb + 2], kb + [nb + 1, nb + 2], vb + [nb + 2, nb + 1],
             list(range(nb + 2)))
     sdims = batch + [out.dims[-2], lw.infos[1].dims[-2]]
     return [_attention_chain(q, k, v, mask, maps, sdims, lw.empty(out.dims, out.dtype), lw.env, scale,

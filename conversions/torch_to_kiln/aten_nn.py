@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..._mlir import ir
 from ...dialects.dims import dim
 from ...dialects.kiln import tensor_info
+from ...dialects.kiln.nn import gqa_group
 from ...dialects.kiln.shapes import product
 from .aten import ATEN_PATTERNS, dims_of, dtype_of, pattern, rank_of
 from .driver import Decline
@@ -116,7 +117,13 @@ def lower_sdpa(cx):
     if cx.has(4) and cx.scalar(4) not in (0, 0.0):
         raise Decline("attention dropout")
     if cx.num_operands > 7 and cx.scalar(7):
-        raise Decline("grouped-query attention (enable_gqa)")
+        # enable_gqa: k and v may have fewer heads (dim -3) than q, which
+        # kiln.attention takes as they are (q head h reads k / v head h // group).
+        qd, kd, vd = dims_of(q), dims_of(k), dims_of(v)
+        same = min(len(qd), len(kd), len(vd)) >= 3 and qd[-3] == kd[-3] == vd[-3]
+        if not same and gqa_group(qd, kd, vd) == 1:
+            raise Decline(f"grouped-query attention (enable_gqa) with q heads {qd[-3] if len(qd) >= 3 else 1} "
+                          f"not a static multiple of k / v heads {kd[-3] if len(kd) >= 3 else 1}")
     extra = {}
     if cx.has(3):
         extra["mask"] = cx.tensor(3)

@@ -283,8 +283,8 @@ def _require_default_scale(attrs, head) -> None:
 
 def gqa_group(q_dims, k_dims, v_dims) -> int:
     """How many q heads share one k / v head: ``Hq / Hkv`` when k and v have
-    ``Hkv`` heads on dim -3 and q a static multiple ``Hq`` of it (rank >= 3,
-    ``Hkv > 1`` or ``Hq > 1``; 1 broadcasts as any batch dim), else 1."""
+    ``Hkv > 1`` heads on dim -3 and q a static multiple ``Hq`` of it (all of
+    rank >= 3; a dim of 1 broadcasts as any batch dim), else 1."""
     if min(len(q_dims), len(k_dims), len(v_dims)) < 3:
         return 1
     hq, hk, hv = q_dims[-3], k_dims[-3], v_dims[-3]

@@ -158,6 +158,7 @@ typedef struct {
   float scale;
   int causal;
   int64_t qblocks;
+  int64_t group; /* q entries per k / v entry (grouped-query attention; 1 otherwise) */
 } attn_args;
 
 /* st[j][v * AW ..) = scale * k[j] . qt[., v * AW ..) for RB keys (row j of
@@ -258,7 +259,10 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
     int64_t ql = g->L - l0 < QB ? g->L - l0 : QB;
     int64_t rows = (ql + RB - 1) / RB * RB, qvs = (ql + AW - 1) / AW; /* rows of acc, query vectors in use */
     const float *q = g->q + head_at(g->qs, b, hh) + l0 * g->qs.row;
-    const float *k = g->k + head_at(g->ks, b, hh), *v = g->v + head_at(g->vs, b, hh);
+    /* Grouped-query attention: q entry b reads k / v entry b / group (the
+     * heads are the innermost batch dim, so b = n * Hq + h gives n * Hkv + h / group). */
+    int64_t kb = b / g->group;
+    const float *k = g->k + head_at(g->ks, kb, hh), *v = g->v + head_at(g->vs, kb, hh);
     transpose_queries(q, ql, D, g->qs.row, qt);
     /* The block's output rows, asked for (for writing) while the keys are
      * walked: arena memory an earlier kernel left in L3. */
@@ -331,6 +335,19 @@ static void run_attention(attn_args *g, int32_t threads) {
   kiln_parallel_for(attn_tasks, g, tasks, kiln_parts(tasks, threads));
 }
 
+/* kiln_attention with grouped-query attention: q has `heads` entries (every
+ * batch dim flattened, the heads innermost), k and v heads / group of them,
+ * and q entry h reads k / v entry h / group (transformers' repeat_kv without
+ * the repeated copy).  group must divide heads. */
+int32_t kiln_attention_gqa(int64_t heads, int64_t group, int64_t L, int64_t S, int64_t D, int64_t Dv, int64_t q,
+                           int64_t k, int64_t v, int64_t out, float scale, int32_t causal, int32_t threads) {
+  if (D < 1 || Dv < 1 || D > MAX_HEAD_DIM || Dv > MAX_HEAD_DIM || group < 1 || heads % group) return -1;
+  attn_args g = {heads, 1, L, S, D, Dv, (const float *)q, (const float *)k, (const float *)v, (float *)out,
+                 {L * D, 0, D}, {S * D, 0, D}, {S * Dv, 0, Dv}, {L * Dv, 0, Dv}, scale, causal != 0, 0, group};
+  run_attention(&g, threads);
+  return 0;
+}
+
 /* out[h, l, :] = softmax_s(q[h, l, :] . k[h, s, :] * scale, s <= l when causal)
  * . v[h, s, :] for h < heads (every batch dim flattened), l < L, s < S; all
  * contiguous f32; on up to `threads` threads of the pool.  D and Dv must be
@@ -339,10 +356,7 @@ static void run_attention(attn_args *g, int32_t threads) {
 int32_t kiln_attention(int64_t heads, int64_t L, int64_t S, int64_t D, int64_t Dv, int64_t q, int64_t k,
                        int64_t v, int64_t out, float scale, int32_t causal, int32_t threads) {
   if (D < 1 || Dv < 1 || D > MAX_HEAD_DIM || Dv > MAX_HEAD_DIM) return -1;
-  attn_args g = {heads, 1, L, S, D, Dv, (const float *)q, (const float *)k, (const float *)v, (float *)out,
-                 {L * D, 0, D}, {S * D, 0, D}, {S * Dv, 0, Dv}, {L * Dv, 0, Dv}, scale, causal != 0, 0};
-  run_attention(&g, threads);
-  return 0;
+  return kiln_attention_gqa(heads, 1, L, S, D, Dv, q, k, v, out, scale, causal, threads);
 }
 
 /* kiln.packed_attention: qkv [batch, L, 3, H, D] (q, k, v side by side in a
@@ -355,7 +369,7 @@ int32_t kiln_attention_packed(int64_t batch, int64_t H, int64_t L, int64_t D, in
   const float *p = (const float *)qkv;
   astrides in = {L * 3 * H * D, D, 3 * H * D}, o = {L * H * D, D, H * D};
   attn_args g = {batch * H, H, L, L, D, D, p, p + H * D, p + 2 * H * D, (float *)out,
-                 in, in, in, o, scale, causal != 0, 0};
+                 in, in, in, o, scale, causal != 0, 0, 1};
   run_attention(&g, threads);
   return 0;
 }

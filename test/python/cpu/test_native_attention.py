@@ -91,7 +91,7 @@ def test_compiled_attention_is_one_native_call_and_matches_torch(causal, scale):
     model = kiln.compile(net, example, dynamic_shapes=(spec, spec, spec), keep_ir=True)
     if not kiln.backends.cpu.library.native_enabled():
         pytest.skip("KILN_NATIVE=0")
-    assert model.ir["llvm"].count(f"call @{attention.NATIVE_ATTENTION}(") == 1
+    assert model.ir["llvm"].count(f"call @{attention.NATIVE_GQA}(") == 1
     for bb, ll in ((1, 1), (3, 45), (8, 300)):
         q, k, v = (torch.randn(bb, 4, ll, 32) for _ in range(3))
         with torch.no_grad():

@@ -209,7 +209,7 @@ def test_compiled_on_two_threads_is_a_hit_on_one(runs):
 #: The native entry points the models' kernels call: every generator that
 #: passes a thread count, and the two run-time getters.
 CALLED = ["kiln_pool_threads", "kiln_blas_threads", "kiln_sgemm_small_epi", "kiln_sgemm_par", "kiln_bias_act",
-          "kiln_sgemm_wa", "kiln_conv2d", "kiln_conv2d_pair", "kiln_maxpool2d", "kiln_attention",
+          "kiln_sgemm_wa", "kiln_conv2d", "kiln_conv2d_pair", "kiln_maxpool2d", "kiln_attention_gqa",
           "kiln_attention_packed", "kiln_permute", "kiln_layer_norm"]
 
 

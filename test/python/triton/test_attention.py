@@ -40,3 +40,23 @@ def test_flash_attention_additive_mask():
         m = torch.randn(length, s, generator=gen)
         want = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m)
         check(prog(q, k, v, m), want, "f32")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_grouped_query(causal):
+    """4 q heads over 2 k / v heads: the kernel reads k / v head h // 2 (no repeated copy)."""
+    q_t, kv_t = t("B,4,L,16:f32"), t("B,2,L,16:f32")
+    text = symbols(B=(1, 3, 1), L=(1, 64, 16)) + f"""
+func.func @f(%q: {q_t}, %k: {kv_t}, %v: {kv_t}) -> {q_t} {{
+  %r = "kiln.attention"(%q, %k, %v) {{causal = {str(causal).lower()}, operandSegmentSizes = array<i32: 1, 1, 1, 0>}} : ({q_t}, {kv_t}, {kv_t}) -> {q_t}
+  return %r : {q_t}
+}}"""
+    prog = compile_text(text)
+    (kernel,) = prog.kernels
+    assert kernel.candidate == "flash_attention"
+    gen = torch.Generator().manual_seed(5)
+    for b, length in ((1, 1), (2, 17), (3, 64)):
+        q = torch.randn(b, 4, length, 16, generator=gen)
+        k, v = (torch.randn(b, 2, length, 16, generator=gen) for _ in range(2))
+        want = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+        check(prog(q, k, v), want, "f32")

@@ -1,0 +1,52 @@
+// RUN: kiln-opt %s --split-input-file --convert-kiln-to-linalg | FileCheck %s
+
+// rms_norm: the sum of squares (x squared inside the reduction), 1 /
+// sqrt(sum / n + eps) per row, and one output generic x * inv * weight,
+// tagged for kiln-cpu-library. No tensor of x's size but the result.
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+// CHECK-LABEL: func.func @rms_norm(
+// CHECK-SAME: %[[X:.*]]: tensor<?x8xf32>, %[[G:.*]]: tensor<8xf32>)
+// CHECK: %[[SQ:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[X]] : tensor<?x8xf32>)
+// CHECK: arith.mulf
+// CHECK: %[[INV:.*]] = linalg.generic {{.*}} ins(%[[SQ]] : tensor<?x1xf32>)
+// CHECK: math.sqrt
+// CHECK-NOT: -> tensor<?x8xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[X]], %[[INV]], %[[G]] : {{.*}}) outs(%{{.*}} : tensor<?x8xf32>) attrs =  {kiln.rms_norm = {epsilon = 9.9999999999999995E-7 : f64, weight = true}}
+// CHECK-NOT: linalg.generic
+func.func @rms_norm(%x: !kiln.tensor<["B", 8], f32>, %g: !kiln.tensor<[8], f32>) -> !kiln.tensor<["B", 8], f32> {
+  %0 = "kiln.rms_norm"(%x, %g) {axis = -1 : i64, epsilon = 1.0e-06 : f64, operandSegmentSizes = array<i32: 1, 1>} : (!kiln.tensor<["B", 8], f32>, !kiln.tensor<[8], f32>) -> !kiln.tensor<["B", 8], f32>
+  return %0 : !kiln.tensor<["B", 8], f32>
+}
+
+// -----
+
+// bf16: squares summed in f32 (extf inside the reduction), the normalized
+// value rounded to bf16 (truncf) before the weight multiplies it.
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+// CHECK-LABEL: func.func @rms_norm_bf16(
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<?x8xbf16>) outs(%{{.*}} : tensor<?x1xf32>)
+// CHECK: arith.extf
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<?x8xbf16>)
+// CHECK: arith.extf
+// CHECK: arith.truncf
+// CHECK: arith.mulf %{{.*}}, %{{.*}} : bf16
+func.func @rms_norm_bf16(%x: !kiln.tensor<["B", 8], bf16>, %g: !kiln.tensor<[8], bf16>) -> !kiln.tensor<["B", 8], bf16> {
+  %0 = "kiln.rms_norm"(%x, %g) {epsilon = 1.0e-06 : f64, operandSegmentSizes = array<i32: 1, 1>} : (!kiln.tensor<["B", 8], bf16>, !kiln.tensor<[8], bf16>) -> !kiln.tensor<["B", 8], bf16>
+  return %0 : !kiln.tensor<["B", 8], bf16>
+}
+
+// -----
+
+// Grouped-query attention: 8 q heads over 2 k / v heads. Both contractions
+// read k and v's head through `h floordiv 4`: no repeated copy.
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
+// CHECK-DAG: #[[K:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1 floordiv 4, d3, d4)>
+// CHECK-DAG: #[[V:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1 floordiv 4, d4, d3)>
+// CHECK-LABEL: func.func @gqa(
+// CHECK: linalg.generic {indexing_maps = [#{{.*}}, #[[K]], #{{.*}}], {{.*}} ins(%arg0, %arg1 : tensor<?x8x?x16xf32>, tensor<?x2x?x16xf32>)
+// CHECK: linalg.generic {indexing_maps = [#{{.*}}, #[[V]], #{{.*}}], {{.*}} ins(%{{.*}}, %arg2 : tensor<?x8x?x?xf32>, tensor<?x2x?x16xf32>)
+func.func @gqa(%q: !kiln.tensor<["B", 8, "L", 16], f32>, %k: !kiln.tensor<["B", 2, "L", 16], f32>, %v: !kiln.tensor<["B", 2, "L", 16], f32>) -> !kiln.tensor<["B", 8, "L", 16], f32> {
+  %0 = "kiln.attention"(%q, %k, %v) {causal = true, operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (!kiln.tensor<["B", 8, "L", 16], f32>, !kiln.tensor<["B", 2, "L", 16], f32>, !kiln.tensor<["B", 2, "L", 16], f32>) -> !kiln.tensor<["B", 8, "L", 16], f32>
+  return %0 : !kiln.tensor<["B", 8, "L", 16], f32>
+}
