@@ -5,9 +5,11 @@ and ONNX Runtime's ``com.microsoft`` QGemm, QLinearAdd and QLinearMul.
 Each becomes ``kiln.quantize`` / ``kiln.dequantize`` around integer kiln ops:
 
 - integer products (MatMulInteger, ConvInteger and the accumulation of the
-  QLinear ops) subtract the zero points in ``i32`` and run ``kiln.matmul`` /
-  ``kiln.conv2d`` on ``i32``: exact, with int32 accumulation (as ONNX
-  specifies; an f32 product would lose exactness above 2**24);
+  QLinear ops) subtract the zero points in ``i32``; convolutions run
+  ``kiln.conv2d`` on ``i32``, matrix products f32 GEMMs over chunks of the
+  contraction small enough to be exact (:func:`exact_int_matmul`), summed
+  in i32: the int32 accumulation ONNX specifies (one f32 product over the
+  whole contraction would lose exactness above 2**24);
 - requantization (QLinear*) multiplies the ``i32`` accumulator by
   ``a_scale * b_scale / y_scale`` in **f64** (what ONNX's reference does:
   numpy promotes int32 times float32 to float64), then ``kiln.quantize``
@@ -24,9 +26,9 @@ from ...dialects.dims import dim
 from .aten import dims_of, dtype_of, rank_of
 from .driver import Decline
 from .onnx import pattern
-from .onnx_nn import _kernel, _spatial, conv
+from .onnx_nn import _kernel, _slice, _spatial, conv
 
-__all__ = ["lower_dequantize_linear", "lower_quantize_linear"]
+__all__ = ["EXACT_K", "exact_int_matmul", "lower_dequantize_linear", "lower_quantize_linear"]
 
 _QUANT = ("i8", "ui8")
 
@@ -163,10 +165,38 @@ def _channel_shape(w):
     return lambda n: [n] + [dim(1)] * (rank_of(w) - 1)
 
 
+#: Centered 8-bit values are at most 255 in magnitude, so a dot product of up
+#: to EXACT_K of their products stays below 2**24 (256 * 255 * 255): every
+#: partial sum is an integer f32 holds exactly, in any summation order.
+EXACT_K = 256
+
+
+def exact_int_matmul(cx, a, b):
+    """``a @ b`` for i32 tensors holding centered 8-bit values, exactly: f32
+    matmuls (kiln's fast GEMMs) over chunks of at most :data:`EXACT_K` of the
+    contraction dim, each exact, converted to i32 and summed there (wrapping
+    as int32 accumulation does).  An integer generic ran a 128x768x3072
+    product in seconds.  A symbolic contraction dim keeps the i32 matmul."""
+    k = dims_of(a)[-1]
+    if not k.is_static:
+        return cx.build("matmul", a, b)
+    af, bf = cx.cast(a, "f32"), cx.cast(b, "f32")
+    b_axis = rank_of(b) - 2 if rank_of(b) > 1 else 0
+    out = None
+    for start in range(0, k.value, EXACT_K):
+        end = min(k.value, start + EXACT_K)
+        whole = (start, end) == (0, k.value)
+        ac = af if whole else _slice(cx, af, rank_of(a) - 1, start, end)
+        bc = bf if whole else _slice(cx, bf, b_axis, start, end)
+        part = cx.cast(cx.build("matmul", ac, bc), "i32")
+        out = part if out is None else cx.build("add", out, part)
+    return out
+
+
 def _int_matmul(cx, a_i, a_zp, b_i, b_zp):
     a = _centered(cx, a_i, a_zp, _row_shape(cx.tensor(a_i)))
     b = _centered(cx, b_i, b_zp)
-    return cx.build("matmul", a, b)
+    return exact_int_matmul(cx, a, b)
 
 
 def _int_conv(cx, x_i, x_zp, w_i, w_zp, bias=None):
@@ -236,8 +266,8 @@ def lower_qgemm(cx):
     y_zp?``; ``alpha``, ``transA``, ``transB``): the int32 product of the
     centered operands plus the int32 bias ``C``, scaled by ``alpha * a_scale *
     b_scale`` to f32, or requantized with ``/ y_scale`` when ``y_scale`` is given."""
-    acc = cx.build("matmul", _centered(cx, 0, 2, transpose=bool(cx.attr("transA", 0))),
-                   _centered(cx, 3, 5, transpose=bool(cx.attr("transB", 0))))
+    acc = exact_int_matmul(cx, _centered(cx, 0, 2, transpose=bool(cx.attr("transA", 0))),
+                           _centered(cx, 3, 5, transpose=bool(cx.attr("transB", 0))))
     if cx.has(6):
         bias = cx.tensor(6)
         if dtype_of(bias) != "i32":

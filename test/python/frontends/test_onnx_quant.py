@@ -150,3 +150,30 @@ def test_uint8_ops_match_ort(op):
         got = np.asarray(compiled(*feeds.values()))
         assert got.dtype == want.dtype and got.shape == want.shape, f"{op} B={batch}"
         np.testing.assert_array_equal(got, want, err_msg=f"{op} B={batch}")
+
+
+@pytest.mark.parametrize("k", [256, 700])
+def test_matmul_integer_is_exact_past_f32(k):
+    """MatMulInteger with a contraction long enough that one f32 product
+    would round (sums past 2**24): kiln's chunked f32 GEMMs must give the
+    exact int32 result (numpy int64 reference), at B = 1, 7, 16."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(k)
+    w = rng.integers(-128, 128, (k, 9)).astype(np.int8)
+    w[:, 0] = -127  # odd extremes: with row 0 (253 after the zero point) |sums| pass 2**24 in odd steps
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["a", "w", "azp"], ["y"])], "mmi",
+        [helper.make_tensor_value_info("a", TensorProto.UINT8, ["B", k])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, ["B", 9])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array(2, np.uint8), "azp")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    compiled = kiln.compile(model, symbols={"B": B_RANGE}, fallback=False)
+    for batch in BATCHES:
+        a = rng.integers(0, 256, (batch, k)).astype(np.uint8)
+        a[0] = 255
+        want = (a.astype(np.int64) - 2) @ w.astype(np.int64)
+        assert np.abs(want).max() > 2 ** 24 or k <= 256
+        got = np.asarray(compiled(a))
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(got, want.astype(np.int32), err_msg=f"K={k} B={batch}")

@@ -1,0 +1,49 @@
+// RUN: kiln-opt %s --convert-torch-to-kiln | FileCheck %s
+
+// ONNX quantization ops (torch.operator "onnx.*") -> kiln.quantize / dequantize
+// around integer work.
+
+// QuantizeLinear, per-axis: the zero point's dtype is the result's.
+// CHECK-LABEL: func.func @quantize_axis
+// CHECK: "kiln.quantize"(%arg0, %arg1, %arg2) {axis = 1 : i64} : {{.*}} -> !kiln.tensor<[2, 3], i8>
+func.func @quantize_axis(%x: !torch.vtensor<[2,3],f32>, %s: !torch.vtensor<[3],f32>, %z: !torch.vtensor<[3],si8>) -> !torch.vtensor<[2,3],si8> attributes {torch.onnx_meta.opset_version = 21 : si64} {
+  %0 = torch.operator "onnx.QuantizeLinear"(%x, %s, %z) {torch.onnx.axis = 1 : si64} : (!torch.vtensor<[2,3],f32>, !torch.vtensor<[3],f32>, !torch.vtensor<[3],si8>) -> !torch.vtensor<[2,3],si8>
+  return %0 : !torch.vtensor<[2,3],si8>
+}
+
+// MatMulInteger with K = 300: the centered operands in i32, then f32 GEMMs
+// over K chunks of 256 and 44 (each exact below 2**24), summed in i32.
+// CHECK-LABEL: func.func @matmul_integer_chunks
+// CHECK: %[[A32:.*]] = "kiln.cast"(%arg0) : (!kiln.tensor<[2, 300], ui8>) -> !kiln.tensor<[2, 300], i32>
+// CHECK: %[[Z32:.*]] = "kiln.cast"(%arg2) : (!kiln.tensor<[], ui8>) -> !kiln.tensor<[], i32>
+// CHECK: %[[AC:.*]] = "kiln.sub"(%[[A32]], %[[Z32]])
+// CHECK: %[[B32:.*]] = "kiln.cast"(%arg1) : (!kiln.tensor<[300, 5], i8>) -> !kiln.tensor<[300, 5], i32>
+// CHECK: %[[AF:.*]] = "kiln.cast"(%[[AC]]) : {{.*}} -> !kiln.tensor<[2, 300], f32>
+// CHECK: %[[BF:.*]] = "kiln.cast"(%[[B32]]) : {{.*}} -> !kiln.tensor<[300, 5], f32>
+// CHECK: %[[A0:.*]] = "kiln.slice"(%[[AF]]) {axes = array<i64: 1>, ends = array<i64: 256>, starts = array<i64: 0>
+// CHECK: %[[B0:.*]] = "kiln.slice"(%[[BF]]) {axes = array<i64: 0>, ends = array<i64: 256>, starts = array<i64: 0>
+// CHECK: %[[M0:.*]] = "kiln.matmul"(%[[A0]], %[[B0]]) : {{.*}} -> !kiln.tensor<[2, 5], f32>
+// CHECK: %[[P0:.*]] = "kiln.cast"(%[[M0]]) : {{.*}} -> !kiln.tensor<[2, 5], i32>
+// CHECK: "kiln.slice"(%[[AF]]) {axes = array<i64: 1>, ends = array<i64: 300>, starts = array<i64: 256>
+// CHECK: %[[M1:.*]] = "kiln.matmul"
+// CHECK: %[[P1:.*]] = "kiln.cast"(%[[M1]])
+// CHECK: %[[SUM:.*]] = "kiln.add"(%[[P0]], %[[P1]]) : {{.*}} -> !kiln.tensor<[2, 5], i32>
+// CHECK: return %[[SUM]]
+func.func @matmul_integer_chunks(%a: !torch.vtensor<[2,300],ui8>, %b: !torch.vtensor<[300,5],si8>, %z: !torch.vtensor<[],ui8>) -> !torch.vtensor<[2,5],si32> attributes {torch.onnx_meta.opset_version = 17 : si64} {
+  %0 = torch.operator "onnx.MatMulInteger"(%a, %b, %z) : (!torch.vtensor<[2,300],ui8>, !torch.vtensor<[300,5],si8>, !torch.vtensor<[],ui8>) -> !torch.vtensor<[2,5],si32>
+  return %0 : !torch.vtensor<[2,5],si32>
+}
+
+// QLinearMatMul: requantized in f64 with a_scale * b_scale / y_scale, then
+// quantize with scale 1 and y's zero point.
+// CHECK-LABEL: func.func @qlinear_matmul
+// CHECK: %[[ACC:.*]] = "kiln.cast"(%{{.*}}) : {{.*}} -> !kiln.tensor<[2, 5], i32>
+// CHECK: %[[M:.*]] = "kiln.div"
+// CHECK: %[[ACC64:.*]] = "kiln.cast"(%[[ACC]]) : {{.*}} -> !kiln.tensor<[2, 5], f64>
+// CHECK: %[[M64:.*]] = "kiln.cast"(%[[M]]) : {{.*}} -> !kiln.tensor<[], f64>
+// CHECK: %[[Y:.*]] = "kiln.mul"(%[[ACC64]], %[[M64]])
+// CHECK: "kiln.quantize"(%[[Y]], %{{.*}}, %arg7) : (!kiln.tensor<[2, 5], f64>, !kiln.tensor<[], f64>, !kiln.tensor<[], ui8>) -> !kiln.tensor<[2, 5], ui8>
+func.func @qlinear_matmul(%a: !torch.vtensor<[2,4],ui8>, %as: !torch.vtensor<[],f32>, %az: !torch.vtensor<[],ui8>, %b: !torch.vtensor<[4,5],ui8>, %bs: !torch.vtensor<[],f32>, %bz: !torch.vtensor<[],ui8>, %ys: !torch.vtensor<[],f32>, %yz: !torch.vtensor<[],ui8>) -> !torch.vtensor<[2,5],ui8> attributes {torch.onnx_meta.opset_version = 21 : si64} {
+  %0 = torch.operator "onnx.QLinearMatMul"(%a, %as, %az, %b, %bs, %bz, %ys, %yz) : (!torch.vtensor<[2,4],ui8>, !torch.vtensor<[],f32>, !torch.vtensor<[],ui8>, !torch.vtensor<[4,5],ui8>, !torch.vtensor<[],f32>, !torch.vtensor<[],ui8>, !torch.vtensor<[],f32>, !torch.vtensor<[],ui8>) -> !torch.vtensor<[2,5],ui8>
+  return %0 : !torch.vtensor<[2,5],ui8>
+}
