@@ -658,14 +658,12 @@ class CpuLibrary(Pass):
     def run(self, module) -> None:
         if self.option("enabled") and enabled():
             from .attention import rewrite_attention
-            from .lowp_gemm import rewrite_lowp_contractions
             from .norm import rewrite_layer_norms
             from .permute import rewrite_permutes
             from .pool import rewrite_max_pools
 
             rewrite_attention(module)  # first: its contractions are not sgemm's
             rewrite_contractions(module)
-            rewrite_lowp_contractions(module)  # bf16 / f16 products (after: it joins their release function)
             rewrite_permutes(module)
             rewrite_max_pools(module)
             rewrite_layer_norms(module)

@@ -23,6 +23,7 @@ STAGES = (
     "kiln-cpu-vectorize",
     "kiln-cpu-bufferize",
     "kiln-cpu-library",
+    "kiln-cpu-lowp-gemm",
     "kiln-cpu-to-llvm",
 )
 

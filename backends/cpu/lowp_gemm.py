@@ -10,6 +10,9 @@ metadata, then ``kiln_lowp_gemm`` (per batch index where a batch dim does not
 fold into the rows).  The native kernel packs B into vdpbf16ps's pair layout
 (once, into a packing slot, for a constant B) and runs on the native pool:
 
+The stage is its own pass, ``kiln-cpu-lowp-gemm`` (after ``kiln-cpu-library``,
+whose packing-slot release function it extends), on when library GEMM is.
+
 * bf16 on a CPU with AMX-BF16 (and the tile state granted by Linux): whole
   32-row blocks of full panels on the tiles (``tdpbf16ps``) when K is a
   multiple of 32 (``KILN_BF16_AMX=0`` turns it off), the rest as below;
@@ -31,6 +34,7 @@ import ctypes
 import logging
 
 from ..._mlir import ir
+from ...pipelines.registry import Option, Pass, register_pass
 from .buffers import indexing_maps
 from .library import (
     FREE_PACKED,
@@ -42,13 +46,15 @@ from .library import (
     _release_text,
     _zero_fill_before,
     add_slot,
+    enabled,
     function_names,
     insert_helpers,
     pool_threads_line,
     unique_name,
 )
 
-__all__ = ["LOWP_GEMM", "force_generic", "match_lowp", "rewrite_lowp_contractions", "uses_amx", "uses_dp"]
+__all__ = ["LOWP_GEMM", "CpuLowpGemm", "force_generic", "match_lowp", "rewrite_lowp_contractions", "uses_amx",
+           "uses_dp"]
 
 _log = logging.getLogger("kiln.backends.cpu")
 
@@ -310,3 +316,18 @@ def _drop_repeated_declarations(body) -> None:
         if name in seen and len(op.regions[0].blocks) == 0:
             op.erase()
         seen.add(name)
+
+
+@register_pass
+class CpuLowpGemm(Pass):
+    """bf16 / f16 matrix products as calls of kiln's native 16-bit GEMM (bufferized modules)."""
+
+    name = "kiln-cpu-lowp-gemm"
+    summary = "Replace bf16 / f16 contractions into an f32 accumulator (linalg.generic on memrefs) with kiln_lowp_gemm"
+    options = (Option("enabled", int, 1, "0: keep generated code (KILN_CPU_LIBRARY=0 does the same)"),)
+
+    def run(self, module) -> None:
+        if self.option("enabled") and enabled():
+            n = rewrite_lowp_contractions(module)
+            if n:
+                self.bump("products to kiln_lowp_gemm", n)

@@ -1,7 +1,7 @@
-// RUN: kiln-opt %s --split-input-file --kiln-cpu-library | FileCheck %s
-// RUN: env KILN_NATIVE=0 kiln-opt %s --split-input-file --kiln-cpu-library | FileCheck %s --check-prefix=GEN
+// RUN: kiln-opt %s --split-input-file --kiln-cpu-library --kiln-cpu-lowp-gemm | FileCheck %s
+// RUN: env KILN_NATIVE=0 kiln-opt %s --split-input-file --kiln-cpu-library --kiln-cpu-lowp-gemm | FileCheck %s --check-prefix=GEN
 
-// A bf16 product into an f32 accumulator (what convert-kiln-to-linalg makes
+// kiln-cpu-lowp-gemm, after kiln-cpu-library: a bf16 product into an f32 accumulator (what convert-kiln-to-linalg makes
 // of a bf16 matmul) with a constant B becomes one kiln_lowp_gemm call: the
 // batch dim folds into the rows, bf16 elements are 2 bytes, dtype 0 (bf16),
 // B untransposed (tb = 0), beta 0 (the zero fill goes), and B's packing slot
