@@ -23,10 +23,11 @@ the reason.
 from __future__ import annotations
 
 from ...dialects.dims import dim
+from ...dialects.kiln import MAX_VARIADIC
 from .aten import dims_of, dtype_of, rank_of
 from .driver import Decline
 from .onnx import pattern
-from .onnx_nn import _kernel, _slice, _spatial, conv
+from .onnx_nn import _kernel, _slice, _spatial, _window_slice, conv
 
 __all__ = ["EXACT_K", "exact_int_matmul", "lower_dequantize_linear", "lower_quantize_linear"]
 
@@ -204,8 +205,40 @@ def _int_conv(cx, x_i, x_zp, w_i, w_zp, bias=None):
     w = _centered(cx, w_i, w_zp, _channel_shape(cx.tensor(w_i)))
     if rank_of(x) not in (3, 4, 5):
         raise Decline(f"{rank_of(x) - 2}-D integer convolution")
-    strides, dilations, pads = _spatial(cx, x, _kernel(cx, w))
-    return conv(cx, x, w, bias, strides, dilations, pads, cx.attr("group", 1))
+    kernel = _kernel(cx, w)
+    strides, dilations, pads = _spatial(cx, x, kernel)
+    groups = cx.attr("group", 1)
+    if rank_of(x) == 4 and groups == 1 and len(kernel) == 2 and kernel[0] * kernel[1] <= MAX_VARIADIC:
+        y = _im2col_conv(cx, x, w, kernel, strides, dilations, pads)
+        if bias is not None:
+            y = cx.build("add", y, cx.build("reshape", bias, shape=[dims_of(bias)[0], dim(1), dim(1)]))
+        return y
+    return conv(cx, x, w, bias, strides, dilations, pads, groups)
+
+
+def _im2col_conv(cx, x, w, kernel, strides, dilations, pads):
+    """A 2-D convolution of centered i32 ``x`` ``[N, C, H, W]`` and ``w``
+    ``[O, C, KH, KW]`` as im2col (one strided window slice per kernel tap,
+    stacked) and :func:`exact_int_matmul`: the integer convolution at f32
+    GEMM speed.  ``kiln.conv2d`` in f32 would not be exact: its 3x3 kernels
+    may take Winograd, whose transforms round."""
+    kh, kw = kernel
+    if any(pads):
+        x = cx.build("pad", x, pads=[0, 0, pads[0], pads[1], 0, 0, pads[2], pads[3]], value=0.0)
+    taps = []
+    for i in range(kh):
+        rows = _window_slice(cx, x, 2, i * dilations[0], (kh - 1) * dilations[0] + 1, strides[0])
+        for j in range(kw):
+            tap = _window_slice(cx, rows, 3, j * dilations[1], (kw - 1) * dilations[1] + 1, strides[1])
+            td = dims_of(tap)
+            taps.append(cx.build("reshape", tap, shape=[td[0], td[1], dim(1), td[2] * td[3]]))
+    col = taps[0] if len(taps) == 1 else cx.build("concat", *taps, axis=2)  # [N, C, KH*KW, OH*OW]
+    n, c, _, p = dims_of(col)
+    col = cx.build("reshape", col, shape=[n, c * dim(kh * kw), p])
+    o = dims_of(w)[0]
+    w2 = cx.build("reshape", w, shape=[o, dims_of(w)[1] * dim(kh * kw)])
+    y = exact_int_matmul(cx, w2, col)  # [N, O, OH*OW]
+    return cx.build("reshape", y, shape=[n, o, td[2], td[3]])
 
 
 @pattern("MatMulInteger")

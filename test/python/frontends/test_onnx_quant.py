@@ -177,3 +177,35 @@ def test_matmul_integer_is_exact_past_f32(k):
         got = np.asarray(compiled(a))
         assert got.dtype == np.int32
         np.testing.assert_array_equal(got, want.astype(np.int32), err_msg=f"K={k} B={batch}")
+
+
+@pytest.mark.parametrize("geometry", [
+    dict(strides=[1, 1], pads=[1, 1, 1, 1], dilations=[1, 1]),
+    dict(strides=[2, 1], pads=[0, 2, 1, 0], dilations=[1, 2]),
+])
+def test_conv_integer_is_exact(geometry):
+    """ConvInteger (im2col + chunked f32 GEMMs inside kiln) against ONNX's
+    reference evaluator in integers: 40 input channels x 3x3 taps = 360 terms
+    per output, past one exact f32 chunk; strides, asymmetric pads, dilations;
+    per-output-channel weight zero points; B = 1, 7, 16."""
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(5)
+    w = rng.integers(0, 256, (6, 40, 3, 3)).astype(np.uint8)
+    wzp = rng.integers(0, 256, (6,)).astype(np.uint8)
+    graph = helper.make_graph(
+        [helper.make_node("ConvInteger", ["x", "w", "xzp", "wzp"], ["y"], kernel_shape=[3, 3], **geometry)], "ci",
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, ["B", 40, 9, 11])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, ["B", 6, "OH", "OW"])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array(7, np.uint8), "xzp"),
+         numpy_helper.from_array(wzp, "wzp")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    compiled = kiln.compile(model, symbols={"B": B_RANGE}, fallback=False)
+    reference = ReferenceEvaluator(model)
+    for batch in BATCHES:
+        x = rng.integers(0, 256, (batch, 40, 9, 11)).astype(np.uint8)
+        want = reference.run(None, {"x": x})[0]
+        got = np.asarray(compiled(x))
+        assert got.dtype == np.int32 and got.shape == want.shape, f"B={batch}: {got.shape} vs {want.shape}"
+        np.testing.assert_array_equal(got, want, err_msg=f"{geometry} B={batch}")
