@@ -47,3 +47,19 @@ func.func @qlinear_matmul(%a: !torch.vtensor<[2,4],ui8>, %as: !torch.vtensor<[],
   %0 = torch.operator "onnx.QLinearMatMul"(%a, %as, %az, %b, %bs, %bz, %ys, %yz) : (!torch.vtensor<[2,4],ui8>, !torch.vtensor<[],f32>, !torch.vtensor<[],ui8>, !torch.vtensor<[4,5],ui8>, !torch.vtensor<[],f32>, !torch.vtensor<[],ui8>, !torch.vtensor<[],f32>, !torch.vtensor<[],ui8>) -> !torch.vtensor<[2,5],ui8>
   return %0 : !torch.vtensor<[2,5],ui8>
 }
+
+// ConvInteger 2x2, pads 1: im2col (a pad, one window slice pair per tap,
+// stacked on a new axis) and one exact f32 matmul (K = 3 * 4 = 12), no conv2d.
+// CHECK-LABEL: func.func @conv_integer_im2col
+// CHECK: "kiln.pad"(%{{.*}}) {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>
+// CHECK-COUNT-4: "kiln.reshape"(%{{.*}}) {shape = [1, 3, 1, 25]}
+// CHECK: %[[COL:.*]] = "kiln.concat"({{.*}}) {axis = 2 : i64
+// CHECK-SAME: -> !kiln.tensor<[1, 3, 4, 25], i32>
+// CHECK: "kiln.reshape"(%[[COL]]) {shape = [1, 12, 25]}
+// CHECK: "kiln.matmul"({{.*}}) : (!kiln.tensor<[2, 12], f32>, !kiln.tensor<[1, 12, 25], f32>) -> !kiln.tensor<[1, 2, 25], f32>
+// CHECK: "kiln.reshape"(%{{.*}}) {shape = [1, 2, 5, 5]}
+// CHECK-NOT: kiln.conv2d
+func.func @conv_integer_im2col(%x: !torch.vtensor<[1,3,4,4],ui8>, %w: !torch.vtensor<[2,3,2,2],ui8>) -> !torch.vtensor<[1,2,5,5],si32> attributes {torch.onnx_meta.opset_version = 17 : si64} {
+  %0 = torch.operator "onnx.ConvInteger"(%x, %w) {torch.onnx.pads = [1 : si64, 1 : si64, 1 : si64, 1 : si64]} : (!torch.vtensor<[1,3,4,4],ui8>, !torch.vtensor<[2,3,2,2],ui8>) -> !torch.vtensor<[1,2,5,5],si32>
+  return %0 : !torch.vtensor<[1,2,5,5],si32>
+}
