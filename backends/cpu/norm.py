@@ -12,6 +12,10 @@ only along a leading dim above 1), and in the transformer block at ``(1,
 rows over the native pool from 16 KiB), 2.5 us there; the reductions that
 only fed it go with their buffers.
 
+``kiln.rms_norm`` lowers to a sum of squares, a row inverse and an output
+generic ``x * inv`` (times the weight) tagged ``kiln.rms_norm = {epsilon,
+weight}``; that generic becomes a ``kiln_rms_norm`` call the same way.
+
 It applies when ``x`` and the output are contiguous f32 memrefs of one type,
 the norm's dims are the trailing ones and the weight and bias (each
 optional) are contiguous f32 memrefs of exactly those dims; anything else
@@ -22,15 +26,19 @@ from __future__ import annotations
 
 from ..._mlir import ir
 from ...conversions.kiln_to_linalg.nn import LAYER_NORM_ATTR
+from ...conversions.kiln_to_linalg.rms_norm import RMS_NORM_ATTR
 from .buffers import erase_dead_buffers, indexing_maps
 from .library import _dims, add_pointer, contiguous_f32, native_enabled, pool_threads_line, replace_generics
 
-__all__ = ["NATIVE_LAYER_NORM", "rewrite_layer_norms"]
+__all__ = ["NATIVE_LAYER_NORM", "NATIVE_RMS_NORM", "rewrite_layer_norms"]
 
 #: The C entry point.
 NATIVE_LAYER_NORM = "kiln_layer_norm"
 
 _DECL = f"func.func private @{NATIVE_LAYER_NORM}(i64, i64, i64, i64, i64, f32, i64, i32)"
+#: The RMS norm's entry point (kiln_dispatch.c): rows, N, x, weight, eps, y, threads.
+NATIVE_RMS_NORM = "kiln_rms_norm"
+_RMS_DECL = f"func.func private @{NATIVE_RMS_NORM}(i64, i64, i64, i64, f32, i64, i32)"
 
 
 class _Norm:
@@ -71,7 +79,7 @@ def _match(op) -> _Norm | None:
     return _Norm(x, y, weight, bias, axis, ir.FloatAttr(tag["epsilon"]).value)
 
 
-def _helper_text(name: str, n: _Norm) -> str:
+def _helper_text(name: str, n: _Norm, rms: bool = False) -> str:
     tx = n.x.type
     tw = n.weight.type if n.weight is not None else None
     tb = n.bias.type if n.bias is not None else None
@@ -98,16 +106,48 @@ def _helper_text(name: str, n: _Norm) -> str:
         add_pointer(add, tag, t)
     add(f"  %eps = arith.constant {n.eps:.9e} : f32")
     add(pool_threads_line())  # asked at run time: the code serves any pool size
-    add(f"  func.call @{NATIVE_LAYER_NORM}(%rows, %n, %pX, %pW, %pB, %eps, %pY, %nthr) : "
-        "(i64, i64, i64, i64, i64, f32, i64, i32) -> ()")
+    if rms:
+        add(f"  func.call @{NATIVE_RMS_NORM}(%rows, %n, %pX, %pW, %eps, %pY, %nthr) : "
+            "(i64, i64, i64, i64, f32, i64, i32) -> ()")
+    else:
+        add(f"  func.call @{NATIVE_LAYER_NORM}(%rows, %n, %pX, %pW, %pB, %eps, %pY, %nthr) : "
+            "(i64, i64, i64, i64, i64, f32, i64, i32) -> ()")
     add("  return")
     add("}")
     return "\n".join(lines)
 
 
+def _match_rms(op) -> _Norm | None:
+    """A ``kiln.rms_norm``'s tagged output generic: ``x, inv, [weight], out``
+    as :func:`_match` reads a layer norm's (``inv`` in the mean's place)."""
+    if RMS_NORM_ATTR not in op.attributes:
+        return None
+    tag = ir.DictAttr(op.attributes[RMS_NORM_ATTR])
+    has_w = ir.BoolAttr(tag["weight"]).value
+    operands = list(op.operands)
+    if len(operands) != 3 + has_w:
+        return None
+    x, y = operands[0], operands[-1]
+    if not (contiguous_f32(x) and x.type == y.type):
+        return None
+    rank = ir.MemRefType(x.type).rank
+    maps = indexing_maps(op)
+    if _dims(maps[0]) != list(range(rank)) or _dims(maps[-1]) != list(range(rank)):
+        return None
+    kept = [r for r in maps[1].results if _dims(ir.AffineMap.get(rank, 0, [r])) is not None]
+    axis = len(kept)
+    if axis >= rank or [ir.AffineDimExpr(r).position for r in kept] != list(range(axis)):
+        return None
+    weight = operands[2] if has_w else None
+    if weight is not None and (not contiguous_f32(weight, rank - axis) or _dims(maps[2]) != list(range(axis, rank))):
+        return None
+    return _Norm(x, y, weight, None, axis, ir.FloatAttr(tag["epsilon"]).value)
+
+
 def rewrite_layer_norms(module) -> int:
     """Replace every tagged layer norm in ``module`` (bufferized) with a
-    ``kiln_layer_norm`` call; the count.  Nothing changes without the native runtime."""
+    ``kiln_layer_norm`` call, and every tagged RMS norm with a
+    ``kiln_rms_norm`` call; the count.  Nothing changes without the native runtime."""
     if not native_enabled():
         return 0
 
@@ -116,6 +156,8 @@ def rewrite_layer_norms(module) -> int:
 
     count, functions = replace_generics(module.operation, _match, NATIVE_LAYER_NORM, _DECL, "kiln_layer_norm",
                                         lambda name, op, n: _helper_text(name, n), args)
-    for fn in functions:
+    rms, more = replace_generics(module.operation, _match_rms, NATIVE_RMS_NORM, _RMS_DECL, "kiln_rms_norm",
+                                 lambda name, op, n: _helper_text(name, n, rms=True), args)
+    for fn in dict.fromkeys(functions + more):
         erase_dead_buffers(fn)  # the reductions and their row buffers
-    return count
+    return count + rms

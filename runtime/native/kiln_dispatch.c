@@ -673,3 +673,55 @@ void kiln_layer_norm(int64_t rows, int64_t N, int64_t x, int64_t w, int64_t b, f
   int64_t parts = parts_from(rows * N * (int64_t)sizeof(float), LAYER_NORM_SPLIT_BYTES, rows, threads);
   kiln_parallel_for(layer_norm_rows, &g, rows, parts);
 }
+
+/* Rows [lo, hi) of an RMS norm: the mean of squares (one pass), then
+ * y = x * inv (* w), inv = 1 / sqrt(mean + eps) (b unused). */
+static void rms_norm_rows(void *ctx, int64_t lo, int64_t hi) {
+  const layer_norm_args *g = ctx;
+  const int64_t N = g->N;
+  const float *w = g->w;
+  float inv[LN_BLOCK];
+  for (int64_t i0 = lo; i0 < hi; i0 += LN_BLOCK) {
+    const int64_t nr = hi - i0 < LN_BLOCK ? hi - i0 : LN_BLOCK;
+    for (int64_t r = 0; r < nr; r++) {
+      const float *x = g->x + (i0 + r) * N;
+      kiln_vec q0 = {0}, q1 = {0};
+      int64_t j = 0;
+      for (; j + 2 * KILN_VW <= N; j += 2 * KILN_VW) {
+        kiln_vec a = kiln_loadu(x + j), c = kiln_loadu(x + j + KILN_VW);
+        q0 += a * a, q1 += c * c;
+      }
+      for (; j + KILN_VW <= N; j += KILN_VW) {
+        kiln_vec a = kiln_loadu(x + j);
+        q0 += a * a;
+      }
+      float sq = hsum(q0 + q1);
+      for (; j < N; j++) sq += x[j] * x[j];
+      inv[r] = 1.0f / _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(sq / (float)N + g->eps)));
+    }
+    for (int64_t r = 0; r < nr; r++) {
+      const float *x = g->x + (i0 + r) * N;
+      float *y = g->y + (i0 + r) * N;
+      const kiln_vec iv = kiln_splat(inv[r]);
+      int64_t j = 0;
+      for (; j + KILN_VW <= N; j += KILN_VW) {
+        kiln_vec v = kiln_loadu(x + j) * iv;
+        if (w) v *= kiln_loadu(w + j);
+        __builtin_memcpy(y + j, &v, sizeof v);
+      }
+      for (; j < N; j++) {
+        float v = x[j] * inv[r];
+        y[j] = w ? v * w[j] : v;
+      }
+    }
+  }
+}
+
+/* y[i, :] = rms_norm(x[i, :]) for i < rows, over N contiguous elements a
+ * row, with weight w ([N], 0: none) and epsilon eps; x and y f32,
+ * contiguous (y may be x); rows over the pool as kiln_layer_norm's. */
+void kiln_rms_norm(int64_t rows, int64_t N, int64_t x, int64_t w, float eps, int64_t y, int32_t threads) {
+  layer_norm_args g = {N, (const float *)x, (const float *)w, 0, (float *)y, eps};
+  int64_t parts = parts_from(rows * N * (int64_t)sizeof(float), LAYER_NORM_SPLIT_BYTES, rows, threads);
+  kiln_parallel_for(rms_norm_rows, &g, rows, parts);
+}
