@@ -539,16 +539,26 @@ def lower_conv2d(lw: Lowering):
         x = pad_tensor(x, [0, 0, pads[0], pads[1]], [0, 0, pads[2], pads[3]], scalar_const(t, 0.0))
         # kiln-cpu-library folds a zero pad that only a convolution reads into the native convolution.
         x.owner.attributes[PAD_ATTR] = ir.DenseI64ArrayAttr.get([pads[0], pads[1], pads[2], pads[3]])
-    init = lw.empty(out.dims, t)
+    acc_t = _accumulator(t)  # bf16 / f16 sum in f32 (the bias too), rounded once after
+    init = lw.empty(out.dims, acc_t)
     if bias is not None:
         rank = 4
         init = generic([bias], [init], [affine_map(rank, [1]), identity_map(rank)], ["parallel"] * rank,
-                       lambda b, _: b)[0]
+                       lambda b, _: b if acc_t == t else arith.extf(acc_t, b))[0]
     else:
-        init = fill(scalar_const(t, 0.0), init)
+        init = fill(scalar_const(acc_t, 0.0), init)
     if groups == 1:
-        return [_conv_im2col(lw, x, w, init, strides, dil)]
-    return [_conv_grouped(lw, x, w, init, strides, dil, groups)]
+        res = _conv_im2col(lw, x, w, init, strides, dil)
+    else:
+        res = _conv_grouped(lw, x, w, init, strides, dil, groups)
+    return [_narrow(res, t, out.dims, lw.env)]
+
+
+def _mac(a, b, acc):
+    """``acc + a * b``; float ``a`` and ``b`` narrower than ``acc`` (bf16 / f16 into an f32 sum) widened first."""
+    if is_float(acc.type) and a.type != acc.type:
+        a, b = arith.extf(acc.type, a), arith.extf(acc.type, b)
+    return _add(acc, _mul(a, b))
 
 
 def _conv_grouped(lw: Lowering, x, w, init, strides, dil, groups: int) -> ir.Value:
@@ -566,11 +576,12 @@ def _conv_grouped(lw: Lowering, x, w, init, strides, dil, groups: int) -> ir.Val
                                    d[4] * strides[1] + d[7] * dil[1]])
     wmap = ir.AffineMap.get(8, 0, [d[1], d[2], d[5], d[6], d[7]])
     omap = ir.AffineMap.get(8, 0, d[:5])
+    acc_t = ir.RankedTensorType(init.type).element_type
     w5 = _reshape(w, [groups, og, cg, kh, kw], t)
-    init5 = _reshape(init, [n, groups, og, oh, ow], t)
+    init5 = _reshape(init, [n, groups, og, oh, ow], acc_t)
     res = generic([x, w5], [init5], [xmap, wmap, omap], ["parallel"] * 5 + ["reduction"] * 3,
-                  lambda a, b, acc: _add(acc, _mul(a, b)))[0]  # integer convolutions too (ConvInteger)
-    return _reshape(res, [n, o, oh, ow], t)
+                  _mac)[0]  # integer convolutions too (ConvInteger)
+    return _reshape(res, [n, o, oh, ow], acc_t)
 
 
 def _reshape(x: ir.Value, sizes, dtype) -> ir.Value:
@@ -602,12 +613,13 @@ def _conv_im2col(lw: Lowering, x, w, init, strides, dil) -> ir.Value:
     ohw = oh * ow if isinstance(oh, int) and isinstance(ow, int) else arith.muli(_as_index(oh), _as_index(ow))
     col = _reshape(col6, [n, c * kh * kw, ohw], t)
     w2 = _reshape(w, [o, c * kh * kw], t)
-    init3 = _reshape(init, [n, o, ohw], t)
+    acc_t = ir.RankedTensorType(init.type).element_type
+    init3 = _reshape(init, [n, o, ohw], acc_t)
     res = generic([w2, col], [init3],
                   [affine_map(4, [1, 3]), affine_map(4, [0, 3, 2]), affine_map(4, [0, 1, 2])],
                   ["parallel", "parallel", "parallel", "reduction"],
-                  lambda a, b, acc: _add(acc, _mul(a, b)))[0]  # integer convolutions too (ConvInteger)
-    return _reshape(res, [n, o, oh, ow], t)
+                  _mac)[0]  # integer convolutions too (ConvInteger)
+    return _reshape(res, [n, o, oh, ow], acc_t)
 
 
 def _pool_input(lw: Lowering, x: ir.Value, value, user_pad_value=None):

@@ -1,6 +1,6 @@
 // RUN: kiln-opt %s --convert-kiln-to-linalg | FileCheck %s
 
-// bf16 / f16 products sum in an f32 accumulator (summing 768 products in
+// bf16 / f16 products and convolutions sum in an f32 accumulator (summing 768 products in
 // bf16 itself loses several of its 8 bits), then one truncf rounds the sums
 // to the result's type.  f32 products are unchanged (contraction.mlir).
 
@@ -43,4 +43,32 @@ func.func @matmul$f16_batch(%a: !kiln.tensor<["B", 4, 16], f16>, %w: !kiln.tenso
 func.func @matmul$f32(%a: !kiln.tensor<["B", 16], f32>, %w: !kiln.tensor<[16, 8], f32>) -> !kiln.tensor<["B", 8], f32> {
   %0 = "kiln.matmul"(%a, %w) : (!kiln.tensor<["B", 16], f32>, !kiln.tensor<[16, 8], f32>) -> !kiln.tensor<["B", 8], f32>
   return %0 : !kiln.tensor<["B", 8], f32>
+}
+
+// A bf16 convolution: the bias extended into an f32 init, the im2col
+// contraction widening both operands, one truncf of the sums after.
+// CHECK-LABEL: func.func @conv$bf16(
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<4xbf16>) outs(%{{.*}} : tensor<?x4x6x6xf32>)
+// CHECK: arith.extf %{{.*}} : bf16 to f32
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<4x27xbf16>, tensor<?x27x36xbf16>) outs(%{{.*}} : tensor<?x4x36xf32>)
+// CHECK: arith.extf
+// CHECK: arith.extf
+// CHECK: arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK: arith.addf %{{.*}}, %{{.*}} : f32
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: return %{{.*}} : tensor<?x4x6x6xbf16>
+"kiln.symbol"() {sym_name = "N", min = 1 : i64, max = 8 : i64} : () -> ()
+func.func @conv$bf16(%x: !kiln.tensor<["N", 3, 8, 8], bf16>, %w: !kiln.tensor<[4, 3, 3, 3], bf16>, %b: !kiln.tensor<[4], bf16>) -> !kiln.tensor<["N", 4, 6, 6], bf16> {
+  %0 = "kiln.conv2d"(%x, %w, %b) {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 1>} : (!kiln.tensor<["N", 3, 8, 8], bf16>, !kiln.tensor<[4, 3, 3, 3], bf16>, !kiln.tensor<[4], bf16>) -> !kiln.tensor<["N", 4, 6, 6], bf16>
+  return %0 : !kiln.tensor<["N", 4, 6, 6], bf16>
+}
+
+// A depthwise f16 convolution (the grouped form) sums in f32 too.
+// CHECK-LABEL: func.func @conv$f16_depthwise(
+// CHECK: iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]
+// CHECK-NEXT: ^bb0(%{{.*}}: f16, %{{.*}}: f16, %{{.*}}: f32):
+// CHECK: arith.truncf %{{.*}} : f32 to f16
+func.func @conv$f16_depthwise(%x: !kiln.tensor<["N", 4, 8, 8], f16>, %w: !kiln.tensor<[4, 1, 3, 3], f16>) -> !kiln.tensor<["N", 4, 6, 6], f16> {
+  %0 = "kiln.conv2d"(%x, %w) {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 4 : i64, operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["N", 4, 8, 8], f16>, !kiln.tensor<[4, 1, 3, 3], f16>) -> !kiln.tensor<["N", 4, 6, 6], f16>
+  return %0 : !kiln.tensor<["N", 4, 6, 6], f16>
 }
