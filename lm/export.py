@@ -112,7 +112,11 @@ def export_dims(max_batch: int, max_len: int):
 
     if max_len < 3:
         raise UnsupportedError(f"kiln.compile_lm: max_len must be at least 3, got {max_len}")
-    batch = Dim("B", min=1, max=max_batch)
+    # At least 4: torch.export has no dim of range [1, 1], and with the range
+    # [1, 2] (max_batch 1, example batch 2) it left the past inputs' batch
+    # unmerged with B (s56 vs B: cat and attention fell back).  The cache,
+    # allocated for max_batch rows, bounds the batch anyway.
+    batch = Dim("B", min=1, max=max(max_batch, 4))
     length = Dim("L", min=1, max=max_len - 1)
     past = Dim("P", min=1, max=max_len - 1)
     return batch, length, past

@@ -61,7 +61,12 @@ class KVCache:
             self.values[layer][:batch, :, start:start + length] = v
 
     def read(self, batch: int, length: int) -> list[np.ndarray]:
-        """The first ``length`` positions of rows ``:batch``, k_0, v_0, k_1, v_1, ... (views, no copy here)."""
+        """The first ``length`` slots of rows ``:batch``, k_0, v_0, k_1, v_1, ... (views, no copy here).
+
+        The views are strided (the slots are a prefix of dim 2): the runtime
+        copies each into a contiguous input today, ``length`` slots per layer,
+        so a step costs ``O(P)`` copying, never ``O(max_len)``.
+        """
         out = []
         for k, v in zip(self.keys, self.values):
             out += [k[:batch, :, :length], v[:batch, :, :length]]

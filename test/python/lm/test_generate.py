@@ -30,6 +30,8 @@ def _model(family):
     model = {
         "llama": lambda: t.LlamaForCausalLM(t.LlamaConfig(**gqa)),
         "qwen2": lambda: t.Qwen2ForCausalLM(t.Qwen2Config(**gqa)),
+        "mistral": lambda: t.MistralForCausalLM(t.MistralConfig(**gqa)),
+        "phi": lambda: t.PhiForCausalLM(t.PhiConfig(**kw)),
         "gpt2": lambda: t.GPT2LMHeadModel(t.GPT2Config(n_layer=2, n_head=4, n_embd=64, vocab_size=VOCAB,
                                                        n_positions=128, initializer_range=0.2)),
     }[family]()
@@ -38,7 +40,9 @@ def _model(family):
     return model
 
 
-@pytest.fixture(scope="module", params=["llama", "qwen2", "gpt2"])
+# Mistral and Phi under slow: the same loop, 2 more compiles (`-m "not slow"` leaves them out).
+@pytest.fixture(scope="module", params=["llama", "qwen2", "gpt2", pytest.param("mistral", marks=pytest.mark.slow),
+                                        pytest.param("phi", marks=pytest.mark.slow)])
 def compiled(request):
     torch.manual_seed(0)
     model = _model(request.param).eval()
