@@ -555,9 +555,9 @@ def lower_conv2d(lw: Lowering):
 
 
 def _mac(a, b, acc):
-    """``acc + a * b``; float ``a`` and ``b`` narrower than ``acc`` (bf16 / f16 into an f32 sum) widened first."""
-    if is_float(acc.type) and a.type != acc.type:
-        a, b = arith.extf(acc.type, a), arith.extf(acc.type, b)
+    """``acc + a * b``; a float ``a`` or ``b`` narrower than ``acc`` (bf16 / f16 into an f32 sum) widened first."""
+    if is_float(acc.type):
+        a, b = (arith.extf(acc.type, x) if x.type != acc.type else x for x in (a, b))
     return _add(acc, _mul(a, b))
 
 
@@ -721,13 +721,20 @@ def _attention_chain(q, k, v, mask, maps, sdims, out_init, env, scale: float, ca
     ``maps``: q's and k's in the first loop space, v's and the output's in
     the second (lists for :func:`affine_map`).  ``tag`` (no mask only): the
     entries besides ``id`` of the tag both contractions get."""
-    t = ir.RankedTensorType(out_init.type).element_type
+    out_t = ir.RankedTensorType(out_init.type).element_type
+    # bf16 / f16: scores, softmax and the p v sums in f32, the output rounded once.
+    t = _accumulator(out_t)
+    if t != out_t:
+        out_dims_init = out_init
+        out_init = _empty_from([_dim_of(out_init, i, env) for i in range(ir.RankedTensorType(out_init.type).rank)],
+                               t, env)
+        tag = None  # the native attention is f32 only
     nb = len(sdims) - 2
     n = nb + 3
     qmap, kmap, vmap, omap = maps
     init = fill(scalar_const(t, 0.0), empty_tensor(sdims, t, env))
     scores = generic([q, k], [init], [affine_map(n, qmap), affine_map(n, kmap), affine_map(n, list(range(nb + 2)))],
-                     ["parallel"] * (nb + 2) + ["reduction"], lambda a, b, acc: arith.addf(acc, arith.mulf(a, b)))[0]
+                     ["parallel"] * (nb + 2) + ["reduction"], _mac)[0]
     sc = scalar_const(t, scale)
     ninf = scalar_const(t, float("-inf"))
     inputs = [scores] + ([mask] if mask is not None else [])
@@ -739,6 +746,8 @@ def _attention_chain(q, k, v, mask, maps, sdims, out_init, env, scale: float, ca
         y = arith.mulf(s, sc)
         if mask is not None:
             m = rest[0]
+            if str(m.type) != "i1" and m.type != t:
+                m = arith.extf(t, m)  # a bf16 / f16 additive mask, added in f32
             y = arith.select(m, y, ninf) if str(m.type) == "i1" else arith.addf(y, m)
         if causal:
             li, si = loop_index(nb), loop_index(nb + 1)
@@ -751,7 +760,7 @@ def _attention_chain(q, k, v, mask, maps, sdims, out_init, env, scale: float, ca
     pmap = list(range(nb)) + [nb, nb + 2]
     res = generic([p, v], [fill(scalar_const(t, 0.0), out_init)],
                   [affine_map(n, pmap), affine_map(n, vmap), affine_map(n, omap)],
-                  ["parallel"] * (nb + 2) + ["reduction"], lambda a, b, acc: arith.addf(acc, arith.mulf(a, b)))[0]
+                  ["parallel"] * (nb + 2) + ["reduction"], _mac)[0]
     if tag is not None:
         entries = {"id": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), next(_attention_ids)),
                    "scale": ir.FloatAttr.get(ir.F64Type.get(), scale), "causal": ir.BoolAttr.get(bool(causal))}
@@ -759,7 +768,17 @@ def _attention_chain(q, k, v, mask, maps, sdims, out_init, env, scale: float, ca
         attr = ir.DictAttr.get(entries)
         scores.owner.attributes[ATTENTION_ATTR] = attr
         res.owner.attributes[ATTENTION_ATTR] = attr
+    if t != out_t:
+        res = _narrow_into(res, out_dims_init)
     return res
+
+
+def _narrow_into(value: ir.Value, init: ir.Value) -> ir.Value:
+    """``value`` (an f32 accumulator) rounded into ``init`` (a tensor of the same shape, of the narrower type)."""
+    rank = ir.RankedTensorType(value.type).rank
+    dtype = ir.RankedTensorType(init.type).element_type
+    return generic([value], [init], [identity_map(rank)] * 2, ["parallel"] * rank,
+                   lambda x, _: arith.truncf(dtype, x))[0]
 
 
 def _default_scale(lw: Lowering, head_dim: int) -> float:

@@ -72,3 +72,19 @@ func.func @conv$f16_depthwise(%x: !kiln.tensor<["N", 4, 8, 8], f16>, %w: !kiln.t
   %0 = "kiln.conv2d"(%x, %w) {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 4 : i64, operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["N", 4, 8, 8], f16>, !kiln.tensor<[4, 1, 3, 3], f16>) -> !kiln.tensor<["N", 4, 6, 6], f16>
   return %0 : !kiln.tensor<["N", 4, 6, 6], f16>
 }
+
+// bf16 attention: the scores sum in f32 (q and k widened), scale, mask and
+// softmax run in f32, p v sums v widened into f32, one truncf at the end;
+// no kiln.attention tag (the native attention kernel is f32 only).
+// CHECK-LABEL: func.func @attention$bf16(
+// CHECK-NOT: kiln.attention
+// CHECK: ^bb0(%{{.*}}: bf16, %{{.*}}: bf16, %{{.*}}: f32):
+// CHECK: ^bb0(%{{.*}}: f32, %{{.*}}: bf16, %{{.*}}: f32):
+// CHECK-NEXT: arith.extf %{{.*}} : bf16 to f32
+// CHECK: ^bb0(%{{.*}}: f32, %{{.*}}: bf16):
+// CHECK-NEXT: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: return %{{.*}} : tensor<?x2x16x8xbf16>
+func.func @attention$bf16(%q: !kiln.tensor<["B", 2, 16, 8], bf16>) -> !kiln.tensor<["B", 2, 16, 8], bf16> {
+  %a = "kiln.attention"(%q, %q, %q) {causal = true, operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (!kiln.tensor<["B", 2, 16, 8], bf16>, !kiln.tensor<["B", 2, 16, 8], bf16>, !kiln.tensor<["B", 2, 16, 8], bf16>) -> !kiln.tensor<["B", 2, 16, 8], bf16>
+  return %a : !kiln.tensor<["B", 2, 16, 8], bf16>
+}
