@@ -202,6 +202,7 @@ class _Step:
     split: str | None = None
     view_offset: str | None = None
     sites: list = field(default_factory=list)  # [op name, location, runtime] of each fallback op
+    precision: str | None = None  # the float type its arithmetic ran in (report())
 
 
 @dataclass
@@ -239,7 +240,8 @@ def _schedule_json(schedule) -> dict:
                    for v in schedule.values],
         "steps": [{"name": s.name, "kind": s.kind, "ops": list(s.ops), "inputs": list(s.inputs),
                    "outputs": list(s.outputs), "torch_ops": list(s.torch_ops), "split": s.split,
-                   "view_offset": s.view_offset, "sites": [list(x) for x in getattr(s, "sites", [])]}
+                   "view_offset": s.view_offset, "sites": [list(x) for x in getattr(s, "sites", [])],
+                   "precision": getattr(s, "precision", None)}
                   for s in schedule.steps],
         "inputs": list(schedule.inputs),
         "outputs": list(schedule.outputs),
@@ -261,7 +263,8 @@ def _schedule_from(data: dict) -> _Schedule:
         raise ValueError("value ids are not 0..n-1")
     steps = [_Step(str(s["name"]), str(s["kind"]), list(s["ops"]), [int(v) for v in s["inputs"]],
                    [int(v) for v in s["outputs"]], list(s.get("torch_ops") or []), s.get("split"),
-                   s.get("view_offset"), _sites(s.get("sites"))) for s in data["steps"]]
+                   s.get("view_offset"), _sites(s.get("sites")),
+                   s["precision"] if isinstance(s.get("precision"), str) else None) for s in data["steps"]]
     for s in steps:
         if any(not 0 <= v < len(values) for v in s.inputs + s.outputs):
             raise ValueError(f"step '{s.name}' names a value outside 0..{len(values) - 1}")

@@ -214,3 +214,17 @@ def test_native_gemm_shapes(amx, monkeypatch):
                     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5 * np.sqrt(k))
     finally:
         lowp_gemm.force_generic(None)
+
+
+def test_precision_bf16_saves_and_loads(tmp_path):
+    """A saved ``precision="bf16"`` model loads with the same results and its kernels' precision in the report."""
+    ref, example, dyn = _case("mlp")
+    model = kiln.compile(ref, (example,), dynamic_shapes=dyn, precision="bf16")
+    path = tmp_path / "mlp.kiln"
+    kiln.save(model, str(path))
+    loaded = kiln.load(str(path))
+    for batch in BATCHES:
+        x = _input(example, batch)
+        assert torch.equal(loaded(x), model(x))
+    assert [k["precision"] for k in loaded.report()["kernels"]] == [k["precision"] for k in model.report()["kernels"]]
+    assert "bf16" in [k["precision"] for k in loaded.report()["kernels"]]
