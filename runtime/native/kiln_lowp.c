@@ -186,8 +186,19 @@ static inline __attribute__((always_inline)) LP_DP_TARGET void lp_tile_dp(const 
                                                                            float beta) {
   __m512 acc[LP_MR][2];
   for (int m = 0; m < mr; m++) acc[m][0] = acc[m][1] = _mm512_setzero_ps();
-  int64_t kh = lp_pairs(K);
-  for (int64_t kk = 0; kk < kh; kk++) {
+  int64_t kh = lp_pairs(K), whole = K / 2; /* the pairs without the odd K's last one, tested outside the loop */
+  for (int64_t kk = 0; kk < whole; kk++) {
+    const uint16_t *row = P + kk * (2 * LP_NR);
+    __m512bh b0 = (__m512bh)_mm512_loadu_si512(row), b1 = (__m512bh)_mm512_loadu_si512(row + LP_NR);
+    for (int m = 0; m < mr; m++) {
+      int32_t pr;
+      memcpy(&pr, A + m * lda + 2 * kk, 4);
+      __m512bh a = (__m512bh)_mm512_set1_epi32(pr);
+      acc[m][0] = _mm512_dpbf16_ps(acc[m][0], a, b0);
+      acc[m][1] = _mm512_dpbf16_ps(acc[m][1], a, b1);
+    }
+  }
+  for (int64_t kk = whole; kk < kh; kk++) {
     const uint16_t *row = P + kk * (2 * LP_NR);
     __m512bh b0 = (__m512bh)_mm512_loadu_si512(row), b1 = (__m512bh)_mm512_loadu_si512(row + LP_NR);
     for (int m = 0; m < mr; m++) {
