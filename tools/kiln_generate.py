@@ -36,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=1, help="rows (default 1)")
     p.add_argument("--max-len", type=int, default=None, help="cache length (default: prompt + new tokens)")
     p.add_argument("--seed", type=int, default=0, help="weights and prompt seed (default 0)")
+    p.add_argument("--repeat", type=int, default=3, help="timed runs; the fastest is shown (default 3)")
     p.add_argument("--compare", action="store_true", help="also time transformers' eager generate")
     return p
 
@@ -66,11 +67,13 @@ def main(argv=None) -> int:
 
     transformers.logging.set_verbosity_error()
     torch.manual_seed(args.seed)
-    config = transformers.LlamaConfig(
+    # No eos: every run generates --new-tokens tokens (LlamaConfig's default eos id is 2).
+    config = transformers.LlamaConfig(eos_token_id=None,
         num_hidden_layers=args.layers, hidden_size=args.hidden, num_attention_heads=args.heads,
         num_key_value_heads=args.kv_heads or args.heads, intermediate_size=args.mlp or 4 * args.hidden,
         vocab_size=args.vocab, max_position_embeddings=max(2048, args.prompt_len + args.new_tokens))
     model = transformers.LlamaForCausalLM(config).eval()
+    model.generation_config.eos_token_id = None
     params = sum(p.numel() for p in model.parameters())
     max_len = args.max_len or args.prompt_len + args.new_tokens
     start = time.perf_counter()
@@ -78,10 +81,14 @@ def main(argv=None) -> int:
     compile_s = time.perf_counter() - start
     prompt = np.random.default_rng(args.seed).integers(0, args.vocab, (args.batch, args.prompt_len))
     lm.generate(prompt, max_new_tokens=2)  # warm: first calls bind shapes and plan arenas
-    start = time.perf_counter()
-    tokens = lm.generate(prompt, max_new_tokens=args.new_tokens)
-    total = time.perf_counter() - start
-    ttft, steps = lm.timings["ttft_s"], lm.timings["decode_s"]
+    best = None
+    for _ in range(max(args.repeat, 1)):  # the fastest run: the least disturbed by other processes
+        start = time.perf_counter()
+        tokens = lm.generate(prompt, max_new_tokens=args.new_tokens)
+        total = time.perf_counter() - start
+        if best is None or total < best[0]:
+            best = (total, lm.timings["ttft_s"], lm.timings["decode_s"])
+    total, ttft, steps = best
     print(f"model: LLaMA-style, {args.layers} layers, hidden {args.hidden}, {args.heads} heads / "
           f"{args.kv_heads or args.heads} kv heads, vocab {args.vocab}, {params / 1e6:.1f} M parameters, fp32")
     print(f"kiln compile: {compile_s:.1f} s (fallback ops: {lm.report()['fallback_ops']}), "
@@ -91,13 +98,14 @@ def main(argv=None) -> int:
         ids = torch.from_numpy(prompt)
         with torch.no_grad():
             model.generate(ids, max_new_tokens=2, do_sample=False, pad_token_id=0)
-            start = time.perf_counter()
-            first = model.generate(ids, max_new_tokens=1, do_sample=False, pad_token_id=0)
-            eager_ttft = time.perf_counter() - start
-            start = time.perf_counter()
-            want = model.generate(ids, max_new_tokens=args.new_tokens, do_sample=False, pad_token_id=0)
-            eager_total = time.perf_counter() - start
-        del first
+            eager_ttft = eager_total = float("inf")
+            for _ in range(max(args.repeat, 1)):
+                start = time.perf_counter()
+                model.generate(ids, max_new_tokens=1, do_sample=False, pad_token_id=0)
+                eager_ttft = min(eager_ttft, time.perf_counter() - start)
+                start = time.perf_counter()
+                want = model.generate(ids, max_new_tokens=args.new_tokens, do_sample=False, pad_token_id=0)
+                eager_total = min(eager_total, time.perf_counter() - start)
         per_token = (eager_total - eager_ttft) / max(args.new_tokens - 1, 1)
         print(f"transformers eager: time to first token {eager_ttft * 1e3:.2f} ms, decode "
               f"{args.batch / per_token:.1f} tokens/s (mean {per_token * 1e3:.2f} ms per step), total {eager_total:.3f} s")
