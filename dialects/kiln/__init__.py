@@ -56,7 +56,6 @@ from .fused import (  # noqa: F401
     create_yield,
     inline_fused,
 )
-from .quant import DequantizeOp, QuantizeOp  # noqa: F401
 from .nn import (  # noqa: F401
     AttentionOp,
     AvgPool2dOp,
@@ -72,6 +71,7 @@ from .nn import (  # noqa: F401
     ReduceSumOp,
     SoftmaxOp,
 )
+from .quant import DequantizeOp, QuantizeOp  # noqa: F401
 
 #: Every kiln op class, by full op name (``"kiln.add"``).
 OPS: dict[str, type[KilnOp]] = {cls.OPERATION_NAME: cls for cls in Kiln.operations}
