@@ -119,14 +119,18 @@ def lower_dequantize_linear(cx):
 
 @pattern("DynamicQuantizeLinear")
 def lower_dynamic_quantize_linear(cx):
-    """uint8 with ``scale = (max(0, max x) - min(0, min x)) / 255`` and
-    ``zero_point = saturate(round(-min / scale))``; returns ``(y, scale, zero_point)``."""
+    """uint8 with ``scale = (max(0, max x) - min(0, min x)) / 255`` (1 when
+    that is 0, as ONNX Runtime does) and ``zero_point = saturate(round(-min /
+    scale))``; returns ``(y, scale, zero_point)``."""
     x = cx.tensor(0)
     axes = list(range(rank_of(x)))
     zero = cx.like(0.0, x)
     lo = cx.build("minimum", cx.build("reduce_min", x, axes=axes, keepdims=False), zero)
     hi = cx.build("maximum", cx.build("reduce_max", x, axes=axes, keepdims=False), zero)
     scale = cx.build("div", cx.build("sub", hi, lo), cx.like(255.0, x))
+    # An all-zero x gives scale 0 (and 0 / 0 below): ONNX Runtime uses 1 then.
+    one = cx.like(1.0, x)
+    scale = cx.build("where", cx.build("eq", scale, zero), one, scale)
     zp = cx.build("quantize", cx.build("neg", lo), scale, cx.const(0, "ui8"))
     return cx.build("quantize", x, scale, zp), scale, zp
 

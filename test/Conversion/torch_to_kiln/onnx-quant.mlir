@@ -63,3 +63,21 @@ func.func @conv_integer_im2col(%x: !torch.vtensor<[1,3,4,4],ui8>, %w: !torch.vte
   %0 = torch.operator "onnx.ConvInteger"(%x, %w) {torch.onnx.pads = [1 : si64, 1 : si64, 1 : si64, 1 : si64]} : (!torch.vtensor<[1,3,4,4],ui8>, !torch.vtensor<[2,3,2,2],ui8>) -> !torch.vtensor<[1,2,5,5],si32>
   return %0 : !torch.vtensor<[1,2,5,5],si32>
 }
+
+// DynamicQuantizeLinear: scale (max(0, max x) - min(0, min x)) / 255, 1 where
+// that is 0 (an all-zero x, as ONNX Runtime does); the zero point is -min
+// quantized with that scale (ui8 saturation); y quantized with both.
+// CHECK-LABEL: func.func @dynamic_quantize
+// CHECK: %[[LO:.*]] = "kiln.minimum"
+// CHECK: %[[HI:.*]] = "kiln.maximum"
+// CHECK: %[[S0:.*]] = "kiln.div"
+// CHECK: %[[IS0:.*]] = "kiln.eq"(%[[S0]]
+// CHECK: %[[S:.*]] = "kiln.where"(%[[IS0]], %{{.*}}, %[[S0]])
+// CHECK: %[[NEG:.*]] = "kiln.neg"(%[[LO]])
+// CHECK: %[[ZP:.*]] = "kiln.quantize"(%[[NEG]], %[[S]], %{{.*}}) : {{.*}} -> !kiln.tensor<[], ui8>
+// CHECK: %[[Y:.*]] = "kiln.quantize"(%arg0, %[[S]], %[[ZP]]) : {{.*}} -> !kiln.tensor<[2, 4], ui8>
+// CHECK: return %[[Y]], %[[S]], %[[ZP]]
+func.func @dynamic_quantize(%x: !torch.vtensor<[2,4],f32>) -> (!torch.vtensor<[2,4],ui8>, !torch.vtensor<[],f32>, !torch.vtensor<[],ui8>) attributes {torch.onnx_meta.opset_version = 17 : si64} {
+  %0:3 = torch.operator "onnx.DynamicQuantizeLinear"(%x) : (!torch.vtensor<[2,4],f32>) -> (!torch.vtensor<[2,4],ui8>, !torch.vtensor<[],f32>, !torch.vtensor<[],ui8>)
+  return %0#0, %0#1, %0#2 : !torch.vtensor<[2,4],ui8>, !torch.vtensor<[],f32>, !torch.vtensor<[],ui8>
+}

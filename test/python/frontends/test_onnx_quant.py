@@ -209,3 +209,25 @@ def test_conv_integer_is_exact(geometry):
         got = np.asarray(compiled(x))
         assert got.dtype == np.int32 and got.shape == want.shape, f"B={batch}: {got.shape} vs {want.shape}"
         np.testing.assert_array_equal(got, want, err_msg=f"{geometry} B={batch}")
+
+
+def test_dynamic_quantize_linear_edge_inputs_match_ort():
+    """DynamicQuantizeLinear on all-zero (scale 0: ORT uses 1), constant,
+    all-negative and tiny inputs: y, scale and zero point as ORT gives them."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"])], "dql",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, ["B", 4]),
+         helper.make_tensor_value_info("s", TensorProto.FLOAT, []),
+         helper.make_tensor_value_info("z", TensorProto.UINT8, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    compiled = kiln.compile(model, symbols={"B": B_RANGE}, fallback=False)
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for batch in BATCHES:
+        for x in (np.zeros((batch, 4)), np.full((batch, 4), 3.0), np.full((batch, 4), -2.0),
+                  np.pad([[1e-30]], ((0, batch - 1), (0, 3)))):
+            x = np.asarray(x, np.float32)
+            for got, want in zip(compiled(x), session.run(None, {"x": x})):
+                np.testing.assert_array_equal(np.asarray(got), want, err_msg=f"B={batch} x={x[0]}")
