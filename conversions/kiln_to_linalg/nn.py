@@ -790,6 +790,19 @@ def _default_scale(lw: Lowering, head_dim: int) -> float:
     return scale
 
 
+def _repeat_heads(x: ir.Value, group: int) -> ir.Value:
+    """``x [.., Hkv, S, D]`` copied to ``[.., Hkv * group, S, D]``, head ``h``
+    of the copy read from ``h floordiv group``."""
+    xt = ir.RankedTensorType(x.type)
+    rank = xt.rank
+    sizes = [tensor.dim(x, const_index(i)) if n == DYN else n for i, n in enumerate(xt.shape)]
+    sizes[-3] = xt.shape[-3] * group
+    init = tensor.empty(sizes, xt.element_type)
+    exprs = list(range(rank - 3)) + [ir.AffineFloorDivExpr.get(ir.AffineDimExpr.get(rank - 3), ir.AffineConstantExpr.get(group)),
+                                      rank - 2, rank - 1]
+    return generic([x], [init], [affine_map(rank, exprs), identity_map(rank)], ["parallel"] * rank, lambda a, o: a)[0]
+
+
 def lower_attention(lw: Lowering):
     q, k, v = lw.operands[:3]
     mask = lw.operands[3] if len(lw.operands) > 3 else None
@@ -801,9 +814,19 @@ def lower_attention(lw: Lowering):
     kb, vb = _batch_exprs(kt.shape[:-2], batch, nb), _batch_exprs(vt.shape[:-2], batch, nb)
     group = gqa_group(*(lw.infos[i].dims for i in range(3)))
     if group > 1:
-        # Grouped-query attention: q head h reads k / v head h // group
-        # through the map (no repeated copy of k and v).
-        kb[-1] = vb[-1] = ir.AffineFloorDivExpr.get(ir.AffineDimExpr.get(nb - 1), ir.AffineConstantExpr.get(group))
+        # Grouped-query attention: q head h reads k / v head h // group.
+        head = ir.AffineFloorDivExpr.get(ir.AffineDimExpr.get(nb - 1), ir.AffineConstantExpr.get(group))
+        if mask is None:
+            # Through the map, no repeated copy: kiln-cpu-library's native
+            # kernel takes the tagged chain and reads k / v head h / group in place.
+            kb[-1] = vb[-1] = head
+        else:
+            # A masked chain stays generated code whose two contractions go
+            # to sgemm, which needs plain batch maps: k and v repeated to q's
+            # heads once (S x D per head, small next to the L x S scores).
+            k, v = (_repeat_heads(x, group) for x in (k, v))
+            kt, vt = ir.RankedTensorType(k.type), ir.RankedTensorType(v.type)
+            kb, vb = _batch_exprs(kt.shape[:-2], batch, nb), _batch_exprs(vt.shape[:-2], batch, nb)
     # scores[b.., l, s] = sum_d q[b.., l, d] * k[b.., s, d]
     maps = (_batch_exprs(qt.shape[:-2], batch, nb) + [nb, nb + 2], kb + [nb + 1, nb + 2], vb + [nb + 2, nb + 1],
             list(range(nb + 2)))

@@ -50,3 +50,21 @@ func.func @gqa(%q: !kiln.tensor<["B", 8, "L", 16], f32>, %k: !kiln.tensor<["B", 
   %0 = "kiln.attention"(%q, %k, %v) {causal = true, operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (!kiln.tensor<["B", 8, "L", 16], f32>, !kiln.tensor<["B", 2, "L", 16], f32>, !kiln.tensor<["B", 2, "L", 16], f32>) -> !kiln.tensor<["B", 8, "L", 16], f32>
   return %0 : !kiln.tensor<["B", 8, "L", 16], f32>
 }
+
+// -----
+
+// A masked grouped-query attention stays the generated chain, whose
+// contractions go to sgemm: k and v are repeated to the 8 q heads once (a
+// copy through `h floordiv 4`), and the contractions read them with plain maps.
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
+// CHECK-DAG: #[[REP:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1 floordiv 4, d2, d3)>
+// CHECK-LABEL: func.func @gqa_masked(
+// CHECK: %[[K:.*]] = linalg.generic {indexing_maps = [#[[REP]], #{{.*}}], {{.*}} ins(%arg1 : tensor<?x2x?x16xf32>) outs(%{{.*}} : tensor<?x8x?x16xf32>)
+// CHECK: %[[V:.*]] = linalg.generic {indexing_maps = [#[[REP]], #{{.*}}], {{.*}} ins(%arg2 : tensor<?x2x?x16xf32>) outs(%{{.*}} : tensor<?x8x?x16xf32>)
+// CHECK-NOT: floordiv
+// CHECK: ins(%arg0, %[[K]] : tensor<?x8x?x16xf32>, tensor<?x8x?x16xf32>)
+func.func @gqa_masked(%q: !kiln.tensor<["B", 8, "L", 16], f32>, %k: !kiln.tensor<["B", 2, "L", 16], f32>, %v: !kiln.tensor<["B", 2, "L", 16], f32>, %m: !kiln.tensor<["B", 1, "L", "L"], i1>) -> !kiln.tensor<["B", 8, "L", 16], f32> {
+  %0 = "kiln.attention"(%q, %k, %v, %m) {operandSegmentSizes = array<i32: 1, 1, 1, 1>} : (!kiln.tensor<["B", 8, "L", 16], f32>, !kiln.tensor<["B", 2, "L", 16], f32>, !kiln.tensor<["B", 2, "L", 16], f32>, !kiln.tensor<["B", 1, "L", "L"], i1>) -> !kiln.tensor<["B", 8, "L", 16], f32>
+  return %0 : !kiln.tensor<["B", 8, "L", 16], f32>
+}

@@ -54,16 +54,34 @@ class _GQA(torch.nn.Module):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
 
 
-def test_sdpa_enable_gqa_is_one_native_call_without_repeat():
+class _MaskedGQA(torch.nn.Module):
+    def forward(self, q, k, v, keep):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep, enable_gqa=True)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_sdpa_enable_gqa_matches_without_materialized_repeat(masked):
+    """Unmasked: one kiln_attention_gqa call.  Masked: the generated chain
+    (k / v repeated once inside the kernel for sgemm); both vs eager."""
+    module = _MaskedGQA() if masked else _GQA()
     b, seq = Dim("B", min=1, max=8), Dim("L", min=1, max=300)
     example = (torch.randn(2, 8, 16, 32), torch.randn(2, 2, 16, 32), torch.randn(2, 2, 16, 32))
     spec = {0: b, 2: seq}
-    model = kiln.compile(_GQA(), example, dynamic_shapes=(spec, spec, spec), keep_ir=True, fallback=False)
+    dyn = (spec, spec, spec)
+    if masked:
+        example += (torch.rand(2, 1, 16, 16) > 0.3,)
+        dyn += ({0: b, 2: seq, 3: seq},)
+    model = kiln.compile(module, example, dynamic_shapes=dyn, keep_ir=True, fallback=False)
     assert '"kiln.expand"' not in str(model.ir["optimized"])
-    assert model.ir["llvm"].count(f"call @{attention.NATIVE_GQA}(") == 1
+    assert model.ir["llvm"].count(f"call @{attention.NATIVE_GQA}(") == (0 if masked else 1)
+    gen = torch.Generator().manual_seed(1)
     for bb, ll in ((1, 1), (3, 45), (8, 300)):
-        q = torch.randn(bb, 8, ll, 32)
-        k, v = torch.randn(bb, 2, ll, 32), torch.randn(bb, 2, ll, 32)
-        got = model(q, k, v)
+        args = [torch.randn(bb, 8, ll, 32, generator=gen)]
+        args += [torch.randn(bb, 2, ll, 32, generator=gen) for _ in range(2)]
+        if masked:
+            keep = torch.rand(bb, 1, ll, ll, generator=gen) > 0.3
+            keep[..., 0] = True  # no row drops every key
+            args.append(keep)
+        got = model(*args)
         got = got[0] if isinstance(got, (tuple, list)) else got
-        torch.testing.assert_close(got, _GQA()(q, k, v), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(got, module(*args), rtol=1e-5, atol=1e-5)
