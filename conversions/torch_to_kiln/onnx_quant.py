@@ -22,6 +22,7 @@ the reason.
 
 from __future__ import annotations
 
+from ..._mlir import ir
 from ...dialects.dims import dim
 from ...dialects.kiln import MAX_VARIADIC
 from .aten import dims_of, dtype_of, rank_of
@@ -29,7 +30,7 @@ from .driver import Decline
 from .onnx import pattern
 from .onnx_nn import _kernel, _slice, _spatial, _window_slice, conv
 
-__all__ = ["EXACT_K", "exact_int_matmul", "lower_dequantize_linear", "lower_quantize_linear"]
+__all__ = ["EXACT_ATTR", "EXACT_K", "exact_int_matmul", "lower_dequantize_linear", "lower_quantize_linear"]
 
 _QUANT = ("i8", "ui8")
 
@@ -175,6 +176,11 @@ def _channel_shape(w):
 #: partial sum is an integer f32 holds exactly, in any summation order.
 EXACT_K = 256
 
+#: Marks the f32 matmuls of :func:`exact_int_matmul`: their result must stay
+#: f32 (a reduced-precision rewrite may round their operands, integers up to
+#: 256 being exact in bf16, but not their sums).
+EXACT_ATTR = "kiln.exact_integer"
+
 
 def exact_int_matmul(cx, a, b):
     """``a @ b`` for i32 tensors holding centered 8-bit values, exactly: f32
@@ -193,7 +199,9 @@ def exact_int_matmul(cx, a, b):
         whole = (start, end) == (0, k.value)
         ac = af if whole else _slice(cx, af, rank_of(a) - 1, start, end)
         bc = bf if whole else _slice(cx, bf, b_axis, start, end)
-        part = cx.cast(cx.build("matmul", ac, bc), "i32")
+        product = cx.build("matmul", ac, bc)
+        product.owner.attributes[EXACT_ATTR] = ir.UnitAttr.get()
+        part = cx.cast(product, "i32")
         out = part if out is None else cx.build("add", out, part)
     return out
 

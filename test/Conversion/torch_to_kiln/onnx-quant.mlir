@@ -22,7 +22,7 @@ func.func @quantize_axis(%x: !torch.vtensor<[2,3],f32>, %s: !torch.vtensor<[3],f
 // CHECK: %[[BF:.*]] = "kiln.cast"(%[[B32]]) : {{.*}} -> !kiln.tensor<[300, 5], f32>
 // CHECK: %[[A0:.*]] = "kiln.slice"(%[[AF]]) {axes = array<i64: 1>, ends = array<i64: 256>, starts = array<i64: 0>
 // CHECK: %[[B0:.*]] = "kiln.slice"(%[[BF]]) {axes = array<i64: 0>, ends = array<i64: 256>, starts = array<i64: 0>
-// CHECK: %[[M0:.*]] = "kiln.matmul"(%[[A0]], %[[B0]]) : {{.*}} -> !kiln.tensor<[2, 5], f32>
+// CHECK: %[[M0:.*]] = "kiln.matmul"(%[[A0]], %[[B0]]) {kiln.exact_integer} : {{.*}} -> !kiln.tensor<[2, 5], f32>
 // CHECK: %[[P0:.*]] = "kiln.cast"(%[[M0]]) : {{.*}} -> !kiln.tensor<[2, 5], i32>
 // CHECK: "kiln.slice"(%[[AF]]) {axes = array<i64: 1>, ends = array<i64: 300>, starts = array<i64: 256>
 // CHECK: %[[M1:.*]] = "kiln.matmul"
@@ -56,7 +56,7 @@ func.func @qlinear_matmul(%a: !torch.vtensor<[2,4],ui8>, %as: !torch.vtensor<[],
 // CHECK: %[[COL:.*]] = "kiln.concat"({{.*}}) {axis = 2 : i64
 // CHECK-SAME: -> !kiln.tensor<[1, 3, 4, 25], i32>
 // CHECK: "kiln.reshape"(%[[COL]]) {shape = [1, 12, 25]}
-// CHECK: "kiln.matmul"({{.*}}) : (!kiln.tensor<[2, 12], f32>, !kiln.tensor<[1, 12, 25], f32>) -> !kiln.tensor<[1, 2, 25], f32>
+// CHECK: "kiln.matmul"({{.*}}) {kiln.exact_integer} : (!kiln.tensor<[2, 12], f32>, !kiln.tensor<[1, 12, 25], f32>) -> !kiln.tensor<[1, 2, 25], f32>
 // CHECK: "kiln.reshape"(%{{.*}}) {shape = [1, 2, 5, 5]}
 // CHECK-NOT: kiln.conv2d
 func.func @conv_integer_im2col(%x: !torch.vtensor<[1,3,4,4],ui8>, %w: !torch.vtensor<[2,3,2,2],ui8>) -> !torch.vtensor<[1,2,5,5],si32> attributes {torch.onnx_meta.opset_version = 17 : si64} {
