@@ -56,7 +56,7 @@ class LlmSpec:
     @property
     def max_len(self) -> int:
         """Positions the caches must hold: the longest prompt or a decode row's whole sequence."""
-        return max(*self.prompts, self.decode_prompt + self.new_tokens)
+        return max(*self.prompts, self.decode_prompt + self.new_tokens) + 2  # + a warm-up's 2 tokens
 
     def config(self):
         """The ``transformers`` ``LlamaConfig``."""
@@ -156,7 +156,7 @@ class _KilnPeer:
         self.lm = kiln.compile_lm(build_model(spec), max_batch=max(spec.batches), max_len=spec.max_len)
 
     def generate(self, ids: np.ndarray, new_tokens: int):
-        for tokens in self.lm.stream(ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens):
+        for tokens in self.lm.stream(ids, max_new_tokens=new_tokens):  # no eos id: every row runs to the end
             yield time.perf_counter(), np.asarray(tokens).reshape(-1)
 
 
