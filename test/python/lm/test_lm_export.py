@@ -87,3 +87,29 @@ def test_cache_write_touches_only_the_new_positions():
     assert (k0[2:] == 0).all() and (cache.values[1][:2, :, 1:4] == 4).all()
     views = cache.read(2, 4)
     assert [v.shape for v in views] == [(2, 2, 4, 4)] * 4 and np.shares_memory(views[0], k0)
+
+
+class MaskedSDPA(torch.nn.Module):
+    def forward(self, q, k, v, mask):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def test_a_query_with_every_key_masked_gives_zeros_as_torch():
+    """A left-padded prompt's padding rows: torch's SDPA gives 0 there (kiln gave NaN, which reached every
+    later token through the cache)."""
+    q, k, v = torch.randn(2, 4, 3, 8), torch.randn(2, 2, 5, 8), torch.randn(2, 2, 5, 8)
+    mask = torch.ones(2, 1, 3, 5, dtype=torch.bool)
+    length, keys = Dim("L", min=1, max=16), Dim("S", min=2, max=16)
+    model = kiln.compile(MaskedSDPA(), (q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), mask),
+                         dynamic_shapes=({2: length}, {2: keys}, {2: keys}, {2: length, 3: keys}))
+    gen = torch.Generator().manual_seed(0)
+    for n, s in [(1, 2), (5, 9), (16, 16)]:
+        q, k, v = (torch.randn(2, 4, m, 8, generator=gen) for m in (n, s, s))
+        mask = torch.rand(2, 1, n, s, generator=gen) > 0.3
+        mask[0, 0, 0, :] = False  # a query that sees no key
+        mask[1, 0, -1, :] = False
+        want = MaskedSDPA()(q, k, v, mask)
+        got = model(q, k, v, mask)
+        assert not torch.isnan(got).any(), (n, s)
+        assert (got[0, :, 0] == 0).all() and (got[1, :, -1] == 0).all()
+        assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (n, s)
