@@ -98,8 +98,6 @@ def lower_quantize_linear(cx):
     out = cx.result_dtype(0)
     if out not in _QUANT:
         raise Decline(f"QuantizeLinear to {out} (kiln quantizes to int8 / uint8)")
-    if not cx.attr("saturate", 1) and out not in _QUANT:
-        raise Decline("QuantizeLinear with saturate = 0")
     if dtype_of(scale) != dtype_of(x):
         scale = cx.cast(scale, dtype_of(x))
     zp = _zero_point(cx, 2, out, scale)
