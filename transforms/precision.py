@@ -30,6 +30,7 @@ import numpy as np
 
 from .._mlir import ir
 from ..dialects.kiln import CastOp, create_op, tensor_info, tensor_type
+from ..dialects.kiln.quant import EXACT_ATTR
 from ..errors import KilnError, UnsupportedError
 from ..pipelines.registry import Option, Pass, register_pass
 from ._graph import block_ops, constant_array, functions, is_constant
@@ -145,6 +146,8 @@ class ReducePrecision(Pass):
         for fn in functions(module):
             for block in fn.regions[0].blocks:
                 for op in block_ops(block):
+                    if EXACT_ATTR in op.attributes:  # an integer product's exact f32 chunk: bf16 sums would round
+                        continue
                     if op.name in _CONTRACTIONS and self._all_f32(op):
                         self._contraction(op, bf16, f32)
                     elif op.name in _ROUNDED and self._all_f32(op):

@@ -25,12 +25,13 @@ from __future__ import annotations
 from ..._mlir import ir
 from ...dialects.dims import dim
 from ...dialects.kiln import MAX_VARIADIC
+from ...dialects.kiln.quant import EXACT_ATTR
 from .aten import dims_of, dtype_of, rank_of
 from .driver import Decline
 from .onnx import pattern
 from .onnx_nn import _kernel, _slice, _spatial, _window_slice, conv
 
-__all__ = ["EXACT_ATTR", "EXACT_K", "exact_int_matmul", "lower_dequantize_linear", "lower_quantize_linear"]
+__all__ = ["EXACT_K", "exact_int_matmul", "lower_dequantize_linear", "lower_quantize_linear"]
 
 _QUANT = ("i8", "ui8")
 
@@ -174,10 +175,6 @@ def _channel_shape(w):
 #: partial sum is an integer f32 holds exactly, in any summation order.
 EXACT_K = 256
 
-#: Marks the f32 matmuls of :func:`exact_int_matmul`: their result must stay
-#: f32 (a reduced-precision rewrite may round their operands, integers up to
-#: 256 being exact in bf16, but not their sums).
-EXACT_ATTR = "kiln.exact_integer"
 
 
 def exact_int_matmul(cx, a, b):

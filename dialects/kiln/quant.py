@@ -22,10 +22,15 @@ from ...errors import VerifyError
 from .base import ATTR, KilnOp, TensorInfo, TensorType, dtype_name, is_float
 from .shapes import norm_axis
 
-__all__ = ["INT_RANGES", "QUANT_DTYPES", "DequantizeOp", "QuantizeOp", "scale_layout"]
+__all__ = ["EXACT_ATTR", "INT_RANGES", "QUANT_DTYPES", "DequantizeOp", "QuantizeOp", "scale_layout"]
 
 #: Integer dtypes a quantized tensor may have.
 QUANT_DTYPES = ("i8", "ui8", "i32")
+
+#: Unit attribute on the f32 ``kiln.matmul`` chunks an integer product is
+#: computed with (frontends' ``exact_int_matmul``): each sum is exact in f32,
+#: so passes that reduce precision (``kiln-reduce-precision``) leave them alone.
+EXACT_ATTR = "kiln.exact_integer"
 
 #: ``(lowest, highest)`` of each quantized dtype: the saturation bounds.
 INT_RANGES = {"i8": (-128, 127), "ui8": (0, 255), "i32": (-(2 ** 31), 2 ** 31 - 1)}

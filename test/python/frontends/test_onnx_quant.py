@@ -152,11 +152,13 @@ def test_uint8_ops_match_ort(op):
         np.testing.assert_array_equal(got, want, err_msg=f"{op} B={batch}")
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("k", [256, 700])
-def test_matmul_integer_is_exact_past_f32(k):
+def test_matmul_integer_is_exact_past_f32(k, precision):
     """MatMulInteger with a contraction long enough that one f32 product
     would round (sums past 2**24): kiln's chunked f32 GEMMs must give the
-    exact int32 result (numpy int64 reference), at B = 1, 7, 16."""
+    exact int32 result (numpy int64 reference), at B = 1, 7, 16; under
+    ``precision="bf16"`` too, which must leave those exact chunks in f32."""
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(k)
@@ -168,7 +170,7 @@ def test_matmul_integer_is_exact_past_f32(k):
         [helper.make_tensor_value_info("y", TensorProto.INT32, ["B", 9])],
         [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array(2, np.uint8), "azp")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    compiled = kiln.compile(model, symbols={"B": B_RANGE}, fallback=False)
+    compiled = kiln.compile(model, symbols={"B": B_RANGE}, fallback=False, precision=precision)
     for batch in BATCHES:
         a = rng.integers(0, 256, (batch, k)).astype(np.uint8)
         a[0] = 255

@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 import torch
 
+# PT2E lives in torchao (the test extra installs it; a missing one fails, not skips).
+import torchao.quantization.pt2e.quantize_pt2e as pt2e
+import torchao.quantization.pt2e.quantizer.x86_inductor_quantizer as xiq
+
 import kiln
 from kiln.validate import TOLERANCES
-
-pt2e = pytest.importorskip("torchao.quantization.pt2e.quantize_pt2e", reason="PT2E lives in torchao (test extra)")
-xiq = pytest.importorskip("torchao.quantization.pt2e.quantizer.x86_inductor_quantizer")
 
 BATCHES = (1, 6, 16)
 
