@@ -12,13 +12,19 @@ specific to one family: every ``*ForCausalLM`` taking ``cache=``,
 
 One graph (:class:`Step`) serves the prompt (``L`` tokens) and each decoded
 token (``L = 1``): ``(input_ids, past_mask, new_mask, position_ids, k_0, v_0,
-...)`` -> ``(logits [B, V], new k_0, new v_0, ...)``.  It returns only the
-*new* positions' keys and values (never the whole cache) and only the last
-position's logits (what generation reads).  The past always holds at least
-the cache's null slot (a dim of size 0 cannot be symbolic in torch.export).
+...)`` -> ``logits [B, V]`` (the last position's, what generation reads).
+``k_i`` / ``v_i`` are the whole preallocated cache rows ``[B, Hkv, MAX, D]``
+(``MAX`` static); the model's cache layers (``_layer_class()``) write the
+new keys and values at ``[P, P + L)`` with ``index_copy_`` (kiln imports it as
+``kiln.update_slice``, donated: the caller's arrays are written in place,
+nothing is returned or copied back) and attend over the first ``P + L``
+positions only.  The past always holds at least the cache's null slot (a dim
+of size 0 cannot be symbolic in torch.export).
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -58,22 +64,52 @@ def cache_geometry(config) -> tuple[int, int, int]:
     return layers, kv_heads, head_dim
 
 
-def _cache_from(past: tuple[torch.Tensor, ...]):
-    """The model's own ``DynamicCache`` holding ``past`` (k_0, v_0, k_1, v_1, ...)."""
+@functools.cache
+def _layer_class():
+    """The in-place cache layer class, defined on first use: importing ``transformers`` is slow and optional."""
+    from transformers.cache_utils import DynamicLayer
+
+    class _InPlaceLayer(DynamicLayer):
+        """A ``transformers`` cache layer over a preallocated buffer ``[B, Hkv, MAX, D]`` holding ``past`` positions.
+
+        ``update`` writes the new keys and values at ``[past, past + L)``
+        in place and returns the first ``past + L`` positions, what
+        attention reads.  Both are spelled with an index (``index_copy_``,
+        ``index_select`` of an ``arange``), not a slice: a slice view ending
+        at the symbolic ``P + L`` of the static ``MAX`` makes torch.export
+        guard ``P + L != MAX`` (its contiguity check of the view), which
+        would narrow ``P`` and ``L`` below the cache's length.
+        """
+
+        def __init__(self, keys, values, past):
+            super().__init__()
+            self.buffers, self.past = (keys, values), past
+            # What the model reads before the update (the past length, for masks and positions).
+            self.keys, self.values = keys[:, :, :past], values[:, :, :past]
+            self.is_initialized = True
+            self.device, self.dtype = keys.device, keys.dtype
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            keys, values = self.buffers
+            written = torch.arange(self.past, self.past + key_states.shape[-2])
+            keys.index_copy_(2, written, key_states)
+            values.index_copy_(2, written, value_states)
+            seen = torch.arange(self.past + key_states.shape[-2])
+            self.keys, self.values = keys.index_select(2, seen), values.index_select(2, seen)
+            return self.keys, self.values
+
+    return _InPlaceLayer
+
+
+def _cache_over(buffers: tuple[torch.Tensor, ...], past):
+    """The model's own ``DynamicCache`` whose layers write into ``buffers`` (k_0, v_0, k_1, v_1, ...)."""
     from transformers import DynamicCache
 
+    layer = _layer_class()
     cache = DynamicCache()
-    for layer in range(len(past) // 2):
-        cache.update(past[2 * layer], past[2 * layer + 1], layer)
+    cache.layers = [layer(buffers[2 * i], buffers[2 * i + 1], past) for i in range(len(buffers) // 2)]
+    cache.layer_class_to_replicate = None  # every layer is given: none is created on the fly
     return cache
-
-
-def _new_positions(cache, past_length) -> list[torch.Tensor]:
-    """Every layer's keys and values from ``past_length`` on (the new positions), k_0, v_0, ..."""
-    out = []
-    for layer in cache.layers:
-        out += [layer.keys[:, :, past_length:], layer.values[:, :, past_length:]]
-    return out
 
 
 class Step(torch.nn.Module):
@@ -81,23 +117,23 @@ class Step(torch.nn.Module):
 
     ``forward(input_ids [B, L], past_mask [B, P], new_mask [B, L],
     position_ids [B, L], k_0, v_0, k_1, v_1, ...)`` with ``k_i`` / ``v_i``
-    ``[B, Hkv, P, D]`` returns ``(logits [B, V], new k_0, new v_0, ...)``,
-    the new keys and values ``[B, Hkv, L, D]``.  The mask comes in two parts
-    because torch.export cannot name the dim ``P + L`` of one mask (a derived
-    dim is a function of one dim).
+    the cache rows ``[B, Hkv, MAX, D]`` (positions ``[0, P)`` filled)
+    returns ``logits [B, V]`` and writes the new keys and values at
+    ``[P, P + L)`` of ``k_i`` / ``v_i`` (mutated inputs: donated buffers in
+    kiln).  The mask comes in two parts because torch.export cannot name the
+    dim ``P + L`` of one mask (a derived dim is a function of one dim).
     """
 
     def __init__(self, model):
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids, past_mask, new_mask, position_ids, *past):
-        cache = _cache_from(past)
+    def forward(self, input_ids, past_mask, new_mask, position_ids, *cache_rows):
+        cache = _cache_over(cache_rows, past_mask.shape[1])
         mask = torch.cat([past_mask, new_mask], dim=1)
         out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
                          cache=cache, use_cache=True, logits_to_keep=1)
-        returned = getattr(out, "past_key_values", None) or getattr(out, "cache", None) or cache
-        return (out.logits[:, -1, :], *_new_positions(returned, past[0].shape[2]))
+        return out.logits[:, -1, :]
 
 
 def export_dims(max_batch: int, max_len: int):

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import KilnError, ShapeError
 
-__all__ = ["CompiledLM", "KVCache", "compile_lm"]
+__all__ = ["CompiledLM", "KVCache", "compile_lm", "export_step"]
 
 
 class KVCache:
@@ -31,12 +31,9 @@ class KVCache:
     Allocated once per :class:`CompiledLM`.  Slot 0 is a null position
     (zeros, hidden by every mask): the graph's past is never empty, so the
     prompt runs through the decode graph with ``P = 1``.  Tokens occupy
-    slots ``1 .. max_len``.  The graph returns only the new positions' keys
-    and values; :meth:`write` stores them at slots ``start .. start + L - 1``
-    (never the whole cache) and :meth:`read` hands the graph the first ``P``
-    slots.  :meth:`write` is the one place that writes: an in-place kiln
-    slice-update op (buffer donation) can replace its body without touching
-    the loop.
+    slots ``1 .. max_len``.  The compiled step writes each step's keys and
+    values into these arrays itself, in place (``kiln.update_slice`` on
+    donated inputs): :meth:`buffers` hands it the rows in use.
     """
 
     NULL_SLOTS = 1
@@ -52,24 +49,16 @@ class KVCache:
         """Bytes held by the cache (keys and values of every layer)."""
         return sum(a.nbytes for a in self.keys + self.values)
 
-    def write(self, new_kv, batch: int, start: int) -> None:
-        """Store ``new_kv`` (k_0, v_0, k_1, v_1, ..., each ``[batch, Hkv, L, D]``) at ``start .. start + L - 1``."""
-        for layer in range(len(self.keys)):
-            k, v = new_kv[2 * layer], new_kv[2 * layer + 1]
-            length = k.shape[2]
-            self.keys[layer][:batch, :, start:start + length] = k
-            self.values[layer][:batch, :, start:start + length] = v
+    def buffers(self, batch: int) -> list[np.ndarray]:
+        """Rows ``:batch`` of every layer, k_0, v_0, k_1, v_1, ...: views of the cache, no copy.
 
-    def read(self, batch: int, length: int) -> list[np.ndarray]:
-        """The first ``length`` slots of rows ``:batch``, k_0, v_0, k_1, v_1, ... (views, no copy here).
-
-        The views are strided (the slots are a prefix of dim 2): the runtime
-        copies each into a contiguous input today, ``length`` slots per layer,
-        so a step costs ``O(P)`` copying, never ``O(max_len)``.
+        A leading slice of a C-contiguous array is C-contiguous and
+        writeable, what a donated input must be: the step writes its new
+        positions into these views, so into the cache.
         """
         out = []
         for k, v in zip(self.keys, self.values):
-            out += [k[:batch, :, :length], v[:batch, :, :length]]
+            out += [k[:batch], v[:batch]]
         return out
 
 
@@ -173,12 +162,10 @@ class CompiledLM:
         start = time.perf_counter()
         null = KVCache.NULL_SLOTS
         hidden = np.zeros((batch, null), np.int64)  # the null slot: masked for every query
-        out = self.step(ids, hidden, mask, _positions(mask), *self.cache.read(batch, null))
+        rows = self.cache.buffers(batch)  # written in place by each step at [P, P + L)
+        logits = self.step(ids, hidden, mask, _positions(mask), *rows)
         mask = np.concatenate([hidden, mask], axis=1)  # past and new, as the cache holds them
-        past = null + length
         for step in range(max_new_tokens):
-            logits, new_kv = out[0], out[1:]
-            self.cache.write(new_kv, batch, past - new_kv[0].shape[2])
             if do_sample:
                 token = _sample(_process_logits(logits, temperature, top_k, top_p), rng)
             else:
@@ -197,9 +184,8 @@ class CompiledLM:
             start = time.perf_counter()
             new = np.ones((batch, 1), np.int64)
             positions = _positions(np.concatenate([mask, new], axis=1))[:, -1:]
-            out = self.step(token[:, None], mask, new, positions, *self.cache.read(batch, past))
+            logits = self.step(token[:, None], mask, new, positions, *rows)
             mask = np.concatenate([mask, new], axis=1)
-            past += 1
 
     def generate(self, input_ids, max_new_tokens: int = 20, do_sample: bool = False, temperature: float = 1.0,
                  top_k: int | None = None, top_p: float | None = None, eos_token_id=None, attention_mask=None,
@@ -231,36 +217,53 @@ def compile_lm(hf_model, max_batch: int = 8, max_len: int = 2048, **compile_opti
     ``hf_model``: a ``*ForCausalLM`` (LLaMA, Qwen2, Mistral, GPT-2, Phi, ...)
     in eval mode.  ``max_batch`` / ``max_len`` bound the batch and the
     prompt plus generated tokens; the KV cache is allocated for them once.
-    ``compile_options`` go to :func:`kiln.compile` for both graphs.
+    ``compile_options`` go to :func:`kiln.compile` for the step's graph.
+    The step writes the cache in place: its cache inputs are donated to
+    ``kiln.update_slice`` ops, so each step costs ``O(P)``, not ``O(max_len)``.
     """
-    import torch
+    import kiln
 
     from . import export as lm_export
 
     if max_batch < 1:
         raise KilnError(f"kiln.compile_lm: max_batch must be at least 1, got {max_batch}")
     layers, kv_heads, head_dim = lm_export.cache_geometry(hf_model.config)
-    batch_dim, length_dim, past_dim = lm_export.export_dims(max_batch, max_len + KVCache.NULL_SLOTS)
-    dtype = next(hf_model.parameters()).dtype
-    hf_model = hf_model.eval()
-    import kiln
-
-    # Example dims of 2 (torch.export specializes dims seen as 0 or 1).
-    ids = torch.zeros((2, 2), dtype=torch.long)
-    past = tuple(torch.zeros((2, kv_heads, 2, head_dim), dtype=dtype) for _ in range(2 * layers))
-    args = (ids, torch.zeros((2, 2), dtype=torch.long), torch.ones((2, 2), dtype=torch.long),
-            torch.arange(2).expand(2, 2).contiguous(), *past)
-    shapes = ({0: batch_dim, 1: length_dim}, {0: batch_dim, 1: past_dim}, {0: batch_dim, 1: length_dim},
-              {0: batch_dim, 1: length_dim}, tuple({0: batch_dim, 2: past_dim} for _ in past))
-    step = _compile_step(kiln, lm_export.Step(hf_model), args, shapes, compile_options)
-    np_dtype = torch.empty((), dtype=dtype).numpy().dtype
+    ep, args, shapes = export_step(hf_model, max_batch, max_len)
+    step = kiln.compile(ep, args, dynamic_shapes=shapes, **compile_options)
+    np_dtype = args[-1].numpy().dtype
     cache = KVCache(layers, max_batch, kv_heads, max_len, head_dim, np_dtype)
     pad = getattr(hf_model.config, "pad_token_id", None)
     return CompiledLM(step, cache, pad_token_id=int(pad) if pad is not None else 0)
 
 
-def _compile_step(kiln, module, args, dynamic_shapes, options):
-    """Export ``module`` (guards torch cannot prove kept as dropped assertions) and compile it."""
+def export_step(hf_model, max_batch: int, max_len: int):
+    """``(exported_program, example_args, dynamic_shapes)`` of :class:`kiln.lm.export.Step` for ``hf_model``.
+
+    What :func:`compile_lm` compiles: the cache rows are example inputs of
+    the whole preallocated length ``max_len + 1`` (static) and ``B``, ``L``,
+    ``P`` are symbolic (:func:`kiln.lm.export.export_dims`).
+    """
+    import torch
+
+    from . import export as lm_export
+
+    layers, kv_heads, head_dim = lm_export.cache_geometry(hf_model.config)
+    slots = max_len + KVCache.NULL_SLOTS
+    batch_dim, length_dim, past_dim = lm_export.export_dims(max_batch, slots)
+    dtype = next(hf_model.parameters()).dtype
+    # Example dims of 2 (torch.export specializes dims seen as 0 or 1).
+    ids = torch.zeros((2, 2), dtype=torch.long)
+    # The cache rows: the whole preallocated length (static), written in place by the step.
+    rows = tuple(torch.zeros((2, kv_heads, slots, head_dim), dtype=dtype) for _ in range(2 * layers))
+    args = (ids, torch.zeros((2, 2), dtype=torch.long), torch.ones((2, 2), dtype=torch.long),
+            torch.arange(2).expand(2, 2).contiguous(), *rows)
+    shapes = ({0: batch_dim, 1: length_dim}, {0: batch_dim, 1: past_dim}, {0: batch_dim, 1: length_dim},
+              {0: batch_dim, 1: length_dim}, tuple({0: batch_dim} for _ in rows))
+    return _export(lm_export.Step(hf_model.eval()), args, shapes), args, shapes
+
+
+def _export(module, args, dynamic_shapes):
+    """``torch.export`` of ``module``, guards torch cannot prove kept as (later dropped) assertions."""
     import warnings
 
     import torch
@@ -277,4 +280,4 @@ def _compile_step(kiln, module, args, dynamic_shapes, options):
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise KilnError(f"kiln.compile_lm: torch.export failed for {type(module).__name__} of "
                         f"{type(module.model).__name__}: {type(e).__name__}: {first}") from None
-    return kiln.compile(ep, args, dynamic_shapes=dynamic_shapes, **options)
+    return ep

@@ -78,15 +78,15 @@ def test_top_k_and_top_p_keep_the_best_tokens():
     assert np.allclose(_process_logits(logits, 0.5, None, None), logits * 2)
 
 
-def test_cache_write_touches_only_the_new_positions():
+def test_cache_buffers_are_donatable_views():
+    """The rows handed to the step are views of the cache, C-contiguous and writeable (what donation needs)."""
     cache = KVCache(layers=2, max_batch=3, kv_heads=2, max_len=8, head_dim=4)
-    new = [np.full((2, 2, 3, 4), i + 1, np.float32) for i in range(4)]
-    cache.write(new, batch=2, start=1)
-    k0 = cache.keys[0]
-    assert (k0[:2, :, 1:4] == 1).all() and (k0[:2, :, 0] == 0).all() and (k0[:2, :, 4:] == 0).all()
-    assert (k0[2:] == 0).all() and (cache.values[1][:2, :, 1:4] == 4).all()
-    views = cache.read(2, 4)
-    assert [v.shape for v in views] == [(2, 2, 4, 4)] * 4 and np.shares_memory(views[0], k0)
+    rows = cache.buffers(2)
+    assert [r.shape for r in rows] == [(2, 2, 9, 4)] * 4
+    assert all(r.flags.c_contiguous and r.flags.writeable for r in rows)
+    rows[3][:, :, 1:4] = 4  # a write through the view is a write into the cache
+    assert (cache.values[1][:2, :, 1:4] == 4).all() and (cache.values[1][2:] == 0).all()
+    assert (cache.keys[0] == 0).all()
 
 
 class MaskedSDPA(torch.nn.Module):
