@@ -2,15 +2,16 @@
 // RUN: env KILN_NATIVE=0 kiln-opt %s --split-input-file --convert-kiln-to-linalg --kiln-cpu-prepare --kiln-cpu-vectorize --kiln-cpu-bufferize --kiln-cpu-library | FileCheck %s --check-prefix=BLAS
 
 // An unmasked causal attention: its lowered chain (q k^T, scale and mask,
-// softmax, p v) becomes one kiln_attention call with the heads flattened
-// (B * 2), L and S from q and k, the static head dims, the scale 1/sqrt(8)
+// softmax, p v) becomes one kiln_attention_gqa call with the heads flattened
+// (B * 2), a k / v head per q head (group 1), L and S from q and k, the
+// static head dims, the scale 1/sqrt(8)
 // and causal = 1; the scores buffer, its passes and the zero fill of the
 // output are gone.  Without the native runtime the chain stays and its two
 // contractions become sgemm calls.
 
 "kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 8 : i64} : () -> ()
 "kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 64 : i64} : () -> ()
-// CHECK: func.func private @kiln_attention(i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i32) -> i32
+// CHECK: func.func private @kiln_attention_gqa(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i32) -> i32
 // CHECK-LABEL: func.func private @kiln_attention_0(
 // CHECK-SAME: %[[Q:.*]]: memref<?x2x?x8xf32>, %[[K:.*]]: memref<?x2x?x8xf32>, %[[V:.*]]: memref<?x2x?x6xf32>, %[[O:.*]]: memref<?x2x?x6xf32>)
 // CHECK: %[[B:.*]] = memref.dim %[[O]], %c0
@@ -24,7 +25,7 @@
 // CHECK: %[[SCALE:.*]] = arith.constant 0.353553385 : f32
 // CHECK: %[[CAUSAL:.*]] = arith.constant 1 : i32
 // CHECK: %[[THR:.*]] = call @kiln_pool_threads() : () -> i32
-// CHECK: call @kiln_attention(%{{.*}}, %{{.*}}, %{{.*}}, %[[D]], %[[DV]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SCALE]], %[[CAUSAL]], %[[THR]])
+// CHECK: call @kiln_attention_gqa(%{{.*}}, %c1_i64, %{{.*}}, %{{.*}}, %[[D]], %[[DV]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SCALE]], %[[CAUSAL]], %[[THR]])
 // CHECK-LABEL: func.func @main(
 // CHECK-NOT: linalg.generic
 // CHECK-NOT: memref.alloc
