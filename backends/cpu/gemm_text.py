@@ -29,6 +29,7 @@ from .library import (
     _Gemm,
     _is_contiguous,
     add_slot,
+    batch_loops,
     blas_threads_lines,
     blas_threads_value,
     mt_mnk,
@@ -153,17 +154,7 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
     add("  %gv_rows = arith.select %tbsel, %N, %K : i64")
     add("  %gv_cols = arith.select %tbsel, %K, %N : i64")
     add(f"  %incx = {'arith.addi %lda, %zero64 : i64' if trans_a else 'arith.constant 1 : i64'}")
-    # Nested loops over the remaining batch dims; offsets in elements.
-    offs = {"A": "%oA", "B": "%oB", "C": "%oC"}
-    indent = "  "
-    for j, d in enumerate(loops):
-        add(f"{indent}scf.for %i{j} = %c0 to %sC#{mc.index(d)} step %c1 {{")
-        indent += "  "
-        for tag, mp in (("A", ma), ("B", mb), ("C", mc)):
-            if d in mp:
-                add(f"{indent}%m{tag}{j} = arith.muli %i{j}, %t{tag}#{mp.index(d)} : index")
-                add(f"{indent}%a{tag}{j} = arith.addi {offs[tag]}, %m{tag}{j} : index")
-                offs[tag] = f"%a{tag}{j}"
+    offs, indent = batch_loops(add, loops, ma, mb, mc)  # the remaining batch dims; offsets in elements
     for tag in ("A", "B", "C"):
         _add_address(add, tag, offs[tag], indent)
     # Few rows times a weight (one constant B for every call): kiln's native

@@ -249,6 +249,25 @@ def add_pointer(add, tag: str, t, arg: str | None = None, indent: str = "  ") ->
     add(f"{indent}%p{tag} = arith.index_cast %q{tag} : index to i64")
 
 
+def batch_loops(add, loops, ma, mb, mc) -> tuple[dict[str, str], str]:
+    """Open an ``scf.for`` per batch dim of a product (``loops``, extents
+    ``%sC#i``) and add each operand's stride (``%tA#i`` ...) times the
+    induction variable to its offset; returns the offsets in elements by
+    tag (``A``, ``B``, ``C``; from ``%oA`` ...) and the indentation inside.
+    The caller closes the loops."""
+    offs = {"A": "%oA", "B": "%oB", "C": "%oC"}
+    indent = "  "
+    for j, d in enumerate(loops):
+        add(f"{indent}scf.for %i{j} = %c0 to %sC#{mc.index(d)} step %c1 {{")
+        indent += "  "
+        for tag, mp in (("A", ma), ("B", mb), ("C", mc)):
+            if d in mp:
+                add(f"{indent}%m{tag}{j} = arith.muli %i{j}, %t{tag}#{mp.index(d)} : index")
+                add(f"{indent}%a{tag}{j} = arith.addi {offs[tag]}, %m{tag}{j} : index")
+                offs[tag] = f"%a{tag}{j}"
+    return offs, indent
+
+
 def pool_threads_line(var: str = "%nthr", indent: str = "  ") -> str:
     """The line setting ``var`` (an i32) to the native pool's size, asked at
     run time (:data:`POOL_THREADS`; :func:`insert_helpers` declares it)."""
@@ -310,8 +329,13 @@ class _Gemm:
         self.maps, self.batch, self.m, self.n, self.k = maps, batch, m, n, k
 
 
-def match(op) -> _Gemm | None:
-    """A :class:`_Gemm` when ``op`` (a ``linalg.generic`` on memrefs) is an f32 matrix product."""
+def product_parts(op, dtypes_ok, body_ok, a_transposed: bool = True):
+    """``(a, b, c, maps, batch, m, n, k, element types)`` when ``op`` (a
+    ``linalg.generic`` on memrefs) is a batched matrix product ``c += a b``
+    whose operands' last dims are contiguous, ``dtypes_ok(a, b, c element
+    type names)`` and ``body_ok(block)`` hold, and (unless ``a_transposed``)
+    ``a`` is not transposed; None otherwise.  The shared front of the f32
+    and 16-bit product matchers."""
     if op.name != "linalg.generic" or len(op.operands) != 3 or len(op.results) != 0:
         return None
     iters = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
@@ -323,31 +347,37 @@ def match(op) -> _Gemm | None:
     if any(m is None for m in maps):
         return None
     a, b, c = (op.operands[i] for i in range(3))
-    types = [v.type for v in (a, b, c)]
     try:
-        types = [ir.MemRefType(t) for t in types]
+        types = [ir.MemRefType(v.type) for v in (a, b, c)]
     except (ValueError, TypeError):  # tensors: not bufferized yet
         return None
-    if not all(str(t.element_type) == "f32" for t in types):
+    names = [str(t.element_type) for t in types]
+    if not dtypes_ok(*names):
         return None
     par = [i for i in range(len(iters)) if i != k]
     if maps[2] != par or len(par) < 2:
         return None
-    block = op.regions[0].blocks[0]
-    if not _is_mul_add(block, list(block.arguments)):
+    if not body_ok(op.regions[0].blocks[0]):
         return None
     batch, m, n = par[:-2], par[-2], par[-1]
     ma, mb = maps[0], maps[1]
-    if sorted(ma[-2:]) != sorted([m, k]) or sorted(mb[-2:]) != sorted([k, n]):
+    a_ok = sorted(ma[-2:]) == sorted([m, k]) if a_transposed else ma[-2:] == [m, k]
+    if not a_ok or sorted(mb[-2:]) != sorted([k, n]):
         return None
     for mp in (ma, mb):
         bd = mp[:-2]
         if any(d not in batch for d in bd) or bd != sorted(bd) or len(set(mp)) != len(mp):
             return None
-    if not (_inner_stride_one(types[0], len(ma) - 1) and _inner_stride_one(types[1], len(mb) - 1)
-            and _inner_stride_one(types[2], len(maps[2]) - 1)):
+    if not all(_inner_stride_one(t, len(mp) - 1) for t, mp in zip(types, maps)):
         return None
-    return _Gemm(op, a, b, c, maps, batch, m, n, k)
+    return a, b, c, maps, batch, m, n, k, names
+
+
+def match(op) -> _Gemm | None:
+    """A :class:`_Gemm` when ``op`` (a ``linalg.generic`` on memrefs) is an f32 matrix product."""
+    parts = product_parts(op, lambda *names: all(t == "f32" for t in names),
+                          lambda block: _is_mul_add(block, list(block.arguments)))
+    return None if parts is None else _Gemm(op, *parts[:-1])
 
 
 # ---------------------------------------------------------------------------

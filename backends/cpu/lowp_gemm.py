@@ -35,21 +35,20 @@ import logging
 
 from ..._mlir import ir
 from ...pipelines.registry import Option, Pass, register_pass
-from .buffers import indexing_maps
 from .library import (
     FREE_PACKED,
     RELEASE,
     _constant_global,
-    _dims,
-    _inner_stride_one,
     _is_contiguous,
     _release_text,
     _zero_fill_before,
     add_slot,
+    batch_loops,
     enabled,
     function_names,
     insert_helpers,
     pool_threads_line,
+    product_parts,
     unique_name,
 )
 
@@ -115,42 +114,11 @@ def _is_widening_mul_add(block) -> bool:
 
 
 def match_lowp(op) -> _LowpGemm | None:
-    """A :class:`_LowpGemm` when ``op`` (a ``linalg.generic`` on memrefs) is a bf16 / f16 product into f32."""
-    if op.name != "linalg.generic" or len(op.operands) != 3 or len(op.results) != 0:
-        return None
-    iters = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
-    red = [i for i, s in enumerate(iters) if "reduction" in s]
-    if len(red) != 1:
-        return None
-    k = red[0]
-    maps = [_dims(m) for m in indexing_maps(op)]
-    if any(m is None for m in maps):
-        return None
-    a, b, c = (op.operands[i] for i in range(3))
-    try:
-        types = [ir.MemRefType(v.type) for v in (a, b, c)]
-    except (ValueError, TypeError):  # tensors: not bufferized yet
-        return None
-    ta, tb, tc = (str(t.element_type) for t in types)
-    if ta != tb or ta not in _DTYPES or tc != "f32":
-        return None
-    par = [i for i in range(len(iters)) if i != k]
-    if maps[2] != par or len(par) < 2:
-        return None
-    block = op.regions[0].blocks[0]
-    if not _is_widening_mul_add(block):
-        return None
-    batch, m, n = par[:-2], par[-2], par[-1]
-    ma, mb = maps[0], maps[1]
-    if ma[-2:] != [m, k] or sorted(mb[-2:]) != sorted([k, n]):
-        return None
-    for mp in (ma, mb):
-        bd = mp[:-2]
-        if any(d not in batch for d in bd) or bd != sorted(bd) or len(set(mp)) != len(mp):
-            return None
-    if not all(_inner_stride_one(t, len(mp) - 1) for t, mp in zip(types, maps)):
-        return None
-    return _LowpGemm(op, a, b, c, maps, batch, m, n, k, ta)
+    """A :class:`_LowpGemm` when ``op`` (a ``linalg.generic`` on memrefs) is a bf16 / f16 product into f32
+    (``a`` not transposed: the kernel reads its rows)."""
+    parts = product_parts(op, lambda ta, tb, tc: ta == tb and ta in _DTYPES and tc == "f32", _is_widening_mul_add,
+                          a_transposed=False)
+    return None if parts is None else _LowpGemm(op, *parts[:-1], parts[-1][0])
 
 
 def _metadata(add, tag: str, t: ir.MemRefType) -> None:
@@ -203,16 +171,7 @@ def lowp_text(name: str, g: _LowpGemm, beta: float, slot: str | None) -> str:
     add(f"  %lda = arith.index_cast %tA#{len(ma) - 2} : index to i64")
     add(f"  %ldb = arith.index_cast %tB#{len(mb) - 2} : index to i64")
     add(f"  %ldc = arith.index_cast %tC#{rc - 2} : index to i64")
-    offs = {"A": "%oA", "B": "%oB", "C": "%oC"}
-    indent = "  "
-    for j, d in enumerate(loops):
-        add(f"{indent}scf.for %i{j} = %c0 to %sC#{mc.index(d)} step %c1 {{")
-        indent += "  "
-        for tag, mp in (("A", ma), ("B", mb), ("C", mc)):
-            if d in mp:
-                add(f"{indent}%m{tag}{j} = arith.muli %i{j}, %t{tag}#{mp.index(d)} : index")
-                add(f"{indent}%a{tag}{j} = arith.addi {offs[tag]}, %m{tag}{j} : index")
-                offs[tag] = f"%a{tag}{j}"
+    offs, indent = batch_loops(add, loops, ma, mb, mc)
     for tag, t in (("A", ta), ("B", tb), ("C", tc)):
         add(f"{indent}%e{tag} = arith.index_cast {offs[tag]} : index to i64")
         add(f"{indent}%z{tag} = arith.constant {_SIZES[str(t.element_type)]} : i64")
