@@ -193,6 +193,9 @@ def _update_slice(args, attrs, op):
 def _attention(args, attrs, op):
     fields = operand_map(op)
     q, k, v = (args[fields[n]] for n in ("q", "k", "v"))
+    if q.ndim >= 3 and k.ndim >= 3 and 1 < k.shape[-3] < q.shape[-3]:  # grouped-query: q head h reads h // group
+        group = q.shape[-3] // k.shape[-3]
+        k, v = np.repeat(k, group, axis=-3), np.repeat(v, group, axis=-3)
     scale = attrs["scale"] if attrs["scale"] is not None else 1 / math.sqrt(q.shape[-1])
     s = np.matmul(q, np.swapaxes(k, -1, -2)) * np.asarray(scale, dtype=q.dtype)
     if "mask" in fields:
@@ -200,8 +203,48 @@ def _attention(args, attrs, op):
         s = np.where(mask, s, -np.inf) if mask.dtype == np.bool_ else s + mask
     if attrs["causal"]:
         s = np.where(np.tril(np.ones(s.shape[-2:], dtype=np.bool_)), s, -np.inf)
-    e = np.exp(s - s.max(axis=-1, keepdims=True))
-    return np.matmul(e / e.sum(axis=-1, keepdims=True), v)
+    top = s.max(axis=-1, keepdims=True)
+    e = np.exp(s - np.where(np.isneginf(top), 0, top))
+    total = e.sum(axis=-1, keepdims=True)
+    # A query row with every key masked gives 0, as torch's SDPA.
+    return np.matmul(np.divide(e, total, out=np.zeros_like(e), where=total > 0), v)
+
+
+def _rms_norm(args, attrs, op):
+    fields = operand_map(op)
+    x = args[0]
+    axes = tuple(range(attrs["axis"] % x.ndim, x.ndim))
+    wide = x.astype(np.float32) if x.dtype != np.float64 else x
+    y = (wide / np.sqrt((wide * wide).mean(axis=axes, keepdims=True) + attrs["epsilon"])).astype(x.dtype)
+    return y * args[fields["weight"]] if "weight" in fields else y
+
+
+def _quant_params(x, scale, zero_point, attrs):
+    """scale and zero point broadcast against ``x`` (per tensor, per axis, blocked)."""
+    axis = attrs.get("axis")
+    if axis is None:
+        return scale.reshape(()), zero_point.reshape(())
+    axis %= x.ndim
+    if attrs.get("block_size") is not None:
+        b = attrs["block_size"]
+        take = lambda p: np.repeat(p, b, axis=axis).take(range(x.shape[axis]), axis=axis)  # noqa: E731
+        return take(scale), take(zero_point)
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    return scale.reshape(shape), zero_point.reshape(shape)
+
+
+def _quantize(args, attrs, op):
+    x, scale, zp = args
+    s, z = _quant_params(x, scale, zp, attrs)
+    lo, hi = {np.dtype(np.int8): (-128, 127), np.dtype(np.uint8): (0, 255)}.get(zp.dtype, (-(2**31), 2**31 - 1))
+    return np.clip(np.rint(x / s).astype(np.float64) + z, lo, hi)  # x / scale in x's dtype, as ONNX's reference
+
+
+def _dequantize(args, attrs, op):
+    x, scale, zp = args
+    s, z = _quant_params(x, scale, zp, attrs)
+    return (x.astype(np.int64) - z.astype(np.int64)).astype(scale.dtype) * s
 
 
 def _window_out(size: int, kernel: int, stride: int, lo: int, hi: int, dilation: int, ceil: bool = False) -> int:
@@ -333,6 +376,9 @@ EVALUATORS: dict[str, Callable] = {
     "kiln.max_pool2d": _pool2d("max"),
     "kiln.avg_pool2d": _pool2d("avg"),
     "kiln.cumsum": _cumsum,
+    "kiln.rms_norm": _rms_norm,
+    "kiln.quantize": _quantize,
+    "kiln.dequantize": _dequantize,
 }
 
 

@@ -89,6 +89,8 @@ class TorchKernel(TritonKernel):
             y.narrow(axis, start, upd.shape[axis]).copy_(upd)
         elif op == "kiln.scatter_nd":
             y = _scatter_nd(*args, at.get("reduction", "none"))
+        elif op in ("kiln.quantize", "kiln.dequantize"):
+            y = _quantize(op, *args, at.get("axis"), at.get("block_size"))
         elif op == "kiln.fallback" and at["op_name"].startswith("aten."):
             name = at["op_name"].split(".")
             fn = getattr(torch.ops.aten, name[1])
@@ -97,6 +99,26 @@ class TorchKernel(TritonKernel):
         else:
             raise UnsupportedError(f"the Triton backend has no kernel for '{op}'")
         outputs[0].copy_(y)
+
+
+def _quantize(op: str, x, scale, zero_point, axis, block_size):
+    """kiln.quantize (round half to even, saturate to the zero point's type) or
+    kiln.dequantize, with per-tensor, per-axis or blocked parameters."""
+    import torch
+
+    if axis is None:
+        s, z = scale.reshape(()), zero_point.reshape(())
+    elif block_size is not None:
+        axis %= x.dim()
+        s, z = (p.repeat_interleave(block_size, dim=axis).narrow(axis, 0, x.shape[axis]) for p in (scale, zero_point))
+    else:
+        shape = [1] * x.dim()
+        shape[axis % x.dim()] = -1
+        s, z = scale.reshape(shape), zero_point.reshape(shape)
+    if op == "kiln.dequantize":
+        return (x.to(torch.int64) - z.to(torch.int64)).to(scale.dtype) * s
+    info = torch.iinfo(zero_point.dtype)
+    return torch.clamp(torch.round(x / s).to(torch.float64) + z, info.min, info.max).to(zero_point.dtype)
 
 
 def _scatter_nd(data, indices, updates, reduction: str):

@@ -75,6 +75,9 @@ CASES: dict[str, list[tuple[str, list[str], str, str, str | None]]] = {
         ("kiln.silu", ['["B", 6], f32'], "", R(2, F), None),
         ("kiln.gelu", ['["B", 6], f32'], "", R(2, F), None),
         ("kiln.gelu", ['["B", 6], f32'], '{approximate = "tanh"}', R(2, F), None),
+        ("kiln.quantize", ['["B", 6], f32', "[6], f32", "[6], i8"], "{axis = 1 : i64}", R(2, "i8"), "quant"),
+        ("kiln.quantize", ['["B", 6], f32', "[], f32", "[], ui8"], "", R(2, "ui8"), "quant"),
+        ("kiln.dequantize", ['["B", 6], i8', "[6], f32", "[6], i8"], "{axis = 1 : i64}", R(2, F), "quant"),
         ("kiln.cast", ['["B", 6], f32'], "", R(2, "i64"), None),
         ("kiln.cast", ['["B", 6], i64'], "", R(2, F), "int"),
         ("kiln.where", ['["B", 6], i1', '["B", 6], f32', "[6], f32"], "", R(2, F), None),
@@ -113,6 +116,12 @@ CASES: dict[str, list[tuple[str, list[str], str, str, str | None]]] = {
          "{causal = true, operandSegmentSizes = array<i32: 1, 1, 1, 0>}", R(4, F), None),
         ("kiln.attention", ['["B", 2, 3, 8], f32', '["B", 2, 9, 8], f32', '["B", 2, 9, 8], f32'],
          "{causal = true, operandSegmentSizes = array<i32: 1, 1, 1, 0>}", R(4, F), None),  # torch's top-left causal
+        ("kiln.attention", ['["B", 4, 5, 8], f32', '["B", 2, 5, 8], f32', '["B", 2, 5, 8], f32'],
+         "{causal = true, operandSegmentSizes = array<i32: 1, 1, 1, 0>}", R(4, F), None),  # grouped-query
+        ("kiln.attention", ['["B", 2, 5, 8], f32', '["B", 2, 5, 8], f32', '["B", 2, 5, 8], f32', '["B", 1, 5, 5], i1'],
+         "{operandSegmentSizes = array<i32: 1, 1, 1, 1>}", R(4, F), None),  # boolean mask, some rows all masked
+        ("kiln.rms_norm", ['["B", 5, 16], f32', "[16], f32"],
+         "{epsilon = 1.0e-06 : f64, operandSegmentSizes = array<i32: 1, 1>}", R(3, F), None),
         ("kiln.attention", ['["B", 2, 7, 8], f32', '["B", 2, 9, 8], f32', '["B", 2, 9, 8], f32', '["B", 1, 7, 9], f32'],
          "{scale = 0.25 : f64, operandSegmentSizes = array<i32: 1, 1, 1, 1>}", R(4, F), None),
     ],
@@ -137,6 +146,13 @@ EXEMPT = {"kiln.constant": "the operand of every folding, checked by kiln-fold-c
 def _domain(rng, shape, dtype, domain):
     if dtype == "i1":
         return rng.random(shape) < 0.5
+    if dtype in ("i8", "ui8"):
+        lo, hi = (-128, 128) if dtype == "i8" else (0, 256)
+        return rng.integers(lo, hi, size=shape).astype(np.int8 if dtype == "i8" else np.uint8)
+    if domain == "quant" and shape != (6,) and shape:  # x: values past the int8 range too (saturation)
+        return (rng.standard_normal(shape) * 40).astype(np.float32)
+    if domain == "quant":  # scales
+        return rng.uniform(0.05, 0.5, size=shape).astype(np.float32)
     if dtype == "i64" or domain == "int":
         if domain == "index6":
             return rng.integers(-6, 6, size=shape, dtype=np.int64)
@@ -172,7 +188,8 @@ def _inputs(operands, b: int, seed: int) -> list[np.ndarray]:
     for types, domain in operands:
         for t in types:
             dims_text, dtype = t.rsplit(",", 1)
-            dims = [b if d.strip() == '"B"' else int(d) for d in dims_text.strip()[1:-1].split(",")]
+            inner = dims_text.strip()[1:-1]
+            dims = [b if d.strip() == '"B"' else int(d) for d in inner.split(",")] if inner else []
             out.append(_domain(rng, tuple(dims), dtype.strip(), domain))
     return out
 
