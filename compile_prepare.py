@@ -69,7 +69,6 @@ def prepare(module, function: str, keep_text: bool = False) -> Prepared:
     # Verified once after the three passes (KILN_VERIFY_EACH=1: after each).
     Pipeline().add("kiln-infer-shapes").add("kiln-partition").add("kiln-plan-memory").run(module, verify_each=None)
     schedule, plan = read_plan(module.operation, function)
-    text = str(module) if keep_text else None
     fallback, generated = {}, {}
     for i, step in enumerate(schedule.steps):
         if step.kind == "fallback":
@@ -95,6 +94,7 @@ def prepare(module, function: str, keep_text: bool = False) -> Prepared:
                     step.view_offset = _slice_offset(step.func, schedule.values[step.inputs[0]].info.dims,
                                                      schedule.values[step.outputs[0]].info.dims)
     inplace, donated = donations(module.operation, function, schedule)
+    text = str(module) if keep_text else None  # after donations() marked the in-place updates
     if inplace or donated:
         from .module import symbols_of
         from .transforms.plan_memory import plan_memory
