@@ -30,8 +30,8 @@ that chain stays generated code (its contractions' maps are not sgemm's).
 from __future__ import annotations
 
 from ..._mlir import ir
+from ...conversions.kiln_to_linalg.attention import ATTENTION_ATTR, packed_attention_maps
 from ...conversions.kiln_to_linalg.common import affine_map
-from ...conversions.kiln_to_linalg.nn import ATTENTION_ATTR, packed_attention_maps
 from .buffers import erase_dead_buffers, indexing_maps
 from .library import (
     _dims,

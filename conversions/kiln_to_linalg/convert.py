@@ -36,13 +36,14 @@ from ...errors import ConversionError, Diagnostic, KilnError, diagnostic_from_ml
 from ...module import ops_where
 from ...pipelines.registry import Pass, register_pass
 from .. import framework
-from . import data, elementwise, nn, quant, rms_norm
+from . import attention, data, elementwise, nn, quant, rms_norm
 from .common import DimEnv, Lowering, builtin_tensor_type, const_index, storage_info
 
 __all__ = ["ConvertKilnToLinalg", "KilnTypeConverter", "LOWERINGS", "conversion_target", "populate_kiln_to_linalg"]
 
 #: kiln op name -> ``lower_<op>(Lowering) -> [result values]``.
-LOWERINGS: dict = {**elementwise.table(), **nn.table(), **data.table(), **rms_norm.table(), **quant.table()}
+LOWERINGS: dict = {**elementwise.table(), **nn.table(), **attention.table(), **data.table(), **rms_norm.table(),
+                   **quant.table()}
 
 
 def _to_builtin(t: ir.Type):
