@@ -108,9 +108,10 @@ class CompiledLM:
     per-token decode times (seconds).
     """
 
-    def __init__(self, step, cache: KVCache, pad_token_id: int = 0):
+    def __init__(self, step, cache: KVCache, pad_token_id: int = 0, vocab_size: int | None = None):
         self.step, self.cache = step, cache
         self.pad_token_id = pad_token_id
+        self.vocab_size = vocab_size
         self.timings: dict = {}
 
     def report(self) -> dict:
@@ -124,6 +125,10 @@ class CompiledLM:
             ids = ids[None]
         if ids.ndim != 2 or not np.issubdtype(ids.dtype, np.integer):
             raise ShapeError(f"input_ids must be integer token ids [batch, length], got {ids.dtype} {ids.shape}")
+        # An id past the embedding table would be read out of bounds by the compiled gather (torch raises too).
+        if self.vocab_size is not None and ids.size and not 0 <= ids.min() <= ids.max() < self.vocab_size:
+            bad = ids[(ids < 0) | (ids >= self.vocab_size)].flat[0]
+            raise ShapeError(f"input_ids holds token id {bad}, outside the vocabulary [0, {self.vocab_size})")
         if attention_mask is None:
             mask = np.ones(ids.shape, np.int64)
         else:
@@ -233,7 +238,8 @@ def compile_lm(hf_model, max_batch: int = 8, max_len: int = 2048, **compile_opti
     np_dtype = args[-1].numpy().dtype
     cache = KVCache(layers, max_batch, kv_heads, max_len, head_dim, np_dtype)
     pad = getattr(hf_model.config, "pad_token_id", None)
-    return CompiledLM(step, cache, pad_token_id=int(pad) if pad is not None else 0)
+    vocab = hf_model.get_input_embeddings().num_embeddings
+    return CompiledLM(step, cache, pad_token_id=int(pad) if pad is not None else 0, vocab_size=vocab)
 
 
 def export_step(hf_model, max_batch: int, max_len: int):

@@ -135,3 +135,7 @@ def test_errors_name_the_limit(compiled):
         lm.generate(np.zeros((1, 40), np.int64), max_new_tokens=30)
     with pytest.raises(kiln.ShapeError, match="max_batch=4"):
         lm.generate(np.zeros((5, 4), np.int64), max_new_tokens=2)
+    with pytest.raises(kiln.ShapeError, match=r"token id 100000, outside the vocabulary \[0, "):
+        lm.generate(np.array([[1, 2, 100000]]), max_new_tokens=2)
+    with pytest.raises(kiln.ShapeError, match="token id -1"):
+        lm.generate(np.array([[-1, 2]]), max_new_tokens=2)
