@@ -32,6 +32,7 @@ from .library import (
     batch_loops,
     blas_threads_lines,
     blas_threads_value,
+    gemm_sizes,
     mt_mnk,
     pool_threads_line,
     small_m,
@@ -97,7 +98,6 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
     add(f"  %beta = arith.constant {beta:.1f} : f32")
     if pool or slot is not None or epi is not None:  # the native calls' pool size, asked at run time
         add(pool_threads_line())
-    rc = len(mc)
     # Fold batch dims that b does not index into m: a and c contiguous,
     # a not transposed, and the folded dims lead both a and c.
     fold = []
@@ -121,17 +121,7 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
         add(f"  %ldr = arith.index_cast %tR#{extra['R'].rank - 2} : index to i64" if "R" in extra
             else "  %ldr = arith.constant 0 : i64")
         add(f"  %act = arith.constant {epi.code} : i32")
-    add(f"  %M0 = arith.index_cast %sC#{rc - 2} : index to i64")
-    m_expr = "%M0"
-    for j, d in enumerate(fold):
-        add(f"  %Mf{j} = arith.index_cast %sC#{mc.index(d)} : index to i64")
-        add(f"  %Mm{j} = arith.muli {m_expr}, %Mf{j} : i64")
-        m_expr = f"%Mm{j}"
-    add(f"  %N = arith.index_cast %sC#{rc - 1} : index to i64")
-    add(f"  %K = arith.index_cast %sA#{ma.index(g.k)} : index to i64")
-    add(f"  %lda = arith.index_cast %tA#{len(ma) - 2} : index to i64")
-    add(f"  %ldb = arith.index_cast %tB#{len(mb) - 2} : index to i64")
-    add(f"  %ldc = arith.index_cast %tC#{rc - 2} : index to i64")
+    m_expr = gemm_sizes(add, ma, mb, mc, fold, ma.index(g.k))
     # One thread below MT_MNK multiply-adds per GEMM, else the count a
     # multi-threaded sgemm uses (asked at run time: blas_threads_value).
     add(f"  %mn = arith.muli {m_expr}, %N : i64")

@@ -268,6 +268,26 @@ def batch_loops(add, loops, ma, mb, mc) -> tuple[dict[str, str], str]:
     return offs, indent
 
 
+def gemm_sizes(add, ma, mb, mc, fold, k_pos: int) -> str:
+    """``%N``, ``%K`` (A's dim ``k_pos``), ``%lda`` / ``%ldb`` / ``%ldc`` of a
+    product from its operands' sizes and strides (``%sA#i``, ``%tA#i``, ...),
+    and its rows: C's second-to-last dim times the batch dims ``fold`` folded
+    into them; returns the rows' SSA name."""
+    rc = len(mc)
+    add(f"  %M0 = arith.index_cast %sC#{rc - 2} : index to i64")
+    m_expr = "%M0"
+    for j, d in enumerate(fold):
+        add(f"  %Mf{j} = arith.index_cast %sC#{mc.index(d)} : index to i64")
+        add(f"  %Mm{j} = arith.muli {m_expr}, %Mf{j} : i64")
+        m_expr = f"%Mm{j}"
+    add(f"  %N = arith.index_cast %sC#{rc - 1} : index to i64")
+    add(f"  %K = arith.index_cast %sA#{k_pos} : index to i64")
+    add(f"  %lda = arith.index_cast %tA#{len(ma) - 2} : index to i64")
+    add(f"  %ldb = arith.index_cast %tB#{len(mb) - 2} : index to i64")
+    add(f"  %ldc = arith.index_cast %tC#{rc - 2} : index to i64")
+    return m_expr
+
+
 def pool_threads_line(var: str = "%nthr", indent: str = "  ") -> str:
     """The line setting ``var`` (an i32) to the native pool's size, asked at
     run time (:data:`POOL_THREADS`; :func:`insert_helpers` declares it)."""

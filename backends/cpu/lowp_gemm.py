@@ -46,6 +46,7 @@ from .library import (
     batch_loops,
     enabled,
     function_names,
+    gemm_sizes,
     insert_helpers,
     pool_threads_line,
     product_parts,
@@ -159,18 +160,7 @@ def lowp_text(name: str, g: _LowpGemm, beta: float, slot: str | None) -> str:
         slot = None  # a B that a batch loop walks is not one matrix: packed per call
     add(pool_threads_line())
     add_slot(add, slot)
-    rc = len(mc)
-    add(f"  %M0 = arith.index_cast %sC#{rc - 2} : index to i64")
-    m_expr = "%M0"
-    for j, d in enumerate(fold):
-        add(f"  %Mf{j} = arith.index_cast %sC#{mc.index(d)} : index to i64")
-        add(f"  %Mm{j} = arith.muli {m_expr}, %Mf{j} : i64")
-        m_expr = f"%Mm{j}"
-    add(f"  %N = arith.index_cast %sC#{rc - 1} : index to i64")
-    add(f"  %K = arith.index_cast %sA#{len(ma) - 1} : index to i64")
-    add(f"  %lda = arith.index_cast %tA#{len(ma) - 2} : index to i64")
-    add(f"  %ldb = arith.index_cast %tB#{len(mb) - 2} : index to i64")
-    add(f"  %ldc = arith.index_cast %tC#{rc - 2} : index to i64")
+    m_expr = gemm_sizes(add, ma, mb, mc, fold, len(ma) - 1)
     offs, indent = batch_loops(add, loops, ma, mb, mc)
     for tag, t in (("A", ta), ("B", tb), ("C", tc)):
         add(f"{indent}%e{tag} = arith.index_cast {offs[tag]} : index to i64")
