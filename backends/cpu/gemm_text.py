@@ -36,25 +36,13 @@ from .library import (
     mt_mnk,
     pool_threads_line,
     small_m,
+    strided_pointers,
 )
 
 if TYPE_CHECKING:
     from .gemm_epilogue import Epilogue
 
 __all__ = ["gemm_text", "weight_a_ok", "weight_a_text"]
-
-
-def _strided_pointers(add, types: dict) -> None:
-    """Emit, per memref argument ``%<tag>`` of ``types``, its strided metadata
-    (offset ``%o<tag>``, sizes ``%s<tag>#i``, strides ``%t<tag>#i``) and its
-    aligned pointer as an i64 (``%p<tag>``)."""
-    for tag, t in types.items():
-        r = t.rank
-        idx = ", ".join(["index"] * r)
-        add(f"  %b{tag}, %o{tag}, %s{tag}:{r}, %t{tag}:{r} = memref.extract_strided_metadata %{tag} : {t} -> "
-            f"memref<f32>, index, {idx}, {idx}")
-        add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %b{tag} : memref<f32> -> index")
-        add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
 
 
 def _add_address(add, tag: str, offset: str, indent: str = "  ") -> None:
@@ -83,7 +71,7 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
     ma, mb, mc = g.maps
     lines = [f"func.func private @{name}(%A: {ta}, %B: {tb}, %C: {tc}) {{"]
     add = lines.append
-    _strided_pointers(add, {"A": ta, "B": tb, "C": tc})
+    strided_pointers(add, {"A": ta, "B": tb, "C": tc})
     add("  %c0 = arith.constant 0 : index")
     add("  %c1 = arith.constant 1 : index")
     add("  %c4 = arith.constant 4 : i64")
@@ -112,7 +100,7 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
     if fused:  # the epilogue's operands, as pointers: %yE (bias), %yR (residual) and %ldr, 0 when absent
         extra = {tag: ir.MemRefType(v.type) for tag, v in (("E", epi.bias), ("R", epi.residual)) if v is not None}
         lines[0] = lines[0][:-3] + "".join(f", %{tag}: {t}" for tag, t in extra.items()) + ") {"
-        _strided_pointers(add, extra)
+        strided_pointers(add, extra)
         for tag in ("E", "R"):
             if tag in extra:
                 _add_address(add, tag, f"%o{tag}")
@@ -208,7 +196,7 @@ def weight_a_text(name: str, g: _Gemm, beta: float, slot: str) -> str:
     lines = [f"func.func private @{name}(%A: {ta}, %B: {tb}, %C: {tc}) {{"]
     add = lines.append
     add("  %c4 = arith.constant 4 : i64")
-    _strided_pointers(add, {"A": ta, "B": tb, "C": tc})
+    strided_pointers(add, {"A": ta, "B": tb, "C": tc})
     for tag in ("A", "B", "C"):
         _add_address(add, tag, f"%o{tag}")
     rc = len(mc)

@@ -288,6 +288,19 @@ def gemm_sizes(add, ma, mb, mc, fold, k_pos: int) -> str:
     return m_expr
 
 
+def strided_pointers(add, types: dict) -> None:
+    """Emit, per memref argument ``%<tag>`` of ``types`` (tag -> MemRefType),
+    its strided metadata (offset ``%o<tag>``, sizes ``%s<tag>#i``, strides
+    ``%t<tag>#i``) and its aligned pointer as an i64 (``%p<tag>``)."""
+    for tag, t in types.items():
+        r, el = t.rank, t.element_type
+        idx = ", ".join(["index"] * r)
+        add(f"  %b{tag}, %o{tag}, %s{tag}:{r}, %t{tag}:{r} = memref.extract_strided_metadata %{tag} : {t} -> "
+            f"memref<{el}>, index, {idx}, {idx}")
+        add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %b{tag} : memref<{el}> -> index")
+        add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
+
+
 def pool_threads_line(var: str = "%nthr", indent: str = "  ") -> str:
     """The line setting ``var`` (an i32) to the native pool's size, asked at
     run time (:data:`POOL_THREADS`; :func:`insert_helpers` declares it)."""

@@ -50,6 +50,7 @@ from .library import (
     insert_helpers,
     pool_threads_line,
     product_parts,
+    strided_pointers,
     unique_name,
 )
 
@@ -122,16 +123,6 @@ def match_lowp(op) -> _LowpGemm | None:
     return None if parts is None else _LowpGemm(op, *parts[:-1], parts[-1][0])
 
 
-def _metadata(add, tag: str, t: ir.MemRefType) -> None:
-    """``%o<tag>`` / ``%s<tag>#i`` / ``%t<tag>#i`` and ``%p<tag>`` (the aligned pointer, i64) of memref ``%<tag>``."""
-    r = t.rank
-    idx = ", ".join(["index"] * r)
-    add(f"  %b{tag}, %o{tag}, %s{tag}:{r}, %t{tag}:{r} = memref.extract_strided_metadata %{tag} : {t} -> "
-        f"memref<{t.element_type}>, index, {idx}, {idx}")
-    add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %b{tag} : memref<{t.element_type}> -> index")
-    add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
-
-
 def lowp_text(name: str, g: _LowpGemm, beta: float, slot: str | None) -> str:
     """The helper ``@name(A, B, C)`` calling ``kiln_lowp_gemm`` for ``g`` (in loops over the batch dims that do
     not fold into the rows)."""
@@ -139,8 +130,7 @@ def lowp_text(name: str, g: _LowpGemm, beta: float, slot: str | None) -> str:
     ma, mb, mc = g.maps
     lines = [f"func.func private @{name}(%A: {ta}, %B: {tb}, %C: {tc}) {{"]
     add = lines.append
-    for tag, t in (("A", ta), ("B", tb), ("C", tc)):
-        _metadata(add, tag, t)
+    strided_pointers(add, {"A": ta, "B": tb, "C": tc})
     add("  %c0 = arith.constant 0 : index")
     add("  %c1 = arith.constant 1 : index")
     trans_b = mb[-1] != g.n  # b is [.., n, k]

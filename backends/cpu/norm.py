@@ -49,13 +49,18 @@ class _Norm:
         self.x, self.y, self.weight, self.bias, self.axis, self.eps = x, y, weight, bias, axis, eps
 
 
-def _match(op) -> _Norm | None:
-    if LAYER_NORM_ATTR not in op.attributes:
+def _match_tagged(op, attr: str, n_stats: int, params: tuple[str, ...]) -> _Norm | None:
+    """A norm's tagged output generic: ``x``, ``n_stats`` row statistics
+    (read with the rows' dims, the normalized ones at 0), the optional
+    parameters ``params`` the tag says are present (shaped like the
+    normalized dims), ``out``; f32 and contiguous."""
+    if attr not in op.attributes:
         return None
-    tag = ir.DictAttr(op.attributes[LAYER_NORM_ATTR])
-    has_w, has_b = ir.BoolAttr(tag["weight"]).value, ir.BoolAttr(tag["bias"]).value
+    tag = ir.DictAttr(op.attributes[attr])
+    present = [ir.BoolAttr(tag[name]).value for name in params]
     operands = list(op.operands)
-    if len(operands) != 4 + has_w + has_b:  # x, mean, inv, [weight], [bias], out
+    first = 1 + n_stats  # the first parameter
+    if len(operands) != first + sum(present) + 1:
         return None
     x, y = operands[0], operands[-1]
     if not (contiguous_f32(x) and x.type == y.type):
@@ -65,18 +70,23 @@ def _match(op) -> _Norm | None:
     identity = list(range(rank))
     if _dims(maps[0]) != identity or _dims(maps[-1]) != identity:
         return None
-    # The mean's map keeps the rows' dims and reads the normalized ones at 0.
+    # The first statistic's map keeps the rows' dims and reads the normalized ones at 0.
     kept = [r for r in maps[1].results if _dims(ir.AffineMap.get(rank, 0, [r])) is not None]
     axis = len(kept)
     if axis >= rank or [ir.AffineDimExpr(r).position for r in kept] != list(range(axis)):
         return None
-    affine = operands[3:3 + has_w + has_b]
-    for v, m in zip(affine, maps[3:3 + has_w + has_b]):
+    given = operands[first:first + sum(present)]
+    for v, m in zip(given, maps[first:first + sum(present)]):
         if not contiguous_f32(v, rank - axis) or _dims(m) != list(range(axis, rank)):
             return None
-    weight = affine[0] if has_w else None
-    bias = affine[-1] if has_b else None
-    return _Norm(x, y, weight, bias, axis, ir.FloatAttr(tag["epsilon"]).value)
+    values = iter(given)
+    found = {name: next(values) if on else None for name, on in zip(params, present)}
+    return _Norm(x, y, found.get("weight"), found.get("bias"), axis, ir.FloatAttr(tag["epsilon"]).value)
+
+
+def _match(op) -> _Norm | None:
+    """A layer norm's tagged output generic: ``x, mean, inv, [weight], [bias], out``."""
+    return _match_tagged(op, LAYER_NORM_ATTR, 2, ("weight", "bias"))
 
 
 def _helper_text(name: str, n: _Norm, rms: bool = False) -> str:
@@ -118,30 +128,8 @@ def _helper_text(name: str, n: _Norm, rms: bool = False) -> str:
 
 
 def _match_rms(op) -> _Norm | None:
-    """A ``kiln.rms_norm``'s tagged output generic: ``x, inv, [weight], out``
-    as :func:`_match` reads a layer norm's (``inv`` in the mean's place)."""
-    if RMS_NORM_ATTR not in op.attributes:
-        return None
-    tag = ir.DictAttr(op.attributes[RMS_NORM_ATTR])
-    has_w = ir.BoolAttr(tag["weight"]).value
-    operands = list(op.operands)
-    if len(operands) != 3 + has_w:
-        return None
-    x, y = operands[0], operands[-1]
-    if not (contiguous_f32(x) and x.type == y.type):
-        return None
-    rank = ir.MemRefType(x.type).rank
-    maps = indexing_maps(op)
-    if _dims(maps[0]) != list(range(rank)) or _dims(maps[-1]) != list(range(rank)):
-        return None
-    kept = [r for r in maps[1].results if _dims(ir.AffineMap.get(rank, 0, [r])) is not None]
-    axis = len(kept)
-    if axis >= rank or [ir.AffineDimExpr(r).position for r in kept] != list(range(axis)):
-        return None
-    weight = operands[2] if has_w else None
-    if weight is not None and (not contiguous_f32(weight, rank - axis) or _dims(maps[2]) != list(range(axis, rank))):
-        return None
-    return _Norm(x, y, weight, None, axis, ir.FloatAttr(tag["epsilon"]).value)
+    """A ``kiln.rms_norm``'s tagged output generic: ``x, inv, [weight], out``."""
+    return _match_tagged(op, RMS_NORM_ATTR, 1, ("weight",))
 
 
 def rewrite_layer_norms(module) -> int:
