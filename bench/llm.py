@@ -53,6 +53,11 @@ class LlmSpec:
     decode_prompt: int
     new_tokens: int
 
+    @classmethod
+    def from_dict(cls, data: dict) -> LlmSpec:
+        """The spec from :func:`dataclasses.asdict` (or its JSON: lists back to tuples)."""
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
     @property
     def max_len(self) -> int:
         """Positions the caches must hold: the longest prompt or a decode row's whole sequence."""
@@ -222,7 +227,7 @@ def _timed(peer, ids: np.ndarray, new_tokens: int) -> tuple[float, list[float], 
 
 
 def _peer_main(name: str, spec_d: dict, threads: int, conn) -> None:
-    spec = LlmSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in spec_d.items()})
+    spec = LlmSpec.from_dict(spec_d)
     out = {"peer": name}
     try:
         import torch
@@ -309,7 +314,7 @@ def run(*, quick: bool = False, peers=None, threads: int = 2, timeout_s: float =
 
 def markdown(result: dict) -> str:
     """The rows as a table, with ratios of kiln to each peer and to the floor."""
-    spec = LlmSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in result["spec"].items()})
+    spec = LlmSpec.from_dict(result["spec"])
     peers = result["peers"]
     lines = [f"LLaMA-style decoder: {spec.layers} layers, hidden {spec.hidden}, {spec.heads}/{spec.kv_heads} heads, "
              f"MLP {spec.mlp}, vocab {spec.vocab} ({result['parameters'] / 1e6:.0f} M parameters, fp32), "
