@@ -43,26 +43,34 @@ __all__ = ["ShapeSpec", "bench_model", "format_table", "parse_shape", "peak_rss_
 
 def reset_peak_rss() -> bool:
     """Reset this process's RSS high-water mark (Linux ``clear_refs`` 5);
-    False where the kernel does not allow it (the mark then covers the
-    whole process so far)."""
+    False where the kernel does not allow it or accepts the write and keeps
+    the mark (seen on a CI host), the mark then covering the whole process
+    so far."""
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
-        return True
     except OSError:
         return False
+    status = _status_kib()
+    hwm, rss = status.get("VmHWM"), status.get("VmRSS")
+    # Just after a reset the mark is the current RSS; what was allocated
+    # meanwhile is a few pages, hence the slack.
+    return hwm is not None and rss is not None and hwm <= rss + (16 << 10)
+
+
+def _status_kib() -> dict[str, int]:
+    """The ``Vm*`` lines of ``/proc/self/status`` in KiB (empty elsewhere)."""
+    try:
+        with open("/proc/self/status") as f:
+            return {k: int(v.split()[0]) for k, _, v in (line.partition(":") for line in f) if k.startswith("Vm")}
+    except OSError:
+        return {}
 
 
 def peak_rss_bytes() -> int:
     """The RSS high-water mark in bytes (``VmHWM``; ``ru_maxrss`` elsewhere)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return process_peak_rss_bytes()
+    hwm = _status_kib().get("VmHWM")
+    return hwm * 1024 if hwm is not None else process_peak_rss_bytes()
 
 
 def process_peak_rss_bytes() -> int:

@@ -9,6 +9,13 @@ import os
 # address and listens on all interfaces), and no usage report.
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# The router asks each replica its queue length before sending a request and
+# gives up on a replica that does not answer within 0.1 s; on a loaded 2-core
+# CI host a replica busy with a batch missed that deadline every time and all
+# requests went to the other one (CI of 2026-12-06). Seconds, not 0.1 s: the
+# test checks how requests are shared, not the router's latency.
+os.environ.setdefault("RAY_SERVE_QUEUE_LENGTH_RESPONSE_DEADLINE_S", "2")
+os.environ.setdefault("RAY_SERVE_MAX_QUEUE_LENGTH_RESPONSE_DEADLINE_S", "5")
 
 import numpy as np
 import pytest

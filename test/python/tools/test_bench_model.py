@@ -69,13 +69,26 @@ def test_resolve_shape_fills_symbols_from_inputs_examples_and_opt():
 
 
 def test_peak_rss_is_reset_and_measured():
-    assert mb.reset_peak_rss()  # Linux: clear_refs is writable by the process itself
+    exact = mb.reset_peak_rss()
     before = mb.peak_rss_bytes()
     block = bytearray(64 << 20)
     block[:: 4096] = b"x" * len(block[:: 4096])  # touch every page
-    assert mb.peak_rss_bytes() >= before + (60 << 20)
+    if exact:  # the mark was reset to the current RSS, so the block raises it
+        assert mb.peak_rss_bytes() >= before + (60 << 20)
+    else:  # the mark still covers the whole process, at least all of it now resident
+        assert mb.peak_rss_bytes() >= mb._status_kib()["VmRSS"] * 1024
     assert mb.process_peak_rss_bytes() >= mb.peak_rss_bytes() - (1 << 20)
     del block
+
+
+def test_a_reset_the_kernel_ignores_is_reported(monkeypatch):
+    """A host that accepts the clear_refs write and keeps the mark (CI of
+    2026-12-06) makes the reset report False, so rows say "process"."""
+    assert mb.reset_peak_rss() in (True, False)
+    monkeypatch.setattr(mb, "_status_kib", lambda: {"VmHWM": 1_500_000, "VmRSS": 200_000})
+    assert mb.reset_peak_rss() is False
+    monkeypatch.setattr(mb, "_status_kib", lambda: {"VmHWM": 200_004, "VmRSS": 200_000})
+    assert mb.reset_peak_rss() is True
 
 
 # ---------------------------------------------------------------- whole runs
