@@ -73,8 +73,25 @@ def export_program(module, example_args, dynamic_shapes=None):
     except KilnError:
         raise
     except Exception as e:  # torch raises many types; the user wants one
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise KilnError(f"torch.export failed for {type(module).__name__}: {type(e).__name__}: {first}") from None
+        raise KilnError(f"torch.export failed for {type(module).__name__}: {type(e).__name__}: "
+                        f"{_export_message(e)}") from None
+
+
+def _export_message(e: Exception) -> str:
+    """torch.export's message, short: its first line, and for violated
+    constraints the lines that say which values fail and the suggested
+    ``Dim`` fixes (the part a user acts on: "L <= 512 ... guard L != 512"),
+    without the advice on logs and ``draft_export`` that follows."""
+    lines = str(e).strip().splitlines()
+    if not lines:
+        return ""
+    keep = [lines[0]]
+    for line in lines[1:]:
+        if line.startswith("The error above occurred") or len(keep) >= 12:
+            break
+        if line.strip():
+            keep.append(line.rstrip())
+    return "\n".join(keep)
 
 
 def _unaliased(example_args: tuple) -> tuple:

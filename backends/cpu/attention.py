@@ -1,6 +1,6 @@
 """Attention for ``kiln-cpu-library``: the lowered chain as one native call.
 
-``convert-kiln-to-linalg`` lowers an unmasked ``kiln.attention`` to a chain
+``convert-kiln-to-linalg`` lowers a ``kiln.attention`` to a chain
 on a materialized ``[..., L, S]`` scores buffer: the ``q k^T`` contraction,
 a scale (and causal mask) pass, four softmax passes and the ``p v``
 contraction, and tags both contractions with ``kiln.attention = {id, scale,
@@ -11,7 +11,11 @@ kernel in ``runtime/native/kiln_attention.c``), reading ``q``, ``k`` and
 a group: a grouped-query attention's k / v map reads head ``h floordiv
 group``, and the kernel reads k / v head ``h / group`` in place), and then
 erases what only fed it (:func:`erase_dead_buffers`): the passes, the scores buffer and its
-fills.
+fills.  A masked chain (its tag says ``masked``; its scale-and-mask pass
+carries the id as ``kiln.attention_mask``) calls ``kiln_attention_masked``
+with the mask's pointer and its strides per loop read at run time (0 where
+it broadcasts): an f32 mask is added to the scores, a bool one keeps those
+whose byte is set.  At most two batch dims (``[B, H, L, S]``).
 
 It applies when q, k, v and the output are contiguous f32 memrefs of one
 rank with the same batch dims (no broadcasting) and static head dims of at
@@ -30,7 +34,7 @@ that chain stays generated code (its contractions' maps are not sgemm's).
 from __future__ import annotations
 
 from ..._mlir import ir
-from ...conversions.kiln_to_linalg.attention import ATTENTION_ATTR, packed_attention_maps
+from ...conversions.kiln_to_linalg.attention import ATTENTION_ATTR, MASK_ATTR, MAX_HEAD_DIM, packed_attention_maps
 from ...conversions.kiln_to_linalg.common import affine_map
 from .buffers import erase_dead_buffers, indexing_maps
 from .library import (
@@ -43,10 +47,11 @@ from .library import (
     insert_helpers,
     native_enabled,
     pool_threads_line,
+    strided_pointers,
     unique_name,
 )
 
-__all__ = ["MAX_HEAD_DIM", "NATIVE_ATTENTION", "NATIVE_GQA", "NATIVE_PACKED", "rewrite_attention"]
+__all__ = ["MAX_HEAD_DIM", "NATIVE_ATTENTION", "NATIVE_GQA", "NATIVE_MASKED", "NATIVE_PACKED", "rewrite_attention"]
 
 #: The C entry points (the second for kiln.packed_attention), and the largest
 #: head dim they take (its MAX_HEAD_DIM).
@@ -55,7 +60,8 @@ NATIVE_PACKED = "kiln_attention_packed"
 #: The entry point the unpacked chain calls: kiln_attention with a group
 #: (q heads per k / v head; 1 unless grouped-query attention).
 NATIVE_GQA = "kiln_attention_gqa"
-MAX_HEAD_DIM = 256
+#: kiln_attention_gqa with a mask over the scores (f32 added, or bool).
+NATIVE_MASKED = "kiln_attention_masked"
 
 def _tag(op) -> dict | None:
     if ATTENTION_ATTR not in op.attributes:
@@ -63,17 +69,20 @@ def _tag(op) -> dict | None:
     d = ir.DictAttr(op.attributes[ATTENTION_ATTR])
     return {"id": ir.IntegerAttr(d["id"]).value, "scale": ir.FloatAttr(d["scale"]).value,
             "causal": ir.BoolAttr(d["causal"]).value,
+            "masked": "masked" in d and ir.BoolAttr(d["masked"]).value,
             "heads": ir.IntegerAttr(d["heads"]).value if "heads" in d else None}
 
 
 class _Attention:
     """A matched pair: the ``q k^T`` and ``p v`` generics and q, k, v, out."""
 
-    def __init__(self, qk, pv, q, k, v, out, scale, causal, heads=None, group=1):
+    def __init__(self, qk, pv, q, k, v, out, scale, causal, heads=None, group=1, mask=None, mask_dims=None):
         self.qk, self.pv, self.q, self.k, self.v, self.out = qk, pv, q, k, v, out
         self.scale, self.causal = scale, causal
         self.heads = heads  # kiln.packed_attention's: q, k and v are one [.., L, 3, H, D] view
         self.group = group  # grouped-query attention: q heads per k / v head
+        self.mask = mask  # the mask memref, or None
+        self.mask_dims = mask_dims  # per loop (b.., l, s): the mask dim reading it, or None (broadcast)
 
 
 def _grouped_dims(amap, axis: int) -> tuple[list[int] | None, int]:
@@ -118,7 +127,34 @@ def _match_packed(qk, pv, tag) -> _Attention | None:
     return _Attention(qk, pv, x, x, x, out, tag["scale"], tag["causal"], heads)
 
 
-def _match(pv, qk_by_id) -> _Attention | None:
+def _mask_dims(op, nb: int) -> tuple[ir.Value, list[int | None]] | None:
+    """The mask of a chain's scale-and-mask pass ``op`` (loops ``(b.., l,
+    s)``) and, per loop, the mask dim that reads it (None where the mask
+    broadcasts); None when the kernel cannot take it (an element type other
+    than f32 / bool, more than two batch dims, another map)."""
+    if op is None or len(op.operands) != 3 or nb > 2:
+        return None
+    mask = op.operands[1]
+    try:
+        mt = ir.MemRefType(mask.type)
+    except (ValueError, TypeError):
+        return None
+    if str(mt.element_type) not in ("f32", "i1"):
+        return None
+    loops: list[int | None] = [None] * (nb + 2)
+    for i, e in enumerate(indexing_maps(op)[1].results):
+        try:
+            loops[ir.AffineDimExpr(e).position] = i
+        except (ValueError, TypeError):
+            try:
+                if ir.AffineConstantExpr(e).value != 0:
+                    return None
+            except (ValueError, TypeError):
+                return None
+    return mask, loops
+
+
+def _match(pv, qk_by_id, masks) -> _Attention | None:
     tag = _tag(pv)
     qk = qk_by_id.get(tag["id"]) if tag is not None else None
     if qk is None or qk.block != pv.block or len(pv.operands) != 3 or len(qk.operands) != 3:
@@ -146,7 +182,13 @@ def _match(pv, qk_by_id) -> _Attention | None:
     if [_dims(qk_maps[0]), kmap] != want_qk or vmap != want_pv or _dims(pv_maps[2]) != batch + [nb, nb + 1] \
             or group != vgroup:
         return None  # a broadcast batch dim (or another layout): keep the chain
-    return _Attention(qk, pv, q, k, v, out, tag["scale"], tag["causal"], group=group)
+    mask = None
+    if tag["masked"]:
+        mask = _mask_dims(masks.get(tag["id"]), nb)
+        if mask is None:
+            return None
+    return _Attention(qk, pv, q, k, v, out, tag["scale"], tag["causal"], group=group,
+                      **({"mask": mask[0], "mask_dims": mask[1]} if mask else {}))
 
 
 def _packed_text(name: str, a: _Attention) -> str:
@@ -181,7 +223,9 @@ def _helper_text(name: str, a: _Attention) -> str:
         return _packed_text(name, a)
     tq, tk, tv, to = (ir.MemRefType(x.type) for x in (a.q, a.k, a.v, a.out))
     rank = tq.rank
-    lines = [f"func.func private @{name}(%Q: {tq}, %K: {tk}, %V: {tv}, %O: {to}) {{"]
+    tm = ir.MemRefType(a.mask.type) if a.mask is not None else None
+    margs = f", %M: {tm}" if tm is not None else ""
+    lines = [f"func.func private @{name}(%Q: {tq}, %K: {tk}, %V: {tv}, %O: {to}{margs}) {{"]
     add = lines.append
     for i in range(rank):
         add(f"  %i{i} = arith.constant {i} : index")
@@ -201,16 +245,55 @@ def _helper_text(name: str, a: _Attention) -> str:
     add(f"  %causal = arith.constant {int(a.causal)} : i32")
     add(pool_threads_line())  # asked at run time: the code serves any pool size
     add(f"  %group = arith.constant {a.group} : i64")
-    add(f"  %rc = func.call @{NATIVE_GQA}(%heads64, %group, %L64, %S64, %D, %Dv, %pQ, %pK, %pV, %pO, %scale, "
-        "%causal, %nthr) : (i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i32) -> i32")
+    if tm is None:
+        add(f"  %rc = func.call @{NATIVE_GQA}(%heads64, %group, %L64, %S64, %D, %Dv, %pQ, %pK, %pV, %pO, %scale, "
+            "%causal, %nthr) : (i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i32) -> i32")
+    else:
+        _mask_lines(add, a, tm, rank - 2)
+        add(f"  %rc = func.call @{NATIVE_MASKED}(%heads64, %group, %L64, %S64, %D, %Dv, %pQ, %pK, %pV, %pO, "
+            "%scale, %causal, %pMask, %mkind, %hin, %mouter, %minner, %mrow, %mcol, %nthr) : "
+            f"({_MASKED_TYPES}) -> i32")
     add("  return")
     add("}")
     return "\n".join(lines)
 
 
+def _mask_lines(add, a: _Attention, tm, nb: int) -> None:
+    """Emit the mask arguments of kiln_attention_masked: ``%pMask`` (its
+    first element's address), ``%mkind`` (1 f32, 2 bool), ``%hin`` (the
+    innermost batch dim's size) and the element strides ``%mouter``,
+    ``%minner``, ``%mrow``, ``%mcol`` of loops ``b0``, ``b1``, ``l``, ``s``
+    (read from the memref at run time; 0 where the mask broadcasts)."""
+    strided_pointers(add, {"M": tm})
+    size = 4 if str(tm.element_type) == "f32" else 1  # i1 is a byte in memory, as torch's bool
+    add(f"  %esz = arith.constant {size} : index")
+    add("  %oMb = arith.muli %oM, %esz : index")
+    add("  %oM64 = arith.index_cast %oMb : index to i64")
+    add("  %pMask = arith.addi %pM, %oM64 : i64")
+    add(f"  %mkind = arith.constant {1 if size == 4 else 2} : i32")
+    add("  %zero64 = arith.constant 0 : i64")
+    loops = [None] * (2 - nb) + a.mask_dims  # as if there were two batch loops
+    for var, dim_ in zip(("mouter", "minner", "mrow", "mcol"), loops):
+        if dim_ is None:
+            add(f"  %{var} = arith.addi %zero64, %zero64 : i64")
+        else:
+            add(f"  %{var} = arith.index_cast %tM#{dim_} : index to i64")
+    if nb:
+        add(f"  %hin = arith.index_cast %b{nb - 1} : index to i64")
+    else:
+        add("  %hin = arith.constant 1 : i64")
+
+
+_MASKED_TYPES = "i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i64, i32, i64, i64, i64, i64, i64, i32"
+_MASKED_DECL = f"func.func private @{NATIVE_MASKED}({_MASKED_TYPES}) -> i32"
 _DECL = (f"func.func private @{NATIVE_GQA}(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i32) "
          "-> i32")
 _PACKED_DECL = f"func.func private @{NATIVE_PACKED}(i64, i64, i64, i64, i64, i64, f32, i32, i32) -> i32"
+
+
+def _entry(a: _Attention) -> str:
+    """The native entry point ``a``'s helper calls."""
+    return NATIVE_PACKED if a.heads is not None else NATIVE_MASKED if a.mask is not None else NATIVE_GQA
 
 
 def rewrite_attention(module) -> int:
@@ -221,10 +304,12 @@ def rewrite_attention(module) -> int:
     module = module.operation
     if not native_enabled():
         return 0
-    qk_by_id, pvs = {}, []
+    qk_by_id, pvs, masks = {}, [], {}
 
     def visit(op):
         if op.name == "linalg.generic":
+            if MASK_ATTR in op.attributes:
+                masks[ir.IntegerAttr(op.attributes[MASK_ATTR]).value] = op
             tag = _tag(op)
             if tag is not None:
                 # The q k^T contraction comes first; the p v one is the second with that id.
@@ -235,12 +320,13 @@ def rewrite_attention(module) -> int:
         return ir.WalkResult.ADVANCE
 
     module.walk(visit)
-    found = [a for a in (_match(pv, qk_by_id) for pv in pvs) if a is not None]
+    found = [a for a in (_match(pv, qk_by_id, masks) for pv in pvs) if a is not None]
     if not found:
         return 0
     names = function_names(module)
-    texts = [decl for entry, decl in ((NATIVE_GQA, _DECL), (NATIVE_PACKED, _PACKED_DECL))
-             if entry not in names and any((a.heads is not None) == (entry == NATIVE_PACKED) for a in found)]
+    entries = {_entry(a) for a in found}
+    texts = [decl for entry, decl in ((NATIVE_GQA, _DECL), (NATIVE_PACKED, _PACKED_DECL), (NATIVE_MASKED, _MASKED_DECL))
+             if entry not in names and entry in entries]
     calls = []
     for i, a in enumerate(found):
         name = unique_name(f"kiln_attention_{i}", names)
@@ -251,6 +337,8 @@ def rewrite_attention(module) -> int:
     for name, a in calls:
         fill = _zero_fill_before(a.pv, a.out)  # the call writes every element of out
         operands = [a.q, a.out] if a.heads is not None else [a.q, a.k, a.v, a.out]
+        if a.mask is not None:
+            operands.append(a.mask)
         with ir.InsertionPoint(a.pv), a.pv.location:
             func.CallOp([], ir.FlatSymbolRefAttr.get(name), operands)
         fn = a.pv.parent

@@ -2,8 +2,9 @@
 
 An attention lowers to its chain -- ``q k^T`` (a contraction), the scale and
 mask, a softmax, ``p v`` -- with its two contractions tagged
-(:data:`ATTENTION_ATTR`) so kiln-cpu-library can replace an unmasked chain
-with one native call; grouped-query k / v are indexed ``h floordiv group``.
+(:data:`ATTENTION_ATTR`) and its mask pass too (:data:`MASK_ATTR`), so
+kiln-cpu-library can replace the chain with one native call; grouped-query
+k / v are indexed ``h floordiv group``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ from .nn import _accumulator, _batch_exprs, _dim_of, _empty_from, _mac, _reshape
 #: kiln-cpu-library can replace the pair and what lies between with one
 #: native call.
 ATTENTION_ATTR = "kiln.attention"
+#: The attribute of a masked chain's scale-and-mask pass: the chain's ``id``
+#: (the mask is that generic's second operand).
+MASK_ATTR = "kiln.attention_mask"
+#: The largest head dim the native attention takes (kiln_attention.c's
+#: MAX_HEAD_DIM): a grouped-query chain past it repeats k / v for sgemm.
+MAX_HEAD_DIM = 256
 _attention_ids = itertools.count()
 
 
@@ -43,8 +50,9 @@ def _attention_chain(q, k, v, mask, maps, sdims, out_init, env, scale: float, ca
     scores tensor of ``sdims``, the scale and mask pass, the softmax and the
     ``p v`` contraction (loops ``(b.., l, e, s)``) into ``out_init``.
     ``maps``: q's and k's in the first loop space, v's and the output's in
-    the second (lists for :func:`affine_map`).  ``tag`` (no mask only): the
-    entries besides ``id`` of the tag both contractions get."""
+    the second (lists for :func:`affine_map`).  ``tag``: the entries besides
+    ``id`` of the tag both contractions get (None: no tag); a chain with an
+    f32 or bool mask is tagged ``masked`` and its mask pass gets the id."""
     out_t = ir.RankedTensorType(out_init.type).element_type
     # bf16 / f16: scores, softmax and the p v sums in f32, the output rounded once.
     t = _accumulator(out_t)
@@ -85,16 +93,26 @@ def _attention_chain(q, k, v, mask, maps, sdims, out_init, env, scale: float, ca
     res = generic([p, v], [fill(scalar_const(t, 0.0), out_init)],
                   [affine_map(n, pmap), affine_map(n, vmap), affine_map(n, omap)],
                   ["parallel"] * (nb + 2) + ["reduction"], _mac)[0]
+    if tag is not None and mask is not None and not _native_mask(mask):
+        tag = None  # a bf16 / f16 additive mask: the native kernel takes f32 or bool
     if tag is not None:
-        entries = {"id": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), next(_attention_ids)),
-                   "scale": ir.FloatAttr.get(ir.F64Type.get(), scale), "causal": ir.BoolAttr.get(bool(causal))}
+        ident = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), next(_attention_ids))
+        entries = {"id": ident, "scale": ir.FloatAttr.get(ir.F64Type.get(), scale),
+                   "causal": ir.BoolAttr.get(bool(causal)), "masked": ir.BoolAttr.get(mask is not None)}
         entries.update(tag)
         attr = ir.DictAttr.get(entries)
         scores.owner.attributes[ATTENTION_ATTR] = attr
         res.owner.attributes[ATTENTION_ATTR] = attr
+        if mask is not None:
+            scaled.owner.attributes[MASK_ATTR] = ident
     if t != out_t:
         res = _narrow_into(res, out_dims_init)
     return res
+
+
+def _native_mask(mask: ir.Value) -> bool:
+    """Whether the native attention takes ``mask``'s element type (f32 added, or bool)."""
+    return str(ir.RankedTensorType(mask.type).element_type) in ("f32", "i1")
 
 
 def _narrow_into(value: ir.Value, init: ir.Value) -> ir.Value:
@@ -140,14 +158,17 @@ def lower_attention(lw: Lowering):
     if group > 1:
         # Grouped-query attention: q head h reads k / v head h // group.
         head = ir.AffineFloorDivExpr.get(ir.AffineDimExpr.get(nb - 1), ir.AffineConstantExpr.get(group))
-        if mask is None:
+        native = all(0 < n <= MAX_HEAD_DIM for n in (qt.shape[-1], vt.shape[-1])) and \
+            str(qt.element_type) == "f32" and (mask is None or _native_mask(mask))
+        if native:
             # Through the map, no repeated copy: kiln-cpu-library's native
             # kernel takes the tagged chain and reads k / v head h / group in place.
             kb[-1] = vb[-1] = head
         else:
-            # A masked chain stays generated code whose two contractions go
-            # to sgemm, which needs plain batch maps: k and v repeated to q's
-            # heads once (S x D per head, small next to the L x S scores).
+            # A chain the native kernel cannot take stays generated code whose
+            # two contractions go to sgemm, which needs plain batch maps: k and
+            # v repeated to q's heads once (S x D per head, small next to the
+            # L x S scores).
             k, v = (_repeat_heads(x, group) for x in (k, v))
             kt, vt = ir.RankedTensorType(k.type), ir.RankedTensorType(v.type)
             kb, vb = _batch_exprs(kt.shape[:-2], batch, nb), _batch_exprs(vt.shape[:-2], batch, nb)
@@ -156,7 +177,7 @@ def lower_attention(lw: Lowering):
             list(range(nb + 2)))
     sdims = batch + [out.dims[-2], lw.infos[1].dims[-2]]
     return [_attention_chain(q, k, v, mask, maps, sdims, lw.empty(out.dims, out.dtype), lw.env, scale,
-                             lw.attrs["causal"], {} if mask is None else None)]
+                             lw.attrs["causal"], {})]
 
 
 def packed_attention_maps(nb: int, d: int) -> tuple:

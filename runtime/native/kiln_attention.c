@@ -159,6 +159,19 @@ typedef struct {
   int causal;
   int64_t qblocks;
   int64_t group; /* q entries per k / v entry (grouped-query attention; 1 otherwise) */
+  /* An optional mask over the scores (kiln_attention_masked): added (f32)
+   * or selecting (bool bytes, 0 masks) at element b_out * m_outer + b_in *
+   * m_inner + l * m_row + s * m_col of q entry b = b_out * m_hin + b_in;
+   * strides 0 where the mask broadcasts. */
+  const void *mask;
+  int32_t mask_kind; /* 0 none, 1 f32 added, 2 bool */
+  int64_t m_hin, m_outer, m_inner, m_row, m_col;
+  /* Grouped rows: a task's query block runs over the group's q entries
+   * (rows r = j * L + l of q entries b0 + j, b0 = kv entry * group), which
+   * share k / v.  Set for grouped-query attention with fewer queries than
+   * a block and no causal mask: a decode step (L = 1) had one query in a
+   * 32-query block and read each k / v head once per q head. */
+  int grouped;
 } attn_args;
 
 /* st[j][v * AW ..) = scale * k[j] . qt[., v * AW ..) for RB keys (row j of
@@ -245,6 +258,30 @@ static void softmax_column(float *st, int64_t kb, int64_t v, int64_t s0, int64_t
   }
 }
 
+/* The mask on a block's scores st ([key][query], kb keys from s0, ql
+ * query rows from l0 of q entry b, or of the group's entries from b with
+ * grouped rows): added, or -inf where a bool mask is 0.  Scalar, key-major
+ * as st is laid out: a padding mask (m_row 0) reads one value per key.
+ * Next to the block's 2 * D multiply-adds per score it is a few percent. */
+static void apply_mask(const attn_args *g, int64_t b, int64_t l0, int64_t ql, int64_t s0, int64_t kb, float *st) {
+  int64_t off[QB];
+  for (int64_t r = 0; r < ql; r++) {
+    int64_t e = b, l = l0 + r;
+    if (g->grouped) e += l / g->L, l %= g->L;
+    off[r] = e / g->m_hin * g->m_outer + e % g->m_hin * g->m_inner + l * g->m_row + s0 * g->m_col;
+  }
+  if (g->mask_kind == 1) {
+    const float *m = (const float *)g->mask;
+    for (int64_t j = 0; j < kb; j++)
+      for (int64_t r = 0; r < ql; r++) st[j * QB + r] += m[off[r] + j * g->m_col];
+  } else {
+    const uint8_t *m = (const uint8_t *)g->mask;
+    for (int64_t j = 0; j < kb; j++)
+      for (int64_t r = 0; r < ql; r++)
+        if (!m[off[r] + j * g->m_col]) st[j * QB + r] = -INFINITY;
+  }
+}
+
 static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
   const attn_args *g = ctx;
   const int64_t D = g->D, Dv = g->Dv, dvp = (Dv + AW - 1) / AW * AW;
@@ -254,10 +291,14 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
   float acc[QB * DVP] __attribute__((aligned(64)));          /* unnormalized outputs */
   float st[KB * QB] __attribute__((aligned(64)));            /* scores, then probabilities: [key][query] */
   kiln_vec mx[QV], sum[QV];                                  /* per query, lane by lane */
+  /* With grouped rows a task's h is a k / v entry and its rows run over the group's q entries. */
+  const int64_t rows_total = g->grouped ? g->group * g->L : g->L;
   for (int64_t t = lo; t < hi; t++) {
     int64_t h = t / g->qblocks, l0 = t % g->qblocks * QB, b = h / g->H, hh = h % g->H;
-    int64_t ql = g->L - l0 < QB ? g->L - l0 : QB;
+    if (g->grouped) b = h * g->group, hh = 0;
+    int64_t ql = rows_total - l0 < QB ? rows_total - l0 : QB;
     int64_t rows = (ql + RB - 1) / RB * RB, qvs = (ql + AW - 1) / AW; /* rows of acc, query vectors in use */
+    /* Grouped rows are contiguous: q / out entry strides are L rows (kiln_attention_masked's layout). */
     const float *q = g->q + head_at(g->qs, b, hh) + l0 * g->qs.row;
     /* Grouped-query attention: q entry b reads k / v entry b / group (the
      * heads are the innermost batch dim, so b = n * Hq + h gives n * Hkv + h / group). */
@@ -309,6 +350,8 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
           else if (u0 < qvs && u0 < v0 + 2 && j0 < SEEN(u0 * AW + AW))
             scores_block(1, kr + j0 * krow, krow, D, qt, u0, g->scale, st + j0 * QB);
         }
+      if (g->mask_kind)
+        apply_mask(g, b, l0, ql, s0, kb, st);
       for (int64_t i = 0; i < qvs; i++)
         softmax_column(st, SEEN(i * AW + AW), i, s0, l0, masked, &mx[i], &sum[i], acc, rows, dvp);
       for (int64_t r0 = 0; r0 < rows; r0 += RB)
@@ -323,15 +366,18 @@ static void attn_tasks(void *ctx, int64_t lo, int64_t hi) {
     float sums[QB];
     for (int64_t i = 0; i < QV; i++) astore(sums + i * AW, sum[i]);
     for (int64_t r = 0; r < ql; r++) {
-      float inv = 1.0f / sums[r];
+      /* A query every key of which is masked has no probabilities: its
+       * output is 0 (as the generated lowering's softmax gives), not 0 / 0. */
+      float inv = sums[r] > 0.0f ? 1.0f / sums[r] : 0.0f;
       for (int64_t e = 0; e < Dv; e++) o[r * g->os.row + e] = acc[r * DVP + e] * inv;
     }
   }
 }
 
 static void run_attention(attn_args *g, int32_t threads) {
-  g->qblocks = (g->L + QB - 1) / QB;
-  int64_t tasks = g->heads * g->qblocks;
+  g->grouped = g->group > 1 && !g->causal && g->L < QB;
+  g->qblocks = ((g->grouped ? g->group * g->L : g->L) + QB - 1) / QB;
+  int64_t tasks = (g->grouped ? g->heads / g->group : g->heads) * g->qblocks;
   kiln_parallel_for(attn_tasks, g, tasks, kiln_parts(tasks, threads));
 }
 
@@ -344,6 +390,25 @@ int32_t kiln_attention_gqa(int64_t heads, int64_t group, int64_t L, int64_t S, i
   if (D < 1 || Dv < 1 || D > MAX_HEAD_DIM || Dv > MAX_HEAD_DIM || group < 1 || heads % group) return -1;
   attn_args g = {heads, 1, L, S, D, Dv, (const float *)q, (const float *)k, (const float *)v, (float *)out,
                  {L * D, 0, D}, {S * D, 0, D}, {S * Dv, 0, Dv}, {L * Dv, 0, Dv}, scale, causal != 0, 0, group};
+  run_attention(&g, threads);
+  return 0;
+}
+
+/* kiln_attention_gqa with a mask over the scores: mask_kind 1 adds f32
+ * values, 2 keeps the scores whose bool byte is nonzero (-inf elsewhere);
+ * the value for q entry b = b_out * hin + b_in, query l, key s is at
+ * element b_out * m_outer + b_in * m_inner + l * m_row + s * m_col of
+ * mask (see attn_args). */
+int32_t kiln_attention_masked(int64_t heads, int64_t group, int64_t L, int64_t S, int64_t D, int64_t Dv,
+                              int64_t q, int64_t k, int64_t v, int64_t out, float scale, int32_t causal,
+                              int64_t mask, int32_t mask_kind, int64_t hin, int64_t m_outer, int64_t m_inner,
+                              int64_t m_row, int64_t m_col, int32_t threads) {
+  if (D < 1 || Dv < 1 || D > MAX_HEAD_DIM || Dv > MAX_HEAD_DIM || group < 1 || heads % group || hin < 1 ||
+      mask_kind < 1 || mask_kind > 2 || !mask)
+    return -1;
+  attn_args g = {heads, 1, L, S, D, Dv, (const float *)q, (const float *)k, (const float *)v, (float *)out,
+                 {L * D, 0, D}, {S * D, 0, D}, {S * Dv, 0, Dv}, {L * Dv, 0, Dv}, scale, causal != 0, 0, group,
+                 (const void *)mask, mask_kind, hin, m_outer, m_inner, m_row, m_col};
   run_attention(&g, threads);
   return 0;
 }

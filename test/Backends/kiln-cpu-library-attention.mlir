@@ -42,17 +42,85 @@ func.func @main(%q: !kiln.tensor<["B", 2, "L", 8], f32>, %k: !kiln.tensor<["B", 
 
 // -----
 
-// Not matched: a mask operand, and k and v broadcast over q's batch dim;
-// both keep the generated chain (its contractions go to the library).
+// A bool padding mask [B, 1, 1, S] over 4 q heads grouped onto 2 k / v
+// heads: one kiln_attention_masked call (group 2) with the mask's address
+// (base plus offset, bytes: i1 is one) and kind 2, the innermost batch
+// dim's size H = 4, and the mask's strides per loop read at run time: b0
+// from the mask's dim 0, b1 and l 0 (broadcast), s from dim 3.  Without the
+// native runtime the chain stays (k / v read through `h floordiv 2`).
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 8 : i64} : () -> ()
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 64 : i64} : () -> ()
+"kiln.symbol"() {sym_name = "S", min = 1 : i64, max = 64 : i64} : () -> ()
+// CHECK: func.func private @kiln_attention_masked(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i64, i32, i64, i64, i64, i64, i64, i32) -> i32
+// CHECK-LABEL: func.func private @kiln_attention_0(
+// CHECK-SAME: %{{.*}}: memref<?x4x?x8xf32>, %{{.*}}: memref<?x2x?x8xf32>, %{{.*}}: memref<?x2x?x8xf32>, %{{.*}}: memref<?x4x?x8xf32>, %[[M:[a-z0-9]+]]: memref<?x1x1x?xi1>)
+// CHECK: %[[H:.*]] = memref.dim %{{.*}}, %c1
+// CHECK: %[[GROUP:.*]] = arith.constant 2 : i64
+// CHECK: %{{.*}}, %[[OFF:.*]], %{{.*}}:4, %[[STR:.*]]:4 = memref.extract_strided_metadata %[[M]]
+// CHECK: %[[ESZ:.*]] = arith.constant 1 : index
+// CHECK: arith.muli %[[OFF]], %[[ESZ]] : index
+// CHECK: %[[PM:.*]] = arith.addi
+// CHECK: %[[KIND:.*]] = arith.constant 2 : i32
+// CHECK: %[[OUTER:.*]] = arith.index_cast %[[STR]]#0 : index to i64
+// CHECK: %[[INNER:.*]] = arith.addi %[[Z:.*]], %[[Z]] : i64
+// CHECK: %[[ROW:.*]] = arith.addi %[[Z]], %[[Z]] : i64
+// CHECK: %[[COL:.*]] = arith.index_cast %[[STR]]#3 : index to i64
+// CHECK: %[[HIN:.*]] = arith.index_cast %[[H]] : index to i64
+// CHECK: call @kiln_attention_masked(%{{.*}}, %[[GROUP]], {{.*}}, %[[PM]], %[[KIND]], %[[HIN]], %[[OUTER]], %[[INNER]], %[[ROW]], %[[COL]], %{{.*}})
+// CHECK-LABEL: func.func @padding(
+// CHECK-NOT: linalg.generic
+// CHECK: call @kiln_attention_0(%arg0, %arg1, %arg2, %{{.*}}, %arg3)
+// CHECK-NEXT: return
+
+// BLAS: floordiv 2
+// BLAS-LABEL: func.func @padding(
+// BLAS-NOT: call @kiln_attention
+// BLAS: return
+func.func @padding(%q: !kiln.tensor<["B", 4, "L", 8], f32>, %k: !kiln.tensor<["B", 2, "S", 8], f32>, %v: !kiln.tensor<["B", 2, "S", 8], f32>, %m: !kiln.tensor<["B", 1, 1, "S"], i1>) -> !kiln.tensor<["B", 4, "L", 8], f32> {
+  %r = "kiln.attention"(%q, %k, %v, %m) {operandSegmentSizes = array<i32: 1, 1, 1, 1>} : (!kiln.tensor<["B", 4, "L", 8], f32>, !kiln.tensor<["B", 2, "S", 8], f32>, !kiln.tensor<["B", 2, "S", 8], f32>, !kiln.tensor<["B", 1, 1, "S"], i1>) -> !kiln.tensor<["B", 4, "L", 8], f32>
+  return %r : !kiln.tensor<["B", 4, "L", 8], f32>
+}
+
+// -----
+
+// An additive f32 mask [L, L] (right-aligned: no batch dims) on a causal
+// attention with one batch dim: kind 1, the offset in bytes of 4, H the
+// batch dim's size, outer and inner 0 (the mask broadcasts over both), rows
+// and keys from the mask's dims 0 and 1.
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 64 : i64} : () -> ()
+// CHECK-LABEL: func.func private @kiln_attention_0(
+// CHECK-SAME: %[[M:[a-z0-9]+]]: memref<?x?xf32>)
+// CHECK: %{{.*}}, %[[OFF:.*]], %{{.*}}:2, %[[STR:.*]]:2 = memref.extract_strided_metadata %[[M]]
+// CHECK: %[[ESZ:.*]] = arith.constant 4 : index
+// CHECK: %[[KIND:.*]] = arith.constant 1 : i32
+// CHECK: %[[OUTER:.*]] = arith.addi %[[Z:.*]], %[[Z]] : i64
+// CHECK: %[[INNER:.*]] = arith.addi %[[Z]], %[[Z]] : i64
+// CHECK: %[[ROW:.*]] = arith.index_cast %[[STR]]#0 : index to i64
+// CHECK: %[[COL:.*]] = arith.index_cast %[[STR]]#1 : index to i64
+// CHECK: call @kiln_attention_masked({{.*}}, %[[KIND]], %{{.*}}, %[[OUTER]], %[[INNER]], %[[ROW]], %[[COL]], %{{.*}})
+// CHECK-LABEL: func.func @additive(
+// CHECK-NOT: linalg.generic
+// CHECK: call @kiln_attention_0(%arg0, %arg1, %arg1, %{{.*}}, %arg2)
+func.func @additive(%q: !kiln.tensor<[3, "L", 8], f32>, %k: !kiln.tensor<[3, "L", 8], f32>, %mask: !kiln.tensor<["L", "L"], f32>) -> !kiln.tensor<[3, "L", 8], f32> {
+  %a = "kiln.attention"(%q, %k, %k, %mask) {causal = true, operandSegmentSizes = array<i32: 1, 1, 1, 1>} : (!kiln.tensor<[3, "L", 8], f32>, !kiln.tensor<[3, "L", 8], f32>, !kiln.tensor<[3, "L", 8], f32>, !kiln.tensor<["L", "L"], f32>) -> !kiln.tensor<[3, "L", 8], f32>
+  return %a : !kiln.tensor<[3, "L", 8], f32>
+}
+
+// -----
+
+// Not matched: k and v broadcast over q's batch dim (with or without a
+// mask), and a mask over three batch dims; all keep the generated chain
+// (its contractions go to the library).
 "kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 64 : i64} : () -> ()
 // CHECK-LABEL: func.func @not_matched(
 // CHECK-NOT: kiln_attention
 // CHECK: linalg.generic
 // CHECK: return
-func.func @not_matched(%q: !kiln.tensor<[3, "L", 8], f32>, %k: !kiln.tensor<[1, "L", 8], f32>, %mask: !kiln.tensor<["L", "L"], f32>) -> (!kiln.tensor<[3, "L", 8], f32>, !kiln.tensor<[3, "L", 8], f32>) {
+func.func @not_matched(%q: !kiln.tensor<[3, "L", 8], f32>, %k: !kiln.tensor<[1, "L", 8], f32>, %mask: !kiln.tensor<["L", "L"], f32>, %q5: !kiln.tensor<[2, 3, 2, "L", 8], f32>, %m5: !kiln.tensor<[2, 3, 2, "L", "L"], i1>) -> (!kiln.tensor<[3, "L", 8], f32>, !kiln.tensor<[3, "L", 8], f32>, !kiln.tensor<[2, 3, 2, "L", 8], f32>) {
   %a = "kiln.attention"(%q, %k, %k, %mask) {operandSegmentSizes = array<i32: 1, 1, 1, 1>} : (!kiln.tensor<[3, "L", 8], f32>, !kiln.tensor<[1, "L", 8], f32>, !kiln.tensor<[1, "L", 8], f32>, !kiln.tensor<["L", "L"], f32>) -> !kiln.tensor<[3, "L", 8], f32>
   %b = "kiln.attention"(%q, %k, %k) {scale = 0.5 : f64, operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (!kiln.tensor<[3, "L", 8], f32>, !kiln.tensor<[1, "L", 8], f32>, !kiln.tensor<[1, "L", 8], f32>) -> !kiln.tensor<[3, "L", 8], f32>
-  return %a, %b : !kiln.tensor<[3, "L", 8], f32>, !kiln.tensor<[3, "L", 8], f32>
+  %c = "kiln.attention"(%q5, %q5, %q5, %m5) {operandSegmentSizes = array<i32: 1, 1, 1, 1>} : (!kiln.tensor<[2, 3, 2, "L", 8], f32>, !kiln.tensor<[2, 3, 2, "L", 8], f32>, !kiln.tensor<[2, 3, 2, "L", 8], f32>, !kiln.tensor<[2, 3, 2, "L", "L"], i1>) -> !kiln.tensor<[2, 3, 2, "L", 8], f32>
+  return %a, %b, %c : !kiln.tensor<[3, "L", 8], f32>, !kiln.tensor<[3, "L", 8], f32>, !kiln.tensor<[2, 3, 2, "L", 8], f32>
 }
 
 // -----

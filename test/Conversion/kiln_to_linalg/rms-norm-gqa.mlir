@@ -53,18 +53,40 @@ func.func @gqa(%q: !kiln.tensor<["B", 8, "L", 16], f32>, %k: !kiln.tensor<["B", 
 
 // -----
 
-// A masked grouped-query attention stays the generated chain, whose
-// contractions go to sgemm: k and v are repeated to the 8 q heads once (a
-// copy through `h floordiv 4`), and the contractions read them with plain maps.
+// A masked grouped-query attention with a bool mask: as unmasked, k and v
+// are read through `h floordiv 4` (no repeated copy) and both contractions
+// carry the tag, now `masked = true`; the scale-and-mask pass carries the
+// chain's id as kiln.attention_mask (kiln-cpu-library reads the mask from it).
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
+// CHECK-DAG: #[[K:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1 floordiv 4, d3, d4)>
+// CHECK-LABEL: func.func @gqa_masked(
+// CHECK: linalg.generic {indexing_maps = [#{{.*}}, #[[K]], #{{.*}}], {{.*}} ins(%arg0, %arg1 : tensor<?x8x?x16xf32>, tensor<?x2x?x16xf32>) {{.*}} attrs =  {kiln.attention = {causal = false, id = [[ID:[0-9]+]] : i64, masked = true, scale = 2.500000e-01 : f64}}
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %arg3 : tensor<?x8x?x?xf32>, tensor<?x1x?x?xi1>) {{.*}} attrs =  {kiln.attention_mask = [[ID]] : i64}
+// CHECK: kiln.attention = {causal = false, id = [[ID]] : i64, masked = true
+func.func @gqa_masked(%q: !kiln.tensor<["B", 8, "L", 16], f32>, %k: !kiln.tensor<["B", 2, "L", 16], f32>, %v: !kiln.tensor<["B", 2, "L", 16], f32>, %m: !kiln.tensor<["B", 1, "L", "L"], i1>) -> !kiln.tensor<["B", 8, "L", 16], f32> {
+  %0 = "kiln.attention"(%q, %k, %v, %m) {operandSegmentSizes = array<i32: 1, 1, 1, 1>} : (!kiln.tensor<["B", 8, "L", 16], f32>, !kiln.tensor<["B", 2, "L", 16], f32>, !kiln.tensor<["B", 2, "L", 16], f32>, !kiln.tensor<["B", 1, "L", "L"], i1>) -> !kiln.tensor<["B", 8, "L", 16], f32>
+  return %0 : !kiln.tensor<["B", 8, "L", 16], f32>
+}
+
+// -----
+
+// A chain the native kernel cannot take (a bf16 additive mask; likewise a
+// head dim past 256) stays generated code whose contractions go to sgemm:
+// k and v are repeated to the 8 q heads once (a copy through `h floordiv
+// 4`), the contractions read them with plain maps, and nothing is tagged.
 "kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
 "kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
 // CHECK-DAG: #[[REP:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1 floordiv 4, d2, d3)>
-// CHECK-LABEL: func.func @gqa_masked(
+// CHECK-LABEL: func.func @gqa_masked_bf16(
 // CHECK: %[[K:.*]] = linalg.generic {indexing_maps = [#[[REP]], #{{.*}}], {{.*}} ins(%arg1 : tensor<?x2x?x16xf32>) outs(%{{.*}} : tensor<?x8x?x16xf32>)
 // CHECK: %[[V:.*]] = linalg.generic {indexing_maps = [#[[REP]], #{{.*}}], {{.*}} ins(%arg2 : tensor<?x2x?x16xf32>) outs(%{{.*}} : tensor<?x8x?x16xf32>)
 // CHECK-NOT: floordiv
+// CHECK-NOT: kiln.attention
 // CHECK: ins(%arg0, %[[K]] : tensor<?x8x?x16xf32>, tensor<?x8x?x16xf32>)
-func.func @gqa_masked(%q: !kiln.tensor<["B", 8, "L", 16], f32>, %k: !kiln.tensor<["B", 2, "L", 16], f32>, %v: !kiln.tensor<["B", 2, "L", 16], f32>, %m: !kiln.tensor<["B", 1, "L", "L"], i1>) -> !kiln.tensor<["B", 8, "L", 16], f32> {
-  %0 = "kiln.attention"(%q, %k, %v, %m) {operandSegmentSizes = array<i32: 1, 1, 1, 1>} : (!kiln.tensor<["B", 8, "L", 16], f32>, !kiln.tensor<["B", 2, "L", 16], f32>, !kiln.tensor<["B", 2, "L", 16], f32>, !kiln.tensor<["B", 1, "L", "L"], i1>) -> !kiln.tensor<["B", 8, "L", 16], f32>
+// CHECK-NOT: kiln.attention
+// CHECK: return
+func.func @gqa_masked_bf16(%q: !kiln.tensor<["B", 8, "L", 16], f32>, %k: !kiln.tensor<["B", 2, "L", 16], f32>, %v: !kiln.tensor<["B", 2, "L", 16], f32>, %m: !kiln.tensor<["B", 1, "L", "L"], bf16>) -> !kiln.tensor<["B", 8, "L", 16], f32> {
+  %0 = "kiln.attention"(%q, %k, %v, %m) {operandSegmentSizes = array<i32: 1, 1, 1, 1>} : (!kiln.tensor<["B", 8, "L", 16], f32>, !kiln.tensor<["B", 2, "L", 16], f32>, !kiln.tensor<["B", 2, "L", 16], f32>, !kiln.tensor<["B", 1, "L", "L"], bf16>) -> !kiln.tensor<["B", 8, "L", 16], f32>
   return %0 : !kiln.tensor<["B", 8, "L", 16], f32>
 }

@@ -61,8 +61,8 @@ class _MaskedGQA(torch.nn.Module):
 
 @pytest.mark.parametrize("masked", [False, True])
 def test_sdpa_enable_gqa_matches_without_materialized_repeat(masked):
-    """Unmasked: one kiln_attention_gqa call.  Masked: the generated chain
-    (k / v repeated once inside the kernel for sgemm); both vs eager."""
+    """Unmasked: one kiln_attention_gqa call; masked: one
+    kiln_attention_masked call; neither repeats k / v; both vs eager."""
     module = _MaskedGQA() if masked else _GQA()
     b, seq = Dim("B", min=1, max=8), Dim("L", min=1, max=300)
     example = (torch.randn(2, 8, 16, 32), torch.randn(2, 2, 16, 32), torch.randn(2, 2, 16, 32))
@@ -73,7 +73,9 @@ def test_sdpa_enable_gqa_matches_without_materialized_repeat(masked):
         dyn += ({0: b, 2: seq, 3: seq},)
     model = kiln.compile(module, example, dynamic_shapes=dyn, keep_ir=True, fallback=False)
     assert '"kiln.expand"' not in str(model.ir["optimized"])
-    assert model.ir["llvm"].count(f"call @{attention.NATIVE_GQA}(") == (0 if masked else 1)
+    llvm = model.ir["llvm"]
+    assert llvm.count(f"call @{attention.NATIVE_GQA}(") == (0 if masked else 1)
+    assert llvm.count(f"call @{attention.NATIVE_MASKED}(") == (1 if masked else 0)
     gen = torch.Generator().manual_seed(1)
     for bb, ll in ((1, 1), (3, 45), (8, 300)):
         args = [torch.randn(bb, 8, ll, 32, generator=gen)]

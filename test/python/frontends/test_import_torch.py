@@ -130,6 +130,27 @@ def test_torch_export_failure_is_a_kiln_error():
         kiln.import_torch(DataDependent(), (torch.randn(3),))
 
 
+class FullSlice(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.tril(torch.ones(8, 8, dtype=torch.bool)))
+
+    def forward(self, x):
+        n = x.shape[0]
+        return torch.where(self.table[:n, :n], x, 0.0)  # torch guards L != 8 (the whole table) at export
+
+
+def test_violated_constraints_say_which_values_fail():
+    """The lines of torch's message that say which values of a Dim fail are
+    kept (the first line alone says only "Constraints violated (L)!"), the
+    advice on logs and draft_export is not."""
+    seq = torch.export.Dim("L", min=2, max=8)
+    with pytest.raises(kiln.KilnError) as info:
+        kiln.import_torch(FullSlice(), (torch.randn(4, 4),), dynamic_shapes=({0: seq, 1: seq},))
+    text = str(info.value)
+    assert "Constraints violated (L)" in text and "!= 8" in text and "draft_export" not in text
+
+
 def test_bad_dim_range_is_a_kiln_error():
     class FakeDim:  # torch's Dim asserts min <= max itself; kiln checks duck-typed specs too
         __name__ = "B"
