@@ -55,7 +55,10 @@ def hoist_constant_steps(prepared, kernels: list, symbols) -> list:
         if v.step >= 0:
             v.step = new_index[v.step]
     prepared.schedule = Schedule(sched.function, values, keep_steps, sched.inputs, sched.outputs, {})
-    prepared.plan, _ = plan_memory(prepared.schedule, symbols)
+    # The donations stand (value ids, which hoisting keeps): without them a
+    # mutated input (an LLM's KV cache) came back as an extra output.
+    prepared.plan, _ = plan_memory(prepared.schedule, symbols, inplace=prepared.plan.inplace,
+                                   donated=prepared.plan.donated)
     prepared.generated = {new_index[i]: n for i, n in prepared.generated.items() if i in new_index}
     prepared.fallback = {new_index[i]: k for i, k in prepared.fallback.items() if i in new_index}
     return keep_kernels

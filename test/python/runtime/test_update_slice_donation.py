@@ -102,6 +102,46 @@ def test_no_fallback_and_donated(compiled):
     assert len(model.output_names) == 1
 
 
+class IndexCopyWithHead(torch.nn.Module):
+    """The cache write next to a projection of the last position, whose
+    weight kiln transposes once at compile time in a hoisted kernel where
+    kiln-fold-constants does not read it (past 64 MiB: an LLM's head):
+    hoisting re-planned memory without the donation, and the mutated cache
+    came back as an extra output (the 110 M-parameter LLM bench's kiln
+    peer, 2026-12-06)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.head = torch.nn.Linear(32, 64, bias=False)
+
+    def forward(self, cache, new, x):
+        cache.index_copy_(2, torch.arange(0, new.shape[2]), new)
+        return self.head(x[:, -1:, :])
+
+
+def test_donation_survives_hoisted_weight_transposes(monkeypatch):
+    from kiln.transforms import fold_constants
+
+    monkeypatch.setattr(fold_constants, "_MAX_OPERAND_BYTES", 1024)  # the head's 8 KiB as an LLM's 98 MB
+    module = IndexCopyWithHead()
+    seq = Dim("L", min=1, max=8)
+    model = kiln.compile(module, (torch.zeros(2, H, 16, D), torch.randn(2, H, 3, D), torch.randn(2, 3, 32)),
+                         ({}, {2: seq}, {1: seq}))
+    assert ["kiln.transpose"] not in [k["ops"] for k in model.report()["kernels"]]  # ran at compile time
+    assert len(model.output_names) == 1 and model.runtime.executor.donated
+    for n in (1, 8):
+        cache, new, x = np.zeros((2, H, 16, D), np.float32), np.random.rand(2, H, n, D).astype(np.float32), \
+            np.random.rand(2, n, 32).astype(np.float32)
+        ref_cache = torch.from_numpy(cache.copy())
+        with torch.no_grad():
+            ref = module(ref_cache, torch.from_numpy(new), torch.from_numpy(x))
+        out = model(cache, new, x)
+        assert isinstance(out, np.ndarray)  # the logits alone: the cache is written in place
+        np.testing.assert_allclose(out, ref.numpy(), rtol=1e-4, atol=1e-5)
+        np.testing.assert_array_equal(cache, ref_cache.numpy())
+
+
 def test_plan_does_not_grow_with_cache_length():
     """The arena and the outputs are the same for a cache of 64 or 4096
     positions: nothing of the cache's size is allocated or copied per call."""
