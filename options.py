@@ -251,6 +251,8 @@ SETTINGS = (
        "a small CNN's last two convolutions in one call, the intermediate in the thread's cache"),
     _s("vconv_unpadded", "KILN_VCONV_UNPADDED", "flag", True, "native",
        "AVX-512 stride-2 3x3 channel-vector tiles read the input itself, not a zero-padded copy"),
+    _s("gemv", "KILN_GEMV", "flag", True, "native",
+       "products of up to 4 rows against a weight with no packing slot on the native GEMV, not OpenBLAS"),
     _s("native_dir", "KILN_NATIVE_DIR", "path", None, "build",
        "where the native library is built and looked for",
        "`runtime/native/build`, else the cache's `native/`"),
@@ -305,6 +307,7 @@ class Options:
     winograd: bool = True
     conv_pair: bool = True
     vconv_unpadded: bool = True
+    gemv: bool = True
     native_dir: str | None = None
     native_build: bool = True
     native_build_timeout: float = 600.0

@@ -117,12 +117,17 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
     add(f"  %cut = arith.constant {mt_mnk()} : i64")
     add("  %m1 = arith.constant 1 : i64")
     add(f"  %isvec = arith.cmpi eq, {m_expr}, %m1 : i64")
+    # With the native pool, one row goes to kiln_sgemm_par too, whose GEMV
+    # (up to 4 rows, A not transposed) streams the weights on the pool's
+    # threads: OpenBLAS's sgemv on one thread took 7.7 ms for 1 x 768 against
+    # a [768, 32000] LM head, the GEMV 3.7 ms on two (torch 3.5).
+    pool_vec = pool and not trans_a
     # sgemv always on one thread: with two, OpenBLAS's M = 1 path took
     # 16 ms instead of 1.3 ms for 1x1024x4096 on this shared machine.
     add("  %big0 = arith.cmpi sge, %mnk, %cut : i64")
     add("  %true = arith.constant true")
     add("  %notvec = arith.xori %isvec, %true : i1")
-    add("  %big = arith.andi %big0, %notvec : i1")
+    add("  %big = arith.andi %big0, %notvec : i1" if not pool_vec else "  %big = arith.andi %big0, %true : i1")
     add("  %one = arith.constant 1 : i32")
     add(blas_threads_value("%many", pool))
     add("  %nt = arith.select %big, %many, %one : i32")
@@ -156,17 +161,19 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
         indent += "  "
     # One row (batch-1 inference): sgemv, y = B^T x (b stored [K, N]) or B x (stored [N, K]);
     # this OpenBLAS's sgemm does not forward M = 1 to gemv and ran 3x slower.
-    add(f"{indent}scf.if %isvec {{")
-    add(f"{indent}  func.call @{SGEMV}(%order, %gv_t, %gv_rows, %gv_cols, %alpha, %yB, %ldb, %yA, %incx, %beta, %yC, "
-        "%m1) : (i32, i32, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64) -> ()")
-    add(f"{indent}}} else {{")
+    if not pool_vec:
+        add(f"{indent}scf.if %isvec {{")
+        add(f"{indent}  func.call @{SGEMV}(%order, %gv_t, %gv_rows, %gv_cols, %alpha, %yB, %ldb, %yA, %incx, %beta, "
+            "%yC, %m1) : (i32, i32, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64) -> ()")
+        add(f"{indent}}} else {{")
     if pool:
         add(f"{indent}  func.call @{SGEMM_PAR}(%order, %ta, %tb, {m_expr}, %N, %K, %alpha, %yA, %lda, %yB, %ldb, "
             "%beta, %yC, %ldc, %nt) : (i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64, i32) -> ()")
     else:
         add(f"{indent}  func.call @{SGEMM}(%order, %ta, %tb, {m_expr}, %N, %K, %alpha, %yA, %lda, %yB, %ldb, %beta, "
             "%yC, %ldc) : (i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64) -> ()")
-    add(f"{indent}}}")
+    if not pool_vec:
+        add(f"{indent}}}")
     if fused:  # after sgemv / sgemm: one pass over C (in the small GEMM's branch when there is one)
         add(f"{indent}func.call @{BIAS_ACT}({m_expr}, %N, %yC, %ldc, %yE, %act, %yR, %ldr, %nthr) : "
             "(i64, i64, i64, i64, i64, i32, i64, i64, i32) -> ()")

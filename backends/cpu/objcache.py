@@ -96,8 +96,8 @@ def cache_key(module, opt_level: int, shared_libs, extra=()) -> str:
 #: ``KILN_BLAS_THREADS``, ``KILN_DEBUG``, ``KILN_VERIFY_EACH``,
 #: ``KILN_FAST``, ``KILN_SPLIT`` / ``KILN_SEQ`` / ``KILN_SPLIT_SEQ``,
 #: ``KILN_PIN``, ``KILN_HUGEPAGES``, ``KILN_RESHAPE_VIEWS``, the native
-#: library's ``KILN_WINOGRAD`` / ``KILN_CONV_PAIR`` / ``KILN_VCONV_UNPADDED``
-#: switches and ``KILN_CACHE_DIR``.  (``KILN_NATIVE`` also shows in the
+#: library's ``KILN_WINOGRAD`` / ``KILN_CONV_PAIR`` / ``KILN_VCONV_UNPADDED`` /
+#: ``KILN_GEMV`` switches and ``KILN_CACHE_DIR``.  (``KILN_NATIVE`` also shows in the
 #: shared libraries; ``KILN_CPU_CACHE=0`` means no key at all.)
 CODEGEN_SETTINGS = (
     ("KILN_CPU_LIBRARY", "enabled"),

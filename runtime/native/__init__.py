@@ -437,7 +437,7 @@ def _options():
 
 #: The library's switches kiln.options hands over when it loads (each read once per process).
 SWITCHES = {"hugepages": b"KILN_HUGEPAGES", "winograd": b"KILN_WINOGRAD", "conv_pair": b"KILN_CONV_PAIR",
-            "vconv_unpadded": b"KILN_VCONV_UNPADDED"}
+            "vconv_unpadded": b"KILN_VCONV_UNPADDED", "gemv": b"KILN_GEMV"}
 
 
 def _start(lib, n: int) -> None:

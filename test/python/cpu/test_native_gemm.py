@@ -143,11 +143,15 @@ def test_threads_share_the_pool():
     assert errors == []
 
 
-@pytest.mark.parametrize("m, n, k", [(300, 200, 40), (500, 20, 33), (7, 9, 5), (64, 1000, 3)])
+@pytest.mark.parametrize("m, n, k", [(300, 200, 40), (500, 20, 33), (7, 9, 5), (64, 1000, 3),
+                                     (1, 2050, 768), (4, 130, 40), (2, 64, 15), (3, 63, 100), (1, 1, 16)])
 @pytest.mark.parametrize("ta, tb", [(False, False), (True, False), (False, True), (True, True)])
 def test_sgemm_par_splits_sgemm_over_the_pool(m, n, k, ta, tb):
     """kiln_sgemm_par: column slabs (wide C) or row slabs (narrow C), every
-    transpose, beta 0 and 1, on 1 and 2 parts, against numpy."""
+    transpose, beta 0 and 1, on 1 and 2 parts, against numpy; up to 4 rows
+    its GEMV (weights [N, K] or [K, N]; ragged column and K tails; K below
+    a vector and N below a column block go to OpenBLAS).  With beta 0, C
+    starts as NaN: it must not be read."""
     import ctypes
 
     assert library.native_enabled()  # registers the BLAS sgemm with the native library
@@ -161,7 +165,7 @@ def test_sgemm_par_splits_sgemm_over_the_pool(m, n, k, ta, tb):
     want = (a.T if ta else a) @ (b.T if tb else b)
     for beta in (0.0, 1.0):
         for parts in (1, 2):
-            c = c0.copy()
+            c = c0.copy() if beta else np.full_like(c0, np.nan)
             f(101, 112 if ta else 111, 112 if tb else 111, m, n, k, 1.0, a.ctypes.data, a.shape[1], b.ctypes.data,
               b.shape[1], beta, c.ctypes.data, n, parts)
             np.testing.assert_allclose(c, want + beta * c0, rtol=1e-4, atol=1e-4)
