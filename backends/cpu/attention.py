@@ -182,13 +182,13 @@ def _match(pv, qk_by_id, masks) -> _Attention | None:
     if [_dims(qk_maps[0]), kmap] != want_qk or vmap != want_pv or _dims(pv_maps[2]) != batch + [nb, nb + 1] \
             or group != vgroup:
         return None  # a broadcast batch dim (or another layout): keep the chain
-    mask = None
+    mask, mask_dims = None, None
     if tag["masked"]:
-        mask = _mask_dims(masks.get(tag["id"]), nb)
-        if mask is None:
+        found = _mask_dims(masks.get(tag["id"]), nb)
+        if found is None:
             return None
-    return _Attention(qk, pv, q, k, v, out, tag["scale"], tag["causal"], group=group,
-                      **({"mask": mask[0], "mask_dims": mask[1]} if mask else {}))
+        mask, mask_dims = found
+    return _Attention(qk, pv, q, k, v, out, tag["scale"], tag["causal"], group=group, mask=mask, mask_dims=mask_dims)
 
 
 def _packed_text(name: str, a: _Attention) -> str:

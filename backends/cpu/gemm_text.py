@@ -124,10 +124,13 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
     pool_vec = pool and not trans_a
     # sgemv always on one thread: with two, OpenBLAS's M = 1 path took
     # 16 ms instead of 1.3 ms for 1x1024x4096 on this shared machine.
-    add("  %big0 = arith.cmpi sge, %mnk, %cut : i64")
-    add("  %true = arith.constant true")
-    add("  %notvec = arith.xori %isvec, %true : i1")
-    add("  %big = arith.andi %big0, %notvec : i1" if not pool_vec else "  %big = arith.andi %big0, %true : i1")
+    if pool_vec:
+        add("  %big = arith.cmpi sge, %mnk, %cut : i64")
+    else:
+        add("  %big0 = arith.cmpi sge, %mnk, %cut : i64")
+        add("  %true = arith.constant true")
+        add("  %notvec = arith.xori %isvec, %true : i1")
+        add("  %big = arith.andi %big0, %notvec : i1")
     add("  %one = arith.constant 1 : i32")
     add(blas_threads_value("%many", pool))
     add("  %nt = arith.select %big, %many, %one : i32")
