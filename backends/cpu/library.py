@@ -295,8 +295,11 @@ def strided_pointers(add, types: dict) -> None:
     for tag, t in types.items():
         r, el = t.rank, t.element_type
         idx = ", ".join(["index"] * r)
-        add(f"  %b{tag}, %o{tag}, %s{tag}:{r}, %t{tag}:{r} = memref.extract_strided_metadata %{tag} : {t} -> "
-            f"memref<{el}>, index, {idx}, {idx}")
+        if r == 0:  # a scalar (an attention's mask of one value): no sizes, no strides
+            add(f"  %b{tag}, %o{tag} = memref.extract_strided_metadata %{tag} : {t} -> memref<{el}>, index")
+        else:
+            add(f"  %b{tag}, %o{tag}, %s{tag}:{r}, %t{tag}:{r} = memref.extract_strided_metadata %{tag} : {t} -> "
+                f"memref<{el}>, index, {idx}, {idx}")
         add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %b{tag} : memref<{el}> -> index")
         add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
 

@@ -154,3 +154,26 @@ def test_attention_written_out_with_a_mask_is_one_native_call():
     for bb, ll in ((1, 2), (3, 100), (4, 511)):
         args = [torch.randn(bb, 4, ll, 64, generator=gen) for _ in range(3)] + [_padding(bb, ll, "f32", gen)]
         torch.testing.assert_close(model(*args), module(*args), rtol=1e-4, atol=1e-5)
+
+
+SCALAR_MASK = """
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 64 : i64} : () -> ()
+func.func @main(%q: !kiln.tensor<[1, 2, "L", 16], f32>, %k: !kiln.tensor<[1, 2, "L", 16], f32>,
+                %v: !kiln.tensor<[1, 2, "L", 16], f32>, %m: !kiln.tensor<[], f32>) -> !kiln.tensor<[1, 2, "L", 16], f32> {
+  %r = "kiln.attention"(%q, %k, %v, %m) {operandSegmentSizes = array<i32: 1, 1, 1, 1>} : (!kiln.tensor<[1, 2, "L", 16], f32>, !kiln.tensor<[1, 2, "L", 16], f32>, !kiln.tensor<[1, 2, "L", 16], f32>, !kiln.tensor<[], f32>) -> !kiln.tensor<[1, 2, "L", 16], f32>
+  return %r : !kiln.tensor<[1, 2, "L", 16], f32>
+}
+"""
+
+
+def test_a_scalar_mask_is_one_native_call():
+    """A mask of one value (ONNX's flex-attention score_mod case has one):
+    rank 0, every stride 0 (its memref has no strides to read; the helper's
+    metadata read was malformed for rank 0)."""
+    model = kiln.compile(SCALAR_MASK, keep_ir=True, fallback=False)
+    assert model.ir["llvm"].count(f"call @{attention.NATIVE_MASKED}(") == 1
+    for ll in (1, 33, 64):
+        q, k, v = (torch.randn(1, 2, ll, 16) for _ in range(3))
+        want = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=torch.full((1, 1), -1.5))
+        got = model(q.numpy(), k.numpy(), v.numpy(), np.array(-1.5, np.float32))
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-5)
