@@ -41,6 +41,7 @@ from .library import (
     _dims,
     _is_contiguous,
     _zero_fill_before,
+    add_address,
     add_pointer,
     contiguous_f32,
     function_names,
@@ -249,39 +250,34 @@ def _helper_text(name: str, a: _Attention) -> str:
         add(f"  %rc = func.call @{NATIVE_GQA}(%heads64, %group, %L64, %S64, %D, %Dv, %pQ, %pK, %pV, %pO, %scale, "
             "%causal, %nthr) : (i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i32) -> i32")
     else:
-        _mask_lines(add, a, tm, rank - 2)
+        mask_args = _mask_lines(add, a, tm, rank - 2)
         add(f"  %rc = func.call @{NATIVE_MASKED}(%heads64, %group, %L64, %S64, %D, %Dv, %pQ, %pK, %pV, %pO, "
-            "%scale, %causal, %pMask, %mkind, %hin, %mouter, %minner, %mrow, %mcol, %nthr) : "
-            f"({_MASKED_TYPES}) -> i32")
+            f"%scale, %causal, {mask_args}, %nthr) : ({_MASKED_TYPES}) -> i32")
     add("  return")
     add("}")
     return "\n".join(lines)
 
 
-def _mask_lines(add, a: _Attention, tm, nb: int) -> None:
-    """Emit the mask arguments of kiln_attention_masked: ``%pMask`` (its
-    first element's address), ``%mkind`` (1 f32, 2 bool), ``%hin`` (the
-    innermost batch dim's size) and the element strides ``%mouter``,
-    ``%minner``, ``%mrow``, ``%mcol`` of loops ``b0``, ``b1``, ``l``, ``s``
-    (read from the memref at run time; 0 where the mask broadcasts)."""
+def _mask_lines(add, a: _Attention, tm, nb: int) -> str:
+    """Emit the mask arguments of kiln_attention_masked and return them as
+    call operands: ``%yM`` (the mask's first element's address), its kind
+    (1 f32, 2 bool), ``%hin`` (the innermost batch dim's size) and the
+    element strides of loops ``b0``, ``b1``, ``l``, ``s`` (read from the
+    memref at run time; 0 where the mask broadcasts)."""
     strided_pointers(add, {"M": tm})
     size = 4 if str(tm.element_type) == "f32" else 1  # i1 is a byte in memory, as torch's bool
-    add(f"  %esz = arith.constant {size} : index")
-    add("  %oMb = arith.muli %oM, %esz : index")
-    add("  %oM64 = arith.index_cast %oMb : index to i64")
-    add("  %pMask = arith.addi %pM, %oM64 : i64")
+    add_address(add, "M", "%oM", size)
     add(f"  %mkind = arith.constant {1 if size == 4 else 2} : i32")
     add("  %zero64 = arith.constant 0 : i64")
-    loops = [None] * (2 - nb) + a.mask_dims  # as if there were two batch loops
-    for var, dim_ in zip(("mouter", "minner", "mrow", "mcol"), loops):
+    strides = []
+    for i, dim_ in enumerate([None] * (2 - nb) + a.mask_dims):  # as if there were two batch loops
         if dim_ is None:
-            add(f"  %{var} = arith.addi %zero64, %zero64 : i64")
+            strides.append("%zero64")
         else:
-            add(f"  %{var} = arith.index_cast %tM#{dim_} : index to i64")
-    if nb:
-        add(f"  %hin = arith.index_cast %b{nb - 1} : index to i64")
-    else:
-        add("  %hin = arith.constant 1 : i64")
+            add(f"  %mstride{i} = arith.index_cast %tM#{dim_} : index to i64")
+            strides.append(f"%mstride{i}")
+    add(f"  %hin = arith.index_cast %b{nb - 1} : index to i64" if nb else "  %hin = arith.constant 1 : i64")
+    return ", ".join(["%yM", "%mkind", "%hin", *strides])
 
 
 _MASKED_TYPES = "i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i64, i32, i64, i64, i64, i64, i64, i32"

@@ -28,6 +28,7 @@ from .library import (
     WEIGHT_A_GEMM,
     _Gemm,
     _is_contiguous,
+    add_address,
     add_slot,
     batch_loops,
     blas_threads_lines,
@@ -43,15 +44,6 @@ if TYPE_CHECKING:
     from .gemm_epilogue import Epilogue
 
 __all__ = ["gemm_text", "weight_a_ok", "weight_a_text"]
-
-
-def _add_address(add, tag: str, offset: str, indent: str = "  ") -> None:
-    """Emit ``%y<tag>``, the byte address of memref ``%<tag>``'s element at
-    ``offset`` (an index value, in elements) from its pointer ``%p<tag>``
-    (:func:`_strided_pointers`; ``%c4`` holds the f32 size)."""
-    add(f"{indent}%e{tag} = arith.index_cast {offset} : index to i64")
-    add(f"{indent}%x{tag} = arith.muli %e{tag}, %c4 : i64")
-    add(f"{indent}%y{tag} = arith.addi %p{tag}, %x{tag} : i64")
 
 
 def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: bool = False,
@@ -74,7 +66,6 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
     strided_pointers(add, {"A": ta, "B": tb, "C": tc})
     add("  %c0 = arith.constant 0 : index")
     add("  %c1 = arith.constant 1 : index")
-    add("  %c4 = arith.constant 4 : i64")
     add(f"  %order = arith.constant {_ROW_MAJOR} : i32")
     trans_a = ma[-1] != g.k  # a is [.., k, m]
     trans_b = mb[-1] != g.n  # b is [.., n, k]
@@ -103,7 +94,7 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
         strided_pointers(add, extra)
         for tag in ("E", "R"):
             if tag in extra:
-                _add_address(add, tag, f"%o{tag}")
+                add_address(add, tag, f"%o{tag}", 4)
             else:
                 add(f"  %y{tag} = arith.constant 0 : i64")
         add(f"  %ldr = arith.index_cast %tR#{extra['R'].rank - 2} : index to i64" if "R" in extra
@@ -115,18 +106,18 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
     add(f"  %mn = arith.muli {m_expr}, %N : i64")
     add("  %mnk = arith.muli %mn, %K : i64")
     add(f"  %cut = arith.constant {mt_mnk()} : i64")
-    add("  %m1 = arith.constant 1 : i64")
-    add(f"  %isvec = arith.cmpi eq, {m_expr}, %m1 : i64")
     # With the native pool, one row goes to kiln_sgemm_par too, whose GEMV
     # (up to 4 rows, A not transposed) streams the weights on the pool's
     # threads: OpenBLAS's sgemv on one thread took 7.7 ms for 1 x 768 against
-    # a [768, 32000] LM head, the GEMV 3.7 ms on two (torch 3.5).
+    # a [768, 32000] LM head, the GEMV 2.3-2.5 ms on two (torch 2.5-3.1).
     pool_vec = pool and not trans_a
     # sgemv always on one thread: with two, OpenBLAS's M = 1 path took
     # 16 ms instead of 1.3 ms for 1x1024x4096 on this shared machine.
     if pool_vec:
         add("  %big = arith.cmpi sge, %mnk, %cut : i64")
     else:
+        add("  %m1 = arith.constant 1 : i64")
+        add(f"  %isvec = arith.cmpi eq, {m_expr}, %m1 : i64")
         add("  %big0 = arith.cmpi sge, %mnk, %cut : i64")
         add("  %true = arith.constant true")
         add("  %notvec = arith.xori %isvec, %true : i1")
@@ -136,13 +127,14 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
     add("  %nt = arith.select %big, %many, %one : i32")
     enter, leave = blas_threads_lines("%one" if pool else "%nt", pool)
     add(enter)
-    add(f"  %gv_t = arith.constant {_NO_TRANS if trans_b else _TRANS} : i32")
-    add("  %gv_rows = arith.select %tbsel, %N, %K : i64")
-    add("  %gv_cols = arith.select %tbsel, %K, %N : i64")
-    add(f"  %incx = {'arith.addi %lda, %zero64 : i64' if trans_a else 'arith.constant 1 : i64'}")
+    if not pool_vec:  # sgemv's operands
+        add(f"  %gv_t = arith.constant {_NO_TRANS if trans_b else _TRANS} : i32")
+        add("  %gv_rows = arith.select %tbsel, %N, %K : i64")
+        add("  %gv_cols = arith.select %tbsel, %K, %N : i64")
+        add(f"  %incx = {'arith.addi %lda, %zero64 : i64' if trans_a else 'arith.constant 1 : i64'}")
     offs, indent = batch_loops(add, loops, ma, mb, mc)  # the remaining batch dims; offsets in elements
     for tag in ("A", "B", "C"):
-        _add_address(add, tag, offs[tag], indent)
+        add_address(add, tag, offs[tag], 4, indent)
     # Few rows times a weight (one constant B for every call): kiln's native
     # GEMM, which packs B once into the slot and runs on the native pool.
     # Products of activations stay with OpenBLAS: unpacked, a B with a long
@@ -205,10 +197,9 @@ def weight_a_text(name: str, g: _Gemm, beta: float, slot: str) -> str:
     mb, mc = g.maps[1], g.maps[2]
     lines = [f"func.func private @{name}(%A: {ta}, %B: {tb}, %C: {tc}) {{"]
     add = lines.append
-    add("  %c4 = arith.constant 4 : i64")
     strided_pointers(add, {"A": ta, "B": tb, "C": tc})
     for tag in ("A", "B", "C"):
-        _add_address(add, tag, f"%o{tag}")
+        add_address(add, tag, f"%o{tag}", 4)
     rc = len(mc)
     values = {"M": f"%sC#{rc - 2}", "N": f"%sC#{rc - 1}", "K": "%sA#1", "lda": "%tA#0",
               "ldb": f"%tB#{len(mb) - 2}", "ldc": f"%tC#{rc - 2}"}

@@ -304,6 +304,16 @@ def strided_pointers(add, types: dict) -> None:
         add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
 
 
+def add_address(add, tag: str, offset: str, size: int, indent: str = "  ") -> None:
+    """Emit ``%y<tag>``, the byte address of memref ``%<tag>``'s element at
+    ``offset`` (an index value, in elements of ``size`` bytes) from its
+    pointer ``%p<tag>`` (:func:`strided_pointers`)."""
+    add(f"{indent}%e{tag} = arith.index_cast {offset} : index to i64")
+    add(f"{indent}%z{tag} = arith.constant {size} : i64")
+    add(f"{indent}%x{tag} = arith.muli %e{tag}, %z{tag} : i64")
+    add(f"{indent}%y{tag} = arith.addi %p{tag}, %x{tag} : i64")
+
+
 def pool_threads_line(var: str = "%nthr", indent: str = "  ") -> str:
     """The line setting ``var`` (an i32) to the native pool's size, asked at
     run time (:data:`POOL_THREADS`; :func:`insert_helpers` declares it)."""

@@ -42,6 +42,7 @@ from .library import (
     _is_contiguous,
     _release_text,
     _zero_fill_before,
+    add_address,
     add_slot,
     batch_loops,
     enabled,
@@ -153,10 +154,7 @@ def lowp_text(name: str, g: _LowpGemm, beta: float, slot: str | None) -> str:
     m_expr = gemm_sizes(add, ma, mb, mc, fold, len(ma) - 1)
     offs, indent = batch_loops(add, loops, ma, mb, mc)
     for tag, t in (("A", ta), ("B", tb), ("C", tc)):
-        add(f"{indent}%e{tag} = arith.index_cast {offs[tag]} : index to i64")
-        add(f"{indent}%z{tag} = arith.constant {_SIZES[str(t.element_type)]} : i64")
-        add(f"{indent}%x{tag} = arith.muli %e{tag}, %z{tag} : i64")
-        add(f"{indent}%y{tag} = arith.addi %p{tag}, %x{tag} : i64")
+        add_address(add, tag, offs[tag], _SIZES[str(t.element_type)], indent)
     add(f"{indent}func.call @{LOWP_GEMM}({m_expr}, %N, %K, %yA, %lda, %yB, %ldb, %tb, %beta, %yC, %ldc, %dt, %nthr, "
         "%slot) : (i64, i64, i64, i64, i64, i64, i64, i32, f32, i64, i64, i32, i32, i64) -> ()")
     for _ in loops:

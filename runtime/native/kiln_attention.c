@@ -381,6 +381,19 @@ static void run_attention(attn_args *g, int32_t threads) {
   kiln_parallel_for(attn_tasks, g, tasks, kiln_parts(tasks, threads));
 }
 
+/* Contiguous q, k, v and out ([heads, L, D] and the like), with an optional
+ * mask (mask_kind 0: none): what kiln_attention_gqa and kiln_attention_masked
+ * run after checking their arguments. */
+static void run_contiguous(int64_t heads, int64_t group, int64_t L, int64_t S, int64_t D, int64_t Dv, int64_t q,
+                           int64_t k, int64_t v, int64_t out, float scale, int32_t causal, int64_t mask,
+                           int32_t mask_kind, int64_t hin, int64_t m_outer, int64_t m_inner, int64_t m_row,
+                           int64_t m_col, int32_t threads) {
+  attn_args g = {heads, 1, L, S, D, Dv, (const float *)q, (const float *)k, (const float *)v, (float *)out,
+                 {L * D, 0, D}, {S * D, 0, D}, {S * Dv, 0, Dv}, {L * Dv, 0, Dv}, scale, causal != 0, 0, group,
+                 (const void *)mask, mask_kind, hin, m_outer, m_inner, m_row, m_col};
+  run_attention(&g, threads);
+}
+
 /* kiln_attention with grouped-query attention: q has `heads` entries (every
  * batch dim flattened, the heads innermost), k and v heads / group of them,
  * and q entry h reads k / v entry h / group (transformers' repeat_kv without
@@ -388,9 +401,7 @@ static void run_attention(attn_args *g, int32_t threads) {
 int32_t kiln_attention_gqa(int64_t heads, int64_t group, int64_t L, int64_t S, int64_t D, int64_t Dv, int64_t q,
                            int64_t k, int64_t v, int64_t out, float scale, int32_t causal, int32_t threads) {
   if (D < 1 || Dv < 1 || D > MAX_HEAD_DIM || Dv > MAX_HEAD_DIM || group < 1 || heads % group) return -1;
-  attn_args g = {heads, 1, L, S, D, Dv, (const float *)q, (const float *)k, (const float *)v, (float *)out,
-                 {L * D, 0, D}, {S * D, 0, D}, {S * Dv, 0, Dv}, {L * Dv, 0, Dv}, scale, causal != 0, 0, group};
-  run_attention(&g, threads);
+  run_contiguous(heads, group, L, S, D, Dv, q, k, v, out, scale, causal, 0, 0, 1, 0, 0, 0, 0, threads);
   return 0;
 }
 
@@ -406,10 +417,8 @@ int32_t kiln_attention_masked(int64_t heads, int64_t group, int64_t L, int64_t S
   if (D < 1 || Dv < 1 || D > MAX_HEAD_DIM || Dv > MAX_HEAD_DIM || group < 1 || heads % group || hin < 1 ||
       mask_kind < 1 || mask_kind > 2 || !mask)
     return -1;
-  attn_args g = {heads, 1, L, S, D, Dv, (const float *)q, (const float *)k, (const float *)v, (float *)out,
-                 {L * D, 0, D}, {S * D, 0, D}, {S * Dv, 0, Dv}, {L * Dv, 0, Dv}, scale, causal != 0, 0, group,
-                 (const void *)mask, mask_kind, hin, m_outer, m_inner, m_row, m_col};
-  run_attention(&g, threads);
+  run_contiguous(heads, group, L, S, D, Dv, q, k, v, out, scale, causal, mask, mask_kind, hin, m_outer, m_inner,
+                 m_row, m_col, threads);
   return 0;
 }
 

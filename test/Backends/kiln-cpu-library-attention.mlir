@@ -57,16 +57,16 @@ func.func @main(%q: !kiln.tensor<["B", 2, "L", 8], f32>, %k: !kiln.tensor<["B", 
 // CHECK: %[[H:.*]] = memref.dim %{{.*}}, %c1
 // CHECK: %[[GROUP:.*]] = arith.constant 2 : i64
 // CHECK: %{{.*}}, %[[OFF:.*]], %{{.*}}:4, %[[STR:.*]]:4 = memref.extract_strided_metadata %[[M]]
-// CHECK: %[[ESZ:.*]] = arith.constant 1 : index
-// CHECK: arith.muli %[[OFF]], %[[ESZ]] : index
-// CHECK: %[[PM:.*]] = arith.addi
+// CHECK: %[[E:.*]] = arith.index_cast %[[OFF]] : index to i64
+// CHECK: %[[ESZ:.*]] = arith.constant 1 : i64
+// CHECK: %[[X:.*]] = arith.muli %[[E]], %[[ESZ]] : i64
+// CHECK: %[[PM:.*]] = arith.addi %{{.*}}, %[[X]] : i64
 // CHECK: %[[KIND:.*]] = arith.constant 2 : i32
+// CHECK: %[[Z:.*]] = arith.constant 0 : i64
 // CHECK: %[[OUTER:.*]] = arith.index_cast %[[STR]]#0 : index to i64
-// CHECK: %[[INNER:.*]] = arith.addi %[[Z:.*]], %[[Z]] : i64
-// CHECK: %[[ROW:.*]] = arith.addi %[[Z]], %[[Z]] : i64
 // CHECK: %[[COL:.*]] = arith.index_cast %[[STR]]#3 : index to i64
 // CHECK: %[[HIN:.*]] = arith.index_cast %[[H]] : index to i64
-// CHECK: call @kiln_attention_masked(%{{.*}}, %[[GROUP]], {{.*}}, %[[PM]], %[[KIND]], %[[HIN]], %[[OUTER]], %[[INNER]], %[[ROW]], %[[COL]], %{{.*}})
+// CHECK: call @kiln_attention_masked(%{{.*}}, %[[GROUP]], {{.*}}, %[[PM]], %[[KIND]], %[[HIN]], %[[OUTER]], %[[Z]], %[[Z]], %[[COL]], %{{.*}})
 // CHECK-LABEL: func.func @padding(
 // CHECK-NOT: linalg.generic
 // CHECK: call @kiln_attention_0(%arg0, %arg1, %arg2, %{{.*}}, %arg3)
@@ -91,13 +91,14 @@ func.func @padding(%q: !kiln.tensor<["B", 4, "L", 8], f32>, %k: !kiln.tensor<["B
 // CHECK-LABEL: func.func private @kiln_attention_0(
 // CHECK-SAME: %[[M:[a-z0-9]+]]: memref<?x?xf32>)
 // CHECK: %{{.*}}, %[[OFF:.*]], %{{.*}}:2, %[[STR:.*]]:2 = memref.extract_strided_metadata %[[M]]
-// CHECK: %[[ESZ:.*]] = arith.constant 4 : index
+// CHECK: %[[E:.*]] = arith.index_cast %[[OFF]] : index to i64
+// CHECK: %[[ESZ:.*]] = arith.constant 4 : i64
+// CHECK: arith.muli %[[E]], %[[ESZ]] : i64
 // CHECK: %[[KIND:.*]] = arith.constant 1 : i32
-// CHECK: %[[OUTER:.*]] = arith.addi %[[Z:.*]], %[[Z]] : i64
-// CHECK: %[[INNER:.*]] = arith.addi %[[Z]], %[[Z]] : i64
+// CHECK: %[[Z:.*]] = arith.constant 0 : i64
 // CHECK: %[[ROW:.*]] = arith.index_cast %[[STR]]#0 : index to i64
 // CHECK: %[[COL:.*]] = arith.index_cast %[[STR]]#1 : index to i64
-// CHECK: call @kiln_attention_masked({{.*}}, %[[KIND]], %{{.*}}, %[[OUTER]], %[[INNER]], %[[ROW]], %[[COL]], %{{.*}})
+// CHECK: call @kiln_attention_masked({{.*}}, %[[KIND]], %{{.*}}, %[[Z]], %[[Z]], %[[ROW]], %[[COL]], %{{.*}})
 // CHECK-LABEL: func.func @additive(
 // CHECK-NOT: linalg.generic
 // CHECK: call @kiln_attention_0(%arg0, %arg1, %arg1, %{{.*}}, %arg2)
