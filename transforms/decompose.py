@@ -17,6 +17,8 @@ The decompositions compute the op's documented meaning:
   ``* weight`` and ``+ bias``;
 - ``rms_norm``: ``x * rsqrt(mean(x**2) + eps)`` (in f32 for f16 / bf16 x,
   cast back), then ``* weight``;
+- ``matmul_w8``: ``matmul(x, transpose(dequantize(w, scale, 0)))``, the
+  dequantization blocked along k by ``group_size``;
 - ``batch_norm``: ``(x - mean) * (scale * rsqrt(var + eps)) + bias``, the
   ``[C]`` parameters reshaped to broadcast along axis 1;
 - ``attention``: ``softmax(q @ k^T * scale + mask) @ v``; a boolean mask
@@ -125,6 +127,16 @@ def _rms_norm(root, e: _Emitter):
     return y
 
 
+def _matmul_w8(root, e: _Emitter):
+    x, w, scale = root.operands
+    dims = tensor_info(scale.type).dims
+    if not all(d.is_static for d in dims):
+        return None  # a zero point of the scale's shape needs static dims
+    zero = e.const(np.zeros([d.value for d in dims], np.int8), "i8")
+    wide = e.op("kiln.dequantize", w, scale, zero, axis=1, block_size=root.opview.attr("group_size"))
+    return e.op("kiln.matmul", x, e.op("kiln.transpose", wide, perm=[1, 0]))
+
+
 def _batch_norm(root, e: _Emitter):
     x, scale, bias, mean, var = root.operands
     info = tensor_info(x.type)
@@ -196,6 +208,7 @@ DECOMPOSITIONS = {
     "kiln.layer_norm": ("layer-norm", _layer_norm),
     "kiln.batch_norm": ("batch-norm", _batch_norm),
     "kiln.rms_norm": ("rms-norm", _rms_norm),
+    "kiln.matmul_w8": ("matmul-w8", _matmul_w8),
     "kiln.attention": ("attention", _attention),
 }
 

@@ -219,6 +219,13 @@ def _rms_norm(args, attrs, op):
     return y * args[fields["weight"]] if "weight" in fields else y
 
 
+def _matmul_w8(args, attrs, op):
+    x, w, scale = args
+    wide = x.astype(np.float32) if x.dtype != np.float64 else x
+    per_k = np.repeat(scale.astype(wide.dtype), attrs["group_size"], axis=1)[:, :w.shape[1]]
+    return np.matmul(wide, (w.astype(wide.dtype) * per_k).T).astype(x.dtype)
+
+
 def _quant_params(x, scale, zero_point, attrs):
     """scale and zero point broadcast against ``x`` (per tensor, per axis, blocked)."""
     axis = attrs.get("axis")
@@ -379,6 +386,7 @@ EVALUATORS: dict[str, Callable] = {
     "kiln.rms_norm": _rms_norm,
     "kiln.quantize": _quantize,
     "kiln.dequantize": _dequantize,
+    "kiln.matmul_w8": _matmul_w8,
 }
 
 

@@ -77,7 +77,7 @@ _PAIR_FIRST = frozenset(["kiln.conv2d", "kiln.relu"])
 _PAIR_SECOND = frozenset(["kiln.conv2d", "kiln.relu", "kiln.reduce_mean", "kiln.reduce_sum"])
 
 #: The fused kind of a group by its anchor (reductions: "reduction").
-_ANCHOR_KINDS = {"kiln.matmul": "matmul_epilogue", "kiln.conv2d": "conv_epilogue"}
+_ANCHOR_KINDS = {"kiln.matmul": "matmul_epilogue", "kiln.matmul_w8": "matmul_epilogue", "kiln.conv2d": "conv_epilogue"}
 
 
 def fusion_role(op) -> str | None:

@@ -375,24 +375,27 @@ class _Gemm:
         self.maps, self.batch, self.m, self.n, self.k = maps, batch, m, n, k
 
 
-def product_parts(op, dtypes_ok, body_ok, a_transposed: bool = True):
+def product_parts(op, dtypes_ok, body_ok, a_transposed: bool = True, extra_inputs: int = 0):
     """``(a, b, c, maps, batch, m, n, k, element types)`` when ``op`` (a
     ``linalg.generic`` on memrefs) is a batched matrix product ``c += a b``
     whose operands' last dims are contiguous, ``dtypes_ok(a, b, c element
     type names)`` and ``body_ok(block)`` hold, and (unless ``a_transposed``)
-    ``a`` is not transposed; None otherwise.  The shared front of the f32
-    and 16-bit product matchers."""
-    if op.name != "linalg.generic" or len(op.operands) != 3 or len(op.results) != 0:
+    ``a`` is not transposed; None otherwise.  ``extra_inputs``: inputs
+    after ``a`` and ``b`` (a weight's scales) the caller checks itself.  The
+    shared front of the f32, 16-bit and int8-weight product matchers."""
+    if op.name != "linalg.generic" or len(op.operands) != 3 + extra_inputs or len(op.results) != 0:
         return None
     iters = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
     red = [i for i, s in enumerate(iters) if "reduction" in s]
     if len(red) != 1:
         return None
     k = red[0]
-    maps = [_dims(m) for m in indexing_maps(op)]
+    picked = (0, 1, 2 + extra_inputs)
+    all_maps = indexing_maps(op)
+    maps = [_dims(all_maps[i]) for i in picked]
     if any(m is None for m in maps):
         return None
-    a, b, c = (op.operands[i] for i in range(3))
+    a, b, c = (op.operands[i] for i in picked)
     try:
         types = [ir.MemRefType(v.type) for v in (a, b, c)]
     except (ValueError, TypeError):  # tensors: not bufferized yet

@@ -1,4 +1,5 @@
-"""bf16 / f16 matrix products as calls of kiln's native 16-bit GEMM (``kiln_lowp_gemm``, runtime/native/kiln_lowp.c).
+"""bf16 / f16 matrix products as calls of kiln's native 16-bit GEMM (``kiln_lowp_gemm``, runtime/native/kiln_lowp.c),
+and ``kiln.matmul_w8``'s int8-weight products as calls of ``kiln_w8_gemm`` (runtime/native/kiln_w8.c).
 
 ``convert-kiln-to-linalg`` lowers a product of bf16 (or f16) operands to a
 contraction whose body widens both operands to an f32 accumulator
@@ -26,6 +27,12 @@ Matched: one reduction dim, A indexed ``[batch.., m, k]`` (not transposed)
 with its innermost stride 1, B ``[batch.., k, n]`` or ``[batch.., n, k]``
 with its innermost stride 1, C f32 with the identity map over the parallel
 dims and innermost stride 1.  Anything else stays generated code.
+
+An int8-weight product (``convert-kiln-to-linalg``'s lowering of
+``kiln.matmul_w8``: body ``acc + a * (sitofp(w) * s)``, A f32, the weight
+``[n, k]`` int8, its scales read at ``[n, k floordiv G]``) becomes a call of
+``kiln_w8_gemm`` with the scales' row stride and G; the weight is read as
+it is (no packing slot).
 """
 
 from __future__ import annotations
@@ -35,10 +42,12 @@ import logging
 
 from ..._mlir import ir
 from ...pipelines.registry import Option, Pass, register_pass
+from .buffers import indexing_maps
 from .library import (
     FREE_PACKED,
     RELEASE,
     _constant_global,
+    _inner_stride_one,
     _is_contiguous,
     _release_text,
     _zero_fill_before,
@@ -55,15 +64,19 @@ from .library import (
     unique_name,
 )
 
-__all__ = ["LOWP_GEMM", "CpuLowpGemm", "force_generic", "match_lowp", "rewrite_lowp_contractions", "uses_amx",
+__all__ = ["LOWP_GEMM", "W8_GEMM", "CpuLowpGemm", "force_generic", "match_lowp", "rewrite_lowp_contractions", "uses_amx",
            "uses_dp"]
 
 _log = logging.getLogger("kiln.backends.cpu")
 
 LOWP_GEMM = "kiln_lowp_gemm"
+#: The native product of f32 rows with int8 weight rows (runtime/native/kiln_w8.c).
+W8_GEMM = "kiln_w8_gemm"
 _DTYPES = {"bf16": 0, "f16": 1}
-_SIZES = {"bf16": 2, "f16": 2, "f32": 4}
+_SIZES = {"bf16": 2, "f16": 2, "f32": 4, "i8": 1}
+_W8_TYPES = "(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32)"
 _DECL = (f"func.func private @{LOWP_GEMM}(i64, i64, i64, i64, i64, i64, i64, i32, f32, i64, i64, i32, i32, i64)\n"
+         f"func.func private @{W8_GEMM}{_W8_TYPES}\n"
          f"func.func private @{FREE_PACKED}(i64)")
 _warned = False
 
@@ -96,11 +109,18 @@ def force_generic(on: bool | None) -> None:
 
 
 class _LowpGemm:
-    """A matched 16-bit contraction: operands, maps and loop roles."""
+    """A matched 16-bit or int8-weight contraction: operands, maps and loop
+    roles (an int8 weight's scales ``s`` and their group size)."""
 
-    def __init__(self, op, a, b, c, maps, batch, m, n, k, dtype):
+    def __init__(self, op, a, b, c, maps, batch, m, n, k, dtype, s=None, group=0):
         self.op, self.a, self.b, self.c = op, a, b, c
         self.maps, self.batch, self.m, self.n, self.k, self.dtype = maps, batch, m, n, k, dtype
+        self.s, self.group = s, group
+
+    @property
+    def operands(self) -> list:
+        """The helper's arguments: A, B, the scales for an int8 weight, C."""
+        return [self.a, self.b, self.c] if self.s is None else [self.a, self.b, self.s, self.c]
 
 
 def _is_widening_mul_add(block) -> bool:
@@ -116,27 +136,71 @@ def _is_widening_mul_add(block) -> bool:
     return list(add.operands) == [args[2], mul.results[0]] and yld.operands[0] == add.results[0]
 
 
+def _is_int8_mul_add(block) -> bool:
+    """``acc + a * (sitofp(w) * s)``: kiln.matmul_w8's contraction."""
+    ops = [o.operation for o in block.operations]
+    if [o.name for o in ops] != ["arith.sitofp", "arith.mulf", "arith.mulf", "arith.addf", "linalg.yield"]:
+        return False
+    a, w, s, acc = block.arguments
+    wide, scaled, mul, add, yld = ops
+    return (wide.operands[0] == w and list(scaled.operands) == [wide.results[0], s]
+            and list(mul.operands) == [a, scaled.results[0]] and list(add.operands) == [acc, mul.results[0]]
+            and yld.operands[0] == add.results[0])
+
+
+def _group_of(scale_map: ir.AffineMap, n: int, k: int) -> int | None:
+    """G when ``scale_map`` reads ``[n, k floordiv G]``, else None."""
+    res = [e.maybe_downcast() for e in scale_map.results]
+    if len(res) != 2 or not isinstance(res[0], ir.AffineDimExpr) or res[0].position != n:
+        return None
+    if not isinstance(res[1], ir.AffineFloorDivExpr):
+        return None
+    lhs, rhs = res[1].lhs.maybe_downcast(), res[1].rhs.maybe_downcast()
+    if not (isinstance(lhs, ir.AffineDimExpr) and lhs.position == k and isinstance(rhs, ir.AffineConstantExpr)):
+        return None
+    return rhs.value
+
+
 def match_lowp(op) -> _LowpGemm | None:
-    """A :class:`_LowpGemm` when ``op`` (a ``linalg.generic`` on memrefs) is a bf16 / f16 product into f32
-    (``a`` not transposed: the kernel reads its rows)."""
+    """A :class:`_LowpGemm` when ``op`` (a ``linalg.generic`` on memrefs) is a bf16 / f16 product into f32, or
+    kiln.matmul_w8's f32 product with int8 weight rows ``[n, k]`` scaled per group (dtype ``"i8"``); ``a`` not
+    transposed: the kernels read its rows."""
     parts = product_parts(op, lambda ta, tb, tc: ta == tb and ta in _DTYPES and tc == "f32", _is_widening_mul_add,
                           a_transposed=False)
-    return None if parts is None else _LowpGemm(op, *parts[:-1], parts[-1][0])
+    if parts is not None:
+        return _LowpGemm(op, *parts[:-1], parts[-1][0])
+    parts = product_parts(op, lambda ta, tb, tc: (ta, tb, tc) == ("f32", "i8", "f32"), _is_int8_mul_add,
+                          a_transposed=False, extra_inputs=1)
+    if parts is None or parts[3][1] != [parts[6], parts[7]]:  # the weight is [n, k], no batch dims
+        return None
+    scale = op.operands[2]
+    group = _group_of(indexing_maps(op)[2], parts[6], parts[7])
+    try:
+        st = ir.MemRefType(scale.type)
+    except (ValueError, TypeError):
+        return None
+    if group is None or str(st.element_type) != "f32" or st.rank != 2 or not _inner_stride_one(st, 1):
+        return None
+    return _LowpGemm(op, *parts[:-1], "i8", s=scale, group=group)
 
 
 def lowp_text(name: str, g: _LowpGemm, beta: float, slot: str | None) -> str:
-    """The helper ``@name(A, B, C)`` calling ``kiln_lowp_gemm`` for ``g`` (in loops over the batch dims that do
-    not fold into the rows)."""
+    """The helper ``@name(A, B, C)`` (``@name(A, B, S, C)`` for an int8 weight) calling ``kiln_lowp_gemm`` or
+    ``kiln_w8_gemm`` for ``g`` (in loops over the batch dims that do not fold into the rows)."""
     ta, tb, tc = (ir.MemRefType(v.type) for v in (g.a, g.b, g.c))
     ma, mb, mc = g.maps
-    lines = [f"func.func private @{name}(%A: {ta}, %B: {tb}, %C: {tc}) {{"]
+    w8 = g.dtype == "i8"
+    types = {"A": ta, "B": tb, "S": ir.MemRefType(g.s.type), "C": tc} if w8 else {"A": ta, "B": tb, "C": tc}
+    args = ", ".join(f"%{tag}: {t}" for tag, t in types.items())
+    lines = [f"func.func private @{name}({args}) {{"]
     add = lines.append
-    strided_pointers(add, {"A": ta, "B": tb, "C": tc})
+    strided_pointers(add, types)
     add("  %c0 = arith.constant 0 : index")
     add("  %c1 = arith.constant 1 : index")
     trans_b = mb[-1] != g.n  # b is [.., n, k]
-    add(f"  %tb = arith.constant {1 if trans_b else 0} : i32")
-    add(f"  %dt = arith.constant {_DTYPES[g.dtype]} : i32")
+    if not w8:
+        add(f"  %tb = arith.constant {1 if trans_b else 0} : i32")
+        add(f"  %dt = arith.constant {_DTYPES[g.dtype]} : i32")
     add(f"  %beta = arith.constant {beta:.1f} : f32")
     # Batch dims that B does not index fold into the rows when A and C are contiguous.
     fold = []
@@ -147,16 +211,24 @@ def lowp_text(name: str, g: _LowpGemm, beta: float, slot: str | None) -> str:
             else:
                 break
     loops = [d for d in g.batch if d not in fold]
-    if any(d in mb for d in loops):
-        slot = None  # a B that a batch loop walks is not one matrix: packed per call
+    if any(d in mb for d in loops) or w8:
+        slot = None  # a B that a batch loop walks is not one matrix: packed per call (int8 rows: never packed)
     add(pool_threads_line())
-    add_slot(add, slot)
+    if not w8:
+        add_slot(add, slot)
     m_expr = gemm_sizes(add, ma, mb, mc, fold, len(ma) - 1)
     offs, indent = batch_loops(add, loops, ma, mb, mc)
     for tag, t in (("A", ta), ("B", tb), ("C", tc)):
         add_address(add, tag, offs[tag], _SIZES[str(t.element_type)], indent)
-    add(f"{indent}func.call @{LOWP_GEMM}({m_expr}, %N, %K, %yA, %lda, %yB, %ldb, %tb, %beta, %yC, %ldc, %dt, %nthr, "
-        "%slot) : (i64, i64, i64, i64, i64, i64, i64, i32, f32, i64, i64, i32, i32, i64) -> ()")
+    if w8:
+        add_address(add, "S", "%oS", 4, indent)  # no batch loop walks the weight's scales
+        add(f"{indent}%lds = arith.index_cast %tS#0 : index to i64")
+        add(f"{indent}%grp = arith.constant {g.group} : i64")
+        add(f"{indent}func.call @{W8_GEMM}({m_expr}, %N, %K, %yA, %lda, %yB, %ldb, %yS, %lds, %grp, %beta, %yC, "
+            f"%ldc, %nthr) : {_W8_TYPES} -> ()")
+    else:
+        add(f"{indent}func.call @{LOWP_GEMM}({m_expr}, %N, %K, %yA, %lda, %yB, %ldb, %tb, %beta, %yC, %ldc, %dt, "
+            "%nthr, %slot) : (i64, i64, i64, i64, i64, i64, i64, i32, f32, i64, i64, i32, i32, i64) -> ()")
     for _ in loops:
         indent = indent[:-2]
         add(f"{indent}}}")
@@ -204,7 +276,7 @@ def rewrite_lowp_contractions(module) -> int:
         name = unique_name(f"kiln_lowp_gemm_{i}", names)
         fill = _zero_fill_before(g.op, g.c)
         slot = None
-        if _constant_global(g.b) in constant_globals:
+        if g.dtype != "i8" and _constant_global(g.b) in constant_globals:
             slot = unique_name(f"kiln_lowp_pack_{i}", names)
             slots.append(slot)
         texts.append(lowp_text(name, g, 0.0 if fill is not None else 1.0, slot))
@@ -222,7 +294,7 @@ def rewrite_lowp_contractions(module) -> int:
         _call_from_release(body, release)
     for name, g, fill in calls:
         with ir.InsertionPoint(g.op), g.op.location:
-            func.CallOp([], ir.FlatSymbolRefAttr.get(name), [g.a, g.b, g.c])
+            func.CallOp([], ir.FlatSymbolRefAttr.get(name), g.operands)
         g.op.erase()
         if fill is not None:
             fill.erase()
@@ -257,14 +329,15 @@ def _drop_repeated_declarations(body) -> None:
 
 @register_pass
 class CpuLowpGemm(Pass):
-    """bf16 / f16 matrix products as calls of kiln's native 16-bit GEMM (bufferized modules)."""
+    """bf16 / f16 and int8-weight matrix products as calls of kiln's native kernels (bufferized modules)."""
 
     name = "kiln-cpu-lowp-gemm"
-    summary = "Replace bf16 / f16 contractions into an f32 accumulator (linalg.generic on memrefs) with kiln_lowp_gemm"
+    summary = ("Replace bf16 / f16 contractions into an f32 accumulator (linalg.generic on memrefs) with "
+               "kiln_lowp_gemm, int8-weight ones with kiln_w8_gemm")
     options = (Option("enabled", int, 1, "0: keep generated code (KILN_CPU_LIBRARY=0 does the same)"),)
 
     def run(self, module) -> None:
         if self.option("enabled") and enabled():
             n = rewrite_lowp_contractions(module)
             if n:
-                self.bump("products to kiln_lowp_gemm", n)
+                self.bump("products to kiln_lowp_gemm / kiln_w8_gemm", n)

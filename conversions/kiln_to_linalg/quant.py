@@ -18,7 +18,7 @@ import numpy as np
 from ..._mlir import arith, ir, math
 from ...dialects.kiln import is_float, tensor_info
 from ...dialects.kiln.quant import INT_RANGES
-from .common import Lowering, affine_map, generic, identity_map, scalar_const
+from .common import Lowering, affine_map, fill, generic, identity_map, scalar_const
 
 __all__ = ["SIGNED_OPS", "cast_unsigned", "kiln_dtypes", "signless_constant", "table", "widen_unsigned"]
 
@@ -124,6 +124,32 @@ def lower_dequantize(lw: Lowering) -> list[ir.Value]:
     return generic([x, scale, zp], [_empty_like(lw, ft)], maps, ["parallel"] * rank, body)
 
 
+def lower_matmul_w8(lw: Lowering) -> list[ir.Value]:
+    """``kiln.matmul_w8``: one contraction over loops ``x's leading dims..., n,
+    k`` whose body widens the weight element and multiplies it by its group's
+    scale (read at ``[n, k floordiv group_size]``) before the product: ``acc +
+    x * (sitofp(w) * scale)``, in f32 for f16 / bf16 x (rounded once after).
+    No f32 copy of the weight exists; kiln-cpu-lowp-gemm replaces the
+    contraction with the native ``kiln_w8_gemm``."""
+    from .nn import _accumulator, _narrow
+
+    x, w, scale = lw.operands
+    out = lw.results[0]
+    rank, group = len(out.dims), lw.attrs["group_size"]
+    acc_t = _accumulator(out.dtype)
+    init = fill(scalar_const(acc_t, 0), lw.empty(out.dims, acc_t))
+    k_group = ir.AffineExpr.get_floor_div(ir.AffineDimExpr.get(rank), ir.AffineConstantExpr.get(group))
+    maps = [affine_map(rank + 1, list(range(rank - 1)) + [rank]), affine_map(rank + 1, [rank - 1, rank]),
+            affine_map(rank + 1, [rank - 1, k_group]), affine_map(rank + 1, list(range(rank)))]
+
+    def body(a, b, s, acc):
+        a, s = (v if v.type == acc_t else arith.extf(acc_t, v) for v in (a, s))
+        return arith.addf(acc, arith.mulf(a, arith.mulf(arith.sitofp(acc_t, b), s)))
+
+    sums = generic([x, w, scale], [init], maps, ["parallel"] * rank + ["reduction"], body)[0]
+    return [_narrow(sums, out.dtype, out.dims, lw.env)]
+
+
 def cast_unsigned(lw: Lowering) -> list[ir.Value] | None:
     """``kiln.cast`` from or to ``ui8`` (None for any other cast): zero
     extension / ``uitofp`` from ``ui8``; to ``ui8`` the low 8 bits of an
@@ -209,4 +235,4 @@ def _kiln_cast(v: ir.Value, dtype: str, tensor_type) -> ir.Value:
 
 def table() -> dict:
     """The quantization part of the lowering table."""
-    return {"kiln.quantize": lower_quantize, "kiln.dequantize": lower_dequantize}
+    return {"kiln.quantize": lower_quantize, "kiln.dequantize": lower_dequantize, "kiln.matmul_w8": lower_matmul_w8}

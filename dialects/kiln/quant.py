@@ -19,10 +19,11 @@ way as a constant one:
 
 from ..._mlir import ext
 from ...errors import VerifyError
+from ..dims import shape_text
 from .base import ATTR, KilnOp, TensorInfo, TensorType, dtype_name, is_float
-from .shapes import norm_axis
+from .shapes import norm_axis, require_dims_equal
 
-__all__ = ["EXACT_ATTR", "INT_RANGES", "QUANT_DTYPES", "DequantizeOp", "QuantizeOp", "scale_layout"]
+__all__ = ["EXACT_ATTR", "INT_RANGES", "QUANT_DTYPES", "DequantizeOp", "MatmulW8Op", "QuantizeOp", "scale_layout"]
 
 #: Integer dtypes a quantized tensor may have.
 QUANT_DTYPES = ("i8", "ui8", "i32")
@@ -137,3 +138,50 @@ class DequantizeOp(KilnOp, name="dequantize", traits=[ext.Pure]):
             raise VerifyError(f"scale must be a float tensor, got {dtype_name(scale.dtype)}")
         scale_layout(x, scale, zp, attrs["axis"], attrs["block_size"])
         return [TensorInfo(x.dims, scale.dtype)]
+
+
+class MatmulW8Op(KilnOp, name="matmul_w8", traits=[ext.Pure]):
+    """A product with an int8 weight dequantized in groups (weight-only
+    quantization, ``precision="int8-weights"``; PyTorch's
+    ``_weight_int8pack_mm`` is the one-group case): ``x @ dequant(w).T`` with
+    ``dequant(w)[n, k] = w[n, k] * scale[n, k // group_size]``.
+
+    ``x`` is ``[..., K]`` (a float dtype), ``w`` the ``i8`` weight ``[N, K]``
+    (one row per output channel, as ``nn.Linear`` stores it), ``scale``
+    ``[N, ceil(K / group_size)]`` in x's dtype (``group_size`` >= K: one
+    scale per channel); the result is ``[..., N]``.  Products sum in f32 (for
+    f16 / bf16 x too).
+
+    ``%r = "kiln.matmul_w8"(%x, %w, %s) {group_size = 32 : i64} : (!kiln.tensor<["B", 64], f32>, !kiln.tensor<[32, 64], i8>, !kiln.tensor<[32, 2], f32>) -> !kiln.tensor<["B", 32], f32>``
+    """
+
+    x: ext.Operand[TensorType]
+    w: ext.Operand[TensorType]
+    scale: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+
+    ATTRS = {"group_size": ATTR.int()}
+
+    def shape(self, operands, attrs):
+        x, w, scale = operands
+        if not is_float(x.dtype):
+            raise VerifyError(f"x must be a float tensor, got {dtype_name(x.dtype)}")
+        if dtype_name(w.dtype) != "i8":
+            raise VerifyError(f"w must have dtype i8, got {dtype_name(w.dtype)}")
+        if scale.dtype != x.dtype:
+            raise VerifyError(f"scale must have x's dtype {dtype_name(x.dtype)}, got {dtype_name(scale.dtype)}")
+        if x.rank < 1 or w.rank != 2 or scale.rank != 2:
+            raise VerifyError(f"expected x [..., K], w [N, K] and scale [N, groups], got {shape_text(x.dims)}, "
+                              f"{shape_text(w.dims)} and {shape_text(scale.dims)}")
+        group = attrs["group_size"]
+        if group < 1:
+            raise VerifyError(f"group_size must be positive, got {group}")
+        require_dims_equal(x.dims[-1], w.dims[1],
+                           f"contracting dims differ between {shape_text(x.dims)} and w {shape_text(w.dims)}")
+        require_dims_equal(w.dims[0], scale.dims[0],
+                           f"scale {shape_text(scale.dims)} must have a row per row of w {shape_text(w.dims)}")
+        k, groups = w.dims[1], scale.dims[1]
+        if k.is_static and groups.is_static and groups.value != -(-k.value // group):
+            raise VerifyError(f"scale {shape_text(scale.dims)} must have ceil({k.value} / {group}) = "
+                              f"{-(-k.value // group)} groups per row")
+        return [TensorInfo(tuple(x.dims[:-1]) + (w.dims[0],), x.dtype)]

@@ -9,7 +9,9 @@ ExecutionEngine: a parallel-for thread pool and the GEMMs (see the file);
 strided in a packed projection);
 ``kiln_dispatch.c`` OpenBLAS slabs and its thread count, split and batched
 kernel launches, the permuting copy, the max pool, a product's bias +
-activation + residual epilogue and the layer norm on the pool.
+activation + residual epilogue and the layer norm on the pool;
+``kiln_lowp.c`` the bf16 / f16 GEMM and ``kiln_w8.c`` products with int8
+weights (``kiln.matmul_w8``).
 They are compiled into one library with the system C compiler (``cc -O3
 -march=native -falign-loops=64``: it only ever runs on the machine that built
 it), named by the hash of the sources, the compiler, the flags and the host
@@ -57,7 +59,7 @@ __all__ = ["SOURCES", "adopt", "build_dir", "build_library", "library", "load", 
 #: (SOURCE_NAMES and FLAGS stay literals: bench/native_check.py reads them
 #: from this file without importing kiln.)
 SOURCE_NAMES = ("kiln_native.c", "kiln_conv.c", "kiln_dconv.c", "kiln_winograd.c", "kiln_vconv.c",
-                "kiln_cpair.c", "kiln_attention.c", "kiln_dispatch.c", "kiln_lowp.c")
+                "kiln_cpair.c", "kiln_attention.c", "kiln_dispatch.c", "kiln_lowp.c", "kiln_w8.c")
 SOURCES = tuple(Path(__file__).with_name(name) for name in SOURCE_NAMES)
 #: What they include (part of the library's cache key, not compiled alone).
 HEADERS = tuple(Path(__file__).with_name(name) for name in ("kiln_native.h", "kiln_wtile.h", "kiln_vtile.h"))

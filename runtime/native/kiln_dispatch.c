@@ -85,6 +85,13 @@ void kiln_blas_leave(void) {
 
 enum { CBLAS_TRANS = 112 };
 
+/* One row-major BLAS sgemm on the calling thread (the caller holds
+ * kiln_blas_enter(1) around a run of them). */
+void kiln_sgemm_one(int32_t ta, int32_t tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                    int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  blas_sgemm(101, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 typedef struct {
   int32_t ta, tb;
   int64_t M, N, K, lda, ldb, ldc, step;
@@ -133,19 +140,6 @@ typedef struct {
   float *C;
 } gemv_args;
 
-/* The sum of v's lanes, as a tree of shuffles (a row's mean waits on it;
- * a loop over the lanes went through the stack). */
-static inline float hsum(kiln_vec v) {
-#if KILN_VW == 16
-  return _mm512_reduce_add_ps((__m512)v);
-#else
-  __m256 x = (__m256)v;
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
-#endif
-}
-
 /* C[m, n] = alpha * sum + beta * C[m, n], C not read when beta is 0 (it may hold anything). */
 static inline void gemv_store(const gemv_args *g, float *c, float sum) {
   *c = g->beta == 0.0f ? g->alpha * sum : g->alpha * sum + g->beta * *c;
@@ -171,7 +165,7 @@ static inline __attribute__((always_inline)) void gemv_block(const gemv_args *g,
   }
   for (int m = 0; m < M; m++)
     for (int64_t r = 0; r < nr; r++) {
-      float sum = hsum(acc[m][r]);
+      float sum = kiln_hsum(acc[m][r]);
       for (int64_t k = kv; k < K; k++) sum += g->A[m * g->lda + k] * b[r][k];
       gemv_store(g, g->C + m * g->ldc + n0 + r, sum);
     }
@@ -749,7 +743,7 @@ static void layer_norm_rows(void *ctx, int64_t lo, int64_t hi) {
       int64_t j = 0;
       for (; j + 2 * KILN_VW <= N; j += 2 * KILN_VW) s0 += kiln_loadu(x + j), s1 += kiln_loadu(x + j + KILN_VW);
       for (; j + KILN_VW <= N; j += KILN_VW) s0 += kiln_loadu(x + j);
-      float sum = hsum(s0 + s1);
+      float sum = kiln_hsum(s0 + s1);
       for (; j < N; j++) sum += x[j];
       mean[r] = sum / (float)N;
     }
@@ -766,7 +760,7 @@ static void layer_norm_rows(void *ctx, int64_t lo, int64_t hi) {
         kiln_vec d = kiln_loadu(x + j) - m;
         q0 += d * d;
       }
-      float sq = hsum(q0 + q1);
+      float sq = kiln_hsum(q0 + q1);
       for (; j < N; j++) sq += (x[j] - mean[r]) * (x[j] - mean[r]);
       inv[r] = 1.0f / _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(sq / (float)N + g->eps)));
     }
@@ -825,7 +819,7 @@ static void rms_norm_rows(void *ctx, int64_t lo, int64_t hi) {
         kiln_vec a = kiln_loadu(x + j);
         q0 += a * a;
       }
-      float sq = hsum(q0 + q1);
+      float sq = kiln_hsum(q0 + q1);
       for (; j < N; j++) sq += x[j] * x[j];
       inv[r] = 1.0f / _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(sq / (float)N + g->eps)));
     }

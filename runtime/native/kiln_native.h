@@ -41,6 +41,12 @@ float *kiln_thread_scratch(size_t bytes);
  * (kiln_conv2d_pair's first convolution's output). */
 #define KILN_SCRATCHES 3
 float *kiln_thread_buffer(int which, size_t bytes);
+/* The BLAS sgemm (row-major; ta / tb 111 or 112) on the calling thread: the
+ * caller holds kiln_blas_enter(1) around a run of calls. */
+void kiln_sgemm_one(int32_t ta, int32_t tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                    int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+int32_t kiln_blas_enter(int32_t threads);
+void kiln_blas_leave(void);
 /* Ranges for kiln_parallel_for over `tasks` on `threads`: a few per thread. */
 int64_t kiln_parts(int64_t tasks, int64_t threads);
 
@@ -141,6 +147,19 @@ static inline kiln_vec kiln_splat(float x) {
   return (kiln_vec){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
 #else
   return (kiln_vec){x, x, x, x, x, x, x, x};
+#endif
+}
+
+/* The sum of v's lanes, as a tree of shuffles (a row's mean waits on it;
+ * a loop over the lanes went through the stack). */
+static inline float kiln_hsum(kiln_vec v) {
+#if KILN_VW == 16
+  return _mm512_reduce_add_ps((__m512)v);
+#else
+  __m256 x = (__m256)v;
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 #endif
 }
 

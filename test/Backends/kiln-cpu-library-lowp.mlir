@@ -87,3 +87,61 @@ func.func @scores(%q: memref<?x16x8xf16>, %k: memref<?x16x8xf16>, %s: memref<?x1
   }
   return
 }
+
+// -----
+
+// kiln.matmul_w8's contraction (acc + a * (sitofp(w) * s), the int8 weight
+// rows [n, k] and their scales read at [n, k floordiv 4]) becomes one
+// kiln_w8_gemm call: the batch dim folds into the rows, the weight's elements
+// are 1 byte, the scales' row stride and the group size are passed, no
+// packing slot (the int8 rows are read as they are), beta 0 (the zero fill
+// goes).
+#a8 = affine_map<(b, m, n, k) -> (b, m, k)>
+#w8 = affine_map<(b, m, n, k) -> (n, k)>
+#s8 = affine_map<(b, m, n, k) -> (n, k floordiv 4)>
+#c8 = affine_map<(b, m, n, k) -> (b, m, n)>
+memref.global "private" constant @w8 : memref<4x8xi8> = dense<3>
+memref.global "private" constant @s8 : memref<4x2xf32> = dense<0.5>
+
+// CHECK: func.func private @kiln_w8_gemm(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32)
+// CHECK-LABEL: func.func private @kiln_lowp_gemm_0(
+// CHECK-SAME: %{{.*}}: memref<?x?x8xf32>, %{{.*}}: memref<4x8xi8>, %{{.*}}: memref<4x2xf32>, %{{.*}}: memref<?x?x4xf32>)
+// CHECK-DAG: %[[BETA:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-DAG: %[[THR:.*]] = call @kiln_pool_threads() : () -> i32
+// CHECK-NOT: kiln_lowp_pack
+// CHECK: %[[M:.*]] = arith.muli %{{.*}}, %{{.*}} : i64
+// CHECK-NOT: scf.for
+// CHECK: arith.constant 4 : i64
+// CHECK: arith.constant 1 : i64
+// CHECK: arith.constant 4 : i64
+// CHECK: arith.constant 4 : i64
+// CHECK: %[[GRP:.*]] = arith.constant 4 : i64
+// CHECK: call @kiln_w8_gemm(%[[M]], {{.*}}, %[[GRP]], %[[BETA]], {{.*}}, %[[THR]])
+// CHECK-LABEL: func.func @main(
+// CHECK-NOT: linalg.generic
+// CHECK: call @kiln_lowp_gemm_0(%arg0, %{{.*}}, %{{.*}}, %arg1)
+// CHECK-NOT: linalg.
+// CHECK: return
+// GEN-LABEL: func.func @main(
+// GEN: linalg.generic
+// GEN-NOT: kiln_w8_gemm
+func.func @main(%x: memref<?x?x8xf32>, %y: memref<?x?x4xf32>) {
+  %w = memref.get_global @w8 : memref<4x8xi8>
+  %s = memref.get_global @s8 : memref<4x2xf32>
+  %z = arith.constant 0.0 : f32
+  linalg.generic {indexing_maps = [affine_map<(b, m, n) -> ()>, affine_map<(b, m, n) -> (b, m, n)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%z : f32) outs(%y : memref<?x?x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    linalg.yield %in : f32
+  }
+  linalg.generic {indexing_maps = [#a8, #w8, #s8, #c8], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w, %s : memref<?x?x8xf32>, memref<4x8xi8>, memref<4x2xf32>) outs(%y : memref<?x?x4xf32>) {
+  ^bb0(%p: f32, %q: i8, %r: f32, %acc: f32):
+    %0 = arith.sitofp %q : i8 to f32
+    %1 = arith.mulf %0, %r : f32
+    %2 = arith.mulf %p, %1 : f32
+    %3 = arith.addf %acc, %2 : f32
+    linalg.yield %3 : f32
+  }
+  return
+}

@@ -37,3 +37,11 @@ func.func @blocked(%x: !kiln.tensor<[2, 4], i8>, %s: !kiln.tensor<[2, 2], f32>, 
   %y = "kiln.dequantize"(%x, %s, %z) {axis = 1 : i64, block_size = 3 : i64} : (!kiln.tensor<[2, 4], i8>, !kiln.tensor<[2, 2], f32>, !kiln.tensor<[2, 2], i8>) -> !kiln.tensor<[2, 4], f32>
   return %y : !kiln.tensor<[2, 4], f32>
 }
+
+// kiln.matmul_w8: x [..., K] times int8 rows [N, K] with a scale per row and group of k (ceil(10 / 4) = 3).
+// CHECK-LABEL: func.func @matmul_w8
+// CHECK: "kiln.matmul_w8"(%arg0, %arg1, %arg2) {group_size = 4 : i64} : (!kiln.tensor<["B", 3, 10], f32>, !kiln.tensor<[4, 10], i8>, !kiln.tensor<[4, 3], f32>) -> !kiln.tensor<["B", 3, 4], f32>
+func.func @matmul_w8(%x: !kiln.tensor<["B", 3, 10], f32>, %w: !kiln.tensor<[4, 10], i8>, %s: !kiln.tensor<[4, 3], f32>) -> !kiln.tensor<["B", 3, 4], f32> {
+  %0 = "kiln.matmul_w8"(%x, %w, %s) {group_size = 4 : i64} : (!kiln.tensor<["B", 3, 10], f32>, !kiln.tensor<[4, 10], i8>, !kiln.tensor<[4, 3], f32>) -> !kiln.tensor<["B", 3, 4], f32>
+  return %0 : !kiln.tensor<["B", 3, 4], f32>
+}

@@ -120,6 +120,10 @@ CASES: dict[str, list[tuple[str, list[str], str, str, str | None]]] = {
          "{causal = true, operandSegmentSizes = array<i32: 1, 1, 1, 0>}", R(4, F), None),  # grouped-query
         ("kiln.attention", ['["B", 2, 5, 8], f32', '["B", 2, 5, 8], f32', '["B", 2, 5, 8], f32', '["B", 1, 5, 5], i1'],
          "{operandSegmentSizes = array<i32: 1, 1, 1, 1>}", R(4, F), None),  # boolean mask, some rows all masked
+        ("kiln.matmul_w8", ['["B", 5, 64], f32', "[24, 64], i8", "[24, 2], f32"], "{group_size = 32 : i64}", R(3, F),
+         None),  # 5B rows: the widened-block path
+        ("kiln.matmul_w8", ['["B", 37], f32', "[9, 37], i8", "[9, 5], f32"], "{group_size = 8 : i64}", R(2, F),
+         None),  # B <= 4 rows (the GEMV), groups not a vector, a short last group
         ("kiln.rms_norm", ['["B", 5, 16], f32', "[16], f32"],
          "{epsilon = 1.0e-06 : f64, operandSegmentSizes = array<i32: 1, 1>}", R(3, F), None),
         ("kiln.attention", ['["B", 2, 7, 8], f32', '["B", 2, 9, 8], f32', '["B", 2, 9, 8], f32', '["B", 1, 7, 9], f32'],
