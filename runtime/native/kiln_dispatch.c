@@ -85,13 +85,6 @@ void kiln_blas_leave(void) {
 
 enum { CBLAS_TRANS = 112 };
 
-/* One row-major BLAS sgemm on the calling thread (the caller holds
- * kiln_blas_enter(1) around a run of them). */
-void kiln_sgemm_one(int32_t ta, int32_t tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                    int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-  blas_sgemm(101, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
 typedef struct {
   int32_t ta, tb;
   int64_t M, N, K, lda, ldb, ldc, step;

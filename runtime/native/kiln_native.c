@@ -865,6 +865,16 @@ void kiln_sgemm_small_epi(int64_t M, int64_t N, int64_t K, int64_t A, int64_t ld
   kiln_parallel_for(panels, &g, np, M < PF_FIRST_ROWS ? threads : kiln_parts(np, threads));
 }
 
+/* C[M, nr] = A[M, K] B (accumulate 0) or C += A B for one packed panel B
+ * ([K][KILN_NR], zeros past nr <= KILN_NR), on the calling thread: for a
+ * kernel that makes each panel itself (kiln_w8_gemm widens an int8 weight
+ * one panel at a time, so the f32 copy never leaves L2). */
+void kiln_sgemm_panel(int64_t M, int64_t nr, int64_t K, const float *A, int64_t lda, const float *panel_b,
+                      int accumulate, float *C, int64_t ldc) {
+  gemm_args g = {M, nr, K, lda, NR, ldc, A, NULL, NULL, C, accumulate, NULL, KILN_ACT_NONE, NULL, 0};
+  panel(&g, 0, panel_b, NR, nr, NULL);
+}
+
 /* kiln_sgemm_small_epi without an epilogue. */
 void kiln_sgemm_small(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int64_t B, int64_t ldb, float beta,
                       int64_t C, int64_t ldc, int32_t threads, int64_t slot) {

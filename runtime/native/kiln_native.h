@@ -41,12 +41,10 @@ float *kiln_thread_scratch(size_t bytes);
  * (kiln_conv2d_pair's first convolution's output). */
 #define KILN_SCRATCHES 3
 float *kiln_thread_buffer(int which, size_t bytes);
-/* The BLAS sgemm (row-major; ta / tb 111 or 112) on the calling thread: the
- * caller holds kiln_blas_enter(1) around a run of calls. */
-void kiln_sgemm_one(int32_t ta, int32_t tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                    int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
-int32_t kiln_blas_enter(int32_t threads);
-void kiln_blas_leave(void);
+/* kiln_native.c's GEMM on one packed panel B ([K][KILN_NR], zeros past nr <= KILN_NR): C[M, nr] = A B
+ * (accumulate 0) or C += A B, on the calling thread. */
+void kiln_sgemm_panel(int64_t M, int64_t nr, int64_t K, const float *A, int64_t lda, const float *panel_b,
+                      int accumulate, float *C, int64_t ldc);
 /* Ranges for kiln_parallel_for over `tasks` on `threads`: a few per thread. */
 int64_t kiln_parts(int64_t tasks, int64_t threads);
 
@@ -123,6 +121,8 @@ int kiln_winograd(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, int
 #define KILN_MR 6
 #endif
 typedef float kiln_vec __attribute__((vector_size(KILN_VW * 4)));
+/* Columns of a packed GEMM panel (two vectors; kiln_native.c's NR). */
+#define KILN_NR (2 * KILN_VW)
 
 /* KILN_VW floats from p, unaligned (strided panels, shifted rows). */
 static inline kiln_vec kiln_loadu(const float *p) {

@@ -4,22 +4,27 @@
  * S[n, k / G]: W int8 rows, one per output channel, S f32 scales for
  * groups of G consecutive k (G >= K: one scale per row).
  *
- *  - M <= W8_ROWS (an LLM's decode step): each weight row is read once,
+ *  - M <= W8_GEMV_MAX (an LLM's decode step: W8_ROWS rows of A a pass):
+ *    each weight row is read once a pass,
  *    widened KILN_VW bytes at a time (vpmovsxbd + vcvtdq2ps) and multiplied
  *    into every row of A, the rows of W split over the pool: a quarter of
  *    the bytes an f32 weight streams, which is what a decode step waits on.
- *  - larger M (a prompt): W8_NB rows of W at a time widened into the
- *    thread's scratch, then the BLAS sgemm of A against that block on the
- *    thread; widening costs K * N conversions against M * K * N products.
+ *  - larger M (a prompt): a panel of KILN_NR rows of W at a time widened
+ *    (and scaled) into the thread's scratch in kiln's packed-panel layout,
+ *    then kiln's panel GEMM against all of A: widening costs K * N
+ *    conversions against M * K * N products.
  */
 #include <stdlib.h>
 
 #include "kiln_native.h"
 
-#define W8_ROWS 4  /* rows of A the GEMV path takes */
+#define W8_ROWS 4  /* rows of A a GEMV pass takes */
+/* Up to this many rows of A run as GEMV passes (a decode step at B <= 8), more on panels: against a
+ * [2048, 768] weight, two threads, M = 5 / 8 / 16: GEMV passes 0.18 / 0.23 / 0.82 ms, panels 0.35 / 0.39 /
+ * 0.56 ms (numpy's f32 product 0.56 / 0.44 / 0.52 ms; one run). */
+#define W8_GEMV_MAX 8
 #define W8_BLOCK 4 /* rows of W a GEMV task step holds: W8_ROWS x W8_BLOCK vector accumulators */
-#define W8_NB 256
-#define W8_PREFETCH 16 /* rows ahead the GEMV prefetches */  /* rows of W a GEMM task step widens */
+#define W8_PREFETCH 16 /* rows ahead the GEMV prefetches */
 
 typedef struct {
   int64_t M, N, K, lda, ldw, lds, G, ldc;
@@ -108,32 +113,72 @@ static void w8_gemv(void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
-/* Blocks of W8_NB rows of W: widened into the thread's scratch, then one sgemm each. */
-static void w8_gemm(void *ctx, int64_t lo, int64_t hi) {
+#if KILN_VW == 16
+/* r[i][j] -> r[j][i] for 16 vectors of 16 floats, in registers (unpacks and lane shuffles). */
+static inline void w8_transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; i++) {
+    r[4 * i] = (__m512)_mm512_unpacklo_pd((__m512d)t[4 * i], (__m512d)t[4 * i + 2]);
+    r[4 * i + 1] = (__m512)_mm512_unpackhi_pd((__m512d)t[4 * i], (__m512d)t[4 * i + 2]);
+    r[4 * i + 2] = (__m512)_mm512_unpacklo_pd((__m512d)t[4 * i + 1], (__m512d)t[4 * i + 3]);
+    r[4 * i + 3] = (__m512)_mm512_unpackhi_pd((__m512d)t[4 * i + 1], (__m512d)t[4 * i + 3]);
+  }
+  for (int i = 0; i < 4; i++) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 8; i++) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+  }
+}
+#endif
+
+/* Panel rows [k0, k0 + kc) of rows [n0, n0 + nr) of W (nr <= KILN_NR, kc <= KILN_VW), widened and scaled:
+ * in registers, 16 x 16 at a time, where the block is whole and in one group (AVX-512); else a float at a
+ * time (the whole weight that way cost about 1 ms per 1.5 M weights: as much as the product at M = 16). */
+static inline void w8_panel_rows(const w8_args *g, float *panel, int64_t n0, int64_t nr, int64_t k0, int64_t kc) {
+#if KILN_VW == 16
+  if (kc == 16 && nr == KILN_NR && k0 / g->G == (k0 + 15) / g->G) {
+    for (int half = 0; half < 2; half++) {
+      __m512 r[16];
+      for (int j = 0; j < 16; j++) {
+        int64_t n = n0 + half * 16 + j;
+        r[j] = (__m512)(w8_load(g->W + n * g->ldw + k0) * kiln_splat(g->S[n * g->lds + k0 / g->G]));
+      }
+      w8_transpose16(r);
+      for (int k = 0; k < 16; k++) _mm512_storeu_ps(panel + (k0 + k) * KILN_NR + half * 16, r[k]);
+    }
+    return;
+  }
+#endif
+  for (int64_t k = 0; k < kc; k++)
+    for (int64_t j = 0; j < KILN_NR; j++) {
+      int64_t n = n0 + j, kk = k0 + k;
+      panel[kk * KILN_NR + j] = j < nr ? (float)g->W[n * g->ldw + kk] * g->S[n * g->lds + kk / g->G] : 0.0f;
+    }
+}
+
+/* Panels [lo, hi) of C: rows [q KILN_NR, ...) of W widened and scaled into one packed panel in the
+ * thread's scratch ([K][KILN_NR], zeros past N: kiln's packed-panel layout), then kiln's panel GEMM against
+ * every row of A while the panel is in L2. */
+static void w8_panels(void *ctx, int64_t lo, int64_t hi) {
   const w8_args *g = ctx;
   const int64_t K = g->K;
-  float *wide = kiln_thread_scratch((size_t)W8_NB * (size_t)K * sizeof(float));
-  if (wide == NULL) abort(); /* as the other kernels: no memory for scratch is fatal */
-  kiln_blas_enter(1);
-  for (int64_t blk = lo; blk < hi; blk++) {
-    int64_t n0 = blk * W8_NB, nr = g->N - n0 < W8_NB ? g->N - n0 : W8_NB;
-    for (int64_t r = 0; r < nr; r++) {
-      const int8_t *w = g->W + (n0 + r) * g->ldw;
-      const float *s = g->S + (n0 + r) * g->lds;
-      float *d = wide + r * K;
-      for (int64_t g0 = 0, gi = 0; g0 < K; g0 += g->G, gi++) {
-        int64_t end = g0 + g->G < K ? g0 + g->G : K, kv = g0 + (end - g0) / KILN_VW * KILN_VW;
-        kiln_vec sc = kiln_splat(s[gi]);
-        for (int64_t k = g0; k < kv; k += KILN_VW) {
-          kiln_vec v = w8_load(w + k) * sc;
-          __builtin_memcpy(d + k, &v, sizeof v);
-        }
-        for (int64_t k = kv; k < end; k++) d[k] = (float)w[k] * s[gi];
-      }
-    }
-    kiln_sgemm_one(111, 112, g->M, nr, K, 1.0f, g->A, g->lda, wide, K, g->beta, g->C + n0, g->ldc);
+  float *panel = kiln_thread_scratch((size_t)K * KILN_NR * sizeof(float));
+  if (panel == NULL) abort(); /* as the other kernels: no memory for scratch is fatal */
+  for (int64_t q = lo; q < hi; q++) {
+    int64_t n0 = q * KILN_NR, nr = g->N - n0 < KILN_NR ? g->N - n0 : KILN_NR;
+    for (int64_t k0 = 0; k0 < K; k0 += KILN_VW)
+      w8_panel_rows(g, panel, n0, nr, k0, K - k0 < KILN_VW ? K - k0 : KILN_VW);
+    kiln_sgemm_panel(g->M, nr, K, g->A, g->lda, panel, g->beta != 0.0f, g->C + n0, g->ldc);
   }
-  kiln_blas_leave();
 }
 
 /* C (f32, ldc) = A D^T + beta C for D[n, k] = W[n, k] * S[n, k / G], W int8 [N, K] (ldw), S f32 [N, ceil(K /
@@ -149,11 +194,18 @@ void kiln_w8_gemm(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int64
       for (int64_t n = 0; n < N; n++) w8_store(&g, g.C + m * ldc + n, 0.0f);
     return;
   }
-  if (M <= W8_ROWS) {
+  if (M <= W8_GEMV_MAX) { /* W8_ROWS rows at a time, W streamed once each (from L2 or L3 after the first) */
     int64_t blocks = (N + W8_BLOCK - 1) / W8_BLOCK;
-    kiln_parallel_for(w8_gemv, &g, blocks, threads > 1 ? kiln_parts(blocks, threads) : 1);
+    for (int64_t m0 = 0; m0 < M; m0 += W8_ROWS) {
+      w8_args rows = g;
+      rows.M = M - m0 < W8_ROWS ? M - m0 : W8_ROWS;
+      rows.A = g.A + m0 * lda;
+      rows.C = g.C + m0 * ldc;
+      kiln_parallel_for(w8_gemv, &rows, blocks, threads > 1 ? kiln_parts(blocks, threads) : 1);
+    }
     return;
   }
-  int64_t blocks = (N + W8_NB - 1) / W8_NB;
-  kiln_parallel_for(w8_gemm, &g, blocks, threads > 1 ? (blocks < threads ? blocks : threads) : 1);
+  /* Widening 256 rows at a time for an OpenBLAS sgemm each (B transposed) ran 2-3x numpy's f32 product. */
+  int64_t np = (N + KILN_NR - 1) / KILN_NR;
+  kiln_parallel_for(w8_panels, &g, np, threads > 1 ? kiln_parts(np, threads) : 1);
 }

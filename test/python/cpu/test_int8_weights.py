@@ -155,13 +155,13 @@ def _w8_gemm():
     return fn
 
 
-@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 17])
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8, 17])
 @pytest.mark.parametrize("k", [0, 1, 15, 16, 33, 768])
 @pytest.mark.parametrize("group", [16, 24, 0])
 def test_native_w8_gemm_shapes(m, k, group):
-    """``kiln_w8_gemm`` against numpy: the GEMV (m <= 4) and widened-block paths, K not a multiple of the
-    vector, groups of a vector, not of one, and one group (0), N past a block, leading dims wider than the
-    rows, beta 0 (C not read) and 1, 1 and 2 threads."""
+    """``kiln_w8_gemm`` against numpy: the GEMV (m <= 8, 4 rows a pass) and widened-panel paths, K not a
+    multiple of the vector, groups of a vector, not of one, and one group (0), N past a panel, leading dims
+    wider than the rows, beta 0 (C not read) and 1, 1 and 2 threads."""
     fn = _w8_gemm()
     rng = np.random.default_rng(m * 1000 + k)
     n, g = 300, group or max(k, 1)
