@@ -153,12 +153,13 @@ class _HfPeer:
 
 
 class _KilnPeer:
-    """:func:`kiln.compile_lm` and its token stream."""
+    """:func:`kiln.compile_lm` (at ``precision``) and its token stream."""
 
-    def __init__(self, spec: LlmSpec):
+    def __init__(self, spec: LlmSpec, precision: str = "fp32"):
         import kiln
 
-        self.lm = kiln.compile_lm(build_model(spec), max_batch=max(spec.batches), max_len=spec.max_len)
+        self.lm = kiln.compile_lm(build_model(spec), max_batch=max(spec.batches), max_len=spec.max_len,
+                                  precision=precision)
 
     def generate(self, ids: np.ndarray, new_tokens: int):
         for tokens in self.lm.stream(ids, max_new_tokens=new_tokens):  # no eos id: every row runs to the end
@@ -199,12 +200,16 @@ class _OrtPeer:
             logits, *past = self.decode.run(None, feed)
 
 
-PEERS = ("kiln", "eager", "torch.compile", "onnxruntime")
+#: "kiln-int8w": kiln with ``precision="int8-weights"`` (weight-only int8; its tokens differ from fp32's
+#: where logits nearly tie, so its rows are not in the "kiln / best peer" ratio).
+PEERS = ("kiln", "kiln-int8w", "eager", "torch.compile", "onnxruntime")
 
 
 def _make_peer(name: str, spec: LlmSpec, threads: int):
     if name == "kiln":
         return _KilnPeer(spec)
+    if name == "kiln-int8w":
+        return _KilnPeer(spec, precision="int8-weights")
     if name in ("eager", "torch.compile"):
         return _HfPeer(spec, compiled=name == "torch.compile")
     if name == "onnxruntime":
@@ -351,9 +356,10 @@ def markdown(result: dict) -> str:
 
 
 def _ratio(vals: dict, lower: bool) -> str:
-    """kiln's value over the best other peer's (a time: lower is better; a rate: kiln / best)."""
+    """kiln's value over the best other peer's (a time: lower is better; a rate: kiln / best); kiln's own
+    variants (another precision) are not peers."""
     mine = vals.get("kiln")
-    others = [v for p, v in vals.items() if p != "kiln" and v is not None]
+    others = [v for p, v in vals.items() if not p.startswith("kiln") and v is not None]
     if mine is None or not others:
         return ""
     best = min(others) if lower else max(others)

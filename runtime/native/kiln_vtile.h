@@ -34,37 +34,9 @@ typedef struct {
   int accumulate, relu;
 } vconv_args;
 
-/* r[i][j] <- r[j][i] (16 x 16 floats): pairs of rows interleaved by floats,
- * then by pairs, then 128-bit lanes exchanged in two rounds. */
-static inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
-    __m512d c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
-    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-  }
-  for (int i = 0; i < 4; i++) {
-    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
-    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
-    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
-    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
-  }
-  for (int i = 0; i < 8; i++) {
-    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-  }
-}
-
 /* r[0..8) (pixel p's 16 channels) so that r[i] holds channel i's 8 pixels
  * in its low half and channel i + 8's in its high half: 24 shuffles where
- * transpose16 of the same 8 rows padded with zeros takes 64.  Pairs of rows
+ * kiln_transpose16 of the same 8 rows padded with zeros takes 64.  Pairs of rows
  * interleaved, then pairs of pairs within each 128-bit lane (lane L holds
  * channels 4L..4L+3), then the lanes gathered across two registers. */
 static inline void transpose8x16(__m512 r[8]) {
@@ -215,7 +187,7 @@ static inline __attribute__((always_inline)) void vc_emit_vector(const vconv_arg
   if (eight)
     transpose8x16(r);
   else
-    transpose16(r);
+    kiln_transpose16(r);
   for (int64_t j = 0; j < (eight ? 8 : 16); j++) {
     int64_t f = g * 16 * v->Q + q * 16 + j;
     if (f >= v->F) break;

@@ -113,33 +113,6 @@ static void w8_gemv(void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
-#if KILN_VW == 16
-/* r[i][j] -> r[j][i] for 16 vectors of 16 floats, in registers (unpacks and lane shuffles). */
-static inline void w8_transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; i++) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; i++) {
-    r[4 * i] = (__m512)_mm512_unpacklo_pd((__m512d)t[4 * i], (__m512d)t[4 * i + 2]);
-    r[4 * i + 1] = (__m512)_mm512_unpackhi_pd((__m512d)t[4 * i], (__m512d)t[4 * i + 2]);
-    r[4 * i + 2] = (__m512)_mm512_unpacklo_pd((__m512d)t[4 * i + 1], (__m512d)t[4 * i + 3]);
-    r[4 * i + 3] = (__m512)_mm512_unpackhi_pd((__m512d)t[4 * i + 1], (__m512d)t[4 * i + 3]);
-  }
-  for (int i = 0; i < 4; i++) {
-    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
-    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
-    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
-    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
-  }
-  for (int i = 0; i < 8; i++) {
-    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-  }
-}
-#endif
-
 /* Panel rows [k0, k0 + kc) of rows [n0, n0 + nr) of W (nr <= KILN_NR, kc <= KILN_VW), widened and scaled:
  * in registers, 16 x 16 at a time, where the block is whole and in one group (AVX-512); else a float at a
  * time (the whole weight that way cost about 1 ms per 1.5 M weights: as much as the product at M = 16). */
@@ -152,7 +125,7 @@ static inline void w8_panel_rows(const w8_args *g, float *panel, int64_t n0, int
         int64_t n = n0 + half * 16 + j;
         r[j] = (__m512)(w8_load(g->W + n * g->ldw + k0) * kiln_splat(g->S[n * g->lds + k0 / g->G]));
       }
-      w8_transpose16(r);
+      kiln_transpose16(r);
       for (int k = 0; k < 16; k++) _mm512_storeu_ps(panel + (k0 + k) * KILN_NR + half * 16, r[k]);
     }
     return;

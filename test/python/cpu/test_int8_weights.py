@@ -115,6 +115,19 @@ def test_generated_code_matches_the_native_product(compiled):
         np.testing.assert_allclose(np.asarray(c8(x)), np.asarray(gen(x)), rtol=tol.rtol, atol=tol.atol)
 
 
+def test_saves_and_loads(compiled, tmp_path):
+    """A saved int8-weights model (int8 constants, kiln_w8_gemm calls) loads with the same results and its
+    kernels' precision in the report."""
+    name, _, example, c8 = compiled
+    path = tmp_path / f"{name}.kiln"
+    kiln.save(c8, str(path))
+    loaded = kiln.load(str(path))
+    for b in BATCHES:
+        x = np.random.default_rng(b).standard_normal((b, *example.shape[1:])).astype(np.float32)
+        np.testing.assert_array_equal(np.asarray(loaded(x)), np.asarray(c8(x)))
+    assert [k["precision"] for k in loaded.report()["kernels"]] == [k["precision"] for k in c8.report()["kernels"]]
+
+
 def test_unfolded_linear_weight(monkeypatch):
     """A weight too large to fold stays ``transpose(W)`` (nn.Linear's [N, K]): its rows are quantized as they are."""
     from kiln.transforms import fold_constants
