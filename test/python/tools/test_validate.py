@@ -31,10 +31,10 @@ def cli(args, pythonpath=None):
 
 
 def test_tolerance_table_is_public_and_ordered():
-    assert set(kv.TOLERANCES) == {"f32", "f16", "bf16", "int8"}
+    assert set(kv.TOLERANCES) == {"f32", "f16", "bf16", "int8", "int8-weights"}
     assert kv.TOLERANCES["f32"] == kv.Tolerance(rtol=1e-4, atol=1e-5)
-    # Less precise types are allowed more, never less.
-    order = ["f32", "f16", "bf16", "int8"]
+    # Less precise types are allowed more, never less (int8-weights: about bf16's error, below int8's).
+    order = ["f32", "f16", "bf16", "int8-weights", "int8"]
     for a, b in zip(order, order[1:]):
         assert kv.TOLERANCES[a].rtol <= kv.TOLERANCES[b].rtol and kv.TOLERANCES[a].atol <= kv.TOLERANCES[b].atol
 
