@@ -106,14 +106,15 @@ def run_upstream(module, text: str, stage: str) -> None:
 
 
 def _densify(module) -> None:
-    """Rank-0 ``dense_resource`` constants (from any input, not only
+    """Rank-0 and i1 ``dense_resource`` constants (from any input, not only
     convert-kiln-to-linalg's) as plain dense attributes: upstream
-    finalize-memref-to-llvm loops forever on a rank-0 resource global."""
-    from ...conversions.kiln_to_linalg.common import densify_scalar_resources
+    finalize-memref-to-llvm loops forever on a rank-0 resource global, the
+    LLVM translation rejects an i1 one."""
+    from ...conversions.kiln_to_linalg.common import densify_resources
     from ...errors import ConversionError
 
     try:
-        densify_scalar_resources(module)
+        densify_resources(module)
     except ConversionError as e:
         raise PipelineError(e.message) from None
 

@@ -271,18 +271,25 @@ def _resource(attr: ir.Attribute):
         return None
 
 
-def is_scalar_resource(attr: ir.Attribute) -> bool:
-    """True for a rank-0 ``dense_resource`` elements attribute.
+def needs_dense_data(attr: ir.Attribute) -> bool:
+    """True for a ``dense_resource`` elements attribute the LLVM lowering
+    cannot take: one of rank 0, or of ``i1`` elements.
 
     Upstream ``finalize-memref-to-llvm`` cannot lower a rank-0
-    ``memref.global`` initialized from one: it asks the attribute for its
-    single element through an iteration interface a resource does not
+    ``memref.global`` initialized from a resource: it asks the attribute for
+    its single element through an iteration interface a resource does not
     provide, and loops printing "ElementsAttr does not provide iteration
-    facilities" forever.  Such constants are given a plain dense attribute
-    (:func:`dense_of_resource`) before they reach it.
+    facilities" forever.  The translation to LLVM IR rejects an ``i1``
+    resource global ("no known conversion for innermost element type": a
+    boolean initializer of an ONNX file, such as the attention mask torch's
+    exporter folds into one).  Such constants are given a plain dense
+    attribute (:func:`dense_of_resource`) before they reach either.
     """
     res = _resource(attr)
-    return res is not None and ir.ShapedType(res.type).rank == 0
+    if res is None:
+        return False
+    st = ir.ShapedType(res.type)
+    return st.rank == 0 or str(st.element_type) == "i1"
 
 
 def dense_of_resource(attr: ir.Attribute, holder: ir.Operation) -> ir.DenseElementsAttr:
@@ -333,17 +340,17 @@ def _bit_width(t: ir.Type) -> int:
     return 0
 
 
-def densify_scalar_resources(root: ir.Operation) -> int:
-    """Give every rank-0 ``dense_resource`` constant under ``root`` (the
-    ``value`` of ``arith.constant`` and ``kiln.constant``, the
+def densify_resources(root: ir.Operation) -> int:
+    """Give every rank-0 or ``i1`` ``dense_resource`` constant under ``root``
+    (the ``value`` of ``arith.constant`` and ``kiln.constant``, the
     ``initial_value`` of ``memref.global``) a plain dense attribute; the
-    number rewritten.  See :func:`is_scalar_resource` for why."""
+    number rewritten.  See :func:`needs_dense_data` for why."""
     fields = {"arith.constant": "value", "kiln.constant": "value", "memref.global": "initial_value"}
     found = []
 
     def visit(op):
         key = fields.get(op.name)
-        if key is not None and key in op.attributes and is_scalar_resource(op.attributes[key]):
+        if key is not None and key in op.attributes and needs_dense_data(op.attributes[key]):
             found.append((op, key))
         return ir.WalkResult.ADVANCE
 

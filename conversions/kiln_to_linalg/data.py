@@ -25,8 +25,8 @@ from .common import (
     empty_tensor,
     generic,
     identity_map,
-    is_scalar_resource,
     loop_index,
+    needs_dense_data,
     scalar_const,
 )
 from .elementwise import cast_scalar
@@ -45,7 +45,7 @@ def _idx(v) -> ir.Value:
 
 def lower_constant(lw: Lowering):
     value = lw.attrs["value"]
-    if is_scalar_resource(value):  # a rank-0 resource global would hang finalize-memref-to-llvm
+    if needs_dense_data(value):  # rank 0 hangs finalize-memref-to-llvm, i1 fails the LLVM translation
         value = dense_of_resource(value, getattr(lw.op, "operation", lw.op))
     value = signless_constant(value, getattr(lw.op, "operation", lw.op))  # ui8 data held as i8
     return [arith.ConstantOp(lw.result_type(), value).result]

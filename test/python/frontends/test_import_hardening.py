@@ -87,6 +87,23 @@ def test_rank0_initializers_of_every_dtype_compile_and_match_onnxruntime(tmp_pat
     assert out.split() == [w for n in SCALAR_CASES for w in ("ok", n)]
 
 
+def test_boolean_initializer_compiles(tmp_path):
+    """A bool initializer of rank >= 1 (raw data: a dense_resource blob) -- what torch.onnx makes of a BERT's
+    folded attention mask, [1, 1, 128, 1] -- failed the LLVM translation of its global ("no known conversion
+    for innermost element type")."""
+    rng = np.random.default_rng(0)
+    mask = numpy_helper.from_array(rng.random((1, 1, 128, 1)) > 0.5, "m")
+    assert mask.HasField("raw_data")
+    model = _model([helper.make_node("Where", ["m", "X", "Y"], ["Z"], name="select")],
+                   [("X", TensorProto.FLOAT, [2, 3, 128, 8]), ("Y", TensorProto.FLOAT, [2, 3, 128, 8])],
+                   [("Z", TensorProto.FLOAT, [2, 3, 128, 8])], [mask])
+    path = tmp_path / "where.onnx"
+    onnx.save(model, str(path))
+    x, y = rng.standard_normal((2, 2, 3, 128, 8)).astype(np.float32)
+    got = np.asarray(kiln.compile(str(path))(x, y))
+    np.testing.assert_array_equal(got, np.where(numpy_helper.to_array(mask), x, y))
+
+
 @pytest.mark.parametrize("case", ["pytorch-converted/test_Softsign", "pytorch-operator/test_operator_addconstant"])
 def test_node_suite_models_with_scalar_constants_compile(case):
     folder = os.path.join(ONNX_DATA, case)
