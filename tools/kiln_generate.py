@@ -119,7 +119,7 @@ def main(argv=None) -> int:
 
 
 def _timed(lm, prompt, args):
-    """``(tokens, (total, ttft, steps))`` of the fastest of ``args.repeat`` runs (the least disturbed by other
+    """``(tokens, (ttft, steps, total))`` of the fastest of ``args.repeat`` runs (the least disturbed by other
     processes), after a warm-up (the first calls bind shapes and plan arenas)."""
     lm.generate(prompt, max_new_tokens=2)
     best = tokens = None

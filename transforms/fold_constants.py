@@ -220,9 +220,9 @@ def _rms_norm(args, attrs, op):
 
 
 def _matmul_w8(args, attrs, op):
-    x, w, scale = args
+    x, w, scale = args  # the blocked dequantize's scales: scale[n, k // group_size] at w[n, k]
     wide = x.astype(np.float32) if x.dtype != np.float64 else x
-    per_k = np.repeat(scale.astype(wide.dtype), attrs["group_size"], axis=1)[:, :w.shape[1]]
+    per_k, _ = _quant_params(w, scale.astype(wide.dtype), scale, {"axis": 1, "block_size": attrs["group_size"]})
     return np.matmul(wide, (w.astype(wide.dtype) * per_k).T).astype(x.dtype)
 
 

@@ -211,8 +211,8 @@ def lowp_text(name: str, g: _LowpGemm, beta: float, slot: str | None) -> str:
             else:
                 break
     loops = [d for d in g.batch if d not in fold]
-    if any(d in mb for d in loops) or w8:
-        slot = None  # a B that a batch loop walks is not one matrix: packed per call (int8 rows: never packed)
+    if any(d in mb for d in loops):
+        slot = None  # a B that a batch loop walks is not one matrix: packed per call
     add(pool_threads_line())
     if not w8:
         add_slot(add, slot)
@@ -276,7 +276,7 @@ def rewrite_lowp_contractions(module) -> int:
         name = unique_name(f"kiln_lowp_gemm_{i}", names)
         fill = _zero_fill_before(g.op, g.c)
         slot = None
-        if g.dtype != "i8" and _constant_global(g.b) in constant_globals:
+        if g.dtype != "i8" and _constant_global(g.b) in constant_globals:  # int8 rows are read as they are
             slot = unique_name(f"kiln_lowp_pack_{i}", names)
             slots.append(slot)
         texts.append(lowp_text(name, g, 0.0 if fill is not None else 1.0, slot))

@@ -346,7 +346,7 @@ void kiln_parallel_for(kiln_task_fn fn, void *ctx, int64_t n, int64_t parts) {
  * kiln_native.h). */
 #define SV KILN_VW
 #define MR KILN_MR
-#define NR (2 * SV) /* columns of B per panel */
+#define NR KILN_NR /* columns of B per panel: two vectors */
 /* The packed panel is streamed PF_ROWS rows ahead, both cache lines of a
  * 32-float row (the hardware prefetcher fell behind several rows of FMAs). */
 #define PF_ROWS 64
