@@ -17,7 +17,8 @@ rooted at the product with ``v`` and walks up:
   importer's batched form); each operand is then read back in the
   reshape's batch dims (a ``reshape`` that ``reshape-reshape`` folds away,
   or that keeps a GQA ``expand`` of k and v as it is);
-- ``p`` is a ``kiln.softmax`` over the last axis read only by the product;
+- ``p`` is a ``kiln.softmax`` over the last axis read only by the product
+  (or by torch.onnx's NaN guard ``where(ne(p, p), 0, p)`` the product reads);
 - ``s`` peels, from the outside in: positive constant **scales** (``mul`` /
   ``div`` by a splat), a boolean **mask** ``where(m, c, s)`` with ``c``
   ``-inf`` or a huge negative (``masked_fill``: ``m`` marks the dropped
@@ -339,6 +340,24 @@ def _bool_mask(builder, kind, cond, dtype, fill, additive=False):
     return builder.op("kiln.where", [cond, zero, neg] if kind == "keep" else [cond, neg, zero])
 
 
+def _unguarded(value):
+    """``x`` when ``value`` is ``where(ne(x, x), 0, x)`` -- the guard torch.onnx
+    writes after SDPA's softmax, zeroing the NaN rows whose every score is
+    masked (``kiln.attention`` gives 0 there too) -- and nothing else reads
+    ``x`` or the comparison; else ``value``."""
+    w = producer(value, "kiln.where")
+    if w is None:
+        return value
+    cond, zero, x = w.operands
+    ne = producer(cond, "kiln.ne")
+    if ne is None or list(ne.operands) != [x, x] or splat(zero) != 0.0 or not single_use(cond):
+        return value
+    readers = [u.owner.operation for u in x.uses]
+    if len(readers) != 3 or not all(r in (ne.operation, w.operation) for r in readers):
+        return value
+    return x
+
+
 def attention(root):
     """``softmax(q @ kT * scale [+ mask]) @ v`` -> ``kiln.attention`` (see the module doc)."""
     out = _product(root.results[0])
@@ -356,8 +375,11 @@ def attention(root):
             return None
     else:
         p_src = p_val
+    if not single_use(p_src):
+        return None
+    p_src = _unguarded(p_src)  # the guard checked that only it reads the softmax
     sm = producer(p_src, "kiln.softmax")
-    if sm is None or not single_use(p_src) or sm.opview.attr("axis") % rank(p_src) != rank(p_src) - 1:
+    if sm is None or sm.opview.attr("axis") % rank(p_src) != rank(p_src) - 1:
         return None
     s = sm.operands[0]
     scores_dims = dims_of(s)

@@ -19,6 +19,10 @@ The decompositions compute the op's documented meaning:
   cast back), then ``* weight``;
 - ``matmul_w8``: ``matmul(x, transpose(dequantize(w, scale, 0)))``, the
   dequantization blocked along k by ``group_size``;
+- ``matmul_integer``: the operands minus their zero points in ``i32``, cast
+  to f32 and multiplied in chunks of at most ``EXACT_K`` of the contraction
+  (each chunk's sums exact in f32), the chunks cast to ``i32`` and added
+  (needs a static contraction dim: otherwise the op is kept);
 - ``batch_norm``: ``(x - mean) * (scale * rsqrt(var + eps)) + bias``, the
   ``[C]`` parameters reshaped to broadcast along axis 1;
 - ``attention``: ``softmax(q @ k^T * scale + mask) @ v``; a boolean mask
@@ -39,6 +43,7 @@ import numpy as np
 from .._mlir import ir
 from ..dialects.kiln import create_op, tensor_info, tensor_type
 from ..dialects.kiln.nn import gqa_group
+from ..dialects.kiln.quant import EXACT_ATTR, EXACT_K
 from ..pipelines.registry import Option, Pass, register_pass
 from ._graph import block_ops, functions, make_constant, scalar_constant
 from .fold_constants import operand_map
@@ -137,6 +142,31 @@ def _matmul_w8(root, e: _Emitter):
     return e.op("kiln.matmul", x, e.op("kiln.transpose", wide, perm=[1, 0]))
 
 
+def _matmul_integer(root, e: _Emitter):
+    a, b, za, zb = root.operands
+    k = tensor_info(b.type).dims[0]
+    if not k.is_static:
+        return None
+    a_rank = tensor_info(a.type).rank
+
+    def centered(v, zp):
+        return _cast(e.op("kiln.sub", _cast(v, "i32", e), _cast(zp, "i32", e)), "f32", e)
+
+    af, bf = centered(a, za), centered(b, zb)
+    out = None
+    for start in range(0, k.value, EXACT_K):
+        end = min(k.value, start + EXACT_K)
+        ac, bc = af, bf
+        if (start, end) != (0, k.value):
+            ac = e.op("kiln.slice", af, starts=[start], ends=[end], steps=[1], axes=[a_rank - 1])
+            bc = e.op("kiln.slice", bf, starts=[start], ends=[end], steps=[1], axes=[0])
+        product = e.op("kiln.matmul", ac, bc)
+        product.owner.attributes[EXACT_ATTR] = ir.UnitAttr.get()
+        part = _cast(product, "i32", e)
+        out = part if out is None else e.op("kiln.add", out, part)
+    return out
+
+
 def _batch_norm(root, e: _Emitter):
     x, scale, bias, mean, var = root.operands
     info = tensor_info(x.type)
@@ -209,6 +239,7 @@ DECOMPOSITIONS = {
     "kiln.batch_norm": ("batch-norm", _batch_norm),
     "kiln.rms_norm": ("rms-norm", _rms_norm),
     "kiln.matmul_w8": ("matmul-w8", _matmul_w8),
+    "kiln.matmul_integer": ("matmul-integer", _matmul_integer),
     "kiln.attention": ("attention", _attention),
 }
 

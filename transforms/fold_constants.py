@@ -226,6 +226,11 @@ def _matmul_w8(args, attrs, op):
     return np.matmul(wide, (w.astype(wide.dtype) * per_k).T).astype(x.dtype)
 
 
+def _matmul_integer(args, attrs, op):
+    a, b, za, zb = (v.astype(np.int64) for v in args)
+    return np.matmul(a - za, b - zb).astype(np.int32)  # int64 sums, wrapped to int32 as the kernels' sums
+
+
 def _quant_params(x, scale, zero_point, attrs):
     """scale and zero point broadcast against ``x`` (per tensor, per axis, blocked)."""
     axis = attrs.get("axis")
@@ -387,6 +392,7 @@ EVALUATORS: dict[str, Callable] = {
     "kiln.quantize": _quantize,
     "kiln.dequantize": _dequantize,
     "kiln.matmul_w8": _matmul_w8,
+    "kiln.matmul_integer": _matmul_integer,
 }
 
 

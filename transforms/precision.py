@@ -57,7 +57,7 @@ _CONTRACTIONS = ("kiln.matmul",)
 #: Ops whose float operands are rounded to bf16 and stay f32 (no bf16 kernel yet).
 _ROUNDED = ("kiln.conv2d", "kiln.attention", "kiln.packed_attention")
 #: Precisions from least to most precise, for a kernel's precision.
-_ORDER = ("int8-weights", "bf16", "f16", "f32", "f64")
+_ORDER = ("int8", "int8-weights", "bf16", "f16", "f32", "f64")
 
 
 def check_precision(precision) -> str:
@@ -310,14 +310,18 @@ def _ops_of(step) -> list:
 def kernel_precisions(schedule) -> list[str | None]:
     """Per step of ``schedule`` (a :class:`~kiln.transforms.partition.Schedule`
     still holding its MLIR functions): the precision its arithmetic ran in --
-    an op's ``kiln.precision`` where this pass set one, else the least
-    precise float dtype among its ops' operands -- or None (no float data)."""
+    ``int8`` for an integer product (``kiln.matmul_integer``), an op's
+    ``kiln.precision`` where this pass set one, else the least precise float
+    dtype among its ops' operands -- or None (no float data)."""
     out = []
     for step in schedule.steps:
         ops = _ops_of(step)
         found = set()
         for o in ops:
             if not o.name.startswith("kiln.") or o.name in ("kiln.cast", "kiln.constant", "kiln.yield"):
+                continue
+            if o.name == "kiln.matmul_integer":
+                found.add("int8")
                 continue
             if PRECISION_ATTR in o.attributes:
                 found.add(ir.StringAttr(o.attributes[PRECISION_ATTR]).value)

@@ -383,16 +383,23 @@ PATTERN_NAMES = tuple(dict.fromkeys(p.name for p in PATTERNS))
 
 
 def _erase_dead(op) -> None:
-    """Erase ``op`` if its results are unused, then its producers likewise."""
-    if op.name in ("kiln.symbol", "kiln.yield", "func.return") or not op.results:
-        return
-    if any(list(r.uses) for r in op.results):
-        return
-    producers = [v.owner.operation for v in op.operands if not isinstance(v.owner, ir.Block)]
-    op.erase()
-    for p in dict.fromkeys(producers):
-        if p.name.startswith("kiln."):
-            _erase_dead(p)
+    """Erase ``op`` if its results are unused, then its producers likewise.
+
+    A worklist, each op on it once: a producer reached twice (the softmax
+    that a NaN guard's ``ne`` and ``where`` both read) must not be visited
+    again after its erasure through the other path (a use-after-free)."""
+    work = [op]
+    while work:
+        op = work.pop()
+        if op.name in ("kiln.symbol", "kiln.yield", "func.return") or not op.results:
+            continue
+        if any(list(r.uses) for r in op.results):
+            continue
+        producers = [v.owner.operation for v in op.operands if not isinstance(v.owner, ir.Block)]
+        op.erase()
+        for p in producers:
+            if p.name.startswith("kiln.") and p not in work:
+                work.append(p)
 
 
 @register_pass

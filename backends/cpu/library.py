@@ -435,7 +435,7 @@ def match(op) -> _Gemm | None:
 
 
 def _zero_fill_before(op, c):
-    """The op right before ``op`` when it is a generic filling ``c`` with 0.0, else None."""
+    """The op right before ``op`` when it is a generic filling ``c`` with 0.0 (0 for an i32 ``c``), else None."""
     prev = None
     for o in op.block.operations:
         if o.operation == op:
@@ -443,12 +443,12 @@ def _zero_fill_before(op, c):
         prev = o.operation
     if prev is None or prev.name != "linalg.generic" or len(prev.operands) != 2:
         return None
-    if prev.operands[1] != c or not isinstance(prev.operands[0].type, ir.F32Type):
+    if prev.operands[1] != c or str(prev.operands[0].type) not in ("f32", "i32"):
         return None
     src = prev.operands[0].owner
     if not isinstance(src, (ir.Operation, ir.OpView)) or src.name != "arith.constant":
         return None
-    if str(src.attributes["value"]).split(":")[0].strip() not in ("0.000000e+00", "0.0"):
+    if str(src.attributes["value"]).split(":")[0].strip() not in ("0.000000e+00", "0.0", "0"):
         return None
     body = list(prev.regions[0].blocks[0].operations)
     if len(body) != 1:

@@ -33,6 +33,13 @@ An int8-weight product (``convert-kiln-to-linalg``'s lowering of
 ``[n, k]`` int8, its scales read at ``[n, k floordiv G]``) becomes a call of
 ``kiln_w8_gemm`` with the scales' row stride and G; the weight is read as
 it is (no packing slot).
+
+An integer product (``kiln.matmul_integer``'s contraction: body ``acc +
+(ext(a) - ext(a_zp)) * (ext(b) - ext(b_zp))`` in i32, A ``[batch.., m, k]``,
+B ``[k, n]``, the zero points rank-0 memrefs) becomes a call of
+``kiln_i8_gemm`` (runtime/native/kiln_i8.c) with the zero points loaded and
+widened and the operands' signedness (``extui`` / ``extsi``) as flags; a
+constant B is packed once into a slot.
 """
 
 from __future__ import annotations
@@ -64,21 +71,28 @@ from .library import (
     unique_name,
 )
 
-__all__ = ["LOWP_GEMM", "W8_GEMM", "CpuLowpGemm", "force_generic", "match_lowp", "rewrite_lowp_contractions", "uses_amx",
-           "uses_dp"]
+__all__ = ["I8_GEMM", "LOWP_GEMM", "W8_GEMM", "CpuLowpGemm", "force_generic", "match_lowp", "rewrite_lowp_contractions",
+           "uses_amx", "uses_dp", "uses_vnni"]
 
 _log = logging.getLogger("kiln.backends.cpu")
 
 LOWP_GEMM = "kiln_lowp_gemm"
 #: The native product of f32 rows with int8 weight rows (runtime/native/kiln_w8.c).
 W8_GEMM = "kiln_w8_gemm"
+#: The native integer product of 8-bit operands with zero points (runtime/native/kiln_i8.c).
+I8_GEMM = "kiln_i8_gemm"
 _DTYPES = {"bf16": 0, "f16": 1}
-_SIZES = {"bf16": 2, "f16": 2, "f32": 4, "i8": 1}
+_SIZES = {"bf16": 2, "f16": 2, "f32": 4, "i8": 1, "i32": 4}
 _W8_TYPES = "(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32)"
+_I8_TYPES = "(i64, i64, i64, i64, i64, i32, i64, i64, i32, i32, i32, i64, i64, i32, i64)"
+#: kiln_i8_gemm's flags: which operands are unsigned.
+_A_UNSIGNED, _B_UNSIGNED = 1, 2
 _DECL = (f"func.func private @{LOWP_GEMM}(i64, i64, i64, i64, i64, i64, i64, i32, f32, i64, i64, i32, i32, i64)\n"
          f"func.func private @{W8_GEMM}{_W8_TYPES}\n"
+         f"func.func private @{I8_GEMM}{_I8_TYPES}\n"
          f"func.func private @{FREE_PACKED}(i64)")
 _warned = False
+_warned_int = False
 
 
 def _native():
@@ -99,28 +113,39 @@ def uses_amx() -> bool:
     return bool(lib is not None and lib.kiln_lowp_uses_amx())
 
 
+def uses_vnni() -> bool:
+    """Whether integer products run on AVX512-VNNI's ``vpdpbusd`` (and AMX-INT8 where present) now."""
+    lib = _native()
+    return bool(lib is not None and lib.kiln_i8_uses_vnni())
+
+
 def force_generic(on: bool | None) -> None:
-    """Force the generic (feature-less) path of the 16-bit GEMM on (True) or
-    off (False), or go back to ``KILN_BF16_DP`` and the CPU (None); takes
-    effect at the next call of a compiled model, whenever it was compiled."""
+    """Force the generic (feature-less) paths of the 16-bit and the integer
+    GEMMs on (True) or off (False), or go back to ``KILN_BF16_DP`` /
+    ``KILN_I8_VNNI`` and the CPU (None); takes effect at the next call of a
+    compiled model, whenever it was compiled."""
     lib = _native()
     if lib is not None:
-        lib.kiln_lowp_set_generic(ctypes.c_int32(-1 if on is None else int(bool(on))))
+        flag = ctypes.c_int32(-1 if on is None else int(bool(on)))
+        lib.kiln_lowp_set_generic(flag)
+        lib.kiln_i8_set_generic(flag)
 
 
 class _LowpGemm:
-    """A matched 16-bit or int8-weight contraction: operands, maps and loop
-    roles (an int8 weight's scales ``s`` and their group size)."""
+    """A matched 16-bit, int8-weight (dtype ``"i8"``) or integer (dtype
+    ``"int"``) contraction: operands, maps and loop roles (an int8 weight's
+    scales ``s`` and their group size; an integer product's zero points
+    ``zps`` and signedness ``flags``)."""
 
-    def __init__(self, op, a, b, c, maps, batch, m, n, k, dtype, s=None, group=0):
+    def __init__(self, op, a, b, c, maps, batch, m, n, k, dtype, s=None, group=0, zps=(), flags=0):
         self.op, self.a, self.b, self.c = op, a, b, c
         self.maps, self.batch, self.m, self.n, self.k, self.dtype = maps, batch, m, n, k, dtype
-        self.s, self.group = s, group
+        self.s, self.group, self.zps, self.flags = s, group, tuple(zps), flags
 
     @property
     def operands(self) -> list:
-        """The helper's arguments: A, B, the scales for an int8 weight, C."""
-        return [self.a, self.b, self.c] if self.s is None else [self.a, self.b, self.s, self.c]
+        """The helper's arguments: A, B, the scales of an int8 weight or the zero points of an integer product, C."""
+        return [self.a, self.b, *([self.s] if self.s is not None else []), *self.zps, self.c]
 
 
 def _is_widening_mul_add(block) -> bool:
@@ -148,6 +173,51 @@ def _is_int8_mul_add(block) -> bool:
             and yld.operands[0] == add.results[0])
 
 
+def _integer_flags(block) -> int | None:
+    """kiln_i8_gemm's flags when ``block`` is kiln.matmul_integer's ``acc + (ext(a) - ext(za)) * (ext(b) - ext(zb))``
+    (``extui`` for an unsigned operand, the same for its zero point), else None."""
+    ops = [o.operation for o in block.operations]
+    if len(ops) != 9 or [o.name for o in ops[2::3]] != ["arith.subi", "arith.subi", "linalg.yield"]:
+        return None
+    a, b, za, zb, acc = block.arguments
+    ea, eza, sa, eb, ezb, sb, mul, add, yld = ops
+    flags = 0
+    for wide, wide_zp, sub, arg, zp, bit in ((ea, eza, sa, a, za, _A_UNSIGNED), (eb, ezb, sb, b, zb, _B_UNSIGNED)):
+        if wide.name not in ("arith.extui", "arith.extsi") or wide_zp.name != wide.name:
+            return None
+        if wide.operands[0] != arg or wide_zp.operands[0] != zp or str(wide.results[0].type) != "i32":
+            return None
+        if list(sub.operands) != [wide.results[0], wide_zp.results[0]]:
+            return None
+        flags |= bit if wide.name == "arith.extui" else 0
+    if mul.name != "arith.muli" or list(mul.operands) != [sa.results[0], sb.results[0]]:
+        return None
+    if add.name != "arith.addi" or list(add.operands) != [acc, mul.results[0]] or yld.operands[0] != add.results[0]:
+        return None
+    return flags
+
+
+def _match_integer(op) -> _LowpGemm | None:
+    """kiln.matmul_integer's contraction (A ``[batch.., m, k]``, B ``[k, n]``, rank-0 zero points) or None."""
+    flags = []
+
+    def body_ok(block):
+        flags.append(_integer_flags(block))
+        return flags[-1] is not None
+
+    parts = product_parts(op, lambda ta, tb, tc: (ta, tb, tc) == ("i8", "i8", "i32"), body_ok, a_transposed=False,
+                          extra_inputs=2)
+    if parts is None or parts[3][1] != [parts[7], parts[6]]:  # B is [k, n], no batch dims
+        return None
+    zps = list(op.operands[2:4])
+    try:
+        if any(ir.MemRefType(z.type).rank != 0 for z in zps):
+            return None
+    except (ValueError, TypeError):
+        return None
+    return _LowpGemm(op, *parts[:-1], "int", zps=zps, flags=flags[-1])
+
+
 def _group_of(scale_map: ir.AffineMap, n: int, k: int) -> int | None:
     """G when ``scale_map`` reads ``[n, k floordiv G]``, else None."""
     res = [e.maybe_downcast() for e in scale_map.results]
@@ -163,12 +233,15 @@ def _group_of(scale_map: ir.AffineMap, n: int, k: int) -> int | None:
 
 def match_lowp(op) -> _LowpGemm | None:
     """A :class:`_LowpGemm` when ``op`` (a ``linalg.generic`` on memrefs) is a bf16 / f16 product into f32, or
-    kiln.matmul_w8's f32 product with int8 weight rows ``[n, k]`` scaled per group (dtype ``"i8"``); ``a`` not
-    transposed: the kernels read its rows."""
+    kiln.matmul_w8's f32 product with int8 weight rows ``[n, k]`` scaled per group (dtype ``"i8"``), or
+    kiln.matmul_integer's (dtype ``"int"``); ``a`` not transposed: the kernels read its rows."""
     parts = product_parts(op, lambda ta, tb, tc: ta == tb and ta in _DTYPES and tc == "f32", _is_widening_mul_add,
                           a_transposed=False)
     if parts is not None:
         return _LowpGemm(op, *parts[:-1], parts[-1][0])
+    integer = _match_integer(op)
+    if integer is not None:
+        return integer
     parts = product_parts(op, lambda ta, tb, tc: (ta, tb, tc) == ("f32", "i8", "f32"), _is_int8_mul_add,
                           a_transposed=False, extra_inputs=1)
     if parts is None or parts[3][1] != [parts[6], parts[7]]:  # the weight is [n, k], no batch dims
@@ -185,23 +258,33 @@ def match_lowp(op) -> _LowpGemm | None:
 
 
 def lowp_text(name: str, g: _LowpGemm, beta: float, slot: str | None) -> str:
-    """The helper ``@name(A, B, C)`` (``@name(A, B, S, C)`` for an int8 weight) calling ``kiln_lowp_gemm`` or
-    ``kiln_w8_gemm`` for ``g`` (in loops over the batch dims that do not fold into the rows)."""
+    """The helper ``@name(A, B, C)`` (``@name(A, B, S, C)`` for an int8 weight, ``@name(A, B, ZA, ZB, C)`` for
+    an integer product) calling ``kiln_lowp_gemm``, ``kiln_w8_gemm`` or ``kiln_i8_gemm`` for ``g`` (in loops over
+    the batch dims that do not fold into the rows)."""
     ta, tb, tc = (ir.MemRefType(v.type) for v in (g.a, g.b, g.c))
     ma, mb, mc = g.maps
-    w8 = g.dtype == "i8"
+    w8, integer = g.dtype == "i8", g.dtype == "int"
     types = {"A": ta, "B": tb, "S": ir.MemRefType(g.s.type), "C": tc} if w8 else {"A": ta, "B": tb, "C": tc}
-    args = ", ".join(f"%{tag}: {t}" for tag, t in types.items())
+    zps = {"ZA": g.zps[0].type, "ZB": g.zps[1].type} if integer else {}
+    args = ", ".join(f"%{tag}: {t}" for tag, t in [*list(types.items())[:-1], *zps.items(), ("C", tc)])
     lines = [f"func.func private @{name}({args}) {{"]
     add = lines.append
     strided_pointers(add, types)
     add("  %c0 = arith.constant 0 : index")
     add("  %c1 = arith.constant 1 : index")
     trans_b = mb[-1] != g.n  # b is [.., n, k]
-    if not w8:
+    if integer:
+        for tag, t in zps.items():  # the zero points as i32 values
+            wide = "extui" if g.flags & (_A_UNSIGNED if tag == "ZA" else _B_UNSIGNED) else "extsi"
+            add(f"  %{tag}8 = memref.load %{tag}[] : {t}")
+            add(f"  %{tag}32 = arith.{wide} %{tag}8 : i8 to i32")
+        add(f"  %flags = arith.constant {g.flags} : i32")
+        add(f"  %beta = arith.constant {0 if beta == 0.0 else 1} : i32")
+    elif not w8:
         add(f"  %tb = arith.constant {1 if trans_b else 0} : i32")
         add(f"  %dt = arith.constant {_DTYPES[g.dtype]} : i32")
-    add(f"  %beta = arith.constant {beta:.1f} : f32")
+    if not integer:
+        add(f"  %beta = arith.constant {beta:.1f} : f32")
     # Batch dims that B does not index fold into the rows when A and C are contiguous.
     fold = []
     if _is_contiguous(ta) and _is_contiguous(tc):
@@ -220,7 +303,10 @@ def lowp_text(name: str, g: _LowpGemm, beta: float, slot: str | None) -> str:
     offs, indent = batch_loops(add, loops, ma, mb, mc)
     for tag, t in (("A", ta), ("B", tb), ("C", tc)):
         add_address(add, tag, offs[tag], _SIZES[str(t.element_type)], indent)
-    if w8:
+    if integer:
+        add(f"{indent}func.call @{I8_GEMM}({m_expr}, %N, %K, %yA, %lda, %ZA32, %yB, %ldb, %ZB32, %flags, %beta, %yC, "
+            f"%ldc, %nthr, %slot) : {_I8_TYPES} -> ()")
+    elif w8:
         add_address(add, "S", "%oS", 4, indent)  # no batch loop walks the weight's scales
         add(f"{indent}%lds = arith.index_cast %tS#0 : index to i64")
         add(f"{indent}%grp = arith.constant {g.group} : i64")
@@ -238,11 +324,11 @@ def lowp_text(name: str, g: _LowpGemm, beta: float, slot: str | None) -> str:
 
 
 def rewrite_lowp_contractions(module) -> int:
-    """Replace every matched bf16 / f16 contraction of ``module`` (bufferized) with a ``kiln_lowp_gemm`` call;
-    the count.  Needs kiln's native runtime (without it they stay generated code)."""
+    """Replace every matched bf16 / f16, int8-weight and integer contraction of ``module`` (bufferized) with a
+    call of its native kernel; the count.  Needs kiln's native runtime (without it they stay generated code)."""
     from ..._mlir import func
 
-    global _warned
+    global _warned, _warned_int
     module = module.operation
     found = []
 
@@ -261,6 +347,10 @@ def rewrite_lowp_contractions(module) -> int:
         _warned = True
         why = "forced by KILN_BF16_DP=0" if lib.kiln_lowp_cpu_has_dp() else "this CPU has no AVX512-BF16"
         _log.warning("bf16 matrix products run on the generic path (bf16 widened to f32, FMAs): %s", why)
+    if not _warned_int and any(g.dtype == "int" for g in found) and not lib.kiln_i8_uses_vnni():
+        _warned_int = True
+        why = "forced by KILN_I8_VNNI=0" if lib.kiln_i8_cpu_has_vnni() else "this CPU has no AVX512-VNNI"
+        _log.warning("integer (8-bit) matrix products run on the generic path (int32 arithmetic): %s", why)
     body = module.regions[0].blocks[0]
     names = function_names(module)
     constant_globals = {
@@ -329,15 +419,15 @@ def _drop_repeated_declarations(body) -> None:
 
 @register_pass
 class CpuLowpGemm(Pass):
-    """bf16 / f16 and int8-weight matrix products as calls of kiln's native kernels (bufferized modules)."""
+    """bf16 / f16, int8-weight and integer matrix products as calls of kiln's native kernels (bufferized modules)."""
 
     name = "kiln-cpu-lowp-gemm"
     summary = ("Replace bf16 / f16 contractions into an f32 accumulator (linalg.generic on memrefs) with "
-               "kiln_lowp_gemm, int8-weight ones with kiln_w8_gemm")
+               "kiln_lowp_gemm, int8-weight ones with kiln_w8_gemm, integer ones with kiln_i8_gemm")
     options = (Option("enabled", int, 1, "0: keep generated code (KILN_CPU_LIBRARY=0 does the same)"),)
 
     def run(self, module) -> None:
         if self.option("enabled") and enabled():
             n = rewrite_lowp_contractions(module)
             if n:
-                self.bump("products to kiln_lowp_gemm / kiln_w8_gemm", n)
+                self.bump("products to kiln_lowp_gemm / kiln_w8_gemm / kiln_i8_gemm", n)

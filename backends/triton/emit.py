@@ -169,7 +169,11 @@ def emit_node(src: Source, node: Node, vals: list[str], arg_dtypes: list[str]) -
 
 
 def load_expr(ptr: str, offset: str, mask: str, dtype: str) -> str:
-    """A masked load of one operand, converted to its compute type."""
+    """A masked load of one operand, converted to its compute type.  A constant
+    offset (a rank-0 output's index, ``"0"``) is spread over the mask's block:
+    a scalar pointer takes no block mask."""
+    if offset == "0":
+        offset = f"tl.zeros_like(({mask})).to(tl.int32)"
     return f"tl.load({ptr} + {offset}, mask={mask}, other=0).to({compute_tl(dtype)})"
 
 

@@ -77,6 +77,7 @@ def _arg_type(v) -> str:
             torch.float64: "fp64",
             torch.bool: "i1",
             torch.int8: "i8",
+            torch.uint8: "u8",
             torch.int16: "i16",
             torch.int32: "i32",
             torch.int64: "i64",

@@ -150,6 +150,32 @@ def lower_matmul_w8(lw: Lowering) -> list[ir.Value]:
     return [_narrow(sums, out.dtype, out.dims, lw.env)]
 
 
+def lower_matmul_integer(lw: Lowering) -> list[ir.Value]:
+    """``kiln.matmul_integer``: one contraction over loops ``a's leading
+    dims..., n, k`` with the zero points read as scalars (rank-0 maps) and the
+    body ``acc + (ext(a) - ext(a_zp)) * (ext(b) - ext(b_zp))`` in i32 (``extui``
+    for a ``ui8`` operand, ``extsi`` for ``i8``); kiln-cpu-lowp-gemm replaces
+    it with the native ``kiln_i8_gemm``."""
+    a, b, za, zb = lw.operands
+    (a_dt, b_dt, _, _), _ = kiln_dtypes(lw)
+    out = lw.results[0]
+    rank = len(out.dims)
+    i32 = ir.IntegerType.get_signless(32)
+    init = fill(scalar_const(i32, 0), lw.empty(out.dims, i32))
+    maps = [affine_map(rank + 1, list(range(rank - 1)) + [rank]), affine_map(rank + 1, [rank, rank - 1]),
+            affine_map(rank + 1, []), affine_map(rank + 1, []), affine_map(rank + 1, list(range(rank)))]
+
+    def widen(v, dtype):
+        return arith.extui(i32, v) if dtype == "ui8" else arith.extsi(i32, v)
+
+    def body(av, bv, zav, zbv, acc):
+        x = arith.subi(widen(av, a_dt), widen(zav, a_dt))
+        y = arith.subi(widen(bv, b_dt), widen(zbv, b_dt))
+        return arith.addi(acc, arith.muli(x, y))
+
+    return generic([a, b, za, zb], [init], maps, ["parallel"] * rank + ["reduction"], body)
+
+
 def cast_unsigned(lw: Lowering) -> list[ir.Value] | None:
     """``kiln.cast`` from or to ``ui8`` (None for any other cast): zero
     extension / ``uitofp`` from ``ui8``; to ``ui8`` the low 8 bits of an
@@ -235,4 +261,5 @@ def _kiln_cast(v: ir.Value, dtype: str, tensor_type) -> ir.Value:
 
 def table() -> dict:
     """The quantization part of the lowering table."""
-    return {"kiln.quantize": lower_quantize, "kiln.dequantize": lower_dequantize, "kiln.matmul_w8": lower_matmul_w8}
+    return {"kiln.quantize": lower_quantize, "kiln.dequantize": lower_dequantize, "kiln.matmul_w8": lower_matmul_w8,
+            "kiln.matmul_integer": lower_matmul_integer}

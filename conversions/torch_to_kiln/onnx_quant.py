@@ -4,12 +4,15 @@ and ONNX Runtime's ``com.microsoft`` QGemm, QLinearAdd and QLinearMul.
 
 Each becomes ``kiln.quantize`` / ``kiln.dequantize`` around integer kiln ops:
 
-- integer products (MatMulInteger, ConvInteger and the accumulation of the
-  QLinear ops) subtract the zero points in ``i32``; convolutions run
-  ``kiln.conv2d`` on ``i32``, matrix products f32 GEMMs over chunks of the
-  contraction small enough to be exact (:func:`exact_int_matmul`), summed
-  in i32: the int32 accumulation ONNX specifies (one f32 product over the
-  whole contraction would lose exactness above 2**24);
+- integer matrix products (MatMulInteger, QLinearMatMul, QGemm) of an
+  ``[..., M, K]`` and a ``[K, N]`` operand with per-tensor zero points are
+  ``kiln.matmul_integer`` (the native int8 kernel on the CPU); the others
+  and the convolutions (ConvInteger, QLinearConv) subtract the zero points in
+  ``i32``: convolutions run ``kiln.conv2d`` on ``i32`` or im2col, matrix
+  products f32 GEMMs over chunks of the contraction small enough to be
+  exact (:func:`exact_int_matmul`), summed in i32: the int32 accumulation
+  ONNX specifies (one f32 product over the whole contraction would lose
+  exactness above 2**24);
 - requantization (QLinear*) multiplies the ``i32`` accumulator by
   ``a_scale * b_scale / y_scale`` in **f64** (what ONNX's reference does:
   numpy promotes int32 times float32 to float64), then ``kiln.quantize``
@@ -25,7 +28,7 @@ from __future__ import annotations
 from ..._mlir import ir
 from ...dialects.dims import dim
 from ...dialects.kiln import MAX_VARIADIC
-from ...dialects.kiln.quant import EXACT_ATTR
+from ...dialects.kiln.quant import EXACT_ATTR, EXACT_K
 from .aten import dims_of, dtype_of, rank_of
 from .driver import Decline
 from .onnx import pattern
@@ -170,12 +173,6 @@ def _channel_shape(w):
     return lambda n: [n] + [dim(1)] * (rank_of(w) - 1)
 
 
-#: Centered 8-bit values are at most 255 in magnitude, so a dot product of up
-#: to EXACT_K of their products stays below 2**24 (256 * 255 * 255): every
-#: partial sum is an integer f32 holds exactly, in any summation order.
-EXACT_K = 256
-
-
 
 def exact_int_matmul(cx, a, b):
     """``a @ b`` for i32 tensors holding centered 8-bit values, exactly: f32
@@ -201,7 +198,38 @@ def exact_int_matmul(cx, a, b):
     return out
 
 
+def _scalar_zero_point(cx, zp_index, x):
+    """The zero point (operand ``zp_index``) of 8-bit ``x`` as a rank-0 tensor (0 when absent), or None when
+    it has one value per row / column."""
+    if zp_index is None or not cx.has(zp_index):
+        return cx.const(0, dtype_of(x))
+    zp = _operand(cx, zp_index)
+    if dtype_of(zp) != dtype_of(x):
+        return None
+    if rank_of(zp) == 1 and dims_of(zp)[0] == dim(1):
+        return cx.build("reshape", zp, shape=[])
+    return zp if rank_of(zp) == 0 else None
+
+
+def _matmul_integer(cx, a_i, a_zp, b_i, b_zp, transpose_b: bool = False):
+    """``kiln.matmul_integer`` of operands ``a_i`` ``[..., M, K]`` and ``b_i`` ``[K, N]`` (``[N, K]`` when
+    ``transpose_b``) with per-tensor zero points, or None for what it does not take (a 1-D or batched
+    operand, a zero point per row or column): the caller computes those as :func:`exact_int_matmul`."""
+    a, b = _operand(cx, a_i), _operand(cx, b_i)
+    if dtype_of(a) not in _QUANT or dtype_of(b) not in _QUANT or rank_of(a) < 2 or rank_of(b) != 2:
+        return None
+    za, zb = _scalar_zero_point(cx, a_zp, a), _scalar_zero_point(cx, b_zp, b)
+    if za is None or zb is None:
+        return None
+    if transpose_b:
+        b = cx.build("transpose", b, perm=[1, 0])
+    return cx.build("matmul_integer", a, b, za, zb)
+
+
 def _int_matmul(cx, a_i, a_zp, b_i, b_zp):
+    direct = _matmul_integer(cx, a_i, a_zp, b_i, b_zp)
+    if direct is not None:
+        return direct
     a = _centered(cx, a_i, a_zp, _row_shape(cx.tensor(a_i)))
     b = _centered(cx, b_i, b_zp)
     return exact_int_matmul(cx, a, b)
@@ -306,8 +334,10 @@ def lower_qgemm(cx):
     y_zp?``; ``alpha``, ``transA``, ``transB``): the int32 product of the
     centered operands plus the int32 bias ``C``, scaled by ``alpha * a_scale *
     b_scale`` to f32, or requantized with ``/ y_scale`` when ``y_scale`` is given."""
-    acc = exact_int_matmul(cx, _centered(cx, 0, 2, transpose=bool(cx.attr("transA", 0))),
-                           _centered(cx, 3, 5, transpose=bool(cx.attr("transB", 0))))
+    acc = None if cx.attr("transA", 0) else _matmul_integer(cx, 0, 2, 3, 5, transpose_b=bool(cx.attr("transB", 0)))
+    if acc is None:
+        acc = exact_int_matmul(cx, _centered(cx, 0, 2, transpose=bool(cx.attr("transA", 0))),
+                               _centered(cx, 3, 5, transpose=bool(cx.attr("transB", 0))))
     if cx.has(6):
         bias = cx.tensor(6)
         if dtype_of(bias) != "i32":

@@ -71,7 +71,7 @@ from .nn import (  # noqa: F401
     ReduceSumOp,
     SoftmaxOp,
 )
-from .quant import DequantizeOp, MatmulW8Op, QuantizeOp  # noqa: F401
+from .quant import DequantizeOp, MatmulIntegerOp, MatmulW8Op, QuantizeOp  # noqa: F401
 
 #: Every kiln op class, by full op name (``"kiln.add"``).
 OPS: dict[str, type[KilnOp]] = {cls.OPERATION_NAME: cls for cls in Kiln.operations}

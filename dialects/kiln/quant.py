@@ -20,10 +20,11 @@ way as a constant one:
 from ..._mlir import ext
 from ...errors import VerifyError
 from ..dims import shape_text
-from .base import ATTR, KilnOp, TensorInfo, TensorType, dtype_name, is_float
+from .base import ATTR, KilnOp, TensorInfo, TensorType, dtype_name, is_float, parse_dtype
 from .shapes import norm_axis, require_dims_equal
 
-__all__ = ["EXACT_ATTR", "INT_RANGES", "QUANT_DTYPES", "DequantizeOp", "MatmulW8Op", "QuantizeOp", "scale_layout"]
+__all__ = ["EXACT_ATTR", "EXACT_K", "INT_RANGES", "QUANT_DTYPES", "DequantizeOp", "MatmulIntegerOp", "MatmulW8Op", "QuantizeOp",
+           "scale_layout"]
 
 #: Integer dtypes a quantized tensor may have.
 QUANT_DTYPES = ("i8", "ui8", "i32")
@@ -32,6 +33,11 @@ QUANT_DTYPES = ("i8", "ui8", "i32")
 #: computed with (frontends' ``exact_int_matmul``): each sum is exact in f32,
 #: so passes that reduce precision (``kiln-reduce-precision``) leave them alone.
 EXACT_ATTR = "kiln.exact_integer"
+
+#: Centered 8-bit values are at most 255 in magnitude, so a dot product of up
+#: to EXACT_K of their products stays below 2**24 (256 * 255 * 255): every
+#: partial sum is an integer f32 holds exactly, in any summation order.
+EXACT_K = 256
 
 #: ``(lowest, highest)`` of each quantized dtype: the saturation bounds.
 INT_RANGES = {"i8": (-128, 127), "ui8": (0, 255), "i32": (-(2 ** 31), 2 ** 31 - 1)}
@@ -185,3 +191,40 @@ class MatmulW8Op(KilnOp, name="matmul_w8", traits=[ext.Pure]):
             raise VerifyError(f"scale {shape_text(scale.dims)} must have ceil({k.value} / {group}) = "
                               f"{-(-k.value // group)} groups per row")
         return [TensorInfo(tuple(x.dims[:-1]) + (w.dims[0],), x.dtype)]
+
+
+class MatmulIntegerOp(KilnOp, name="matmul_integer", traits=[ext.Pure]):
+    """An integer product of 8-bit operands with zero points (ONNX
+    ``MatMulInteger``): ``(a - a_zero_point) @ (b - b_zero_point)`` summed in
+    ``i32`` (wrapping, as int32 accumulation does).
+
+    ``a`` is ``[..., M, K]`` and ``b`` ``[K, N]``, each ``i8`` or ``ui8``;
+    the zero points are rank-0 tensors of their operand's dtype (a computed
+    one, from ``DynamicQuantizeLinear``, is an operand like a constant one).
+    The result is ``[..., M, N]`` in ``i32``.  On the CPU the native
+    ``kiln_i8_gemm`` runs it (VNNI ``vpdpbusd`` / AMX-INT8 where the CPU has
+    them).
+
+    ``%r = "kiln.matmul_integer"(%a, %b, %za, %zb) : (!kiln.tensor<["B", 64], ui8>, !kiln.tensor<[64, 32], i8>, !kiln.tensor<[], ui8>, !kiln.tensor<[], i8>) -> !kiln.tensor<["B", 32], i32>``
+    """
+
+    a: ext.Operand[TensorType]
+    b: ext.Operand[TensorType]
+    a_zero_point: ext.Operand[TensorType]
+    b_zero_point: ext.Operand[TensorType]
+    res: ext.Result[TensorType]
+
+    def shape(self, operands, attrs):
+        a, b, za, zb = operands
+        for name, v in (("a", a), ("b", b)):
+            if dtype_name(v.dtype) not in ("i8", "ui8"):
+                raise VerifyError(f"{name} must have dtype i8 or ui8, got {dtype_name(v.dtype)}")
+        for name, zp, v in (("a_zero_point", za, a), ("b_zero_point", zb, b)):
+            if zp.rank != 0 or zp.dtype != v.dtype:
+                raise VerifyError(f"{name} must be a rank-0 tensor of dtype {dtype_name(v.dtype)}, got "
+                                  f"{shape_text(zp.dims)} of {dtype_name(zp.dtype)}")
+        if a.rank < 2 or b.rank != 2:
+            raise VerifyError(f"expected a [..., M, K] and b [K, N], got {shape_text(a.dims)} and {shape_text(b.dims)}")
+        require_dims_equal(a.dims[-1], b.dims[0],
+                           f"contracting dims differ between {shape_text(a.dims)} and {shape_text(b.dims)}")
+        return [TensorInfo(tuple(a.dims[:-1]) + (b.dims[1],), parse_dtype("i32"))]

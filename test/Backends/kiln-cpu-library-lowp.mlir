@@ -145,3 +145,85 @@ func.func @main(%x: memref<?x?x8xf32>, %y: memref<?x?x4xf32>) {
   }
   return
 }
+
+// -----
+
+// kiln.matmul_integer's contraction (acc + (ext(a) - ext(za)) * (ext(b) - ext(zb))
+// in i32; extui: a is ui8, extsi: b is i8) with a constant B becomes one
+// kiln_i8_gemm call: the batch dim folds into the rows, the zero points are
+// loaded and widened as their operands are (flags 1: a unsigned), B is packed
+// once into a slot, beta 0 (the i32 zero fill goes).
+#ai = affine_map<(b, m, n, k) -> (b, m, k)>
+#bi = affine_map<(b, m, n, k) -> (k, n)>
+#zi = affine_map<(b, m, n, k) -> ()>
+#ci = affine_map<(b, m, n, k) -> (b, m, n)>
+memref.global "private" constant @bi : memref<8x4xi8> = dense<3>
+
+// CHECK: func.func private @kiln_i8_gemm(i64, i64, i64, i64, i64, i32, i64, i64, i32, i32, i32, i64, i64, i32, i64)
+// CHECK-LABEL: func.func private @kiln_lowp_gemm_0(
+// CHECK-SAME: %{{.*}}: memref<?x?x8xi8>, %{{.*}}: memref<8x4xi8>, %[[ZA:.*]]: memref<i8>, %[[ZB:.*]]: memref<i8>, %{{.*}}: memref<?x?x4xi32>)
+// CHECK: %[[ZA8:.*]] = memref.load %[[ZA]][] : memref<i8>
+// CHECK: %[[ZA32:.*]] = arith.extui %[[ZA8]] : i8 to i32
+// CHECK: %[[ZB8:.*]] = memref.load %[[ZB]][] : memref<i8>
+// CHECK: %[[ZB32:.*]] = arith.extsi %[[ZB8]] : i8 to i32
+// CHECK: %[[FLAGS:.*]] = arith.constant 1 : i32
+// CHECK: %[[BETA:.*]] = arith.constant 0 : i32
+// CHECK: %[[THR:.*]] = call @kiln_pool_threads() : () -> i32
+// CHECK: memref.get_global @kiln_lowp_pack_0
+// CHECK: %[[M:.*]] = arith.muli %{{.*}}, %{{.*}} : i64
+// CHECK-NOT: scf.for
+// CHECK: call @kiln_i8_gemm(%[[M]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ZA32]], %{{.*}}, %{{.*}}, %[[ZB32]], %[[FLAGS]], %[[BETA]], %{{.*}}, %{{.*}}, %[[THR]], %{{.*}})
+// CHECK-LABEL: func.func @main(
+// CHECK-NOT: linalg.generic
+// CHECK: call @kiln_lowp_gemm_0(%arg0, %{{.*}}, %arg1, %arg2, %arg3)
+// CHECK-NOT: linalg.
+// CHECK: return
+// GEN-LABEL: func.func @main(
+// GEN: linalg.generic
+// GEN-NOT: kiln_i8_gemm
+func.func @main(%x: memref<?x?x8xi8>, %za: memref<i8>, %zb: memref<i8>, %y: memref<?x?x4xi32>) {
+  %b = memref.get_global @bi : memref<8x4xi8>
+  %z = arith.constant 0 : i32
+  linalg.generic {indexing_maps = [affine_map<(b, m, n) -> ()>, affine_map<(b, m, n) -> (b, m, n)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%z : i32) outs(%y : memref<?x?x4xi32>) {
+  ^bb0(%in: i32, %out: i32):
+    linalg.yield %in : i32
+  }
+  linalg.generic {indexing_maps = [#ai, #bi, #zi, #zi, #ci], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %b, %za, %zb : memref<?x?x8xi8>, memref<8x4xi8>, memref<i8>, memref<i8>) outs(%y : memref<?x?x4xi32>) {
+  ^bb0(%p: i8, %q: i8, %r: i8, %s: i8, %acc: i32):
+    %0 = arith.extui %p : i8 to i32
+    %1 = arith.extui %r : i8 to i32
+    %2 = arith.subi %0, %1 : i32
+    %3 = arith.extsi %q : i8 to i32
+    %4 = arith.extsi %s : i8 to i32
+    %5 = arith.subi %3, %4 : i32
+    %6 = arith.muli %2, %5 : i32
+    %7 = arith.addi %acc, %6 : i32
+    linalg.yield %7 : i32
+  }
+  return
+}
+
+// -----
+
+// An integer product whose B has a batch dim is not taken: it stays generated code.
+// CHECK-LABEL: func.func @batched_b(
+// CHECK-NOT: kiln_i8_gemm
+// CHECK: linalg.generic
+func.func @batched_b(%x: memref<2x3x8xi8>, %b: memref<2x8x4xi8>, %za: memref<i8>, %zb: memref<i8>, %y: memref<2x3x4xi32>) {
+  linalg.generic {indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>, affine_map<(b, m, n, k) -> (b, k, n)>, affine_map<(b, m, n, k) -> ()>, affine_map<(b, m, n, k) -> ()>, affine_map<(b, m, n, k) -> (b, m, n)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %b, %za, %zb : memref<2x3x8xi8>, memref<2x8x4xi8>, memref<i8>, memref<i8>) outs(%y : memref<2x3x4xi32>) {
+  ^bb0(%p: i8, %q: i8, %r: i8, %s: i8, %acc: i32):
+    %0 = arith.extsi %p : i8 to i32
+    %1 = arith.extsi %r : i8 to i32
+    %2 = arith.subi %0, %1 : i32
+    %3 = arith.extsi %q : i8 to i32
+    %4 = arith.extsi %s : i8 to i32
+    %5 = arith.subi %3, %4 : i32
+    %6 = arith.muli %2, %5 : i32
+    %7 = arith.addi %acc, %6 : i32
+    linalg.yield %7 : i32
+  }
+  return
+}

@@ -328,3 +328,38 @@ func.func @pair_no_pool(%x: !kiln.tensor<["N", 4, 8, 8], f32>) -> !kiln.tensor<[
   %r2 = "kiln.relu"(%c2) : (!kiln.tensor<["N", 4, 8, 8], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32>
   return %r2 : !kiln.tensor<["N", 4, 8, 8], f32>
 }
+
+// -----
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+// A reduce over a symbolic dim (the whole tensor: a DynamicQuantizeLinear's
+// max) does not take as prologue an elementwise group whose values are read
+// elsewhere too: that kernel could not be split along B, and the values are
+// stored anyway. The gelu fuses with its other reader instead. Over a static
+// axis only (@static_axis) the prologue joins the reduction as before.
+// CHECK-LABEL: func.func @whole_tensor_max
+// CHECK: %[[E:.*]] = "kiln.fused"(%arg0)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: "kiln.gelu"
+// CHECK-NEXT: "kiln.mul"
+// CHECK: kind = "elementwise"
+// CHECK: "kiln.reduce_max"(%{{.*}}) : (!kiln.tensor<["B", 64], f32>) -> !kiln.tensor<[], f32>
+// CHECK-NOT: kiln.gelu
+// CHECK: return
+func.func @whole_tensor_max(%x: !kiln.tensor<["B", 64], f32>) -> (!kiln.tensor<[], f32>, !kiln.tensor<["B", 64], f32>) {
+  %g = "kiln.gelu"(%x) : (!kiln.tensor<["B", 64], f32>) -> !kiln.tensor<["B", 64], f32>
+  %m = "kiln.reduce_max"(%g) : (!kiln.tensor<["B", 64], f32>) -> !kiln.tensor<[], f32>
+  %y = "kiln.mul"(%g, %g) : (!kiln.tensor<["B", 64], f32>, !kiln.tensor<["B", 64], f32>) -> !kiln.tensor<["B", 64], f32>
+  return %m, %y : !kiln.tensor<[], f32>, !kiln.tensor<["B", 64], f32>
+}
+// CHECK-LABEL: func.func @static_axis
+// CHECK: "kiln.fused"(%arg0)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: "kiln.gelu"
+// CHECK-NEXT: "kiln.reduce_max"
+func.func @static_axis(%x: !kiln.tensor<["B", 64], f32>) -> (!kiln.tensor<["B"], f32>, !kiln.tensor<["B", 64], f32>) {
+  %g = "kiln.gelu"(%x) : (!kiln.tensor<["B", 64], f32>) -> !kiln.tensor<["B", 64], f32>
+  %m = "kiln.reduce_max"(%g) {axes = array<i64: 1>} : (!kiln.tensor<["B", 64], f32>) -> !kiln.tensor<["B"], f32>
+  %y = "kiln.mul"(%g, %g) : (!kiln.tensor<["B", 64], f32>, !kiln.tensor<["B", 64], f32>) -> !kiln.tensor<["B", 64], f32>
+  return %m, %y : !kiln.tensor<["B"], f32>, !kiln.tensor<["B", 64], f32>
+}

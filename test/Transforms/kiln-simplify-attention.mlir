@@ -366,3 +366,68 @@ func.func @finite_fill_beside_a_mask(%q: !q, %k: !q, %v: !q, %pad: !pad, %mk: !m
   %o = "kiln.matmul"(%p, %v) : (!s, !q) -> !q
   return %o : !q
 }
+
+// -----
+
+!q = !kiln.tensor<["B", 4, "L", 16], f32>
+!kt = !kiln.tensor<["B", 4, 16, "L"], f32>
+!s = !kiln.tensor<["B", 4, "L", "L"], f32>
+!b = !kiln.tensor<["B", 4, "L", "L"], i1>
+!f = !kiln.tensor<[], f32>
+!pad = !kiln.tensor<["B", 1, "L", "L"], f32>
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
+// torch.onnx's SDPA (transformers' BERT exported with dynamo=True): q and kT
+// each scaled by sqrt(scale), an additive mask, softmax, then the NaN guard
+// where(p != p, 0, p) before the product with v; the guard goes with the
+// rest (kiln.attention gives 0 where every score is masked).
+// CHECK-LABEL: func.func @nan_guard
+// CHECK-NEXT: %[[A:.*]] = "kiln.attention"(%arg0, %arg1, %arg2, %arg3) {causal = false, operandSegmentSizes = array<i32: 1, 1, 1, 1>}
+// CHECK-NEXT: return %[[A]]
+// STATS: (1) attention
+func.func @nan_guard(%q: !q, %k: !q, %v: !q, %pad: !pad) -> !q {
+  %kt = "kiln.transpose"(%k) {perm = array<i64: 0, 1, 3, 2>} : (!q) -> !kt
+  %half = "kiln.constant"() {value = dense<5.000000e-01> : tensor<f32>} : () -> !f
+  %qs = "kiln.mul"(%q, %half) : (!q, !f) -> !q
+  %ks = "kiln.mul"(%kt, %half) : (!kt, !f) -> !kt
+  %s = "kiln.matmul"(%qs, %ks) : (!q, !kt) -> !s
+  %a = "kiln.add"(%s, %pad) : (!s, !pad) -> !s
+  %p = "kiln.softmax"(%a) {axis = 3 : i64} : (!s) -> !s
+  %nan = "kiln.ne"(%p, %p) : (!s, !s) -> !b
+  %zero = "kiln.constant"() {value = dense<0.000000e+00> : tensor<f32>} : () -> !f
+  %g = "kiln.where"(%nan, %zero, %p) : (!b, !f, !s) -> !s
+  %o = "kiln.matmul"(%g, %v) : (!s, !q) -> !q
+  return %o : !q
+}
+
+// -----
+
+!q = !kiln.tensor<["B", 4, "L", 16], f32>
+!kt = !kiln.tensor<["B", 4, 16, "L"], f32>
+!s = !kiln.tensor<["B", 4, "L", "L"], f32>
+!b = !kiln.tensor<["B", 4, "L", "L"], i1>
+!f = !kiln.tensor<[], f32>
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
+// Near-misses of the guard: it fills 1, not 0; the softmax is returned as
+// well (another reader).  Neither is rewritten.
+// CHECK-LABEL: func.func @not_a_nan_guard
+// CHECK-NOT: kiln.attention
+// CHECK-COUNT-2: kiln.softmax
+// STATS-NOT: attention
+func.func @not_a_nan_guard(%q: !q, %k: !q, %v: !q) -> (!q, !q, !s) {
+  %kt = "kiln.transpose"(%k) {perm = array<i64: 0, 1, 3, 2>} : (!q) -> !kt
+  %s = "kiln.matmul"(%q, %kt) : (!q, !kt) -> !s
+  %p = "kiln.softmax"(%s) {axis = 3 : i64} : (!s) -> !s
+  %nan = "kiln.ne"(%p, %p) : (!s, !s) -> !b
+  %one = "kiln.constant"() {value = dense<1.000000e+00> : tensor<f32>} : () -> !f
+  %g = "kiln.where"(%nan, %one, %p) : (!b, !f, !s) -> !s
+  %o = "kiln.matmul"(%g, %v) : (!s, !q) -> !q
+  %s2 = "kiln.matmul"(%q, %kt) : (!q, !kt) -> !s
+  %p2 = "kiln.softmax"(%s2) {axis = 3 : i64} : (!s) -> !s
+  %nan2 = "kiln.ne"(%p2, %p2) : (!s, !s) -> !b
+  %zero = "kiln.constant"() {value = dense<0.000000e+00> : tensor<f32>} : () -> !f
+  %g2 = "kiln.where"(%nan2, %zero, %p2) : (!b, !f, !s) -> !s
+  %o2 = "kiln.matmul"(%g2, %v) : (!s, !q) -> !q
+  return %o, %o2, %p2 : !q, !q, !s
+}

@@ -11,15 +11,29 @@ func.func @quantize_axis(%x: !torch.vtensor<[2,3],f32>, %s: !torch.vtensor<[3],f
   return %0 : !torch.vtensor<[2,3],si8>
 }
 
-// MatMulInteger with K = 300: the centered operands in i32, then f32 GEMMs
-// over K chunks of 256 and 44 (each exact below 2**24), summed in i32.
+// MatMulInteger with per-tensor zero points: one kiln.matmul_integer (the
+// absent b zero point a 0 of b's dtype).
+// CHECK-LABEL: func.func @matmul_integer
+// CHECK: %[[ZB:.*]] = "kiln.constant"() {value = dense<0> : tensor<i8>} : () -> !kiln.tensor<[], i8>
+// CHECK: %[[P:.*]] = "kiln.matmul_integer"(%arg0, %arg1, %arg2, %[[ZB]]) : (!kiln.tensor<[2, 3, 300], ui8>, !kiln.tensor<[300, 5], i8>, !kiln.tensor<[], ui8>, !kiln.tensor<[], i8>) -> !kiln.tensor<[2, 3, 5], i32>
+// CHECK: return %[[P]]
+func.func @matmul_integer(%a: !torch.vtensor<[2,3,300],ui8>, %b: !torch.vtensor<[300,5],si8>, %z: !torch.vtensor<[],ui8>) -> !torch.vtensor<[2,3,5],si32> attributes {torch.onnx_meta.opset_version = 17 : si64} {
+  %0 = torch.operator "onnx.MatMulInteger"(%a, %b, %z) : (!torch.vtensor<[2,3,300],ui8>, !torch.vtensor<[300,5],si8>, !torch.vtensor<[],ui8>) -> !torch.vtensor<[2,3,5],si32>
+  return %0 : !torch.vtensor<[2,3,5],si32>
+}
+
+// MatMulInteger with a zero point per column of b (not matmul_integer's
+// form), K = 300: the centered operands in i32, then f32 GEMMs over K chunks
+// of 256 and 44 (each exact below 2**24), summed in i32.
 // CHECK-LABEL: func.func @matmul_integer_chunks
 // CHECK: %[[A32:.*]] = "kiln.cast"(%arg0) : (!kiln.tensor<[2, 300], ui8>) -> !kiln.tensor<[2, 300], i32>
 // CHECK: %[[Z32:.*]] = "kiln.cast"(%arg2) : (!kiln.tensor<[], ui8>) -> !kiln.tensor<[], i32>
 // CHECK: %[[AC:.*]] = "kiln.sub"(%[[A32]], %[[Z32]])
 // CHECK: %[[B32:.*]] = "kiln.cast"(%arg1) : (!kiln.tensor<[300, 5], i8>) -> !kiln.tensor<[300, 5], i32>
+// CHECK: %[[ZB32:.*]] = "kiln.cast"(%arg3) : (!kiln.tensor<[5], i8>) -> !kiln.tensor<[5], i32>
+// CHECK: %[[BC:.*]] = "kiln.sub"(%[[B32]], %[[ZB32]])
 // CHECK: %[[AF:.*]] = "kiln.cast"(%[[AC]]) : {{.*}} -> !kiln.tensor<[2, 300], f32>
-// CHECK: %[[BF:.*]] = "kiln.cast"(%[[B32]]) : {{.*}} -> !kiln.tensor<[300, 5], f32>
+// CHECK: %[[BF:.*]] = "kiln.cast"(%[[BC]]) : {{.*}} -> !kiln.tensor<[300, 5], f32>
 // CHECK: %[[A0:.*]] = "kiln.slice"(%[[AF]]) {axes = array<i64: 1>, ends = array<i64: 256>, starts = array<i64: 0>
 // CHECK: %[[B0:.*]] = "kiln.slice"(%[[BF]]) {axes = array<i64: 0>, ends = array<i64: 256>, starts = array<i64: 0>
 // CHECK: %[[M0:.*]] = "kiln.matmul"(%[[A0]], %[[B0]]) {kiln.exact_integer} : {{.*}} -> !kiln.tensor<[2, 5], f32>
@@ -29,15 +43,16 @@ func.func @quantize_axis(%x: !torch.vtensor<[2,3],f32>, %s: !torch.vtensor<[3],f
 // CHECK: %[[P1:.*]] = "kiln.cast"(%[[M1]])
 // CHECK: %[[SUM:.*]] = "kiln.add"(%[[P0]], %[[P1]]) : {{.*}} -> !kiln.tensor<[2, 5], i32>
 // CHECK: return %[[SUM]]
-func.func @matmul_integer_chunks(%a: !torch.vtensor<[2,300],ui8>, %b: !torch.vtensor<[300,5],si8>, %z: !torch.vtensor<[],ui8>) -> !torch.vtensor<[2,5],si32> attributes {torch.onnx_meta.opset_version = 17 : si64} {
-  %0 = torch.operator "onnx.MatMulInteger"(%a, %b, %z) : (!torch.vtensor<[2,300],ui8>, !torch.vtensor<[300,5],si8>, !torch.vtensor<[],ui8>) -> !torch.vtensor<[2,5],si32>
+func.func @matmul_integer_chunks(%a: !torch.vtensor<[2,300],ui8>, %b: !torch.vtensor<[300,5],si8>, %z: !torch.vtensor<[],ui8>, %zb: !torch.vtensor<[5],si8>) -> !torch.vtensor<[2,5],si32> attributes {torch.onnx_meta.opset_version = 17 : si64} {
+  %0 = torch.operator "onnx.MatMulInteger"(%a, %b, %z, %zb) : (!torch.vtensor<[2,300],ui8>, !torch.vtensor<[300,5],si8>, !torch.vtensor<[],ui8>, !torch.vtensor<[5],si8>) -> !torch.vtensor<[2,5],si32>
   return %0 : !torch.vtensor<[2,5],si32>
 }
 
-// QLinearMatMul: requantized in f64 with a_scale * b_scale / y_scale, then
+// QLinearMatMul: the integer product (kiln.matmul_integer: per-tensor zero
+// points), requantized in f64 with a_scale * b_scale / y_scale, then
 // quantize with scale 1 and y's zero point.
 // CHECK-LABEL: func.func @qlinear_matmul
-// CHECK: %[[ACC:.*]] = "kiln.cast"(%{{.*}}) : {{.*}} -> !kiln.tensor<[2, 5], i32>
+// CHECK: %[[ACC:.*]] = "kiln.matmul_integer"(%arg0, %arg3, %arg2, %arg5) : {{.*}} -> !kiln.tensor<[2, 5], i32>
 // CHECK: %[[M:.*]] = "kiln.div"
 // CHECK: %[[ACC64:.*]] = "kiln.cast"(%[[ACC]]) : {{.*}} -> !kiln.tensor<[2, 5], f64>
 // CHECK: %[[M64:.*]] = "kiln.cast"(%[[M]]) : {{.*}} -> !kiln.tensor<[], f64>

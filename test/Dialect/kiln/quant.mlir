@@ -45,3 +45,11 @@ func.func @matmul_w8(%x: !kiln.tensor<["B", 3, 10], f32>, %w: !kiln.tensor<[4, 1
   %0 = "kiln.matmul_w8"(%x, %w, %s) {group_size = 4 : i64} : (!kiln.tensor<["B", 3, 10], f32>, !kiln.tensor<[4, 10], i8>, !kiln.tensor<[4, 3], f32>) -> !kiln.tensor<["B", 3, 4], f32>
   return %0 : !kiln.tensor<["B", 3, 4], f32>
 }
+
+// kiln.matmul_integer: ui8 rows [..., M, K] times an i8 [K, N] with rank-0 zero points, summed in i32.
+// CHECK-LABEL: func.func @matmul_integer
+// CHECK: "kiln.matmul_integer"(%arg0, %arg1, %arg2, %arg3) : (!kiln.tensor<["B", 3, 10], ui8>, !kiln.tensor<[10, 4], i8>, !kiln.tensor<[], ui8>, !kiln.tensor<[], i8>) -> !kiln.tensor<["B", 3, 4], i32>
+func.func @matmul_integer(%a: !kiln.tensor<["B", 3, 10], ui8>, %b: !kiln.tensor<[10, 4], i8>, %za: !kiln.tensor<[], ui8>, %zb: !kiln.tensor<[], i8>) -> !kiln.tensor<["B", 3, 4], i32> {
+  %0 = "kiln.matmul_integer"(%a, %b, %za, %zb) : (!kiln.tensor<["B", 3, 10], ui8>, !kiln.tensor<[10, 4], i8>, !kiln.tensor<[], ui8>, !kiln.tensor<[], i8>) -> !kiln.tensor<["B", 3, 4], i32>
+  return %0 : !kiln.tensor<["B", 3, 4], i32>
+}

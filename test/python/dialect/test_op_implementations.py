@@ -124,6 +124,12 @@ CASES: dict[str, list[tuple[str, list[str], str, str, str | None]]] = {
          None),  # 5B rows: the widened-block path
         ("kiln.matmul_w8", ['["B", 37], f32', "[9, 37], i8", "[9, 5], f32"], "{group_size = 8 : i64}", R(2, F),
          None),  # B <= 4 rows (the GEMV), groups not a vector, a short last group
+        ("kiln.matmul_integer", ['["B", 5, 64], ui8', "[64, 70], i8", "[], ui8", "[], i8"], "", R(3, "i32"),
+         None),  # ui8 x i8 (ONNX Runtime's dynamic quantization), N past a panel
+        ("kiln.matmul_integer", ['["B", 37], i8', "[37, 9], ui8", "[], i8", "[], ui8"], "", R(2, "i32"),
+         None),  # i8 x ui8, K not a multiple of 4
+        ("kiln.matmul_integer", ['["B", 2, 300], ui8', "[300, 8], i8", "[], ui8", "[], i8"], "", R(3, "i32"),
+         None),  # K past one exact f32 chunk (the Triton decomposition's 256)
         ("kiln.rms_norm", ['["B", 5, 16], f32', "[16], f32"],
          "{epsilon = 1.0e-06 : f64, operandSegmentSizes = array<i32: 1, 1>}", R(3, F), None),
         ("kiln.attention", ['["B", 2, 7, 8], f32', '["B", 2, 9, 8], f32', '["B", 2, 9, 8], f32', '["B", 1, 7, 9], f32'],

@@ -1,0 +1,427 @@
+/*
+ * Integer products of 8-bit operands with zero points (ONNX MatMulInteger,
+ * kiln.matmul_integer): C[M, N] (+)= (A - a_zp)(B - b_zp) in int32, wrapping
+ * as int32 accumulation does, for A [M, K] (u8 or s8, rows lda apart) and
+ * B [K, N] (s8 or u8, rows ldb apart).
+ *
+ * B is packed into panels of 32 columns whose rows hold quads of K:
+ * panel p, quad q = 32 x int32 words, word j the four bytes B[4q .. 4q + 3][n]
+ * as s8 (a u8 B is stored as B - 128: its zero point becomes b_zp - 128) --
+ * the operand layout of VNNI's vpdpbusd (u8 x s8, four products summed into
+ * int32 lane i) and of AMX-INT8's tile products -- then the panel's 32 column
+ * sums.  A row's quad is broadcast as one 32-bit value.  A constant B is
+ * packed once into its slot (kiln_slot_packed), any other per call.
+ *
+ * With b' the packed B and zb its zero point,
+ *   sum_k (a - a_zp)(b' - zb) = sum a b' - a_zp colsum(b')[n] - zb rowsum(a)[m] + K a_zp zb;
+ * vpdpbusd multiplies u8 by s8, so an s8 A is read as a + 128 (its top bits
+ * flipped), which adds 128 colsum(b')[n] to the sums: the column sums' factor
+ * is then a_zp + 128.  Every term is taken mod 2^32, so the result is the
+ * exact product mod 2^32 whatever the path.
+ *
+ * Paths over that layout:
+ *  - amx: AMX-INT8 tiles (tdpbusd / tdpbssd) for the whole 32-row blocks of
+ *    full panels when K is a multiple of 64 (the CPU has amx_int8 and Linux
+ *    granted the tile state; KILN_I8_AMX=0 turns it off);
+ *  - vnni: vpdpbusd on 8 x 32 register tiles (the CPU has avx512_vnni);
+ *  - generic: plain int32 arithmetic, for CPUs without VNNI and when forced
+ *    (KILN_I8_VNNI=0 or kiln_i8_set_generic).
+ */
+#include <stdlib.h>
+#include <string.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+#include "kiln_native.h"
+
+#define I8_NR 32 /* columns of a panel: two zmm of int32 */
+#define I8_MR 8  /* rows of a register tile */
+#define I8_MB 64 /* rows of a task */
+#define I8_PACK_KIND 80 /* kiln_slot_packed kind: + 1 for a u8 B */
+
+enum { I8_A_UNSIGNED = 1, I8_B_UNSIGNED = 2 };
+
+static int i8_generic = -1; /* 1: the generic path is forced */
+
+/* Whether this CPU runs vpdpbusd on 512-bit vectors (AVX512-VNNI). */
+int kiln_i8_cpu_has_vnni(void) {
+#if defined(__x86_64__) && (__GNUC__ >= 10)
+  return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+#else
+  return 0;
+#endif
+}
+
+/* Force the generic path (1) or let the CPU decide (0); -1 reads KILN_I8_VNNI again. */
+void kiln_i8_set_generic(int32_t on) {
+  if (on < 0) {
+    const char *v = getenv("KILN_I8_VNNI");
+    i8_generic = v && v[0] == '0';
+  } else {
+    i8_generic = on != 0;
+  }
+}
+
+/* Whether integer products take the vnni (or amx) path now (1) or the generic one (0). */
+int kiln_i8_uses_vnni(void) {
+  if (i8_generic < 0) kiln_i8_set_generic(-1);
+  return !i8_generic && kiln_i8_cpu_has_vnni();
+}
+
+static int i8_amx_state = -1; /* 1: AMX-INT8 usable in this process (checked once) */
+
+/* Whether this CPU has AMX-INT8 and Linux lets the process use the tile data (asked once). */
+int kiln_i8_cpu_has_amx(void) {
+#if defined(__x86_64__) && (__GNUC__ >= 11)
+  if (i8_amx_state < 0) {
+    unsigned a, b, c, d;
+    /* CPUID.7.0:EDX bit 24 AMX-TILE, bit 25 AMX-INT8. */
+    int ok = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 24)) && (d & (1u << 25));
+    /* ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18): without it the first tile op is a SIGILL. */
+    if (ok) ok = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+    i8_amx_state = ok;
+  }
+  return i8_amx_state;
+#else
+  return 0;
+#endif
+}
+
+/* Whether integer products of whole 32-row blocks use AMX now: vnni is on, AMX is there, KILN_I8_AMX is not 0. */
+int kiln_i8_uses_amx(void) {
+  const char *v = getenv("KILN_I8_AMX");
+  return kiln_i8_uses_vnni() && !(v && v[0] == '0') && kiln_i8_cpu_has_amx();
+}
+
+static inline int64_t i8_panels(int64_t N) { return (N + I8_NR - 1) / I8_NR; }
+static inline int64_t i8_quads(int64_t K) { return (K + 3) / 4; }
+/* int32 words of one packed panel: the quads, then the column sums. */
+static inline int64_t i8_panel_words(int64_t K) { return (i8_quads(K) + 1) * I8_NR; }
+
+static void i8_pack(int8_t *dst, const uint8_t *B, int64_t K, int64_t N, int64_t ldb, int b_unsigned) {
+  int64_t np = i8_panels(N), kq = i8_quads(K);
+  uint8_t flip = b_unsigned ? 0x80 : 0;
+  for (int64_t p = 0; p < np; p++) {
+    int8_t *panel = dst + p * i8_panel_words(K) * 4;
+    int32_t sums[I8_NR] = {0};
+    for (int64_t q = 0; q < kq; q++) {
+      int8_t *row = panel + q * I8_NR * 4;
+      for (int h = 0; h < 4; h++) {
+        int64_t k = 4 * q + h;
+        for (int j = 0; j < I8_NR; j++) {
+          int64_t n = p * I8_NR + j;
+          int8_t v = n < N && k < K ? (int8_t)(B[k * ldb + n] ^ flip) : 0;
+          row[4 * j + h] = v;
+          sums[j] += v;
+        }
+      }
+    }
+    memcpy(panel + kq * I8_NR * 4, sums, sizeof sums);
+  }
+}
+
+static void i8_pack_s(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
+  i8_pack((int8_t *)dst, (const uint8_t *)src, rows, cols, ld, 0);
+}
+
+static void i8_pack_u(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
+  i8_pack((int8_t *)dst, (const uint8_t *)src, rows, cols, ld, 1);
+}
+
+/* Row a's quad q as a little-endian word (the bytes past K: 0), each byte xor `flip`. */
+static inline uint32_t i8_quad(const uint8_t *a, int64_t q, int64_t K, uint32_t flip) {
+  uint32_t v = 0;
+  if (4 * q + 4 <= K) {
+    memcpy(&v, a + 4 * q, 4);
+    return v ^ flip;
+  }
+  memcpy(&v, a + 4 * q, (size_t)(K - 4 * q));
+  return v ^ (flip >> (8 * (4 * q + 4 - K))); /* the padding stays 0 */
+}
+
+typedef struct {
+  int64_t M, N, K, lda, ldc, np;
+  const uint8_t *A;
+  const int8_t *P;
+  int32_t *C;
+  const int32_t *rowsum; /* sum of each row of A (NULL when zb is 0) */
+  uint32_t zc, zb, kzz;   /* the factor of the column sums, B's zero point, K a_zp zb (mod 2^32) */
+  int32_t beta;
+  uint32_t flip; /* xor of A's bytes as the product reads them (0x80808080 for s8 A on vpdpbusd) */
+  int vnni, amx, a_signed;
+} i8_args;
+
+/* Store acc (mr x nr, the raw sums) into C corrected for the zero points, added to C when beta. */
+static inline __attribute__((always_inline)) void i8_store(const i8_args *g, int32_t acc[][I8_NR], int mr,
+                                                           int64_t nr, const int32_t *colsum, int64_t m0, int32_t *C) {
+  for (int m = 0; m < mr; m++) {
+    uint32_t rz = g->rowsum ? g->zb * (uint32_t)g->rowsum[m0 + m] : 0;
+    for (int64_t j = 0; j < nr; j++) {
+      uint32_t v = (uint32_t)acc[m][j] - g->zc * (uint32_t)colsum[j] - rz + g->kzz;
+      int32_t *c = C + m * g->ldc + j;
+      *c = (int32_t)(g->beta ? v + (uint32_t)*c : v);
+    }
+  }
+}
+
+static inline __attribute__((always_inline)) void i8_tile_generic(const i8_args *g, const uint8_t *A,
+                                                                   const int8_t *panel, int64_t m0, int32_t *C,
+                                                                   int mr, int64_t nr) {
+  int32_t acc[I8_MR][I8_NR];
+  memset(acc, 0, sizeof acc);
+  int64_t kq = i8_quads(g->K);
+  for (int64_t q = 0; q < kq; q++) {
+    const int8_t *row = panel + q * I8_NR * 4;
+    for (int m = 0; m < mr; m++) {
+      uint32_t w = i8_quad(A + m * g->lda, q, g->K, g->flip);
+      for (int j = 0; j < I8_NR; j++) {
+        int32_t s = 0;
+        for (int h = 0; h < 4; h++) {
+          uint8_t ab = (uint8_t)(w >> (8 * h));
+          s += (g->a_signed && !g->flip ? (int32_t)(int8_t)ab : (int32_t)ab) * row[4 * j + h];
+        }
+        acc[m][j] = (int32_t)((uint32_t)acc[m][j] + (uint32_t)s);
+      }
+    }
+  }
+  i8_store(g, acc, mr, nr, (const int32_t *)(panel + kq * I8_NR * 4), m0, C);
+}
+
+static void i8_rows_generic(const i8_args *g, const uint8_t *A, const int8_t *panel, int64_t m0, int32_t *C,
+                            int64_t rows, int64_t nr) {
+  int64_t m = 0;
+  for (; m + I8_MR <= rows; m += I8_MR)
+    i8_tile_generic(g, A + m * g->lda, panel, m0 + m, C + m * g->ldc, I8_MR, nr);
+  for (; m < rows; m++) i8_tile_generic(g, A + m * g->lda, panel, m0 + m, C + m * g->ldc, 1, nr);
+}
+
+#if defined(__x86_64__) && (__GNUC__ >= 10)
+#define I8_VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+/* i8_store for whole panels (nr = I8_NR), vectorized: the tiles' raw sums T (rows of I8_NR) corrected and
+ * stored (added to C when beta). */
+static I8_VNNI_TARGET void i8_store_full(const i8_args *g, const int32_t (*T)[I8_NR], int64_t rows,
+                                         const int32_t *colsum, int64_t m0, int32_t *C) {
+  __m512i zc = _mm512_set1_epi32((int32_t)g->zc), kzz = _mm512_set1_epi32((int32_t)g->kzz);
+  __m512i base[2] = {_mm512_sub_epi32(kzz, _mm512_mullo_epi32(zc, _mm512_loadu_si512(colsum))),
+                     _mm512_sub_epi32(kzz, _mm512_mullo_epi32(zc, _mm512_loadu_si512(colsum + 16)))};
+  for (int64_t m = 0; m < rows; m++) {
+    __m512i rz = _mm512_set1_epi32(g->rowsum ? (int32_t)(g->zb * (uint32_t)g->rowsum[m0 + m]) : 0);
+    for (int h = 0; h < 2; h++) {
+      int32_t *c = C + m * g->ldc + 16 * h;
+      __m512i v = _mm512_sub_epi32(_mm512_add_epi32(_mm512_loadu_si512(T[m] + 16 * h), base[h]), rz);
+      if (g->beta) v = _mm512_add_epi32(v, _mm512_loadu_si512(c));
+      _mm512_storeu_si512(c, v);
+    }
+  }
+}
+
+static inline __attribute__((always_inline)) I8_VNNI_TARGET void i8_tile_vnni(const i8_args *g, const uint8_t *A,
+                                                                               const int8_t *panel, int64_t m0,
+                                                                               int32_t *C, int mr, int64_t nr) {
+  __m512i acc[I8_MR][2];
+  for (int m = 0; m < mr; m++) acc[m][0] = acc[m][1] = _mm512_setzero_si512();
+  int64_t kq = i8_quads(g->K), whole = g->K / 4; /* the quads without a short last one, tested outside the loop */
+  for (int64_t q = 0; q < kq; q++) {
+    const int8_t *row = panel + q * I8_NR * 4;
+    __m512i b0 = _mm512_loadu_si512(row), b1 = _mm512_loadu_si512(row + 64);
+    for (int m = 0; m < mr; m++) {
+      uint32_t w;
+      if (q < whole) {
+        memcpy(&w, A + m * g->lda + 4 * q, 4);
+        w ^= g->flip;
+      } else {
+        w = i8_quad(A + m * g->lda, q, g->K, g->flip);
+      }
+      __m512i a = _mm512_set1_epi32((int)w);
+      acc[m][0] = _mm512_dpbusd_epi32(acc[m][0], a, b0);
+      acc[m][1] = _mm512_dpbusd_epi32(acc[m][1], a, b1);
+    }
+  }
+  int32_t tmp[I8_MR][I8_NR];
+  for (int m = 0; m < mr; m++) {
+    _mm512_storeu_si512(tmp[m], acc[m][0]);
+    _mm512_storeu_si512(tmp[m] + 16, acc[m][1]);
+  }
+  const int32_t *colsum = (const int32_t *)(panel + kq * I8_NR * 4);
+  if (nr == I8_NR)
+    i8_store_full(g, tmp, mr, colsum, m0, C);
+  else
+    i8_store(g, tmp, mr, nr, colsum, m0, C);
+}
+
+static I8_VNNI_TARGET void i8_rows_vnni(const i8_args *g, const uint8_t *A, const int8_t *panel, int64_t m0,
+                                        int32_t *C, int64_t rows, int64_t nr) {
+  int64_t m = 0;
+  for (; m + I8_MR <= rows; m += I8_MR) i8_tile_vnni(g, A + m * g->lda, panel, m0 + m, C + m * g->ldc, I8_MR, nr);
+  const uint8_t *a = A + m * g->lda;
+  int32_t *c = C + m * g->ldc;
+  switch (rows - m) { /* constant tile heights: the loops over m unroll, acc stays in registers */
+    case 7: i8_tile_vnni(g, a, panel, m0 + m, c, 7, nr); break;
+    case 6: i8_tile_vnni(g, a, panel, m0 + m, c, 6, nr); break;
+    case 5: i8_tile_vnni(g, a, panel, m0 + m, c, 5, nr); break;
+    case 4: i8_tile_vnni(g, a, panel, m0 + m, c, 4, nr); break;
+    case 3: i8_tile_vnni(g, a, panel, m0 + m, c, 3, nr); break;
+    case 2: i8_tile_vnni(g, a, panel, m0 + m, c, 2, nr); break;
+    case 1: i8_tile_vnni(g, a, panel, m0 + m, c, 1, nr); break;
+    default: break;
+  }
+}
+#endif
+
+#if defined(__x86_64__) && (__GNUC__ >= 11)
+#define I8_AMX_TARGET __attribute__((target("amx-tile,amx-int8")))
+
+typedef struct {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} i8_tilecfg;
+
+/* Tiles: 0-3 C (2 x 2 blocks of 16 x 16 int32), 4-5 A (16 rows x 64 bytes), 6-7 B (16 quads x 16 columns). */
+static I8_AMX_TARGET void i8_amx_config(void) {
+  i8_tilecfg cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette = 1;
+  for (int t = 0; t < 8; t++) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  _tile_loadconfig(&cfg);
+}
+
+/* The raw sums of A[32, K] (its bytes as they are: tdpbssd for s8, tdpbusd for u8) times one packed panel into
+ * T[32][I8_NR]; K a multiple of 64. */
+static I8_AMX_TARGET void i8_amx_block(const uint8_t *A, int64_t lda, const int8_t *panel, int64_t K, int a_signed,
+                                       int32_t *T) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t k = 0; k < K; k += 64) {
+    const int8_t *b = panel + (k / 4) * I8_NR * 4; /* 16 quad rows of 128 bytes */
+    if (k + 64 < K) /* the next step's A rows (tile loads of lines from L2 stall the tiles) */
+      for (int r = 0; r < 32; r++) _mm_prefetch((const char *)(A + r * lda + k + 64), _MM_HINT_T0);
+    _tile_loadd(4, A + k, lda);
+    _tile_loadd(5, A + 16 * lda + k, lda);
+    _tile_loadd(6, b, I8_NR * 4);
+    _tile_loadd(7, b + 64, I8_NR * 4);
+    if (a_signed) {
+      _tile_dpbssd(0, 4, 6);
+      _tile_dpbssd(1, 4, 7);
+      _tile_dpbssd(2, 5, 6);
+      _tile_dpbssd(3, 5, 7);
+    } else {
+      _tile_dpbusd(0, 4, 6);
+      _tile_dpbusd(1, 4, 7);
+      _tile_dpbusd(2, 5, 6);
+      _tile_dpbusd(3, 5, 7);
+    }
+  }
+  _tile_stored(0, T, I8_NR * 4);
+  _tile_stored(1, T + 16, I8_NR * 4);
+  _tile_stored(2, T + 16 * I8_NR, I8_NR * 4);
+  _tile_stored(3, T + 16 * I8_NR + 16, I8_NR * 4);
+}
+
+static I8_AMX_TARGET void i8_amx_release(void) { _tile_release(); }
+#endif
+
+/* Task t: rows [I8_MB * (t % mbs), ...) times panel t / mbs: consecutive tasks share a panel, which stays in
+ * L1 while A's row blocks stream from L2 (panel-fastest order read every panel from L3 for each row block: an
+ * AMX product ran at a third of the rate). */
+static void i8_task(void *ctx, int64_t lo, int64_t hi) {
+  const i8_args *g = ctx;
+  int64_t words = i8_panel_words(g->K);
+  int configured = 0; /* this thread's tile configuration loaded */
+  for (int64_t t = lo; t < hi; t++) {
+    int64_t mbs = (g->M + I8_MB - 1) / I8_MB, p = t / mbs, m0 = t % mbs * I8_MB;
+    int64_t rows = g->M - m0 < I8_MB ? g->M - m0 : I8_MB;
+    int64_t n0 = p * I8_NR, nr = g->N - n0 < I8_NR ? g->N - n0 : I8_NR;
+    const uint8_t *a = g->A + m0 * g->lda;
+    const int8_t *panel = g->P + p * words * 4;
+    int32_t *c = g->C + m0 * g->ldc + n0;
+#if defined(__x86_64__) && (__GNUC__ >= 11)
+    if (g->amx && nr == I8_NR) { /* whole 32-row blocks on the tiles (A's bytes as they are), the rest below */
+      if (!configured) {
+        i8_amx_config();
+        configured = 1;
+      }
+      i8_args amx = *g;
+      amx.flip = 0;
+      amx.zc -= g->flip ? 128u : 0u;
+      const int32_t *colsum = (const int32_t *)(panel + i8_quads(g->K) * I8_NR * 4);
+      int64_t whole = rows / 32 * 32;
+      for (int64_t m = 0; m < whole; m += 32) {
+        int32_t T[32][I8_NR];
+        i8_amx_block(a + m * g->lda, g->lda, panel, g->K, g->a_signed, &T[0][0]);
+        i8_store_full(&amx, (const int32_t(*)[I8_NR])T, 32, colsum, m0 + m, c + m * g->ldc);
+      }
+      a += whole * g->lda;
+      c += whole * g->ldc;
+      m0 += whole;
+      rows -= whole;
+    }
+#endif
+#if defined(__x86_64__) && (__GNUC__ >= 10)
+    if (g->vnni) {
+      if (rows > 0) i8_rows_vnni(g, a, panel, m0, c, rows, nr);
+      continue;
+    }
+#endif
+    i8_rows_generic(g, a, panel, m0, c, rows, nr);
+  }
+#if defined(__x86_64__) && (__GNUC__ >= 11)
+  if (configured) i8_amx_release(); /* a thread holding tile state costs every context switch */
+#else
+  (void)configured;
+#endif
+}
+
+/* C (int32, ldc) (+)= (A - a_zp)(B - b_zp) (beta 1 adds, 0 overwrites) for A [M, K] and B [K, N] of 8-bit
+ * integers (flags: I8_A_UNSIGNED, I8_B_UNSIGNED; zero points given as int32 values), on `threads` of the pool;
+ * `slot` holds B packed once when it is a constant (0: packed per call). */
+void kiln_i8_gemm(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int32_t a_zp, int64_t B, int64_t ldb,
+                  int32_t b_zp, int32_t flags, int32_t beta, int64_t C, int64_t ldc, int32_t threads, int64_t slot) {
+  if (M <= 0 || N <= 0) return;
+  int b_unsigned = (flags & I8_B_UNSIGNED) != 0, a_signed = !(flags & I8_A_UNSIGNED);
+  int64_t np = i8_panels(N), words = np * i8_panel_words(K);
+  const int8_t *P = (const int8_t *)kiln_slot_packed(slot, I8_PACK_KIND + b_unsigned, (const float *)B, K, N, ldb,
+                                                     words, b_unsigned ? i8_pack_u : i8_pack_s);
+  int8_t *own = NULL;
+  if (P == NULL) {
+    own = kiln_alloc((size_t)words * 4 + 64);
+    if (own == NULL) abort(); /* as the other kernels: no memory for scratch is fatal */
+    i8_pack(own, (const uint8_t *)B, K, N, ldb, b_unsigned);
+    P = own;
+  }
+  int vnni = kiln_i8_uses_vnni();
+  /* vpdpbusd multiplies u8 by s8: an s8 A is read as a + 128 (its top bits flipped). */
+  uint32_t flip = vnni && a_signed ? 0x80808080u : 0;
+  uint32_t zb = (uint32_t)b_zp - (b_unsigned ? 128u : 0u);
+  int32_t *rowsum = NULL;
+  if (zb != 0) {
+    rowsum = malloc((size_t)M * sizeof(int32_t));
+    if (rowsum == NULL) abort();
+    for (int64_t m = 0; m < M; m++) {
+      const uint8_t *a = (const uint8_t *)A + m * lda;
+      uint32_t s = 0;
+      for (int64_t k = 0; k < K; k++) s += a_signed ? (uint32_t)(int32_t)(int8_t)a[k] : a[k];
+      rowsum[m] = (int32_t)s;
+    }
+  }
+  int amx = vnni && K % 64 == 0 && M >= 32 && kiln_i8_uses_amx();
+  i8_args g = {M, N, K, lda, ldc, np, (const uint8_t *)A, P, (int32_t *)C, rowsum,
+               (uint32_t)a_zp + (flip ? 128u : 0u), zb, (uint32_t)K * (uint32_t)a_zp * zb, beta != 0, flip, vnni,
+               amx, a_signed};
+  int64_t tasks = (M + I8_MB - 1) / I8_MB * np;
+  if (threads <= 1 || tasks == 1)
+    i8_task(&g, 0, tasks);
+  else
+    kiln_parallel_for(i8_task, &g, tasks, kiln_parts(tasks, threads));
+  free(rowsum);
+  if (own) kiln_free(own);
+}
