@@ -17,25 +17,14 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
-import time
 
 import numpy as np
+
+from .harness import best_of_rounds
 
 __all__ = ["main"]
 
 H = 768
-
-
-def _best(runs: dict, rounds: int, calls: int) -> dict:
-    best = dict.fromkeys(runs, float("inf"))
-    for _ in range(rounds):
-        for name, fn in runs.items():
-            fn()
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            best[name] = min(best[name], (time.perf_counter() - t0) / calls)
-    return best
 
 
 def kernels(threads: int, rounds: int) -> None:
@@ -68,7 +57,7 @@ def kernels(threads: int, rounds: int) -> None:
                     m, n, k, af.ctypes.data, k, bf.ctypes.data, n, 0.0, c.ctypes.data, n, threads, s.ctypes.data),
                 "bf16 amx": low("amx", slots[1]), "bf16 vdpbf16ps": low("dp", slots[2]),
                 "bf16 generic": low("generic", slots[3])}
-        best = _best(runs, rounds, max(2, int(2e8 / (m * n * k))))
+        best = best_of_rounds(runs, rounds, max(2, int(2e8 / (m * n * k))))
         print(f"kernel {m} x {n} x {k}, {threads} thread(s): " + ", ".join(
             f"{name} {t * 1e3:.3f} ms ({2 * m * n * k / t / 1e9:.0f} GFLOPS)" for name, t in best.items()), flush=True)
         for s in slots[1:]:
@@ -117,7 +106,7 @@ def models(rounds: int) -> None:
                 runs = {"kiln fp32": lambda x=x, f=fp32: f(x), "kiln bf16": lambda x=x, f=bf16: f(x),
                         "kiln bf16 generic": generic, "torch fp32": lambda x=x, f=m: f(x),
                         "torch bf16": lambda xb=xb, f=mb: f(xb)}
-                best = _best(runs, rounds, 20 if n == 128 else 5)
+                best = best_of_rounds(runs, rounds, 20 if n == 128 else 5)
                 err = (compiled["bf16"](x) - m(x)).abs().max().item()
             print(f"{label}, B*L = {n}: " + ", ".join(f"{k} {t * 1e3:.3f} ms" for k, t in best.items())
                   + f"; bf16 / fp32 (kiln) {best['kiln bf16'] / best['kiln fp32']:.2f}x; max |bf16 - eager fp32| "

@@ -24,7 +24,22 @@ import numpy as np
 from .peers import DEFAULT_PEERS, PEERS, PeerUnavailable
 from .workloads import Workload, select
 
-__all__ = ["measure", "run_benchmark", "summarize"]
+__all__ = ["best_of_rounds", "measure", "run_benchmark", "summarize"]
+
+
+def best_of_rounds(runs: dict, rounds: int, calls: int) -> dict:
+    """Seconds per call of each ``runs[name]()``: the best of ``rounds`` rounds of ``calls`` timed calls (after
+    one untimed), the contenders alternating within each round so a load change on a shared machine hits
+    all alike."""
+    best = dict.fromkeys(runs, float("inf"))
+    for _ in range(rounds):
+        for name, fn in runs.items():
+            fn()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            best[name] = min(best[name], (time.perf_counter() - t0) / calls)
+    return best
 
 
 def measure(fn, *, warmup: int = 3, min_iters: int = 5, max_iters: int = 200, budget_s: float = 2.0,

@@ -22,6 +22,8 @@ import time
 
 import numpy as np
 
+from .harness import best_of_rounds
+
 __all__ = ["main"]
 
 
@@ -54,18 +56,6 @@ def _export(path: str, hidden: int, layers: int, length: int, max_batch: int) ->
                       dynamic_shapes={"ids": {0: batch}}, dynamo=True)
     quantize_dynamic(f32, q8, weight_type=QuantType.QInt8)
     return f32, q8
-
-
-def _best(runs: dict, rounds: int, calls: int) -> dict:
-    best = dict.fromkeys(runs, float("inf"))
-    for _ in range(rounds):
-        for name, fn in runs.items():
-            fn()
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            best[name] = min(best[name], (time.perf_counter() - t0) / calls)
-    return best
 
 
 def _amx_off(fn):
@@ -127,7 +117,7 @@ def main(argv=None) -> int:
         }
         if amx:
             runs["kiln-int8-vnni"] = _amx_off(lambda x=x: k8(x))
-        best = {k: v * 1e3 for k, v in _best(runs, args.rounds, args.calls).items()}
+        best = {k: v * 1e3 for k, v in best_of_rounds(runs, args.rounds, args.calls).items()}
         r8, rk = sessions["ort-int8"].run(None, {"ids": x})[0], np.asarray(k8(x))
         r32 = sessions["ort-fp32"].run(None, {"ids": x})[0]
         outside = int((np.abs(rk - r8) > tol.atol + tol.rtol * np.abs(r8)).sum())

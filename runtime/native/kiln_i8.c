@@ -29,11 +29,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#if defined(__x86_64__)
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 
 #include "kiln_native.h"
 
@@ -71,24 +66,8 @@ int kiln_i8_uses_vnni(void) {
   return !i8_generic && kiln_i8_cpu_has_vnni();
 }
 
-static int i8_amx_state = -1; /* 1: AMX-INT8 usable in this process (checked once) */
-
 /* Whether this CPU has AMX-INT8 and Linux lets the process use the tile data (asked once). */
-int kiln_i8_cpu_has_amx(void) {
-#if defined(__x86_64__) && (__GNUC__ >= 11)
-  if (i8_amx_state < 0) {
-    unsigned a, b, c, d;
-    /* CPUID.7.0:EDX bit 24 AMX-TILE, bit 25 AMX-INT8. */
-    int ok = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 24)) && (d & (1u << 25));
-    /* ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18): without it the first tile op is a SIGILL. */
-    if (ok) ok = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
-    i8_amx_state = ok;
-  }
-  return i8_amx_state;
-#else
-  return 0;
-#endif
-}
+int kiln_i8_cpu_has_amx(void) { return kiln_amx_usable(25); }
 
 /* Whether integer products of whole 32-row blocks use AMX now: vnni is on, AMX is there, KILN_I8_AMX is not 0. */
 int kiln_i8_uses_amx(void) {
@@ -275,24 +254,6 @@ static I8_VNNI_TARGET void i8_rows_vnni(const i8_args *g, const uint8_t *A, cons
 #if defined(__x86_64__) && (__GNUC__ >= 11)
 #define I8_AMX_TARGET __attribute__((target("amx-tile,amx-int8")))
 
-typedef struct {
-  uint8_t palette, start_row, reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-} i8_tilecfg;
-
-/* Tiles: 0-3 C (2 x 2 blocks of 16 x 16 int32), 4-5 A (16 rows x 64 bytes), 6-7 B (16 quads x 16 columns). */
-static I8_AMX_TARGET void i8_amx_config(void) {
-  i8_tilecfg cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.palette = 1;
-  for (int t = 0; t < 8; t++) {
-    cfg.rows[t] = 16;
-    cfg.colsb[t] = 64;
-  }
-  _tile_loadconfig(&cfg);
-}
-
 /* The raw sums of A[32, K] (its bytes as they are: tdpbssd for s8, tdpbusd for u8) times one packed panel into
  * T[32][I8_NR]; K a multiple of 64. */
 static I8_AMX_TARGET void i8_amx_block(const uint8_t *A, int64_t lda, const int8_t *panel, int64_t K, int a_signed,
@@ -327,7 +288,6 @@ static I8_AMX_TARGET void i8_amx_block(const uint8_t *A, int64_t lda, const int8
   _tile_stored(3, T + 16 * I8_NR + 16, I8_NR * 4);
 }
 
-static I8_AMX_TARGET void i8_amx_release(void) { _tile_release(); }
 #endif
 
 /* Task t: rows [I8_MB * (t % mbs), ...) times panel t / mbs: consecutive tasks share a panel, which stays in
@@ -347,7 +307,7 @@ static void i8_task(void *ctx, int64_t lo, int64_t hi) {
 #if defined(__x86_64__) && (__GNUC__ >= 11)
     if (g->amx && nr == I8_NR) { /* whole 32-row blocks on the tiles (A's bytes as they are), the rest below */
       if (!configured) {
-        i8_amx_config();
+        kiln_amx_config();
         configured = 1;
       }
       i8_args amx = *g;
@@ -375,7 +335,7 @@ static void i8_task(void *ctx, int64_t lo, int64_t hi) {
     i8_rows_generic(g, a, panel, m0, c, rows, nr);
   }
 #if defined(__x86_64__) && (__GNUC__ >= 11)
-  if (configured) i8_amx_release(); /* a thread holding tile state costs every context switch */
+  if (configured) kiln_amx_release(); /* a thread holding tile state costs every context switch */
 #else
   (void)configured;
 #endif

@@ -23,11 +23,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__x86_64__)
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 
 #include "kiln_native.h"
 
@@ -65,23 +60,8 @@ int kiln_lowp_uses_dp(void) {
   return !lp_generic && kiln_lowp_cpu_has_dp();
 }
 
-static int lp_amx_state = -1; /* 1: AMX usable in this process (checked once) */
-
 /* Whether this CPU has AMX-BF16 and Linux lets the process use the tile data (asked once). */
-int kiln_lowp_cpu_has_amx(void) {
-#if defined(__x86_64__) && (__GNUC__ >= 11)
-  if (lp_amx_state < 0) {
-    unsigned a, b, c, d;
-    int ok = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22)) && (d & (1u << 24));
-    /* ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18): without it the first tile op is a SIGILL. */
-    if (ok) ok = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
-    lp_amx_state = ok;
-  }
-  return lp_amx_state;
-#else
-  return 0;
-#endif
-}
+int kiln_lowp_cpu_has_amx(void) { return kiln_amx_usable(22); }
 
 /* Whether bf16 products use AMX now: the dp path is on, AMX is there and KILN_BF16_AMX is not 0. */
 int kiln_lowp_uses_amx(void) {
@@ -244,24 +224,6 @@ static LP_DP_TARGET void lp_rows_dp(const uint16_t *A, int64_t lda, const uint16
 #if defined(__x86_64__) && (__GNUC__ >= 11)
 #define LP_AMX_TARGET __attribute__((target("amx-tile,amx-bf16")))
 
-typedef struct {
-  uint8_t palette, start_row, reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-} lp_tilecfg;
-
-/* Tiles: 0-3 C (2 x 2 blocks of 16 x 16 f32), 4-5 A (16 rows x 32 bf16), 6-7 B (16 pairs x 16 columns). */
-static LP_AMX_TARGET void lp_amx_config(void) {
-  lp_tilecfg cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.palette = 1;
-  for (int t = 0; t < 8; t++) {
-    cfg.rows[t] = 16;
-    cfg.colsb[t] = 64;
-  }
-  _tile_loadconfig(&cfg);
-}
-
 /* C[32 rows, 32 columns] (+)= A[32, K] times one packed panel; K a multiple of 32. */
 static LP_AMX_TARGET void lp_amx_block(const uint16_t *A, int64_t lda, const uint16_t *panel, int64_t K, float *C,
                                        int64_t ldc, float beta) {
@@ -293,7 +255,6 @@ static LP_AMX_TARGET void lp_amx_block(const uint16_t *A, int64_t lda, const uin
   _tile_stored(3, C + 16 * ldc + 16, ldc * 4);
 }
 
-static LP_AMX_TARGET void lp_amx_release(void) { _tile_release(); }
 #endif
 
 typedef struct {
@@ -318,7 +279,7 @@ static void lp_task(void *ctx, int64_t lo, int64_t hi) {
 #if defined(__x86_64__) && (__GNUC__ >= 11)
     if (g->amx && nr == LP_NR) { /* whole 32-row blocks on the tiles, the rest below */
       if (!configured) {
-        lp_amx_config();
+        kiln_amx_config();
         configured = 1;
       }
       int64_t whole = rows / 32 * 32;
@@ -338,7 +299,7 @@ static void lp_task(void *ctx, int64_t lo, int64_t hi) {
     lp_rows_generic(a, g->lda, panel, g->K, c, g->ldc, rows, nr, g->beta, g->dtype);
   }
 #if defined(__x86_64__) && (__GNUC__ >= 11)
-  if (configured) lp_amx_release(); /* a thread holding tile state costs every context switch */
+  if (configured) kiln_amx_release(); /* a thread holding tile state costs every context switch */
 #else
   (void)configured;
 #endif

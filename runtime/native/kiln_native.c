@@ -24,6 +24,11 @@
 #include <time.h>
 
 #include "kiln_native.h"
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 /* ------------------------------------------------------------------ pool */
 
@@ -880,3 +885,49 @@ void kiln_sgemm_small(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, i
                       int64_t C, int64_t ldc, int32_t threads, int64_t slot) {
   kiln_sgemm_small_epi(M, N, K, A, lda, B, ldb, beta, C, ldc, threads, slot, 0, KILN_ACT_NONE, 0, 0);
 }
+
+/* ---------------------------------------------------------------------------
+ * AMX tiles (kiln_lowp.c's bf16 and kiln_i8.c's int8 products)
+ * ------------------------------------------------------------------------- */
+
+static int amx_granted = -1; /* 1: the tile unit is there and Linux granted the tile data (asked once) */
+
+int kiln_amx_usable(int cpuid_edx_bit) {
+#if defined(__x86_64__) && (__GNUC__ >= 11)
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << cpuid_edx_bit))) return 0;
+  if (amx_granted < 0) /* ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18): else the first tile op is a SIGILL */
+    amx_granted = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+  return amx_granted;
+#else
+  (void)cpuid_edx_bit;
+  return 0;
+#endif
+}
+
+#if defined(__x86_64__) && (__GNUC__ >= 11)
+typedef struct {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} amx_tilecfg;
+
+__attribute__((target("amx-tile"))) void kiln_amx_config(void) {
+  amx_tilecfg cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.palette = 1;
+  for (int t = 0; t < 8; t++) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  /* gcc 12 does not count ldtilecfg as a read of cfg: without the barrier it dropped the stores to rows and
+   * colsb (tiles left unconfigured: the first tilezero is a SIGILL). */
+  __asm__ volatile("" : : "m"(cfg) : "memory");
+  _tile_loadconfig(&cfg);
+}
+
+__attribute__((target("amx-tile"))) void kiln_amx_release(void) { _tile_release(); }
+#else
+void kiln_amx_config(void) {}
+void kiln_amx_release(void) {}
+#endif

@@ -48,6 +48,14 @@ void kiln_sgemm_panel(int64_t M, int64_t nr, int64_t K, const float *A, int64_t 
 /* Ranges for kiln_parallel_for over `tasks` on `threads`: a few per thread. */
 int64_t kiln_parts(int64_t tasks, int64_t threads);
 
+/* AMX tiles (kiln_native.c), shared by the bf16 and int8 GEMMs: whether the CPU has the tile unit and the
+ * feature `cpuid_edx_bit` (CPUID.7.0:EDX; 22 AMX-BF16, 25 AMX-INT8) and Linux lets the process use the tile
+ * data (asked once); the calling thread's tiles configured as 8 tiles of 16 rows x 64 bytes; their release
+ * (a thread holding tile state costs every context switch). */
+int kiln_amx_usable(int cpuid_edx_bit);
+void kiln_amx_config(void);
+void kiln_amx_release(void);
+
 /* Packing slots of constant GEMM operands: the slot's packed copy of src
  * (rows x cols, leading dim ld; `floats` long, laid out by `pack`), packed
  * on the first call; NULL when the slot is 0, holds another matrix, or
