@@ -198,24 +198,33 @@ static I8_VNNI_TARGET void i8_store_full(const i8_args *g, const int32_t (*T)[I8
   }
 }
 
+/* mr (a constant at every call site: the loops over m unroll, acc stays in registers) rows of A times one
+ * panel; `flipped` (a constant too) when A's bytes are read xor 0x80 (an s8 A on vpdpbusd). */
 static inline __attribute__((always_inline)) I8_VNNI_TARGET void i8_tile_vnni(const i8_args *g, const uint8_t *A,
                                                                                const int8_t *panel, int64_t m0,
-                                                                               int32_t *C, int mr, int64_t nr) {
+                                                                               int32_t *C, int mr, int64_t nr,
+                                                                               int flipped) {
   __m512i acc[I8_MR][2];
   for (int m = 0; m < mr; m++) acc[m][0] = acc[m][1] = _mm512_setzero_si512();
-  int64_t kq = i8_quads(g->K), whole = g->K / 4; /* the quads without a short last one, tested outside the loop */
-  for (int64_t q = 0; q < kq; q++) {
+  const __m512i flip = _mm512_set1_epi32((int)0x80808080u);
+  int64_t kq = i8_quads(g->K), whole = g->K / 4; /* the whole quads: broadcast from memory, no test in the loop */
+  for (int64_t q = 0; q < whole; q++) {
     const int8_t *row = panel + q * I8_NR * 4;
     __m512i b0 = _mm512_loadu_si512(row), b1 = _mm512_loadu_si512(row + 64);
     for (int m = 0; m < mr; m++) {
-      uint32_t w;
-      if (q < whole) {
-        memcpy(&w, A + m * g->lda + 4 * q, 4);
-        w ^= g->flip;
-      } else {
-        w = i8_quad(A + m * g->lda, q, g->K, g->flip);
-      }
-      __m512i a = _mm512_set1_epi32((int)w);
+      int32_t w;
+      memcpy(&w, A + m * g->lda + 4 * q, 4);
+      __m512i a = _mm512_set1_epi32(w);
+      if (flipped) a = _mm512_xor_si512(a, flip);
+      acc[m][0] = _mm512_dpbusd_epi32(acc[m][0], a, b0);
+      acc[m][1] = _mm512_dpbusd_epi32(acc[m][1], a, b1);
+    }
+  }
+  for (int64_t q = whole; q < kq; q++) { /* a short last quad: its bytes past K read as 0 */
+    const int8_t *row = panel + q * I8_NR * 4;
+    __m512i b0 = _mm512_loadu_si512(row), b1 = _mm512_loadu_si512(row + 64);
+    for (int m = 0; m < mr; m++) {
+      __m512i a = _mm512_set1_epi32((int)i8_quad(A + m * g->lda, q, g->K, g->flip));
       acc[m][0] = _mm512_dpbusd_epi32(acc[m][0], a, b0);
       acc[m][1] = _mm512_dpbusd_epi32(acc[m][1], a, b1);
     }
@@ -232,22 +241,32 @@ static inline __attribute__((always_inline)) I8_VNNI_TARGET void i8_tile_vnni(co
     i8_store(g, tmp, mr, nr, colsum, m0, C);
 }
 
-static I8_VNNI_TARGET void i8_rows_vnni(const i8_args *g, const uint8_t *A, const int8_t *panel, int64_t m0,
-                                        int32_t *C, int64_t rows, int64_t nr) {
+static inline __attribute__((always_inline)) I8_VNNI_TARGET void i8_rows_vnni_as(
+    const i8_args *g, const uint8_t *A, const int8_t *panel, int64_t m0, int32_t *C, int64_t rows, int64_t nr,
+    int flipped) {
   int64_t m = 0;
-  for (; m + I8_MR <= rows; m += I8_MR) i8_tile_vnni(g, A + m * g->lda, panel, m0 + m, C + m * g->ldc, I8_MR, nr);
+  for (; m + I8_MR <= rows; m += I8_MR)
+    i8_tile_vnni(g, A + m * g->lda, panel, m0 + m, C + m * g->ldc, I8_MR, nr, flipped);
   const uint8_t *a = A + m * g->lda;
   int32_t *c = C + m * g->ldc;
-  switch (rows - m) { /* constant tile heights: the loops over m unroll, acc stays in registers */
-    case 7: i8_tile_vnni(g, a, panel, m0 + m, c, 7, nr); break;
-    case 6: i8_tile_vnni(g, a, panel, m0 + m, c, 6, nr); break;
-    case 5: i8_tile_vnni(g, a, panel, m0 + m, c, 5, nr); break;
-    case 4: i8_tile_vnni(g, a, panel, m0 + m, c, 4, nr); break;
-    case 3: i8_tile_vnni(g, a, panel, m0 + m, c, 3, nr); break;
-    case 2: i8_tile_vnni(g, a, panel, m0 + m, c, 2, nr); break;
-    case 1: i8_tile_vnni(g, a, panel, m0 + m, c, 1, nr); break;
+  switch (rows - m) { /* constant tile heights */
+    case 7: i8_tile_vnni(g, a, panel, m0 + m, c, 7, nr, flipped); break;
+    case 6: i8_tile_vnni(g, a, panel, m0 + m, c, 6, nr, flipped); break;
+    case 5: i8_tile_vnni(g, a, panel, m0 + m, c, 5, nr, flipped); break;
+    case 4: i8_tile_vnni(g, a, panel, m0 + m, c, 4, nr, flipped); break;
+    case 3: i8_tile_vnni(g, a, panel, m0 + m, c, 3, nr, flipped); break;
+    case 2: i8_tile_vnni(g, a, panel, m0 + m, c, 2, nr, flipped); break;
+    case 1: i8_tile_vnni(g, a, panel, m0 + m, c, 1, nr, flipped); break;
     default: break;
   }
+}
+
+static I8_VNNI_TARGET void i8_rows_vnni(const i8_args *g, const uint8_t *A, const int8_t *panel, int64_t m0,
+                                        int32_t *C, int64_t rows, int64_t nr) {
+  if (g->flip)
+    i8_rows_vnni_as(g, A, panel, m0, C, rows, nr, 1);
+  else
+    i8_rows_vnni_as(g, A, panel, m0, C, rows, nr, 0);
 }
 #endif
 
