@@ -39,12 +39,26 @@ def lower(module: ir.Module, stop_after: str | None = None, vectorize: int = 1,
         p = Pipeline(stop_after=stop_after)
         _announce_stages(p, module)
         for name in STAGES:
+            if name == "convert-kiln-to-linalg" and not _integer_kernel():
+                # Without kiln_i8_gemm an integer product's i32 contraction would be generated code (seconds for
+                # a 128 x 768 x 3072 product): its exact f32 GEMM chunks run on the f32 path instead.
+                from ...transforms.decompose import DECOMPOSITIONS
+
+                p.add("kiln-decompose", **{opt: opt == "matmul-integer" for opt, _ in DECOMPOSITIONS.values()})
             if name == "kiln-cpu-vectorize":
                 p.add(name, level=vectorize)
             else:
                 p.add(name)
         p.run(module, verify_each=verify_each)
     return module
+
+
+def _integer_kernel() -> bool:
+    """Whether kiln-cpu-lowp-gemm will call the native ``kiln_i8_gemm`` for ``kiln.matmul_integer``."""
+    from .library import enabled
+    from .lowp_gemm import _native
+
+    return enabled() and _native() is not None
 
 
 def _announce_stages(p, module: ir.Module) -> None:

@@ -182,3 +182,26 @@ def test_per_column_zero_points_keep_the_exact_path():
         a = rng.integers(-128, 128, (b, k)).astype(np.int8)
         want = (a.astype(np.int64) + 3) @ (w.astype(np.int64) - zb)
         np.testing.assert_array_equal(np.asarray(compiled(a)), want.astype(np.int32), err_msg=f"B={b}")
+
+
+def test_without_the_library_integer_products_are_exact_f32_chunks():
+    """``cpu_library=False`` (no native kernel to call): kiln.matmul_integer lowers as its exact f32 GEMM chunks
+    (K = 600: three chunks) and gives numpy's integers at B = 1, 3, 8."""
+    k, n = 600, 40
+    rng = np.random.default_rng(1)
+    w = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    w[:, 0] = -127  # with a row of 255s: |sums| past 2**24 (600 * 246 * 127)
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["a", "w", "za"], ["y"], name="mmi")], "mmi",
+        [helper.make_tensor_value_info("a", TensorProto.UINT8, ["B", k]),
+         helper.make_tensor_value_info("za", TensorProto.UINT8, [])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, ["B", n])],
+        [numpy_helper.from_array(w, "w")])
+    compiled = kiln.compile(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+                            symbols={"B": (1, 8)}, fallback=False, cpu_library=False)
+    for b in BATCHES:
+        a = rng.integers(0, 256, (b, k)).astype(np.uint8)
+        a[0] = 255
+        want = (a.astype(np.int64) - 9) @ w.astype(np.int64)
+        assert np.abs(want).max() > 2 ** 24, "no sum past f32's exact integers: the test could not fail"
+        np.testing.assert_array_equal(np.asarray(compiled(a, np.array(9, np.uint8))), want.astype(np.int32))
