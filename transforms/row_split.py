@@ -78,6 +78,10 @@ def _row_op(op, sym: str) -> bool:
             all(i.rank < out.rank or _leading(i, sym) for i in ins[3:])
     if name == "kiln.packed_attention":
         return first.rank >= 3  # [S, L, 3 * H * D]: S a batch dim (of rank 2, S would be the queries)
+    if name in ("kiln.quantize", "kiln.dequantize"):
+        # Per-tensor parameters, or along another axis (a blocked scale has the rows too: it is split with x).
+        axis = attrs.get("axis")
+        return axis is None or axis % first.rank != 0
     if name in ("kiln.softmax", "kiln.layer_norm"):
         return attrs.get("axis", -1) % first.rank != 0
     if name in ("kiln.argmax", "kiln.argmin"):

@@ -72,6 +72,18 @@ T = '!kiln.tensor<["B", "L", 8], f32>'
      '%0 = "kiln.matmul"(%x, %w) : (!kiln.tensor<["B", 1024], f32>, !kiln.tensor<[1024, 2048], f32>) -> '
      '!kiln.tensor<["B", 2048], f32>\nreturn %0 : !kiln.tensor<["B", 2048], f32>',
      '%x: !kiln.tensor<["B", 1024], f32>', '!kiln.tensor<["B", 2048], f32>', None),
+    # A dynamic quantization's per-tensor quantize; a dequantize per channel of the last axis; one along B.
+    (f'%0 = "kiln.quantize"(%x, %s, %z) : ({T}, !kiln.tensor<[], f32>, !kiln.tensor<[], ui8>) -> '
+     '!kiln.tensor<["B", "L", 8], ui8>\nreturn %0 : !kiln.tensor<["B", "L", 8], ui8>',
+     f"%x: {T}, %s: !kiln.tensor<[], f32>, %z: !kiln.tensor<[], ui8>", '!kiln.tensor<["B", "L", 8], ui8>', "B"),
+    ('%0 = "kiln.dequantize"(%x, %s, %z) {axis = 2 : i64} : (!kiln.tensor<["B", "L", 8], i8>, '
+     f'!kiln.tensor<[8], f32>, !kiln.tensor<[8], i8>) -> {T}\nreturn %0 : {T}',
+     '%x: !kiln.tensor<["B", "L", 8], i8>, %s: !kiln.tensor<[8], f32>, %z: !kiln.tensor<[8], i8>', T, "B"),
+    ('%0 = "kiln.dequantize"(%x, %s, %z) {axis = 0 : i64} : (!kiln.tensor<["B", 8], i8>, '
+     '!kiln.tensor<["B"], f32>, !kiln.tensor<["B"], i8>) -> !kiln.tensor<["B", 8], f32>\n'
+     'return %0 : !kiln.tensor<["B", 8], f32>',
+     '%x: !kiln.tensor<["B", 8], i8>, %s: !kiln.tensor<["B"], f32>, %z: !kiln.tensor<["B"], i8>',
+     '!kiln.tensor<["B", 8], f32>', None),
     # B also as a later dim.
     ('%0 = "kiln.relu"(%x) : (!kiln.tensor<["B", "B"], f32>) -> !kiln.tensor<["B", "B"], f32>\n'
      'return %0 : !kiln.tensor<["B", "B"], f32>', '%x: !kiln.tensor<["B", "B"], f32>',
@@ -81,7 +93,8 @@ T = '!kiln.tensor<["B", "L", 8], f32>'
      'return %0 : !kiln.tensor<["B*L", 8], f32>', '%x: !kiln.tensor<["B*L", 8], f32>',
      '!kiln.tensor<["B*L", 8], f32>', None),
 ], ids=["rowwise", "small-weight", "softmax-axis0", "sum-axis0", "transpose-moves-B", "attention-rows",
-        "packed-heads-batch", "packed-heads-rows", "large-weight", "large-inlined-weight", "B-twice", "expression"])
+        "packed-heads-batch", "packed-heads-rows", "large-weight", "large-inlined-weight", "quantize-per-tensor",
+        "dequantize-per-channel", "dequantize-along-B", "B-twice", "expression"])
 def test_split_symbol(body, args, result, want):
     assert _symbol(body, args, result) == want
 
