@@ -48,7 +48,7 @@ from ..pipelines.registry import Option, Pass, register_pass
 from ._graph import block_ops, functions, make_constant, scalar_constant
 from .fold_constants import operand_map
 
-__all__ = ["DECOMPOSITIONS", "Decompose"]
+__all__ = ["DECOMPOSITIONS", "Decompose", "exact_int_products"]
 
 
 class _Emitter:
@@ -142,29 +142,40 @@ def _matmul_w8(root, e: _Emitter):
     return e.op("kiln.matmul", x, e.op("kiln.transpose", wide, perm=[1, 0]))
 
 
+def exact_int_products(build, cast, a, b):
+    """``a @ b`` for i32 tensors ``a [..., K]`` and ``b [.., K, N]`` (or ``[K]``) holding centered 8-bit values,
+    K static, exactly: f32 matmuls over chunks of at most :data:`EXACT_K` of K (each sum below 2**24, so exact
+    in f32; marked :data:`EXACT_ATTR` so precision passes leave them), converted to i32 and summed there
+    (wrapping as int32 accumulation does).  ``build(name, *operands, **attrs)`` creates ``kiln.<name>``,
+    ``cast(value, dtype)`` a cast: the importer's and a rewrite's builders both serve."""
+    k = tensor_info(a.type).dims[-1].value
+    b_rank = tensor_info(b.type).rank
+    a_axis, b_axis = tensor_info(a.type).rank - 1, b_rank - 2 if b_rank > 1 else 0
+    af, bf = cast(a, "f32"), cast(b, "f32")
+    out = None
+    for start in range(0, k, EXACT_K):
+        end = min(k, start + EXACT_K)
+        ac, bc = af, bf
+        if (start, end) != (0, k):
+            ac = build("slice", af, starts=[start], ends=[end], steps=[1], axes=[a_axis])
+            bc = build("slice", bf, starts=[start], ends=[end], steps=[1], axes=[b_axis])
+        product = build("matmul", ac, bc)
+        product.owner.attributes[EXACT_ATTR] = ir.UnitAttr.get()
+        part = cast(product, "i32")
+        out = part if out is None else build("add", out, part)
+    return out
+
+
 def _matmul_integer(root, e: _Emitter):
     a, b, za, zb = root.operands
-    k = tensor_info(b.type).dims[0]
-    if not k.is_static:
+    if not tensor_info(b.type).dims[0].is_static:
         return None
-    a_rank = tensor_info(a.type).rank
 
     def centered(v, zp):
-        return _cast(e.op("kiln.sub", _cast(v, "i32", e), _cast(zp, "i32", e)), "f32", e)
+        return e.op("kiln.sub", _cast(v, "i32", e), _cast(zp, "i32", e))
 
-    af, bf = centered(a, za), centered(b, zb)
-    out = None
-    for start in range(0, k.value, EXACT_K):
-        end = min(k.value, start + EXACT_K)
-        ac, bc = af, bf
-        if (start, end) != (0, k.value):
-            ac = e.op("kiln.slice", af, starts=[start], ends=[end], steps=[1], axes=[a_rank - 1])
-            bc = e.op("kiln.slice", bf, starts=[start], ends=[end], steps=[1], axes=[0])
-        product = e.op("kiln.matmul", ac, bc)
-        product.owner.attributes[EXACT_ATTR] = ir.UnitAttr.get()
-        part = _cast(product, "i32", e)
-        out = part if out is None else e.op("kiln.add", out, part)
-    return out
+    return exact_int_products(lambda name, *operands, **attrs: e.op(f"kiln.{name}", *operands, **attrs),
+                              lambda v, dtype: _cast(v, dtype, e), centered(a, za), centered(b, zb))
 
 
 def _batch_norm(root, e: _Emitter):

@@ -25,16 +25,15 @@ the reason.
 
 from __future__ import annotations
 
-from ..._mlir import ir
 from ...dialects.dims import dim
 from ...dialects.kiln import MAX_VARIADIC
-from ...dialects.kiln.quant import EXACT_ATTR, EXACT_K
+from ...transforms.decompose import exact_int_products
 from .aten import dims_of, dtype_of, rank_of
 from .driver import Decline
 from .onnx import pattern
-from .onnx_nn import _kernel, _slice, _spatial, _window_slice, conv
+from .onnx_nn import _kernel, _spatial, _window_slice, conv
 
-__all__ = ["EXACT_K", "exact_int_matmul", "lower_dequantize_linear", "lower_quantize_linear"]
+__all__ = ["exact_int_matmul", "lower_dequantize_linear", "lower_quantize_linear"]
 
 _QUANT = ("i8", "ui8")
 
@@ -175,27 +174,14 @@ def _channel_shape(w):
 
 
 def exact_int_matmul(cx, a, b):
-    """``a @ b`` for i32 tensors holding centered 8-bit values, exactly: f32
-    matmuls (kiln's fast GEMMs) over chunks of at most :data:`EXACT_K` of the
-    contraction dim, each exact, converted to i32 and summed there (wrapping
-    as int32 accumulation does).  An integer generic ran a 128x768x3072
-    product in seconds.  A symbolic contraction dim keeps the i32 matmul."""
-    k = dims_of(a)[-1]
-    if not k.is_static:
+    """``a @ b`` for i32 tensors holding centered 8-bit values, exactly:
+    :func:`~kiln.transforms.decompose.exact_int_products` (f32 matmuls, kiln's
+    fast GEMMs, over exact chunks of the contraction; an integer generic ran a
+    128x768x3072 product in seconds).  A symbolic contraction dim keeps the
+    i32 matmul."""
+    if not dims_of(a)[-1].is_static:
         return cx.build("matmul", a, b)
-    af, bf = cx.cast(a, "f32"), cx.cast(b, "f32")
-    b_axis = rank_of(b) - 2 if rank_of(b) > 1 else 0
-    out = None
-    for start in range(0, k.value, EXACT_K):
-        end = min(k.value, start + EXACT_K)
-        whole = (start, end) == (0, k.value)
-        ac = af if whole else _slice(cx, af, rank_of(a) - 1, start, end)
-        bc = bf if whole else _slice(cx, bf, b_axis, start, end)
-        product = cx.build("matmul", ac, bc)
-        product.owner.attributes[EXACT_ATTR] = ir.UnitAttr.get()
-        part = cx.cast(product, "i32")
-        out = part if out is None else cx.build("add", out, part)
-    return out
+    return exact_int_products(cx.build, cx.cast, a, b)
 
 
 def _scalar_zero_point(cx, zp_index, x):
