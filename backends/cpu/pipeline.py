@@ -19,7 +19,8 @@ Each stage is a registered kiln pass, so ``kiln-opt --pass-pipeline`` and
    with identity layouts at function boundaries and the buffer
    deallocation pipeline (internal buffers are freed before returning).
 4. ``kiln-cpu-to-llvm``: loops → cf → LLVM dialect (math through libm where
-   LLVM has no intrinsic).
+   LLVM has no intrinsic; bf16 rounding as integer ops, which needs no
+   runtime library).
 
 ``kiln-cpu-lower`` runs all four.
 """
@@ -50,8 +51,24 @@ BUFFERIZE = (
     "canonicalize"
 )
 
+# 16-bit float math and bf16 arithmetic computed in f32
+# (math-extend-to-supported-types, arith-emulate-unsupported-floats), and the
+# f32 -> bf16 rounding (and bf16 -> f32) as integer ops (arith-expand).  Left
+# to LLVM, bf16 arithmetic is promoted to f32 and rounded back by a call of
+# __truncsfbf2 (compiler-rt, libgcc >= 13) on a CPU without AVX512-BF16, which
+# the JIT cannot resolve ("Symbols not found": every bf16 model failed on AVX2
+# hosts).  Always, not per host: the same IR everywhere, the same numbers as
+# LLVM's promotion, and a few integer ops per element of memory-bound kernels.
+# (f16 rounding stays LLVM's: F16C's vcvtps2ph, on every x86-64 with AVX2.)
+HALF_IN_F32 = (
+    "func.func(math-extend-to-supported-types{target-type=f32},"
+    "arith-emulate-unsupported-floats{source-types=bf16 target-type=f32},"
+    "arith-expand{include-bf16=true})"
+)
+
 TO_LLVM = (
     "convert-linalg-to-loops,"
+    f"{HALF_IN_F32},"
     "expand-strided-metadata,"
     "lower-affine,"
     "convert-scf-to-cf,"
