@@ -44,7 +44,7 @@ Greater LessOrEqual GreaterOrEqual Not And Or Where Relu LeakyRelu PRelu Sigmoid
 HardSwish Softplus MatMul Gemm Conv ConvTranspose MaxPool AveragePool GlobalAveragePool GlobalMaxPool
 BatchNormalization InstanceNormalization LayerNormalization GroupNormalization LRN ReduceMean ReduceSum ReduceMax
 ReduceMin ReduceProd ReduceL2 ArgMax ArgMin Softmax LogSoftmax Reshape Transpose Concat Slice Gather GatherElements
-Split Squeeze Unsqueeze Flatten Expand Tile Pad Resize Trilu ScatterND Shape Size Cast CastLike Constant
+Split Squeeze Unsqueeze Flatten Expand Tile Pad Resize Trilu GatherND ScatterND Shape Size Cast CastLike Constant
 ConstantOfShape Range Identity Dropout
 QuantizeLinear DequantizeLinear DynamicQuantizeLinear MatMulInteger ConvInteger QLinearMatMul QLinearConv
 """.split())

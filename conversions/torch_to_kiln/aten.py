@@ -153,19 +153,24 @@ def lower_literal(cx):
 # ----------------------------------------------------------------------------
 
 
+def dim_value(cx, d: Dim, like: ir.Value):
+    """The size ``d`` as a rank-0 tensor of ``like``'s dtype: a constant, or
+    for a symbolic size its value computed at run time."""
+    if d.is_static:
+        return cx.like(d.value, like)
+    from .onnx_fold import symbolic_tensor
+
+    return cx.cast(symbolic_tensor(cx, Known([d], "i64", rank0=True)), dtype_of(like))
+
+
 def _operand(cx, i, like: ir.Value):
     """Operand ``i`` as a tensor, scalars becoming rank-0 constants like ``like``."""
     v = cx.value(i)
     if isinstance(v, (ir.Value, Known)):
         return cx.cast(cx.tensor(i), dtype_of(like))
     if isinstance(v, Dim):
-        if not v.is_static:
-            # A size in arithmetic (``arange(L) + past_length`` in a KV-cache
-            # step's mask): its value computed at run time, a rank-0 tensor.
-            from .onnx_fold import symbolic_tensor
-
-            return cx.cast(symbolic_tensor(cx, Known([v], "i64", rank0=True)), dtype_of(like))
-        v = v.value
+        # A size in arithmetic (``arange(L) + past_length`` in a KV-cache step's mask).
+        return dim_value(cx, v, like)
     if not isinstance(v, (int, float, bool)):
         raise Decline(f"operand #{i} is not a number")
     return cx.like(v, like)
@@ -605,31 +610,6 @@ def lower_cumsum(cx):
     return cx.build("cumsum", x, axis=cx.int(1) % rank_of(x))
 
 
-def _index_by_gather_chain(cx, x, indices: list, first: int):
-    """``x[..., i0, i1, ...]`` on adjacent axes from ``first`` whose sizes may be
-    symbolic (``padding_mask[batch_idx, kv_idx]``), where no constant stride
-    can linearize them: a ``kiln.gather`` along the first axis with ``i0``
-    broadcast to the index shape ``S``, then per further index a
-    ``kiln.gather_elements`` along the axis after ``S`` (its index broadcast to
-    ``S + [1] + rest``) and a reshape dropping that unit axis."""
-    from ...dialects.kiln.shapes import broadcast_dims
-    from ...errors import VerifyError
-
-    try:
-        s = list(broadcast_dims([dims_of(i) for i in indices], "index tensors"))
-    except VerifyError as e:
-        raise Decline(e.message) from None
-    pre = dims_of(x)[:first]
-    y = cx.build("gather", x, cx.build("expand", indices[0], shape=s), axis=first)
-    for i in indices[1:]:
-        rest = dims_of(y)[first + len(s) + 1:]
-        full = pre + s + [dim(1)] + rest
-        i = cx.build("reshape", cx.build("expand", i, shape=s), shape=[dim(1)] * len(pre) + s + [dim(1)] * (1 + len(rest)))
-        y = cx.build("gather_elements", y, cx.build("expand", i, shape=full), axis=first + len(s))
-        y = cx.build("reshape", y, shape=pre + s + rest)
-    return y
-
-
 @pattern("torch.aten.index.Tensor")
 def lower_index_tensor(cx):
     """Advanced indexing ``x[i0, :, i2]`` as ``kiln.gather``.
@@ -663,35 +643,41 @@ def lower_index_tensor(cx):
     if not idx:
         return x
     axes = sorted(idx)
-    if len(axes) == 1:
-        return cx.build("gather", x, idx[axes[0]], axis=axes[0])
-    dims = dims_of(x)
     if axes != list(range(axes[0], axes[-1] + 1)):
         # Non-adjacent indexed axes: bring them to the front (torch puts the
         # broadcast index dims first in that case).
         rest = [a for a in range(r) if a not in idx]
         x = cx.build("transpose", x, perm=axes + rest)
         idx = {k: idx[a] for k, a in enumerate(axes)}
-        dims = [dims[a] for a in axes + rest]
         axes = list(range(len(axes)))
-    first, last = axes[0], axes[-1]
-    sizes = [dims[a] for a in axes]
-    if any(not d.is_static for d in sizes):
-        return _index_by_gather_chain(cx, x, [idx[a] for a in axes], first)
-    flat, stride = None, 1
-    for a, size in reversed(list(zip(axes, sizes))):
-        i = cx.cast(idx[a], "i64")
-        # Negative indices count from the end of their own axis.
+    return index_axes(cx, x, [idx[a] for a in axes], axes[0])
+
+
+def index_axes(cx, x, indices: list, first: int):
+    """``x[..., i0, i1, ...]``: the integer tensors ``indices`` index the
+    adjacent axes of ``x`` from ``first`` on (negative values count from the
+    end of their axis); the result has the index tensors' broadcast dims in
+    place of those axes.  One index is a gather along its axis.  Several are
+    linearized: each wrapped to ``[0, size)``, scaled by its stride within the
+    indexed axes and summed (broadcasting them), then gathered from ``x`` with
+    those axes merged into one.  A symbolic size or stride (``mask[b, kv]``
+    over ``[B, L]``) is a run-time value, so the work and memory are those of
+    the result.  Shared by ``aten.index.Tensor`` and ONNX ``GatherND``."""
+    if len(indices) == 1:
+        return cx.build("gather", x, indices[0], axis=first)
+    dims = dims_of(x)
+    last = first + len(indices) - 1
+    flat, stride = None, dim(1)
+    for i, size in reversed(list(zip(indices, dims[first:last + 1]))):
+        i = cx.cast(i, "i64")
         neg = cx.build("lt", i, cx.like(0, i))
-        i = cx.build("where", neg, cx.build("add", i, cx.like(size.value, i)), i)
-        if stride != 1:
-            i = cx.build("mul", i, cx.like(stride, i))
+        i = cx.build("where", neg, cx.build("add", i, dim_value(cx, size, i)), i)
+        if not (stride.is_static and stride.value == 1):
+            i = cx.build("mul", i, dim_value(cx, stride, i))
         flat = i if flat is None else cx.build("add", i, flat)
-        stride *= size.value
-    merged = cx.build("reshape", x, shape=dims[:first] + [dim(stride)] + dims[last + 1:])
+        stride = stride * size
+    merged = cx.build("reshape", x, shape=dims[:first] + [stride] + dims[last + 1:])
     return cx.build("gather", merged, flat, axis=first)
-
-
 
 
 @pattern("torch.aten.split_with_sizes", "torch.aten.split.Tensor")

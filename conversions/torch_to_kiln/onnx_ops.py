@@ -9,7 +9,8 @@ Registered into :data:`.onnx.ONNX_PATTERNS` (this module is imported after
 from __future__ import annotations
 
 from ...dialects.dims import dim
-from .aten import dims_of, dtype_of, rank_of
+from ...dialects.kiln import tensor_type
+from .aten import dims_of, dtype_of, index_axes, rank_of
 from .driver import Decline
 from .onnx import ONNX_PATTERNS, _reduce, _unary, pattern
 
@@ -57,6 +58,37 @@ def lower_gather_elements(cx):
         if k != axis % r and d.is_static and i.is_static and i.value > d.value:
             raise Decline(f"GatherElements indices dim {k} ({i.value}) exceeds data's ({d.value})")
     return cx.build("gather_elements", x, idx, axis=axis % r)
+
+
+@pattern("GatherND")
+def lower_gather_nd(cx):
+    """Advanced indexing of data's leading axes (:func:`.aten.index_axes`):
+    ``indices`` is ``[b..., i..., k]`` and each of its rows the position of a
+    slice ``data[b..., p_0, ..., p_{k-1}, ...]`` (negative values count from
+    the end); the first ``batch_dims`` axes of both are shared, which indexes
+    them with their own positions (a ``kiln.range`` per batch axis).  What
+    torch.onnx writes for ``mask[rows, cols]`` (transformers' attention masks)."""
+    x, idx = cx.tensor(0), cx.tensor(1)
+    b = cx.attr("batch_dims", 0)
+    q, r = rank_of(idx), rank_of(x)
+    k = dims_of(idx)[-1] if q else None
+    if k is None or not k.is_static:
+        raise Decline("GatherND with a symbolic last dim of indices")
+    k = k.value
+    if k == 0:
+        raise Decline("GatherND with empty index rows")
+    if not 0 <= b < q or b + k > r:
+        raise Decline(f"GatherND with batch_dims {b} and rows of {k} indices for data of rank {r}")
+    lead = dims_of(idx)[:-1]
+    parts = []
+    for j in range(b):
+        n = dims_of(x)[j]
+        pos = cx.build("range", shape=[n], start=0, step=1, results=[tensor_type([n], "i64")])
+        parts.append(cx.build("reshape", pos, shape=[dim(1)] * j + [n] + [dim(1)] * (q - 2 - j)))
+    for j in range(k):
+        row = cx.build("slice", idx, starts=[j], ends=[j + 1], axes=[q - 1], steps=[1])
+        parts.append(cx.build("reshape", row, shape=lead))
+    return index_axes(cx, x, parts, 0)
 
 
 @pattern("ScatterND")

@@ -41,3 +41,19 @@ func.func @unsupported$unbind_symbolic_axis(%arg0: !torch.vtensor<[?,3],f32>) ->
   %2 = torch.prim.ListUnpack %1 : !torch.list<vtensor> -> !torch.vtensor<[3],f32>
   return %2 : !torch.vtensor<[3],f32>
 }
+
+// -----
+
+func.func @unsupported$gather_nd_symbolic_rows(%x: !torch.vtensor<[4,5],f32>, %i: !torch.vtensor<[3,?],si64>) -> !torch.vtensor<[3,?],f32> attributes {torch.onnx_meta.opset_version = 13 : si64} {
+  // expected-error @+1 {{unsupported op 'onnx.GatherND': GatherND with a symbolic last dim of indices}}
+  %0 = torch.operator "onnx.GatherND"(%x, %i) : (!torch.vtensor<[4,5],f32>, !torch.vtensor<[3,?],si64>) -> !torch.vtensor<[3,?],f32>
+  return %0 : !torch.vtensor<[3,?],f32>
+}
+
+// -----
+
+func.func @unsupported$gather_nd_rows_too_long(%x: !torch.vtensor<[4,5],f32>, %i: !torch.vtensor<[4,2],si64>) -> !torch.vtensor<[4],f32> attributes {torch.onnx_meta.opset_version = 13 : si64} {
+  // expected-error @+1 {{unsupported op 'onnx.GatherND': GatherND with batch_dims 1 and rows of 2 indices for data of rank 2}}
+  %0 = torch.operator "onnx.GatherND"(%x, %i) {torch.onnx.batch_dims = 1 : si64} : (!torch.vtensor<[4,5],f32>, !torch.vtensor<[4,2],si64>) -> !torch.vtensor<[4],f32>
+  return %0 : !torch.vtensor<[4],f32>
+}

@@ -103,15 +103,21 @@ func.func @convolution$1d(%arg0: !torch.vtensor<[?,3,10],f32>) -> !torch.vtensor
   return %1 : !torch.vtensor<[?,4,5],f32>
 }
 
-// mask[batch_idx, kv_idx] over symbolic axes (no constant stride): a gather
-// with the first index broadcast to the index shape, then gather_elements
-// along the next axis and a reshape dropping its unit dim.
+// mask[batch_idx, kv_idx] over symbolic axes: linearized like static ones,
+// the size L (each index's wrap and the first one's stride) a run-time value
+// (the last entry of range(L + 1)); one gather of the result's size from the
+// merged [B*L] mask.
 // CHECK-LABEL: func.func @index$symbolic_axes
-// CHECK: %[[I0:.*]] = "kiln.expand"(%arg1) {shape = ["B", "L"]}
-// CHECK: %[[G:.*]] = "kiln.gather"(%arg0, %[[I0]]) {axis = 0 : i64} : (!kiln.tensor<["B", "L"], i64>, !kiln.tensor<["B", "L"], i64>) -> !kiln.tensor<["B", "L", "L"], i64>
-// CHECK: %[[E:.*]] = "kiln.expand"(%{{.*}}) {shape = ["B", "L", 1]}
-// CHECK: %[[GE:.*]] = "kiln.gather_elements"(%[[G]], %[[E]]) {axis = 2 : i64} : (!kiln.tensor<["B", "L", "L"], i64>, !kiln.tensor<["B", "L", 1], i64>) -> !kiln.tensor<["B", "L", 1], i64>
-// CHECK: "kiln.reshape"(%[[GE]]) {shape = ["B", "L"]}
+// CHECK: %[[R:.*]] = "kiln.range"() {shape = ["L+1"]
+// CHECK: %[[LAST:.*]] = "kiln.slice"(%[[R]]) {axes = array<i64: 0>, ends = array<i64: 4611686018427387904>, starts = array<i64: -1>
+// CHECK: %[[L:.*]] = "kiln.reshape"(%[[LAST]]) {shape = []}
+// CHECK: %[[KV:.*]] = "kiln.where"({{.*}}) : {{.*}} -> !kiln.tensor<[1, "L"], i64>
+// CHECK: %[[B:.*]] = "kiln.where"({{.*}}) : {{.*}} -> !kiln.tensor<["B", 1], i64>
+// CHECK: %[[S:.*]] = "kiln.mul"(%[[B]], %{{.*}}) : (!kiln.tensor<["B", 1], i64>, !kiln.tensor<[], i64>)
+// CHECK: %[[F:.*]] = "kiln.add"(%[[S]], %[[KV]]) : {{.*}} -> !kiln.tensor<["B", "L"], i64>
+// CHECK: %[[M:.*]] = "kiln.reshape"(%arg0) {shape = ["B*L"]}
+// CHECK: "kiln.gather"(%[[M]], %[[F]]) {axis = 0 : i64} : (!kiln.tensor<["B*L"], i64>, !kiln.tensor<["B", "L"], i64>) -> !kiln.tensor<["B", "L"], i64>
+// CHECK-NOT: gather_elements
 func.func @index$symbolic_axes(%arg0: !torch.vtensor<[?,?],si64>, %arg1: !torch.vtensor<[?,1],si64>, %arg2: !torch.vtensor<[1,?],si64>) -> !torch.vtensor<[?,?],si64> {
   %0 = torch.symbolic_int "B" {min_val = 1, max_val = 64} : !torch.int
   %1 = torch.symbolic_int "L" {min_val = 1, max_val = 512} : !torch.int

@@ -61,6 +61,45 @@ func.func @lrn$decomposed(%x: !torch.vtensor<[1,4,2,2],f32>) -> !torch.vtensor<[
   return %0 : !torch.vtensor<[1,4,2,2],f32>
 }
 
+// GatherND: each row of indices picks a slice of data's leading axes, as
+// advanced indexing: the rows' columns, each wrapped (negative values count
+// from the end), linearized over the static [3, 4] and gathered from data
+// with those axes merged.
+// CHECK-LABEL: func.func @gather_nd
+// CHECK: %[[I0:.*]] = "kiln.slice"(%arg1) {axes = array<i64: 1>, ends = array<i64: 1>, starts = array<i64: 0>
+// CHECK: %[[R0:.*]] = "kiln.reshape"(%[[I0]]) {shape = [6]}
+// CHECK: %[[I1:.*]] = "kiln.slice"(%arg1) {axes = array<i64: 1>, ends = array<i64: 2>, starts = array<i64: 1>
+// CHECK: %[[R1:.*]] = "kiln.reshape"(%[[I1]]) {shape = [6]}
+// CHECK: %[[FOUR:.*]] = "kiln.constant"() {value = dense<4> : tensor<i64>}
+// CHECK: %[[W1:.*]] = "kiln.where"
+// CHECK: %[[THREE:.*]] = "kiln.constant"() {value = dense<3> : tensor<i64>}
+// CHECK: %[[W0:.*]] = "kiln.where"
+// CHECK: %[[S:.*]] = "kiln.mul"(%[[W0]], %{{.*}})
+// CHECK: %[[F:.*]] = "kiln.add"(%[[S]], %[[W1]])
+// CHECK: %[[M:.*]] = "kiln.reshape"(%arg0) {shape = [12, 5]}
+// CHECK: "kiln.gather"(%[[M]], %[[F]]) {axis = 0 : i64} : (!kiln.tensor<[12, 5], f32>, !kiln.tensor<[6], i64>) -> !kiln.tensor<[6, 5], f32>
+func.func @gather_nd(%x: !torch.vtensor<[3,4,5],f32>, %i: !torch.vtensor<[6,2],si64>) -> !torch.vtensor<[6,5],f32> attributes {torch.onnx_meta.opset_version = 13 : si64} {
+  %0 = torch.operator "onnx.GatherND"(%x, %i) : (!torch.vtensor<[3,4,5],f32>, !torch.vtensor<[6,2],si64>) -> !torch.vtensor<[6,5],f32>
+  return %0 : !torch.vtensor<[6,5],f32>
+}
+
+// GatherND with batch_dims = 1 over symbolic dims: the batch axis is indexed
+// by its own positions (a range over B), the L axis by the rows, the stride L
+// a run-time value; one gather from data merged to [B*L, 8].
+// CHECK-LABEL: func.func @gather_nd$batch_dims
+// CHECK: %[[P:.*]] = "kiln.range"() {shape = ["B"]
+// CHECK: "kiln.reshape"(%[[P]]) {shape = ["B", 1]}
+// CHECK: %[[M:.*]] = "kiln.reshape"(%arg0) {shape = ["B*L", 8]}
+// CHECK: "kiln.gather"(%[[M]], %{{.*}}) {axis = 0 : i64} : (!kiln.tensor<["B*L", 8], f32>, !kiln.tensor<["B", 3], i64>) -> !kiln.tensor<["B", 3, 8], f32>
+func.func @gather_nd$batch_dims(%x: !torch.vtensor<[?,?,8],f32>, %i: !torch.vtensor<[?,3,1],si64>) -> !torch.vtensor<[?,3,8],f32> attributes {torch.onnx_meta.opset_version = 13 : si64} {
+  %b = torch.symbolic_int "B" {min_val = 1, max_val = 64} : !torch.int
+  %l = torch.symbolic_int "L" {min_val = 1, max_val = 512} : !torch.int
+  torch.bind_symbolic_shape %x, [%b, %l], affine_map<()[s0, s1] -> (s0, s1, 8)> : !torch.vtensor<[?,?,8],f32>
+  torch.bind_symbolic_shape %i, [%b], affine_map<()[s0] -> (s0, 3, 1)> : !torch.vtensor<[?,3,1],si64>
+  %0 = torch.operator "onnx.GatherND"(%x, %i) {torch.onnx.batch_dims = 1 : si64} : (!torch.vtensor<[?,?,8],f32>, !torch.vtensor<[?,3,1],si64>) -> !torch.vtensor<[?,3,8],f32>
+  return %0 : !torch.vtensor<[?,3,8],f32>
+}
+
 // CHECK-LABEL: func.func @relu$name_loc
 // CHECK: "kiln.relu"(%arg0) : (!kiln.tensor<[3], f32>) -> !kiln.tensor<[3], f32> loc(#[[LOC:.*]])
 // CHECK: #[[LOC]] = loc("relu_node")

@@ -106,6 +106,36 @@ def test_reduce_prod_axes_input_and_empty_set():
     _check(empty, {"N": (1, 8)}, [{"x": np.zeros((b, 0, 4), np.float32)} for b in (1, 5)])
 
 
+def test_gather_nd():
+    """GatherND: element rows (k = rank) and slice rows (k = 1) over static and
+    symbolic axes with negative indices, batch_dims 1 over a symbolic batch
+    (what torch.onnx writes for ``mask[rows, cols]``), int64 and int32 indices."""
+    nodes = [helper.make_node("GatherND", ["d", "i2"], ["y2"]),
+             helper.make_node("GatherND", ["d", "i1"], ["y1"]),
+             helper.make_node("GatherND", ["s", "j"], ["ys"]),
+             helper.make_node("GatherND", ["s", "jb"], ["yb"], batch_dims=1),
+             helper.make_node("GatherND", ["m", "k32"], ["ym"])]
+    model = _model(nodes, [("d", F, [3, 4, 5]), ("i2", I64, ["K", 2]), ("i1", I64, ["K", 1]),
+                           ("s", F, ["B", "L", 6]), ("j", I64, ["K", 2]), ("jb", I64, ["B", "K", 1]),
+                           ("m", I64, ["B", "L"]), ("k32", TensorProto.INT32, ["B", "L", 2])],
+                   [("y2", F, ["K", 5]), ("y1", F, ["K", 4, 5]), ("ys", F, ["K", 6]), ("yb", F, ["B", "K", 6]),
+                    ("ym", I64, ["B", "L"])], 13)
+    feeds = []
+    for b, length, k in ((1, 1, 1), (3, 7, 4), (8, 16, 9)):
+        rows, cols = RNG.integers(-b, b, (b, length)), RNG.integers(-length, length, (b, length))
+        feeds.append({
+            "d": RNG.standard_normal((3, 4, 5)).astype(np.float32),
+            "i2": np.stack([RNG.integers(-3, 3, k), RNG.integers(-4, 4, k)], -1).astype(np.int64),
+            "i1": RNG.integers(-3, 3, (k, 1)).astype(np.int64),
+            "s": RNG.standard_normal((b, length, 6)).astype(np.float32),
+            "j": np.stack([RNG.integers(-b, b, k), RNG.integers(-length, length, k)], -1).astype(np.int64),
+            "jb": RNG.integers(-length, length, (b, k, 1)).astype(np.int64),
+            "m": RNG.integers(0, 2, (b, length)).astype(np.int64),
+            "k32": np.stack([rows, cols], -1).astype(np.int32),
+        })
+    _check(model, {"B": (1, 8), "L": (1, 16), "K": (1, 9)}, feeds)
+
+
 def test_scatter_nd():
     """Every reduction: slice updates (k = 1) with duplicate rows (they combine
     in order; none of them for ``none``) over a symbolic data dim, and element
