@@ -220,14 +220,16 @@ class _Reader:
             self.seen.add(key)
             _Reader(target, env, self.info, self.seen).run()
 
-    def expr(self, node: ast.AST) -> None:
+    def expr(self, node: ast.AST, argument: bool = False) -> None:
         """Read an expression (or simple statement), outer calls first; a
-        decidable ``a if t else b`` reads only the branch taken."""
+        decidable ``a if t else b`` reads only the branch taken.  ``argument``:
+        ``node`` is passed to a call (a ``Known`` built there is handed on,
+        not the pattern's import-time result)."""
         info = self.info
         if isinstance(node, ast.IfExp):
             taken = _decide(node.test, self.env)
             if taken is not None:
-                self.expr(node.body if taken else node.orelse)
+                self.expr(node.body if taken else node.orelse, argument)
                 return
         if isinstance(node, ast.Call):
             f = node.func
@@ -245,7 +247,7 @@ class _Reader:
             elif isinstance(f, ast.Attribute) and f.attr == "materialize" and "kiln.constant" not in info.aux:
                 info.aux.append("kiln.constant")  # cx.conv.materialize(Known(...))
             elif isinstance(f, ast.Name):
-                if f.id == "Known":
+                if f.id == "Known" and not argument:
                     info.folds = True
                 target = self.scope.get(f.id)
                 if _is_helper(target):
@@ -260,7 +262,7 @@ class _Reader:
                     if _is_helper(made):
                         self.follow(made, {k: v for k, v in self.env.items() if k == "cx.name"})
         for child in ast.iter_child_nodes(node):
-            self.expr(child)
+            self.expr(child, isinstance(node, ast.Call) and child is not node.func)
 
 
 def analyze_pattern(fn, source: str | None = None) -> PatternInfo:

@@ -156,6 +156,8 @@ def test_op_table_rows():
     assert "transposed convolution" in rows["`aten.convolution`"].split("Falls back: ")[1]
     assert "transposed" not in rows["`aten.conv2d`"]  # that Decline sits under cx.name.endswith("convolution")
     assert rows["`Shape`"].split("|")[2].strip() == "folded at import time"
+    # A Known built to be handed on (a symbolic size turned into a tensor) is not a fold.
+    assert "folded" not in rows["`aten.add.Tensor`"] and "folded" not in rows["`GatherND`"]
     # The kiln op table: every kiln op, with its CPU lowering and Triton kind.
     assert "| `kiln.matmul` | lowered | — | `matmul` |" in text
     assert "| `kiln.fallback` | — |" in text
