@@ -82,7 +82,7 @@ def lower_gather_nd(cx):
     lead = dims_of(idx)[:-1]
     parts = []
     for j in range(b):
-        n = dims_of(x)[j]
+        n = lead[j]  # equal to data's dim j (ONNX); the indices' may be the static one
         pos = cx.build("range", shape=[n], start=0, step=1, results=[tensor_type([n], "i64")])
         parts.append(cx.build("reshape", pos, shape=[dim(1)] * j + [n] + [dim(1)] * (q - 2 - j)))
     for j in range(k):
