@@ -72,7 +72,7 @@ from .library import (
 )
 
 __all__ = ["I8_GEMM", "LOWP_GEMM", "W8_GEMM", "CpuLowpGemm", "force_generic", "match_lowp", "rewrite_lowp_contractions",
-           "uses_amx", "uses_dp", "uses_vnni"]
+           "uses_amx", "uses_avx2", "uses_dp", "uses_vnni"]
 
 _log = logging.getLogger("kiln.backends.cpu")
 
@@ -117,6 +117,12 @@ def uses_vnni() -> bool:
     """Whether integer products run on AVX512-VNNI's ``vpdpbusd`` (and AMX-INT8 where present) now."""
     lib = _native()
     return bool(lib is not None and lib.kiln_i8_uses_vnni())
+
+
+def uses_avx2() -> bool:
+    """Whether integer products run on AVX2's ``vpmaddwd`` (16-bit pairs, exact) now: a CPU without VNNI."""
+    lib = _native()
+    return bool(lib is not None and lib.kiln_i8_uses_avx2())
 
 
 def force_generic(on: bool | None) -> None:
@@ -347,9 +353,11 @@ def rewrite_lowp_contractions(module) -> int:
         _warned = True
         why = "forced by KILN_BF16_DP=0" if lib.kiln_lowp_cpu_has_dp() else "this CPU has no AVX512-BF16"
         _log.warning("bf16 matrix products run on the generic path (bf16 widened to f32, FMAs): %s", why)
-    if not _warned_int and any(g.dtype == "int" for g in found) and not lib.kiln_i8_uses_vnni():
+    if (not _warned_int and any(g.dtype == "int" for g in found) and not lib.kiln_i8_uses_vnni()
+            and not lib.kiln_i8_uses_avx2()):
         _warned_int = True
-        why = "forced by KILN_I8_VNNI=0" if lib.kiln_i8_cpu_has_vnni() else "this CPU has no AVX512-VNNI"
+        vector = lib.kiln_i8_cpu_has_vnni() or lib.kiln_i8_cpu_has_avx2()
+        why = "forced by KILN_I8_VNNI=0" if vector else "this CPU has neither AVX512-VNNI nor AVX2"
         _log.warning("integer (8-bit) matrix products run on the generic path (int32 arithmetic): %s", why)
     body = module.regions[0].blocks[0]
     names = function_names(module)

@@ -24,7 +24,13 @@
  *    full panels when K is a multiple of 64 (the CPU has amx_int8 and Linux
  *    granted the tile state; KILN_I8_AMX=0 turns it off);
  *  - vnni: vpdpbusd on 8 x 32 register tiles (the CPU has avx512_vnni);
- *  - generic: plain int32 arithmetic, for CPUs without VNNI and when forced
+ *  - avx2: for CPUs with AVX2 but no VNNI (AMD Zen 2 / 3, older Intel): B
+ *    packed as int16 instead (panel = 4 chunks of 8 columns, each chunk's
+ *    quads contiguous: [kq][8][4] int16, then the 32 column sums), A's rows
+ *    widened to int16 once per tile, and vpmaddwd (pairs of 16-bit products
+ *    summed into int32: exact, unlike vpmaddubsw's saturating 16-bit sums)
+ *    on 6 x 8 register tiles;
+ *  - generic: plain int32 arithmetic, for other CPUs and when forced
  *    (KILN_I8_VNNI=0 or kiln_i8_set_generic).
  */
 #include <stdlib.h>
@@ -35,7 +41,8 @@
 #define I8_NR 32 /* columns of a panel: two zmm of int32 */
 #define I8_MR 8  /* rows of a register tile */
 #define I8_MB 64 /* rows of a task */
-#define I8_PACK_KIND 80 /* kiln_slot_packed kind: + 1 for a u8 B */
+#define I8_AVX2_MR 6 /* rows of an avx2 tile: 6 x 2 accumulators, 2 B registers and A's quad fill 15 of 16 ymm */
+#define I8_PACK_KIND 80 /* kiln_slot_packed kind: + 1 for a u8 B, + 2 for the avx2 path's int16 layout */
 
 enum { I8_A_UNSIGNED = 1, I8_B_UNSIGNED = 2 };
 
@@ -64,6 +71,21 @@ void kiln_i8_set_generic(int32_t on) {
 int kiln_i8_uses_vnni(void) {
   if (i8_generic < 0) kiln_i8_set_generic(-1);
   return !i8_generic && kiln_i8_cpu_has_vnni();
+}
+
+/* Whether this CPU has AVX2 (the avx2 path, taken where there is no VNNI). */
+int kiln_i8_cpu_has_avx2(void) {
+#if defined(__x86_64__) && (__GNUC__ >= 10)
+  return __builtin_cpu_supports("avx2");
+#else
+  return 0;
+#endif
+}
+
+/* Whether integer products take the avx2 path now (no VNNI, AVX2 there, the generic path not forced). */
+int kiln_i8_uses_avx2(void) {
+  if (i8_generic < 0) kiln_i8_set_generic(-1);
+  return !i8_generic && !kiln_i8_cpu_has_vnni() && kiln_i8_cpu_has_avx2();
 }
 
 /* Whether this CPU has AMX-INT8 and Linux lets the process use the tile data (asked once). */
@@ -102,6 +124,38 @@ static void i8_pack(int8_t *dst, const uint8_t *B, int64_t K, int64_t N, int64_t
   }
 }
 
+/* int32 words of one panel in the avx2 path's int16 layout: 4 chunks of kq x 8 x 4 int16, then the column sums. */
+static inline int64_t i8_panel16_words(int64_t K) { return i8_quads(K) * I8_NR * 2 + I8_NR; }
+
+static void i8_pack16(int16_t *dst, const uint8_t *B, int64_t K, int64_t N, int64_t ldb, int b_unsigned) {
+  int64_t np = i8_panels(N), kq = i8_quads(K);
+  uint8_t flip = b_unsigned ? 0x80 : 0;
+  for (int64_t p = 0; p < np; p++) {
+    int16_t *panel = dst + p * i8_panel16_words(K) * 2;
+    int32_t sums[I8_NR] = {0};
+    for (int c = 0; c < I8_NR / 8; c++)
+      for (int64_t q = 0; q < kq; q++) {
+        int16_t *row = panel + (c * kq + q) * 32;
+        for (int j = 0; j < 8; j++)
+          for (int h = 0; h < 4; h++) {
+            int64_t k = 4 * q + h, n = p * I8_NR + 8 * c + j;
+            int8_t v = n < N && k < K ? (int8_t)(B[k * ldb + n] ^ flip) : 0;
+            row[4 * j + h] = v;
+            sums[8 * c + j] += v;
+          }
+      }
+    memcpy(panel + 4 * kq * 32, sums, sizeof sums);
+  }
+}
+
+static void i8_pack16_s(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
+  i8_pack16((int16_t *)dst, (const uint8_t *)src, rows, cols, ld, 0);
+}
+
+static void i8_pack16_u(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
+  i8_pack16((int16_t *)dst, (const uint8_t *)src, rows, cols, ld, 1);
+}
+
 static void i8_pack_s(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
   i8_pack((int8_t *)dst, (const uint8_t *)src, rows, cols, ld, 0);
 }
@@ -123,6 +177,7 @@ static inline uint32_t i8_quad(const uint8_t *a, int64_t q, int64_t K, uint32_t 
 
 typedef struct {
   int64_t M, N, K, lda, ldc, mbs; /* mbs: row blocks of I8_MB */
+  int64_t pw;                     /* int32 words of a packed panel (the avx2 path's layout or the others') */
   const uint8_t *A;
   const int8_t *P;
   int32_t *C;
@@ -130,7 +185,7 @@ typedef struct {
   uint32_t zc, zb, kzz;   /* the factor of the column sums, B's zero point, K a_zp zb (mod 2^32) */
   int32_t beta;
   uint32_t flip; /* xor of A's bytes as the product reads them (0x80808080 for s8 A on vpdpbusd) */
-  int vnni, amx, a_signed;
+  int vnni, amx, avx2, a_signed;
 } i8_args;
 
 /* Store acc (mr x nr, the raw sums) into C corrected for the zero points, added to C when beta. */
@@ -270,6 +325,74 @@ static I8_VNNI_TARGET void i8_rows_vnni(const i8_args *g, const uint8_t *A, cons
 }
 #endif
 
+#if defined(__x86_64__) && (__GNUC__ >= 10)
+#define I8_AVX2_TARGET __attribute__((target("avx2")))
+
+/* Rows [0, rows) of A widened to int16, K padded with zeros to whole quads (kq * 4 per row). */
+static I8_AVX2_TARGET void i8_widen_rows(const i8_args *g, const uint8_t *A, int64_t rows, int16_t *W) {
+  int64_t kq4 = i8_quads(g->K) * 4;
+  for (int64_t m = 0; m < rows; m++) {
+    const uint8_t *a = A + m * g->lda;
+    int16_t *w = W + m * kq4;
+    int64_t k = 0;
+    for (; k + 16 <= g->K; k += 16) {
+      __m128i v = _mm_loadu_si128((const __m128i *)(a + k));
+      _mm256_storeu_si256((__m256i *)(w + k), g->a_signed ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v));
+    }
+    for (; k < g->K; k++) w[k] = g->a_signed ? (int16_t)(int8_t)a[k] : (int16_t)a[k];
+    for (; k < kq4; k++) w[k] = 0;
+  }
+}
+
+/* mr (a constant at every call site) widened rows W times one int16 panel: per chunk of 8 columns, two
+ * registers of B (4 columns x a quad each) against each row's quad broadcast; lane pairs hold a column's two
+ * halves of the quad, added at the end. */
+static inline __attribute__((always_inline)) I8_AVX2_TARGET void i8_tile_avx2(const i8_args *g, const int16_t *W,
+                                                                               const int16_t *panel, int64_t m0,
+                                                                               int32_t *C, int mr, int64_t nr) {
+  int64_t kq = i8_quads(g->K), kq4 = kq * 4;
+  int32_t T[I8_AVX2_MR][I8_NR];
+  for (int64_t c8 = 0; c8 < nr; c8 += 8) {
+    __m256i acc[I8_AVX2_MR][2];
+    for (int m = 0; m < mr; m++) acc[m][0] = acc[m][1] = _mm256_setzero_si256();
+    const int16_t *b = panel + c8 / 8 * kq * 32;
+    for (int64_t q = 0; q < kq; q++, b += 32) {
+      __m256i b0 = _mm256_loadu_si256((const __m256i *)b), b1 = _mm256_loadu_si256((const __m256i *)(b + 16));
+      for (int m = 0; m < mr; m++) {
+        int64_t quad;
+        memcpy(&quad, W + m * kq4 + 4 * q, 8);
+        __m256i a = _mm256_set1_epi64x(quad);
+        acc[m][0] = _mm256_add_epi32(acc[m][0], _mm256_madd_epi16(b0, a));
+        acc[m][1] = _mm256_add_epi32(acc[m][1], _mm256_madd_epi16(b1, a));
+      }
+    }
+    for (int m = 0; m < mr; m++) { /* [c0 c1 c4 c5 | c2 c3 c6 c7] -> columns in order */
+      __m256i s = _mm256_permute4x64_epi64(_mm256_hadd_epi32(acc[m][0], acc[m][1]), 0xD8);
+      _mm256_storeu_si256((__m256i *)(T[m] + c8), s);
+    }
+  }
+  i8_store(g, T, mr, nr, (const int32_t *)(panel + 4 * kq * 32), m0, C);
+}
+
+/* rows of A (widened into W, room for I8_AVX2_MR rows) times one panel. */
+static I8_AVX2_TARGET void i8_rows_avx2(const i8_args *g, const uint8_t *A, const int16_t *panel, int64_t m0,
+                                        int32_t *C, int64_t rows, int64_t nr, int16_t *W) {
+  for (int64_t m = 0; m < rows; m += I8_AVX2_MR) {
+    int64_t mr = rows - m < I8_AVX2_MR ? rows - m : I8_AVX2_MR;
+    i8_widen_rows(g, A + m * g->lda, mr, W);
+    int32_t *c = C + m * g->ldc;
+    switch (mr) { /* constant tile heights */
+      case 6: i8_tile_avx2(g, W, panel, m0 + m, c, 6, nr); break;
+      case 5: i8_tile_avx2(g, W, panel, m0 + m, c, 5, nr); break;
+      case 4: i8_tile_avx2(g, W, panel, m0 + m, c, 4, nr); break;
+      case 3: i8_tile_avx2(g, W, panel, m0 + m, c, 3, nr); break;
+      case 2: i8_tile_avx2(g, W, panel, m0 + m, c, 2, nr); break;
+      default: i8_tile_avx2(g, W, panel, m0 + m, c, 1, nr); break;
+    }
+  }
+}
+#endif
+
 #if defined(__x86_64__) && (__GNUC__ >= 11)
 #define I8_AMX_TARGET __attribute__((target("amx-tile,amx-int8")))
 
@@ -313,8 +436,13 @@ static I8_AMX_TARGET void i8_amx_block(const uint8_t *A, int64_t lda, const int8
  * row blocks stream from L2 (the panel-fastest order measured the same within this host's noise). */
 static void i8_task(void *ctx, int64_t lo, int64_t hi) {
   const i8_args *g = ctx;
-  int64_t words = i8_panel_words(g->K);
+  int64_t words = g->pw;
   int configured = 0; /* this thread's tile configuration loaded */
+  int16_t *W = NULL;  /* the avx2 path's widened rows of A */
+  if (g->avx2) {
+    W = malloc((size_t)I8_AVX2_MR * (size_t)i8_quads(g->K) * 4 * sizeof(int16_t) + 32);
+    if (W == NULL) abort();
+  }
   for (int64_t t = lo; t < hi; t++) {
     int64_t p = t / g->mbs, m0 = t % g->mbs * I8_MB;
     int64_t rows = g->M - m0 < I8_MB ? g->M - m0 : I8_MB;
@@ -349,9 +477,14 @@ static void i8_task(void *ctx, int64_t lo, int64_t hi) {
       if (rows > 0) i8_rows_vnni(g, a, panel, m0, c, rows, nr);
       continue;
     }
+    if (g->avx2) {
+      i8_rows_avx2(g, a, (const int16_t *)panel, m0, c, rows, nr, W);
+      continue;
+    }
 #endif
     i8_rows_generic(g, a, panel, m0, c, rows, nr);
   }
+  free(W);
 #if defined(__x86_64__) && (__GNUC__ >= 11)
   if (configured) kiln_amx_release(); /* a thread holding tile state costs every context switch */
 #else
@@ -366,17 +499,19 @@ void kiln_i8_gemm(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int32
                   int32_t b_zp, int32_t flags, int32_t beta, int64_t C, int64_t ldc, int32_t threads, int64_t slot) {
   if (M <= 0 || N <= 0) return;
   int b_unsigned = (flags & I8_B_UNSIGNED) != 0, a_signed = !(flags & I8_A_UNSIGNED);
-  int64_t mbs = (M + I8_MB - 1) / I8_MB, words = i8_panels(N) * i8_panel_words(K);
-  const int8_t *P = (const int8_t *)kiln_slot_packed(slot, I8_PACK_KIND + b_unsigned, (const float *)B, K, N, ldb,
-                                                     words, b_unsigned ? i8_pack_u : i8_pack_s);
+  int vnni = kiln_i8_uses_vnni(), avx2 = !vnni && kiln_i8_uses_avx2();
+  int64_t mbs = (M + I8_MB - 1) / I8_MB, pw = avx2 ? i8_panel16_words(K) : i8_panel_words(K);
+  int64_t words = i8_panels(N) * pw;
+  kiln_pack_fn pack = avx2 ? (b_unsigned ? i8_pack16_u : i8_pack16_s) : (b_unsigned ? i8_pack_u : i8_pack_s);
+  const int8_t *P = (const int8_t *)kiln_slot_packed(slot, I8_PACK_KIND + 2 * avx2 + b_unsigned, (const float *)B,
+                                                     K, N, ldb, words, pack);
   int8_t *own = NULL;
   if (P == NULL) {
     own = kiln_alloc((size_t)words * 4 + 64);
     if (own == NULL) abort(); /* as the other kernels: no memory for scratch is fatal */
-    i8_pack(own, (const uint8_t *)B, K, N, ldb, b_unsigned);
+    pack((float *)own, (const float *)B, K, N, ldb);
     P = own;
   }
-  int vnni = kiln_i8_uses_vnni();
   /* vpdpbusd multiplies u8 by s8: an s8 A is read as a + 128 (its top bits flipped). */
   uint32_t flip = vnni && a_signed ? 0x80808080u : 0;
   uint32_t zb = (uint32_t)b_zp - (b_unsigned ? 128u : 0u);
@@ -392,9 +527,9 @@ void kiln_i8_gemm(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int32
     }
   }
   int amx = vnni && K % 64 == 0 && M >= 32 && kiln_i8_uses_amx();
-  i8_args g = {M, N, K, lda, ldc, mbs, (const uint8_t *)A, P, (int32_t *)C, rowsum,
+  i8_args g = {M, N, K, lda, ldc, mbs, pw, (const uint8_t *)A, P, (int32_t *)C, rowsum,
                (uint32_t)a_zp + (flip ? 128u : 0u), zb, (uint32_t)K * (uint32_t)a_zp * zb, beta != 0, flip, vnni,
-               amx, a_signed};
+               amx, avx2, a_signed};
   int64_t tasks = mbs * i8_panels(N);
   if (threads <= 1 || tasks == 1)
     i8_task(&g, 0, tasks);

@@ -42,10 +42,13 @@ def _operand(rng, shape, unsigned):
 
 
 def _paths(lib):
-    """(name, force generic) for each path this CPU can take: the vector paths only where it has VNNI."""
+    """(name, force generic) for each path this CPU can take: the vector path (VNNI / AMX, or AVX2 without
+    VNNI) where it has one."""
     paths = [("generic", True)]
     if lib.kiln_i8_cpu_has_vnni():
         paths.append(("vnni", False))
+    elif lib.kiln_i8_cpu_has_avx2():
+        paths.append(("avx2", False))
     return paths
 
 
@@ -100,10 +103,12 @@ def test_uses_vnni_follows_the_switch():
     lib, _ = _i8_gemm()
     lowp_gemm.force_generic(True)
     try:
-        assert not lowp_gemm.uses_vnni()
+        assert not lowp_gemm.uses_vnni() and not lowp_gemm.uses_avx2()
     finally:
         lowp_gemm.force_generic(None)
     assert lowp_gemm.uses_vnni() == bool(lib.kiln_i8_cpu_has_vnni())
+    # AVX2 is the vector path only where there is no VNNI.
+    assert lowp_gemm.uses_avx2() == bool(lib.kiln_i8_cpu_has_avx2() and not lib.kiln_i8_cpu_has_vnni())
 
 
 class _Encoder(torch.nn.Module):
