@@ -99,9 +99,11 @@ def main(argv=None) -> int:
         t2 = time.perf_counter()
     lib = _native()
     amx = bool(lib is not None and lib.kiln_i8_uses_amx())
+    path = ("AMX-INT8" if amx else "VNNI" if lib is not None and lib.kiln_i8_uses_vnni()
+            else "AVX2" if lib is not None and lib.kiln_i8_uses_avx2() else "the generic path")
     print(f"BERT encoder: hidden {args.hidden}, {args.layers} layers, L = {args.length}; quantize_dynamic int8; "
           f"ONNX Runtime {ort.__version__}, 2 threads; kiln compile {t1 - t0:.1f} s (int8), {t2 - t1:.1f} s (fp32); "
-          f"integer products on {'AMX-INT8' if amx else 'VNNI' if lib is not None and lib.kiln_i8_uses_vnni() else 'the generic path'}")
+          f"integer products on {path}")
     tol = TOLERANCES["int8"]
     header = "| B | ORT int8 ms | kiln int8 ms | kiln / ORT int8 |" + (" kiln int8, AMX off ms |" if amx else "") + \
         " ORT fp32 ms | kiln fp32 ms | kiln / ORT fp32 | max diff kiln vs ORT int8 (outside table) | int8 vs fp32 max diff ORT / kiln |"
