@@ -76,6 +76,15 @@ def _layout(cx, x, scale) -> dict:
     return {"axis": axis % rank_of(x), "block_size": block}
 
 
+def _per_tensor(cx, scale, zp, layout: dict):
+    """Per-tensor parameters as rank-0 tensors: ONNX allows a scale of one
+    element ``[1]`` beside a scalar zero point (quantize_static writes such
+    pairs for int32 biases), kiln's ops want the two shaped alike."""
+    if layout.get("axis") is not None:
+        return scale, zp
+    return tuple(cx.build("reshape", v, shape=[]) if rank_of(v) == 1 else v for v in (scale, zp))
+
+
 def _axis(cx, x, scale, default: int = 1):
     """The ``axis`` for ``kiln.quantize`` / ``dequantize``: None for a
     per-tensor (rank-0 or one-element) scale, else the normalized attribute."""
@@ -85,11 +94,13 @@ def _axis(cx, x, scale, default: int = 1):
     if r != 1:
         raise Decline(f"scale of rank {r} without 'block_size'")
     axis = cx.attr("axis", default)
-    if not -rank_of(x) <= axis < rank_of(x):
-        raise Decline(f"attribute 'axis' {axis} is out of range for rank {rank_of(x)}")
     n = dims_of(scale)[0]
-    if n.is_static and n.value == 1 and dims_of(x)[axis % rank_of(x)] != dim(1):
-        return None  # one value for the whole tensor
+    in_range = -rank_of(x) <= axis < rank_of(x)
+    if n.is_static and n.value == 1 and not (in_range and dims_of(x)[axis % rank_of(x)] == dim(1)):
+        # One value for the whole tensor: the axis does not apply (the default 1 on a rank-1 int32 bias).
+        return None
+    if not in_range:
+        raise Decline(f"attribute 'axis' {axis} is out of range for rank {rank_of(x)}")
     return axis % rank_of(x)
 
 
@@ -104,7 +115,9 @@ def lower_quantize_linear(cx):
     if dtype_of(scale) != dtype_of(x):
         scale = cx.cast(scale, dtype_of(x))
     zp = _zero_point(cx, 2, out, scale)
-    return cx.build("quantize", x, scale, zp, **_layout(cx, x, scale))
+    layout = _layout(cx, x, scale)
+    scale, zp = _per_tensor(cx, scale, zp, layout)
+    return cx.build("quantize", x, scale, zp, **layout)
 
 
 @pattern("DequantizeLinear")
@@ -114,7 +127,9 @@ def lower_dequantize_linear(cx):
     if dtype_of(x) not in _QUANT + ("i32",):
         raise Decline(f"DequantizeLinear from {_torch_dtype(cx, 0)} (kiln dequantizes int8 / uint8 / int32)")
     zp = _zero_point(cx, 2, dtype_of(x), scale)
-    y = cx.build("dequantize", x, scale, zp, **_layout(cx, x, scale))
+    layout = _layout(cx, x, scale)
+    scale, zp = _per_tensor(cx, scale, zp, layout)
+    y = cx.build("dequantize", x, scale, zp, **layout)
     out = cx.result_dtype(0)
     return cx.cast(y, out) if out != dtype_of(y) else y
 

@@ -96,3 +96,14 @@ func.func @dynamic_quantize(%x: !torch.vtensor<[2,4],f32>) -> (!torch.vtensor<[2
   %0:3 = torch.operator "onnx.DynamicQuantizeLinear"(%x) : (!torch.vtensor<[2,4],f32>) -> (!torch.vtensor<[2,4],ui8>, !torch.vtensor<[],f32>, !torch.vtensor<[],ui8>)
   return %0#0, %0#1, %0#2 : !torch.vtensor<[2,4],ui8>, !torch.vtensor<[],f32>, !torch.vtensor<[],ui8>
 }
+
+// A per-tensor int32 bias as quantize_static writes it: a [1] scale beside a
+// scalar zero point, the default axis 1 past the rank-1 input (ONNX ignores
+// the axis for per-tensor parameters): both parameters rank 0, no axis.
+// CHECK-LABEL: func.func @dequantize_bias_one_element_scale
+// CHECK: %[[S:.*]] = "kiln.reshape"(%arg1) {shape = []} : (!kiln.tensor<[1], f32>) -> !kiln.tensor<[], f32>
+// CHECK: "kiln.dequantize"(%arg0, %[[S]], %arg2) : (!kiln.tensor<[768], i32>, !kiln.tensor<[], f32>, !kiln.tensor<[], i32>) -> !kiln.tensor<[768], f32>
+func.func @dequantize_bias_one_element_scale(%x: !torch.vtensor<[768],si32>, %s: !torch.vtensor<[1],f32>, %z: !torch.vtensor<[],si32>) -> !torch.vtensor<[768],f32> attributes {torch.onnx_meta.opset_version = 17 : si64} {
+  %0 = torch.operator "onnx.DequantizeLinear"(%x, %s, %z) : (!torch.vtensor<[768],si32>, !torch.vtensor<[1],f32>, !torch.vtensor<[],si32>) -> !torch.vtensor<[768],f32>
+  return %0 : !torch.vtensor<[768],f32>
+}
