@@ -13,7 +13,8 @@ In pipeline text the name expands to its stages, so ``str()`` of such a
 pipeline lists the passes themselves.
 
 =======================  ===================================================
-``kiln-default-cpu``     shapes, folding, simplification, CSE, DCE, fusion:
+``kiln-default-cpu``     shapes, Q / DQ pairs around products folded into
+                         integer products, folding, simplification, CSE, DCE, fusion:
                          the CPU backend lowers every kiln op, and inlines the
                          ``kiln.fused`` groups (library GEMM + generated
                          epilogues are chosen per kernel by the registry)
@@ -65,7 +66,8 @@ NAMED_PIPELINES: dict[str, NamedPipeline] = {
         NamedPipeline(
             "kiln-default-cpu",
             "Graph optimization for the CPU backend: fold, simplify, CSE, DCE, fuse",
-            _COMMON_HEAD + _COMMON_TAIL,
+            # QDQ pairs around products fold into int8 GEMMs before a constant weight's dequantization folds.
+            _COMMON_HEAD[:1] + ("kiln-fold-qdq",) + _COMMON_HEAD[1:] + _COMMON_TAIL,
         ),
         NamedPipeline(
             "kiln-default-triton",

@@ -12,4 +12,5 @@ PASS_MODULES = (
     "kiln.transforms.partition",
     "kiln.transforms.plan_memory",
     "kiln.transforms.precision",
+    "kiln.transforms.fold_qdq",
 )

@@ -4,6 +4,7 @@
 
 // The named pipelines expand to their stages, in order.
 // DUMP: IR Dump After kiln-infer-shapes
+// DUMP: IR Dump After kiln-fold-qdq
 // DUMP: IR Dump After kiln-fold-constants
 // DUMP: IR Dump After kiln-simplify
 // DUMP: IR Dump After cse

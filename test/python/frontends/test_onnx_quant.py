@@ -131,6 +131,17 @@ def test_quantized_model_matches_ort(float_models, kind, how):
         np.testing.assert_allclose(got, want, rtol=tol.rtol, atol=tol.atol, err_msg=f"{kind} {how} B={batch}")
 
 
+@pytest.mark.native
+def test_qdq_products_run_on_the_integer_kernel(float_models):
+    """kiln-fold-qdq: each DQ -> MatMul <- DQ of the QDQ MLP (a per-tensor activation, per-channel
+    symmetric weights) is one kiln.matmul_integer, no f32 product left (the values are checked above and
+    against onnx.reference below)."""
+    path = _quantized(float_models, "mlp", "qdq")
+    compiled = kiln.compile(path, symbols={"B": B_RANGE}, fallback=False)
+    ops = [op for k in compiled.report()["kernels"] for op in k["ops"]]
+    assert ops.count("kiln.matmul_integer") == 3 and "kiln.matmul" not in ops, sorted(set(ops))
+
+
 @pytest.mark.parametrize("how", ["dynamic", "qdq"])
 def test_quantized_mlp_equals_the_onnx_reference(float_models, how):
     """Integer products are exact: kiln's output is ONNX's reference evaluator's
