@@ -102,66 +102,50 @@ static inline int64_t i8_quads(int64_t K) { return (K + 3) / 4; }
 /* int32 words of one packed panel: the quads, then the column sums. */
 static inline int64_t i8_panel_words(int64_t K) { return (i8_quads(K) + 1) * I8_NR; }
 
-static void i8_pack(int8_t *dst, const uint8_t *B, int64_t K, int64_t N, int64_t ldb, int b_unsigned) {
+/* int32 words of one panel in the avx2 path's int16 layout: 4 chunks of kq x 8 x 4 int16, then the column sums. */
+static inline int64_t i8_panel16_words(int64_t K) { return i8_quads(K) * I8_NR * 2 + I8_NR; }
+
+/* B's panels with their column sums: int8 quad rows (32 columns x 4 of K each), or with `wide` the avx2
+ * path's int16 chunks of 8 columns ([kq][8][4] each, one after the other). */
+static void i8_pack_panels(void *dst, const uint8_t *B, int64_t K, int64_t N, int64_t ldb, int b_unsigned,
+                           int wide) {
   int64_t np = i8_panels(N), kq = i8_quads(K);
+  int64_t bytes = (wide ? i8_panel16_words(K) : i8_panel_words(K)) * 4;
   uint8_t flip = b_unsigned ? 0x80 : 0;
   for (int64_t p = 0; p < np; p++) {
-    int8_t *panel = dst + p * i8_panel_words(K) * 4;
+    char *panel = (char *)dst + p * bytes;
     int32_t sums[I8_NR] = {0};
-    for (int64_t q = 0; q < kq; q++) {
-      int8_t *row = panel + q * I8_NR * 4;
+    for (int64_t q = 0; q < kq; q++)
       for (int h = 0; h < 4; h++) {
         int64_t k = 4 * q + h;
         for (int j = 0; j < I8_NR; j++) {
           int64_t n = p * I8_NR + j;
           int8_t v = n < N && k < K ? (int8_t)(B[k * ldb + n] ^ flip) : 0;
-          row[4 * j + h] = v;
+          if (wide)
+            ((int16_t *)panel)[(j / 8 * kq + q) * 32 + 4 * (j % 8) + h] = v;
+          else
+            ((int8_t *)panel)[q * I8_NR * 4 + 4 * j + h] = v;
           sums[j] += v;
         }
       }
-    }
-    memcpy(panel + kq * I8_NR * 4, sums, sizeof sums);
+    memcpy(panel + kq * I8_NR * 4 * (wide ? 2 : 1), sums, sizeof sums);
   }
-}
-
-/* int32 words of one panel in the avx2 path's int16 layout: 4 chunks of kq x 8 x 4 int16, then the column sums. */
-static inline int64_t i8_panel16_words(int64_t K) { return i8_quads(K) * I8_NR * 2 + I8_NR; }
-
-static void i8_pack16(int16_t *dst, const uint8_t *B, int64_t K, int64_t N, int64_t ldb, int b_unsigned) {
-  int64_t np = i8_panels(N), kq = i8_quads(K);
-  uint8_t flip = b_unsigned ? 0x80 : 0;
-  for (int64_t p = 0; p < np; p++) {
-    int16_t *panel = dst + p * i8_panel16_words(K) * 2;
-    int32_t sums[I8_NR] = {0};
-    for (int c = 0; c < I8_NR / 8; c++)
-      for (int64_t q = 0; q < kq; q++) {
-        int16_t *row = panel + (c * kq + q) * 32;
-        for (int j = 0; j < 8; j++)
-          for (int h = 0; h < 4; h++) {
-            int64_t k = 4 * q + h, n = p * I8_NR + 8 * c + j;
-            int8_t v = n < N && k < K ? (int8_t)(B[k * ldb + n] ^ flip) : 0;
-            row[4 * j + h] = v;
-            sums[8 * c + j] += v;
-          }
-      }
-    memcpy(panel + 4 * kq * 32, sums, sizeof sums);
-  }
-}
-
-static void i8_pack16_s(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
-  i8_pack16((int16_t *)dst, (const uint8_t *)src, rows, cols, ld, 0);
-}
-
-static void i8_pack16_u(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
-  i8_pack16((int16_t *)dst, (const uint8_t *)src, rows, cols, ld, 1);
 }
 
 static void i8_pack_s(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
-  i8_pack((int8_t *)dst, (const uint8_t *)src, rows, cols, ld, 0);
+  i8_pack_panels(dst, (const uint8_t *)src, rows, cols, ld, 0, 0);
 }
 
 static void i8_pack_u(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
-  i8_pack((int8_t *)dst, (const uint8_t *)src, rows, cols, ld, 1);
+  i8_pack_panels(dst, (const uint8_t *)src, rows, cols, ld, 1, 0);
+}
+
+static void i8_pack16_s(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
+  i8_pack_panels(dst, (const uint8_t *)src, rows, cols, ld, 0, 1);
+}
+
+static void i8_pack16_u(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
+  i8_pack_panels(dst, (const uint8_t *)src, rows, cols, ld, 1, 1);
 }
 
 /* Row a's quad q as a little-endian word (the bytes past K: 0), each byte xor `flip`. */
