@@ -78,18 +78,21 @@ class _Dequantized:
         return d
 
 
-def _scalar_zero(zero: ir.Value, ip, loc) -> ir.Value | None:
-    """A rank-0 zero point: ``zero`` itself, a reshape of a one-element one,
-    or a constant for a constant whose values are all the same; else None."""
+def _scalar_zero(zero: ir.Value):
+    """How to make ``zero`` a rank-0 zero point: a function of ``(ip, loc)``
+    building it (``zero`` itself, a reshape of a one-element one, a constant
+    for a constant whose values are all the same), or None when it has
+    several values."""
     info = tensor_info(zero.type)
     if info.rank == 0:
-        return zero
+        return lambda ip, loc: zero
     if info.rank == 1 and info.dims[0].is_static and info.dims[0].value == 1:
-        return create_op("kiln.reshape", [zero], attrs={"shape": []}, loc=loc, ip=ip).result
+        return lambda ip, loc: create_op("kiln.reshape", [zero], attrs={"shape": []}, loc=loc, ip=ip).result
     data = constant_array(zero)
     if data is None or data.size == 0 or not np.all(data == data.reshape(-1)[0]):
         return None
-    return make_constant(np.asarray(data.reshape(-1)[0]), info.dtype, loc=loc, ip=ip)
+    value = np.asarray(data.reshape(-1)[0])
+    return lambda ip, loc: make_constant(value, info.dtype, loc=loc, ip=ip)
 
 
 @register_pass
@@ -134,10 +137,11 @@ class FoldQdq(Pass):
         per_column = 0 if transposed else 1
         if b.axis is not None and b.axis % 2 != per_column:
             return False
-        ip, loc = ir.InsertionPoint(op), op.location
-        za, zb = _scalar_zero(a.zero, ip, loc), _scalar_zero(b.zero, ip, loc)
+        za, zb = _scalar_zero(a.zero), _scalar_zero(b.zero)
         if za is None or zb is None:
             return False
+        ip, loc = ir.InsertionPoint(op), op.location
+        za, zb = za(ip, loc), zb(ip, loc)
         bq = b.q
         if transposed:
             bq = create_op("kiln.transpose", [bq], attrs={"perm": [1, 0]}, loc=loc, ip=ip).result
@@ -146,9 +150,6 @@ class FoldQdq(Pass):
                       ip=ip).result
         scale = create_op("kiln.mul", [a.scale, b.scale], loc=loc, ip=ip).result
         out = create_op("kiln.mul", [f, scale], loc=loc, ip=ip).result
-        if out.type != y.type:  # a one-element scale's [1] would broadcast a rank-0 product: never here
-            out.owner.erase()
-            return False
         y.replace_all_uses_with(out)
         op.erase()
         return True
