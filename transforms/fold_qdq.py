@@ -81,18 +81,23 @@ class _Dequantized:
 def _scalar_zero(zero: ir.Value):
     """How to make ``zero`` a rank-0 zero point: a function of ``(ip, loc)``
     building it (``zero`` itself, a reshape of a one-element one, a constant
-    for a constant whose values are all the same), or None when it has
-    several values."""
+    for a constant -- or a cast of one -- whose values are all the same), or
+    None when it has several values."""
     info = tensor_info(zero.type)
     if info.rank == 0:
         return lambda ip, loc: zero
     if info.rank == 1 and info.dims[0].is_static and info.dims[0].value == 1:
         return lambda ip, loc: create_op("kiln.reshape", [zero], attrs={"shape": []}, loc=loc, ip=ip).result
     data = constant_array(zero)
+    cast = _op(zero, "kiln.cast")
+    if data is None and cast is not None:  # PT2E's int64 zero points, cast to the weight's dtype
+        data = constant_array(cast.operands[0])
     if data is None or data.size == 0 or not np.all(data == data.reshape(-1)[0]):
         return None
-    value = np.asarray(data.reshape(-1)[0])
-    return lambda ip, loc: make_constant(value, info.dtype, loc=loc, ip=ip)
+    value = int(data.reshape(-1)[0])
+    if not (0 <= value <= 255 if str(info.dtype) == "ui8" else -128 <= value <= 127):
+        return None
+    return lambda ip, loc: make_constant(np.asarray(value), info.dtype, loc=loc, ip=ip)
 
 
 @register_pass

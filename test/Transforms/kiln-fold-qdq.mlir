@@ -57,6 +57,27 @@ func.func @matmul_per_tensor(%aq: !kiln.tensor<["B", 5, 16], ui8>, %bq: !kiln.te
 
 // -----
 
+// A PT2E nn.Linear: the per-channel zero points are an int64 constant cast
+// to the weight's dtype (all 0): one rank-0 zero point.
+// CHECK-LABEL: func.func @pt2e_cast_zero_points
+// CHECK: %[[ZB:.*]] = "kiln.constant"() {value = dense<0> : tensor<i8>} : () -> !kiln.tensor<[], i8>
+// CHECK: "kiln.matmul_integer"(%arg0, %{{.*}}, %{{.*}}, %[[ZB]])
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+func.func @pt2e_cast_zero_points(%aq: !kiln.tensor<["B", 16], ui8>, %wq: !kiln.tensor<[10, 16], i8>) -> !kiln.tensor<["B", 10], f32> {
+  %s = "kiln.constant"() {value = dense<0.05> : tensor<f32>} : () -> !kiln.tensor<[], f32>
+  %z = "kiln.constant"() {value = dense<3> : tensor<ui8>} : () -> !kiln.tensor<[], ui8>
+  %a = "kiln.dequantize"(%aq, %s, %z) : (!kiln.tensor<["B", 16], ui8>, !kiln.tensor<[], f32>, !kiln.tensor<[], ui8>) -> !kiln.tensor<["B", 16], f32>
+  %ws = "kiln.constant"() {value = dense<0.01> : tensor<10xf32>} : () -> !kiln.tensor<[10], f32>
+  %wz64 = "kiln.constant"() {value = dense<0> : tensor<10xi64>} : () -> !kiln.tensor<[10], i64>
+  %wz = "kiln.cast"(%wz64) : (!kiln.tensor<[10], i64>) -> !kiln.tensor<[10], i8>
+  %w = "kiln.dequantize"(%wq, %ws, %wz) {axis = 0 : i64} : (!kiln.tensor<[10, 16], i8>, !kiln.tensor<[10], f32>, !kiln.tensor<[10], i8>) -> !kiln.tensor<[10, 16], f32>
+  %wt = "kiln.transpose"(%w) {perm = array<i64: 1, 0>} : (!kiln.tensor<[10, 16], f32>) -> !kiln.tensor<[16, 10], f32>
+  %y = "kiln.matmul"(%a, %wt) : (!kiln.tensor<["B", 16], f32>, !kiln.tensor<[16, 10], f32>) -> !kiln.tensor<["B", 10], f32>
+  return %y : !kiln.tensor<["B", 10], f32>
+}
+
+// -----
+
 // Left alone: a weight whose zero points differ per column (not one
 // integer product), a per-row scale on a [K, N] weight (per K: not a scale
 // of the product's columns), a per-axis activation, one operand float.

@@ -73,3 +73,13 @@ def test_pt2e_cnn_matches_quantized_torch(quantized):
         assert got.shape == want.shape
         print(f"PT2E CNN B={batch}: max |kiln - torch| = {np.max(np.abs(got - want)):.3g}")
         np.testing.assert_allclose(got, want, rtol=tol.rtol, atol=tol.atol, err_msg=f"B={batch}")
+
+
+@pytest.mark.native
+def test_pt2e_linear_is_an_integer_product(quantized):
+    """kiln-fold-qdq: the quantized Linear (per-channel weight, its int64 zero points cast to int8) runs as
+    kiln.matmul_integer, no f32 product left (the values are checked above)."""
+    model, example, b = quantized
+    compiled = kiln.compile(model, example, dynamic_shapes=({0: b},), fallback=False)
+    ops = [op for k in compiled.report()["kernels"] for op in k["ops"]]
+    assert ops.count("kiln.matmul_integer") == 1 and "kiln.matmul" not in ops, sorted(set(ops))
