@@ -35,20 +35,12 @@ import numpy as np
 from .._mlir import ir
 from ..dialects.kiln import create_op, tensor_info, tensor_type
 from ..pipelines.registry import Option, Pass, register_pass
-from ._graph import block_ops, constant_array, functions, make_constant
+from ._graph import block_ops, functions, make_constant
+from ._match import producer, rank, splat
 
 __all__ = ["FoldQdq"]
 
 _INT8 = ("i8", "ui8")
-
-
-def _op(value: ir.Value, name: str):
-    """The op named ``name`` that defines ``value``, or None."""
-    owner = value.owner
-    if isinstance(owner, ir.Block):
-        return None
-    owner = owner.operation
-    return owner if owner.name == name else None
 
 
 def _attr(op, name: str):
@@ -69,7 +61,7 @@ class _Dequantized:
 
     @classmethod
     def of(cls, value: ir.Value):
-        op = _op(value, "kiln.dequantize")
+        op = producer(value, "kiln.dequantize")
         if op is None:
             return None
         d = cls(op)
@@ -88,13 +80,11 @@ def _scalar_zero(zero: ir.Value):
         return lambda ip, loc: zero
     if info.rank == 1 and info.dims[0].is_static and info.dims[0].value == 1:
         return lambda ip, loc: create_op("kiln.reshape", [zero], attrs={"shape": []}, loc=loc, ip=ip).result
-    data = constant_array(zero)
-    cast = _op(zero, "kiln.cast")
-    if data is None and cast is not None:  # PT2E's int64 zero points, cast to the weight's dtype
-        data = constant_array(cast.operands[0])
-    if data is None or data.size == 0 or not np.all(data == data.reshape(-1)[0]):
+    cast = producer(zero, "kiln.cast")  # PT2E's int64 zero points, cast to the weight's dtype
+    value = splat(cast.operands[0] if cast is not None else zero)
+    if value is None:
         return None
-    value = int(data.reshape(-1)[0])
+    value = int(value)
     if not (0 <= value <= 255 if str(info.dtype) == "ui8" else -128 <= value <= 127):
         return None
     return lambda ip, loc: make_constant(np.asarray(value), info.dtype, loc=loc, ip=ip)
@@ -126,17 +116,17 @@ class FoldQdq(Pass):
         if _dtype(y) != "f32":
             return False
         a = _Dequantized.of(a_val)
-        if a is None or a.axis is not None or tensor_info(a.q.type).rank < 2:
+        if a is None or a.axis is not None or rank(a.q) < 2:
             return False
         b, transposed = _Dequantized.of(b_val), False
         if b is None:
-            t = _op(b_val, "kiln.transpose")
+            t = producer(b_val, "kiln.transpose")
             if t is None or list(_attr(t, "perm")) != [1, 0]:
                 return False
             b, transposed = _Dequantized.of(t.operands[0]), True
             if b is None:
                 return False
-        if tensor_info(b.q.type).rank != 2:
+        if rank(b.q) != 2:
             return False
         # Per column of the product: axis 1 of a [K, N] b, axis 0 of the [N, K] one it is the transpose of.
         per_column = 0 if transposed else 1

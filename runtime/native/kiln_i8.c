@@ -483,7 +483,7 @@ void kiln_i8_gemm(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int32
                   int32_t b_zp, int32_t flags, int32_t beta, int64_t C, int64_t ldc, int32_t threads, int64_t slot) {
   if (M <= 0 || N <= 0) return;
   int b_unsigned = (flags & I8_B_UNSIGNED) != 0, a_signed = !(flags & I8_A_UNSIGNED);
-  int vnni = kiln_i8_uses_vnni(), avx2 = !vnni && kiln_i8_uses_avx2();
+  int vnni = kiln_i8_uses_vnni(), avx2 = kiln_i8_uses_avx2(); /* never both */
   int64_t mbs = (M + I8_MB - 1) / I8_MB, pw = avx2 ? i8_panel16_words(K) : i8_panel_words(K);
   int64_t words = i8_panels(N) * pw;
   kiln_pack_fn pack = avx2 ? (b_unsigned ? i8_pack16_u : i8_pack16_s) : (b_unsigned ? i8_pack_u : i8_pack_s);
