@@ -16,7 +16,12 @@ order.  Groups are formed as follows:
   elementwise ops that directly follow it and consume its group's values join
   it (``matmul + add + relu`` is one kernel), up to ``max-ops`` ops;
 - ``kiln.constant`` ops stay in the schedule: kernels receive weights as
-  arguments, so one compiled kernel serves every weight.
+  arguments, so one compiled kernel serves every weight; with
+  ``inline-constants`` (the default) each generated kernel gets copies of
+  the constants it reads instead, and of a weight's ``kiln.transpose`` that
+  only products read (``nn.Linear``'s ``W^T`` left by kiln-fold-constants
+  for a weight past its size limit), which the lowering reads through the
+  product's map.
 
 ::
 
@@ -120,11 +125,12 @@ class Partition(Pass):
         groups: list[_Group] = []
         cur: _Group | None = None
         fuse, max_ops = self.option("fuse"), self.option("max-ops")
+        inline = self.option("inline-constants")
         for op in block.operations:
             op = op.operation
             name = op.name
-            if name in _HOST_OPS:
-                continue  # constants may sit between the ops of a group
+            if name in _HOST_OPS or (inline and _is_weight_transpose(op)):
+                continue  # constants may sit between the ops of a group; their users get copies
             if not name.startswith("kiln.") or name in ("kiln.yield",):
                 cur = None  # a foreign op (or the terminator) ends the group
                 continue
@@ -197,9 +203,9 @@ class Partition(Pass):
             self.bump("kernels")
             if group.kind == "fallback":
                 self.bump("fallback kernels")
-        for op in list(block.operations):
+        for op in reversed(list(block.operations)):  # users before the constants they read
             op = op.operation
-            if op.name == "kiln.constant" and not any(True for r in op.results for _ in r.uses):
+            if op.name in ("kiln.constant", "kiln.transpose") and not any(True for r in op.results for _ in r.uses):
                 op.erase()  # every user got a copy
         fn.attributes["kiln.schedule"] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])
 
@@ -236,8 +242,8 @@ class Partition(Pass):
                     self.bump("symbol arguments added")
         consts = []
         if self.option("inline-constants") and group.kind == "generated":
-            consts = [v for v in inputs if _is_constant(v)]
-            inputs = [v for v in inputs if not _is_constant(v)]
+            consts = [v for v in inputs if _is_constant(v) or _is_weight_transpose(v.owner)]
+            inputs = [v for v in inputs if not any(v == c for c in consts)]
         ftype = ir.FunctionType.get([v.type for v in inputs], [v.type for v in outputs])
         op_names = [o.name for o in inner]
         kernel = ir.Operation.create(
@@ -269,7 +275,7 @@ class Partition(Pass):
         )
 
         ip = ir.InsertionPoint(kblock)
-        copies = [c.owner.clone(ip=ip).results[0] for c in consts]
+        copies = _copy_host_values(consts, ip)
         for o in inner:
             o.detach_from_parent()
             ip.insert(o)
@@ -362,6 +368,61 @@ def _symbol_carriers(block) -> dict:
 def _is_constant(v) -> bool:
     owner = v.owner
     return isinstance(owner, (ir.Operation, ir.OpView)) and owner.name == "kiln.constant"
+
+
+def _is_weight_transpose(op) -> bool:
+    """A ``kiln.transpose`` of the last two dims of a constant that only
+    products read (``nn.Linear``'s ``W^T`` when kiln-fold-constants left it:
+    a weight past its size limit).  It stays out of the kernels' groups and
+    each product's kernel gets a copy of it and its constant, like a
+    constant: the lowering reads the weight through the product's map
+    (convert-kiln-to-linalg), instead of a kernel of its own that a
+    model's load would run into a transposed copy of the weight."""
+    if not isinstance(op, (ir.Operation, ir.OpView)) or op.name != "kiln.transpose":
+        return False
+    op = op.operation
+    perm = op.opview.attr("perm")
+    rank = len(perm)
+    if rank < 2 or list(perm) != [*range(rank - 2), rank - 1, rank - 2] or not _is_constant(op.operands[0]):
+        return False
+    return all(_read_by_products(u.owner, u.operand_number) for u in op.results[0].uses)
+
+
+def _read_by_products(user, number: int) -> bool:
+    """Whether ``user``'s operand ``number`` is a product's operand: the user
+    is a ``kiln.matmul``, or a ``kiln.fused`` whose body gives that operand
+    to products only."""
+    if user.name == "kiln.matmul":
+        return True
+    if user.name != "kiln.fused":
+        return False
+    arg = user.regions[0].blocks[0].arguments[number]
+    return all(u.owner.name == "kiln.matmul" for u in arg.uses)
+
+
+def _copy_host_values(values: list, ip) -> list:
+    """Copies at ``ip`` of constants and weight transposes (with their
+    constants: one copy of a constant that is both, a tied embedding)."""
+    copies: list = []
+    sources: list = []  # (constant, its copy)
+
+    def copy_constant(c):
+        for orig, dup in sources:
+            if orig == c:
+                return dup
+        dup = c.owner.clone(ip=ip).results[0]
+        sources.append((c, dup))
+        return dup
+
+    for v in values:
+        if v.owner.name == "kiln.constant":
+            copies.append(copy_constant(v))
+        else:
+            source = copy_constant(v.owner.operands[0])
+            copy = v.owner.clone(ip=ip)
+            copy.operands[0] = source
+            copies.append(copy.results[0])
+    return copies
 
 
 def _index(values: list, v) -> int:

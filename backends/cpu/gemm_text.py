@@ -24,6 +24,7 @@ from .library import (
     SGEMM_PAR,
     SGEMV,
     SMALL_GEMM,
+    SMALL_GEMM_BT,
     SMALL_GEMM_EPI,
     WEIGHT_A_GEMM,
     _Gemm,
@@ -139,13 +140,25 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
     # GEMM, which packs B once into the slot and runs on the native pool.
     # Products of activations stay with OpenBLAS: unpacked, a B with a long
     # K is read a page per row (16x1024x4096: 6.6 ms vs OpenBLAS's 2.0 ms).
-    small = slot is not None and not trans_a and not trans_b and not any(d in mb for d in loops)
+    # A constant B given transposed has an entry of its own (its GEMV rows
+    # read it unpacked; more rows pack it).
+    small = slot is not None and not trans_a and not any(d in mb for d in loops)
     if small:
         add(f"{indent}%smax = arith.constant {small_m()} : i64")
         add(f"{indent}%small = arith.cmpi sle, {m_expr}, %smax : i64")
         add_slot(add, slot, indent=indent)
         add(f"{indent}scf.if %small {{")
-        if fused:  # the epilogue in the tiles' registers
+        if trans_b:
+            if fused:
+                epi_args = "%yE, %act, %yR, %ldr"
+            else:
+                add(f"{indent}  %no_epi = arith.constant 0 : i64")
+                add(f"{indent}  %no_act = arith.constant 0 : i32")
+                epi_args = "%no_epi, %no_act, %no_epi, %no_epi"
+            add(f"{indent}  func.call @{SMALL_GEMM_BT}({m_expr}, %N, %K, %yA, %lda, %yB, %ldb, %beta, %yC, %ldc, "
+                f"%nthr, %slot, {epi_args}) : (i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64, "
+                "i64, i32, i64, i64) -> ()")
+        elif fused:  # the epilogue in the tiles' registers
             add(f"{indent}  func.call @{SMALL_GEMM_EPI}({m_expr}, %N, %K, %yA, %lda, %yB, %ldb, %beta, %yC, %ldc, "
                 "%nthr, %slot, %yE, %act, %yR, %ldr) : (i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64, "
                 "i64, i32, i64, i64) -> ()")

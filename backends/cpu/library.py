@@ -148,6 +148,8 @@ def small_m() -> int:
 SMALL_GEMM = "kiln_sgemm_small"
 #: The same with a product's epilogue (bias, activation, residual) applied in its registers.
 SMALL_GEMM_EPI = "kiln_sgemm_small_epi"
+#: The same (with the epilogue's arguments) for a constant B given transposed (``[N, K]``).
+SMALL_GEMM_BT = "kiln_sgemm_small_bt"
 FREE_PACKED = "kiln_free_packed"
 #: Products whose A is a constant (a convolution's weight times its im2col)
 #: run in the native weight-A GEMM, over all images at once on the native
@@ -461,6 +463,8 @@ _DECL = (f"func.func private @{SGEMM}(i32, i32, i32, i64, i64, i64, f32, i64, i6
          f"func.func private @{SET_THREADS}(i32) -> i32")
 _NATIVE_DECL = (f"func.func private @{SMALL_GEMM}(i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64)\n"
                 f"func.func private @{SMALL_GEMM_EPI}(i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64, "
+                "i64, i32, i64, i64)\n"
+                f"func.func private @{SMALL_GEMM_BT}(i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64, "
                 "i64, i32, i64, i64)\n"
                 f"func.func private @{FREE_PACKED}(i64)\n"
                 f"func.func private @{WEIGHT_A_GEMM}(i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i64, "

@@ -84,9 +84,12 @@ def _narrow(value: ir.Value, dtype: ir.Type, out_dims, env) -> ir.Value:
     return elementwise([value], out_dims, dtype, env, lambda x: arith.truncf(dtype, x))
 
 
-def contract(lhs, rhs, out_dims, dtype, env, lhs_vec: bool, rhs_vec: bool) -> ir.Value:
+def contract(lhs, rhs, out_dims, dtype, env, lhs_vec: bool, rhs_vec: bool, lhs_t: bool = False,
+             rhs_t: bool = False) -> ir.Value:
     """numpy ``matmul`` as one generic: loops are batch..., m?, n?, k (bf16 / f16
-    operands: extended to an f32 accumulator, rounded to ``dtype`` after)."""
+    operands: extended to an f32 accumulator, rounded to ``dtype`` after).
+    ``lhs_t`` / ``rhs_t``: the operand holds its matrix transposed (``[.., k, m]``
+    / ``[.., n, k]``) and is read through the map."""
     lt, rt = ir.RankedTensorType(lhs.type), ir.RankedTensorType(rhs.type)
     n_out = len(out_dims)
     n_batch = n_out - (0 if lhs_vec else 1) - (0 if rhs_vec else 1)
@@ -97,11 +100,11 @@ def contract(lhs, rhs, out_dims, dtype, env, lhs_vec: bool, rhs_vec: bool) -> ir
     if lhs_vec:
         lmap = [k]
     else:
-        lmap = _batch_exprs(lt.shape[:-2], batch, n_batch) + [m, k]
+        lmap = _batch_exprs(lt.shape[:-2], batch, n_batch) + ([k, m] if lhs_t else [m, k])
     if rhs_vec:
         rmap = [k]
     else:
-        rmap = _batch_exprs(rt.shape[:-2], batch, n_batch) + [k, n]
+        rmap = _batch_exprs(rt.shape[:-2], batch, n_batch) + ([n, k] if rhs_t else [k, n])
     acc_t = _accumulator(dtype)
     init = fill(scalar_const(acc_t, 0), empty_tensor(out_dims, acc_t, env))
     maps = [affine_map(n_out + 1, lmap), affine_map(n_out + 1, rmap), affine_map(n_out + 1, list(range(n_out)))]
@@ -115,10 +118,34 @@ def contract(lhs, rhs, out_dims, dtype, env, lhs_vec: bool, rhs_vec: bool) -> ir
     return _narrow(generic([lhs, rhs], [init], maps, iters, body)[0], dtype, out_dims, env)
 
 
+def _transposed_source(v: ir.Value) -> ir.Value | None:
+    """The input of the ``linalg.transpose`` that made ``v`` when it swaps only
+    the last two dims (a matrix transposed), else None."""
+    owner = v.owner
+    if not isinstance(owner, (ir.Operation, ir.OpView)) or owner.name != "linalg.transpose":
+        return None
+    perm = list(ir.DenseI64ArrayAttr(owner.attributes["permutation"]))
+    rank = len(perm)
+    if rank < 2 or perm != [*range(rank - 2), rank - 1, rank - 2]:
+        return None
+    return owner.operands[0]
+
+
 def lower_matmul(lw: Lowering):
     a, b = lw.operands
     out = lw.results[0]
     ra, rb = ir.RankedTensorType(a.type).rank, ir.RankedTensorType(b.type).rank
+    # A matrix transposed in the same kernel (``nn.Linear``'s weight too large
+    # to fold at compile time, which kiln-partition copies into the kernel
+    # with its transpose) is read through the contraction's map: no copy per
+    # call, and kiln-cpu-library passes BLAS its transpose flag (an LM head's
+    # [32000, 768] weight streamed row by row: 19 against 12 GB/s for its
+    # transposed copy, and the copy's 98 MB not kept).
+    at = _transposed_source(a) if ra >= 2 else None
+    bt = _transposed_source(b) if rb >= 2 else None
+    if at is not None or bt is not None:
+        return [contract(at if at is not None else a, bt if bt is not None else b, out.dims, out.dtype, lw.env,
+                         ra == 1, rb == 1, lhs_t=at is not None, rhs_t=bt is not None)]
     if ra == 2 and rb == 2:
         acc_t = _accumulator(out.dtype)  # linalg.matmul extends mixed operands to its output's type
         init = fill(scalar_const(acc_t, 0), lw.empty(out.dims, acc_t))

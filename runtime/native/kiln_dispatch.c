@@ -123,7 +123,7 @@ static int gemv_on = -1;
  * rows of B split over the pool.  1 x 768 against a 32000 x 768 head, called
  * directly on two parts: OpenBLAS's sgemm slabs 13.6 ms, this 3.4 ms (28.5
  * GB/s, about the probed streaming rate); one run, AVX-512 host. */
-#define GEMV_ROWS 4
+#define GEMV_ROWS KILN_GEMV_ROWS
 #define GEMV_BLOCK 4 /* rows of B a task step holds: GEMV_ROWS x GEMV_BLOCK vector accumulators */
 
 typedef struct {

@@ -556,8 +556,14 @@ static void pack_b_panels(float *dst, const float *B, int64_t K, int64_t N, int6
   pack_panels(dst, B, K, N, NR, ldb, 1);
 }
 
-static const float *packed_for(int64_t slot, const float *B, int64_t K, int64_t N, int64_t ldb) {
-  return kiln_slot_packed(slot, KILN_PACK_B, B, K, N, ldb, (N + NR - 1) / NR * NR * K, pack_b_panels);
+/* B given as B^T ([N, K], rows ldb apart) into the same panels. */
+static void pack_bt_panels(float *dst, const float *B, int64_t K, int64_t N, int64_t ldb) {
+  pack_panels(dst, B, K, N, NR, 1, ldb);
+}
+
+static const float *packed_for(int64_t slot, const float *B, int64_t K, int64_t N, int64_t ldb, int trans) {
+  return kiln_slot_packed(slot, trans ? KILN_PACK_BT : KILN_PACK_B, B, K, N, ldb, (N + NR - 1) / NR * NR * K,
+                          trans ? pack_bt_panels : pack_b_panels);
 }
 
 typedef struct {
@@ -839,9 +845,9 @@ static void panels(void *ctx, int64_t lo, int64_t hi) {
  * C = act(C + bias) + R in registers before it is stored (bias [N] or 0,
  * act KILN_ACT_*, R rows ldr apart or 0): kiln_bias_act's epilogue without
  * its pass over C. */
-void kiln_sgemm_small_epi(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int64_t B, int64_t ldb,
-                          float beta, int64_t C, int64_t ldc, int32_t threads, int64_t slot, int64_t bias,
-                          int32_t act, int64_t R, int64_t ldr) {
+static void small_gemm(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int64_t B, int64_t ldb, float beta,
+                       int64_t C, int64_t ldc, int32_t threads, int64_t slot, int64_t bias, int32_t act, int64_t R,
+                       int64_t ldr, int trans) {
   gemm_args g = {M, N, K, lda, ldb, ldc, (const float *)A, (const float *)B, NULL, (float *)C, beta != 0.0f,
                  (const float *)bias, act, (const float *)R, ldr};
   if (K == 0) { /* an empty reduction: C = 0, or C unchanged (a partial panel's K loop would store nothing) */
@@ -850,7 +856,12 @@ void kiln_sgemm_small_epi(int64_t M, int64_t N, int64_t K, int64_t A, int64_t ld
     if (has_epilogue(&g)) kiln_bias_act(M, N, C, ldc, bias, act, R, ldr, threads);
     return;
   }
-  g.P = packed_for(slot, g.B, K, N, ldb);
+  g.P = packed_for(slot, g.B, K, N, ldb, trans);
+  if (trans && g.P == NULL) { /* no packed copy (memory, another matrix): BLAS reads B^T as it is */
+    kiln_sgemm_par(101, 111, 112, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, threads);
+    if (has_epilogue(&g)) kiln_bias_act(M, N, C, ldc, bias, act, R, ldr, threads);
+    return;
+  }
   /* A is read in place, MR rows at a time.  It had been packed into blocks
    * of MR rows first (a pass over A on the pool) from 16 M FMAs, which paid
    * on an early build on Zen 5, when A's rows lay on small pages (M = 9 / 32
@@ -868,6 +879,28 @@ void kiln_sgemm_small_epi(int64_t M, int64_t N, int64_t K, int64_t A, int64_t ld
    * range per thread (PF_FIRST_ROWS is unbounded there; not measured). */
   int64_t np = (N + NR - 1) / NR;
   kiln_parallel_for(panels, &g, np, M < PF_FIRST_ROWS ? threads : kiln_parts(np, threads));
+}
+
+void kiln_sgemm_small_epi(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int64_t B, int64_t ldb,
+                          float beta, int64_t C, int64_t ldc, int32_t threads, int64_t slot, int64_t bias,
+                          int32_t act, int64_t R, int64_t ldr) {
+  small_gemm(M, N, K, A, lda, B, ldb, beta, C, ldc, threads, slot, bias, act, R, ldr, 0);
+}
+
+/* kiln_sgemm_small_epi for a constant B given transposed (B^T [N, K], rows
+ * ldb apart: nn.Linear's weight that was too large to transpose at compile
+ * time).  Up to GEMV_ROWS rows, kiln_sgemm_par's GEMV streams B^T as it is
+ * (no packed copy of a weight that a decode step reads only this way: an
+ * LM head's [32000, 768] 98 MB); more rows pack it on first use. */
+void kiln_sgemm_small_bt(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int64_t B, int64_t ldb,
+                         float beta, int64_t C, int64_t ldc, int32_t threads, int64_t slot, int64_t bias,
+                         int32_t act, int64_t R, int64_t ldr) {
+  if (M <= KILN_GEMV_ROWS && K > 0) {
+    kiln_sgemm_par(101, 111, 112, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, threads);
+    if (bias || act != KILN_ACT_NONE || R) kiln_bias_act(M, N, C, ldc, bias, act, R, ldr, threads);
+    return;
+  }
+  small_gemm(M, N, K, A, lda, B, ldb, beta, C, ldc, threads, slot, bias, act, R, ldr, 1);
 }
 
 /* C[M, nr] = A[M, K] B (accumulate 0) or C += A B for one packed panel B

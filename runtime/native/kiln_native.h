@@ -64,7 +64,8 @@ enum {
   KILN_PACK_B = 0,
   KILN_PACK_A = 1,
   KILN_PACK_V = 2, /* + Q: kiln_vconv.c's groups of 16Q channels */
-  KILN_PACK_W = 16 /* kiln_winograd.c's transformed 3x3 weight */
+  KILN_PACK_W = 16, /* kiln_winograd.c's transformed 3x3 weight */
+  KILN_PACK_BT = 32 /* B given transposed ([N, K]), packed as KILN_PACK_B */
 };
 typedef void (*kiln_pack_fn)(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ld);
 const float *kiln_slot_packed(int64_t slot, int64_t kind, const float *src, int64_t rows, int64_t cols, int64_t ld,
@@ -288,6 +289,12 @@ static inline float kiln_epilogue_float(float v, const float *bias, int act, con
   if (r) v += *r;
   return v;
 }
+
+/* cblas_sgemm (row-major) on up to `parts` threads of the pool; up to
+ * KILN_GEMV_ROWS rows (A not transposed) a GEMV of its own (kiln_dispatch.c). */
+#define KILN_GEMV_ROWS 4
+void kiln_sgemm_par(int32_t order, int32_t ta, int32_t tb, int64_t M, int64_t N, int64_t K, float alpha, int64_t A,
+                    int64_t lda, int64_t B, int64_t ldb, float beta, int64_t C, int64_t ldc, int32_t parts);
 
 /* C[i, :] = act(C[i, :] + bias) + R[i, :] for i < M (kiln_dispatch.c). */
 void kiln_bias_act(int64_t M, int64_t N, int64_t C, int64_t ldc, int64_t bias, int32_t act, int64_t R, int64_t ldr,

@@ -212,3 +212,46 @@ func.func @row_broadcast(%x: memref<?x8xf32>, %y: memref<?x4xf32>, %b: memref<1x
   }
   return
 }
+
+// -----
+
+// A constant weight read transposed ([N, K]: nn.Linear's, too large to
+// transpose at compile time) goes to kiln_sgemm_small_bt with the packing
+// slot and the epilogue's operands; without the runtime, sgemm with transB = 112.
+// CHECK-LABEL: func.func private @kiln_gemm_0(
+// CHECK:      %[[TB:.*]] = arith.constant 112 : i32
+// CHECK:      memref.get_global @kiln_pack_0
+// CHECK:      %[[SLOT:.*]] = arith.index_cast %{{.*}} : index to i64
+// CHECK-NEXT: scf.if
+// CHECK-NEXT:   func.call @kiln_sgemm_small_bt({{.*}}, %[[SLOT]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64, i64, i32, i64, i64) -> ()
+// CHECK-NEXT: } else {
+// CHECK:        func.call @kiln_sgemm_par(%{{.*}}, %{{.*}}, %[[TB]],
+// CHECK:        func.call @kiln_bias_act(
+// CHECK-LABEL: func.func @main(
+// CHECK-NOT: linalg.generic
+// BLAS-LABEL: func.func private @kiln_gemm_0(
+// BLAS: arith.constant 112 : i32
+// BLAS-NOT: kiln_sgemm_small_bt
+#a = affine_map<(m, n, k) -> (m, k)>
+#bt = affine_map<(m, n, k) -> (n, k)>
+#c = affine_map<(m, n, k) -> (m, n)>
+#id = affine_map<(m, n) -> (m, n)>
+memref.global "private" constant @wt : memref<4x8xf32> = dense<1.0>
+
+func.func @main(%x: memref<?x8xf32>, %y: memref<?x4xf32>) {
+  %w = memref.get_global @wt : memref<4x8xf32>
+  linalg.generic {indexing_maps = [#a, #bt, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<?x8xf32>, memref<4x8xf32>) outs(%y : memref<?x4xf32>) {
+  ^bb0(%p: f32, %q: f32, %r: f32):
+    %0 = arith.mulf %p, %q : f32
+    %1 = arith.addf %r, %0 : f32
+    linalg.yield %1 : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y : memref<?x4xf32>) outs(%y : memref<?x4xf32>) attrs = {kiln.act = "relu"} {
+  ^bb0(%p: f32, %r: f32):
+    %0 = arith.mulf %p, %p : f32
+    linalg.yield %0 : f32
+  }
+  return
+}

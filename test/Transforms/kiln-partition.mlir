@@ -128,3 +128,65 @@ func.func @range$symbol_argument(%x: !kiln.tensor<["B", "L"], f32>) -> !kiln.ten
   %g = "kiln.fallback"(%r, %f) {op_name = "aten.special_bessel_j0.default", operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0>} : (!kiln.tensor<["B"], f32>, !kiln.tensor<["B", "L"], f32>) -> !kiln.tensor<["B"], f32>
   return %g : !kiln.tensor<["B"], f32>
 }
+
+// -----
+
+// A weight transposed by kiln.transpose (nn.Linear's W^T when
+// kiln-fold-constants left it: past its size limit) that only products read,
+// directly or in a kiln.fused body, is no kernel of its own: each product's
+// kernel gets a copy of it and of its constant, as of a constant (the
+// lowering reads W through the product's map).  A kernel reading a weight
+// both transposed and as it is (a tied embedding) gets one copy of it.
+// CHECK-LABEL: func.func @linear$weight_transpose
+// CHECK-SAME: kiln.schedule = ["linear$weight_transpose_k0", "linear$weight_transpose_k1"]
+// CHECK-NEXT: %[[K0:.*]] = call @linear$weight_transpose_k0(%arg0)
+// CHECK-NEXT: %[[K1:.*]] = call @linear$weight_transpose_k1(%[[K0]])
+// CHECK-NEXT: return %[[K1]]
+// CHECK: func.func private @linear$weight_transpose_k0(%arg0: !kiln.tensor<["B", 16], f32>)
+// CHECK-SAME: kiln.ops = ["kiln.matmul"]
+// CHECK-NEXT: %[[W:.*]] = "kiln.constant"() {value = dense<5.000000e-01> : tensor<32x16xf32>}
+// CHECK-NEXT: %[[T:.*]] = "kiln.transpose"(%[[W]]) {perm = array<i64: 1, 0>}
+// CHECK-NEXT: "kiln.matmul"(%arg0, %[[T]])
+// CHECK: func.func private @linear$weight_transpose_k1(%arg0: !kiln.tensor<["B", 32], f32>)
+// CHECK-SAME: kiln.group = "matmul_epilogue"
+// CHECK-NEXT: %[[W2:.*]] = "kiln.constant"() {value = dense<2.500000e-01> : tensor<16x32xf32>}
+// CHECK-NEXT: %[[T2:.*]] = "kiln.transpose"(%[[W2]])
+// CHECK-NOT: "kiln.constant"
+// CHECK: "kiln.matmul"(%arg0, %[[T2]])
+// CHECK: "kiln.matmul"(%{{.*}}, %[[W2]])
+// Without inline-constants the transpose is a kernel of its own (the
+// runtime runs it once at load).
+// ARGS-LABEL: func.func @linear$weight_transpose
+// ARGS: call @linear$weight_transpose_k0(%{{.*}}) : (!kiln.tensor<[32, 16], f32>) -> !kiln.tensor<[16, 32], f32>
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+func.func @linear$weight_transpose(%x: !kiln.tensor<["B", 16], f32>) -> !kiln.tensor<["B", 32], f32> {
+  %w = "kiln.constant"() {value = dense<0.5> : tensor<32x16xf32>} : () -> !kiln.tensor<[32, 16], f32>
+  %w2 = "kiln.constant"() {value = dense<0.25> : tensor<16x32xf32>} : () -> !kiln.tensor<[16, 32], f32>
+  %t = "kiln.transpose"(%w) {perm = array<i64: 1, 0>} : (!kiln.tensor<[32, 16], f32>) -> !kiln.tensor<[16, 32], f32>
+  %t2 = "kiln.transpose"(%w2) {perm = array<i64: 1, 0>} : (!kiln.tensor<[16, 32], f32>) -> !kiln.tensor<[32, 16], f32>
+  %0 = "kiln.matmul"(%x, %t) : (!kiln.tensor<["B", 16], f32>, !kiln.tensor<[16, 32], f32>) -> !kiln.tensor<["B", 32], f32>
+  %1 = "kiln.fused"(%0, %t2, %w2) ({
+  ^bb0(%a: !kiln.tensor<["B", 32], f32>, %bt: !kiln.tensor<[32, 16], f32>, %bw: !kiln.tensor<[16, 32], f32>):
+    %m = "kiln.matmul"(%a, %bt) : (!kiln.tensor<["B", 32], f32>, !kiln.tensor<[32, 16], f32>) -> !kiln.tensor<["B", 16], f32>
+    %r = "kiln.relu"(%m) : (!kiln.tensor<["B", 16], f32>) -> !kiln.tensor<["B", 16], f32>
+    %m2 = "kiln.matmul"(%r, %bw) : (!kiln.tensor<["B", 16], f32>, !kiln.tensor<[16, 32], f32>) -> !kiln.tensor<["B", 32], f32>
+    "kiln.yield"(%m2) {operandSegmentSizes = array<i32: 1, 0, 0, 0>} : (!kiln.tensor<["B", 32], f32>) -> ()
+  }) {kind = "matmul_epilogue", operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0>} : (!kiln.tensor<["B", 32], f32>, !kiln.tensor<[32, 16], f32>, !kiln.tensor<[16, 32], f32>) -> !kiln.tensor<["B", 32], f32>
+  return %1 : !kiln.tensor<["B", 32], f32>
+}
+
+// -----
+
+// A transposed constant that something else than a product reads keeps its
+// kernel (the runtime runs it once at load).
+// CHECK-LABEL: func.func @transpose$not_only_products
+// CHECK-SAME: kiln.schedule = ["transpose$not_only_products_k0", "transpose$not_only_products_k1"]
+// CHECK: func.func private @transpose$not_only_products_k0()
+// CHECK-SAME: kiln.ops = ["kiln.transpose"]
+func.func @transpose$not_only_products(%x: !kiln.tensor<[16, 16], f32>) -> !kiln.tensor<[16, 16], f32> {
+  %w = "kiln.constant"() {value = dense<0.5> : tensor<16x16xf32>} : () -> !kiln.tensor<[16, 16], f32>
+  %t = "kiln.transpose"(%w) {perm = array<i64: 1, 0>} : (!kiln.tensor<[16, 16], f32>) -> !kiln.tensor<[16, 16], f32>
+  %0 = "kiln.matmul"(%x, %t) : (!kiln.tensor<[16, 16], f32>, !kiln.tensor<[16, 16], f32>) -> !kiln.tensor<[16, 16], f32>
+  %1 = "kiln.add"(%0, %t) : (!kiln.tensor<[16, 16], f32>, !kiln.tensor<[16, 16], f32>) -> !kiln.tensor<[16, 16], f32>
+  return %1 : !kiln.tensor<[16, 16], f32>
+}

@@ -12,6 +12,10 @@
 // CHECK-DAG: #[[T01:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2 * 2, d3 * 2 + 1)>
 // CHECK-DAG: #[[T10:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2 * 2 + 1, d3 * 2)>
 // CHECK-DAG: #[[T11:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2 * 2 + 1, d3 * 2 + 1)>
+// CHECK-DAG: #[[TLHS:.*]] = affine_map<(d0, d1, d2) -> (d0, d2)>
+// CHECK-DAG: #[[TRHS:.*]] = affine_map<(d0, d1, d2) -> (d1, d2)>
+// CHECK-DAG: #[[TOUT:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-DAG: #[[KMAP:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d2, d3)>
 
 // 2-D operands: linalg.matmul into a zero-filled init.
 // CHECK-LABEL: func.func @matmul$2d(
@@ -128,4 +132,38 @@ func.func @max_pool2d$wide(%x: !kiln.tensor<["B", 8, 32, 32], f32>) -> !kiln.ten
 func.func @max_pool2d$stride1(%x: !kiln.tensor<["B", 8, 32, 32], f32>) -> !kiln.tensor<["B", 8, 31, 31], f32> {
   %0 = "kiln.max_pool2d"(%x) {kernel = array<i64: 2, 2>, strides = array<i64: 1, 1>} : (!kiln.tensor<["B", 8, 32, 32], f32>) -> !kiln.tensor<["B", 8, 31, 31], f32>
   return %0 : !kiln.tensor<["B", 8, 31, 31], f32>
+}
+
+// A product of a matrix transposed in the same function (a weight's
+// kiln.transpose that kiln-partition copied into the product's kernel, or
+// q @ k^T) reads the transpose's input through its map: no linalg.transpose
+// is left (n before k in the right-hand map; batch dims kept).
+// CHECK-LABEL: func.func @matmul$weight_transposed(
+// CHECK-NOT: linalg.transpose
+// CHECK: linalg.generic {indexing_maps = [#[[TLHS]], #[[TRHS]], #[[TOUT]]], iterator_types = ["parallel", "parallel", "reduction"]} ins(%arg0, %{{.*}} : tensor<?x16xf32>, tensor<8x16xf32>)
+// CHECK-NOT: linalg.transpose
+// CHECK: return
+func.func @matmul$weight_transposed(%a: !kiln.tensor<["B", 16], f32>) -> !kiln.tensor<["B", 8], f32> {
+  %w = "kiln.constant"() {value = dense<0.5> : tensor<8x16xf32>} : () -> !kiln.tensor<[8, 16], f32>
+  %t = "kiln.transpose"(%w) {perm = array<i64: 1, 0>} : (!kiln.tensor<[8, 16], f32>) -> !kiln.tensor<[16, 8], f32>
+  %0 = "kiln.matmul"(%a, %t) : (!kiln.tensor<["B", 16], f32>, !kiln.tensor<[16, 8], f32>) -> !kiln.tensor<["B", 8], f32>
+  return %0 : !kiln.tensor<["B", 8], f32>
+}
+
+// CHECK-LABEL: func.func @matmul$batched_transposed(
+// CHECK-NOT: linalg.transpose
+// CHECK: linalg.generic {indexing_maps = [#[[LHS]], #[[KMAP]], #{{.*}}], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%arg0, %arg1 : tensor<?x?x16xf32>, tensor<?x?x16xf32>)
+func.func @matmul$batched_transposed(%q: !kiln.tensor<["B", "L", 16], f32>, %k: !kiln.tensor<["B", "L", 16], f32>) -> !kiln.tensor<["B", "L", "L"], f32> {
+  %t = "kiln.transpose"(%k) {perm = array<i64: 0, 2, 1>} : (!kiln.tensor<["B", "L", 16], f32>) -> !kiln.tensor<["B", 16, "L"], f32>
+  %0 = "kiln.matmul"(%q, %t) : (!kiln.tensor<["B", "L", 16], f32>, !kiln.tensor<["B", 16, "L"], f32>) -> !kiln.tensor<["B", "L", "L"], f32>
+  return %0 : !kiln.tensor<["B", "L", "L"], f32>
+}
+
+// A transpose of other dims is not a matrix transposed: it stays.
+// CHECK-LABEL: func.func @matmul$other_transpose(
+// CHECK: linalg.transpose
+func.func @matmul$other_transpose(%a: !kiln.tensor<[4, 2, 8], f32>, %b: !kiln.tensor<[8, 4, 2], f32>) -> !kiln.tensor<[4, 2, 2], f32> {
+  %t = "kiln.transpose"(%b) {perm = array<i64: 1, 0, 2>} : (!kiln.tensor<[8, 4, 2], f32>) -> !kiln.tensor<[4, 8, 2], f32>
+  %0 = "kiln.matmul"(%a, %t) : (!kiln.tensor<[4, 2, 8], f32>, !kiln.tensor<[4, 8, 2], f32>) -> !kiln.tensor<[4, 2, 2], f32>
+  return %0 : !kiln.tensor<[4, 2, 2], f32>
 }

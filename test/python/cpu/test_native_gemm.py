@@ -112,6 +112,42 @@ def test_kernel_directly(m, k, n, packed):
     native.load().kiln_free_packed(ctypes.c_int64(slot[0]))
 
 
+@pytest.mark.parametrize("m, k, n", [(1, 768, 700), (3, 64, 130), (4, 100, 33), (5, 64, 130), (40, 96, 50),
+                                     (96, 33, 17), (5, 0, 40)])
+@pytest.mark.parametrize("packed", [True, False], ids=["packed", "no-slot"])
+def test_transposed_weight_directly(m, k, n, packed):
+    """kiln_sgemm_small_bt: B given as B^T [N, K] (rows wider than K); up to
+    4 rows the GEMV reads it as it is and nothing is packed, more rows pack
+    it into the slot (a slot of 0: OpenBLAS with transB), with beta 0 and 1
+    and a bias + ReLU + residual epilogue."""
+    import ctypes
+
+    assert library.native_enabled()  # registers the BLAS sgemm the no-slot path calls
+    f = native.load().kiln_sgemm_small_bt
+    i64 = ctypes.c_int64
+    f.argtypes = [i64] * 7 + [ctypes.c_float, i64, i64, ctypes.c_int32, i64, i64, ctypes.c_int32, i64, i64]
+    rng = np.random.default_rng(m * 100 + n + k)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    bt_wide = rng.standard_normal((n, k + 5), dtype=np.float32)
+    bt = bt_wide[:, :k]
+    bias = rng.standard_normal(n, dtype=np.float32)
+    res = rng.standard_normal((m, n), dtype=np.float32)
+    c0 = rng.standard_normal((m, n), dtype=np.float32)
+    slot = (i64 * 1)(0)
+    for beta in (0.0, 1.0):
+        for epi in (False, True):
+            c = c0.copy() if beta else np.full_like(c0, np.nan)
+            f(m, n, k, a.ctypes.data, k, bt_wide.ctypes.data, k + 5, beta, c.ctypes.data, n, 2,
+              ctypes.addressof(slot) if packed else 0, bias.ctypes.data if epi else 0, 1 if epi else 0,
+              res.ctypes.data if epi else 0, n if epi else 0)
+            want = a @ bt.T + beta * c0
+            if epi:
+                want = np.maximum(want + bias, 0) + res
+            np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)
+    assert (slot[0] != 0) == (packed and m > 4 and k > 0)  # GEMV rows and empty reductions pack nothing
+    native.load().kiln_free_packed(ctypes.c_int64(slot[0]))
+
+
 def test_native_off_keeps_to_openblas(monkeypatch):
     monkeypatch.setenv("KILN_NATIVE", "0")
     text, w = weight_text(16, 8)
@@ -226,3 +262,24 @@ def test_split_launches_leave_numpys_blas_thread_count_alone():
         np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
     finally:
         set_count(before)
+
+
+def test_weights_past_the_fold_limit_are_read_transposed(monkeypatch):
+    """nn.Linear's ``W^T`` for a weight kiln-fold-constants does not read (past
+    its size limit, lowered here to 1 KiB so a small model takes the path):
+    no transpose kernel and no transposed copy; the product calls
+    kiln_sgemm_small_bt on ``W`` itself, with and without a fused bias + ReLU,
+    matching eager at B from 1 (GEMV rows) to 16 (packed)."""
+    from kiln.transforms import fold_constants
+
+    monkeypatch.setattr(fold_constants, "_MAX_OPERAND_BYTES", 1 << 10)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.ReLU(), torch.nn.Linear(96, 200, bias=False)).eval()
+    batch = torch.export.Dim("B", min=1, max=16)
+    compiled = kiln.compile(model, (torch.randn(2, 64),), dynamic_shapes=({0: batch},), keep_ir=True,
+                            fallback=False)
+    assert 'kiln.ops = ["kiln.transpose"]' not in compiled.ir["partitioned"]
+    assert compiled.ir["llvm"].count("llvm.call @kiln_sgemm_small_bt(") == 2
+    for b in (1, 4, 5, 16):
+        x = torch.randn(b, 64)
+        np.testing.assert_allclose(compiled(x.numpy()), model(x).detach().numpy(), rtol=1e-4, atol=1e-4)
