@@ -166,15 +166,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
     The model is callable on numpy arrays or torch CPU tensors and returns
     the same kind; one compilation serves every shape in the symbols' ranges.
     """
-    global _compilations
-    from .backends.cpu import CpuKernel, jit
-    from .backends.cpu.jit import remember_key
-    from .compile_prepare import prepare
-    from .module import symbols_of
     from .options import compile_keywords, configure, using
-    from .runtime.executor import ModelRuntime
-    from .runtime.model import CompiledModel, Step, ValueInfo
-    from .transforms.precision import with_precision
 
     settings = {k: options.pop(k) for k in list(options) if k in compile_keywords()}
     if settings:  # runtime ones for the process, the rest for this compile (kiln.options)
@@ -197,6 +189,25 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
         return compile_cuda(source, example_args, dynamic_shapes, symbols, **options)
     if device != "cpu":
         raise UnsupportedError(f"device '{device}' is not supported by kiln.compile (only 'cpu' and 'cuda')")
+    # Each stage's seconds (export, import, graph passes, ..., LLVM) for report()["compile_stages_s"].
+    with progress.StageClock() as clock:
+        model = _compile_cpu(source, example_args, dynamic_shapes, symbols, options)
+    model.runtime.compile_stages_s = clock.seconds
+    _log.info("compile stages: %s", progress.format_stages(clock.seconds))
+    return model
+
+
+def _compile_cpu(source, example_args, dynamic_shapes, symbols, options: dict):
+    """:func:`compile` for ``device="cpu"`` once the settings and value inputs are resolved."""
+    global _compilations
+    from .backends.cpu import CpuKernel, jit
+    from .backends.cpu.jit import remember_key
+    from .compile_prepare import prepare
+    from .module import symbols_of
+    from .runtime.executor import ModelRuntime
+    from .runtime.model import CompiledModel, Step, ValueInfo
+    from .transforms.precision import with_precision
+
     unknown = set(options) - {"vectorize", "keep_ir", "profiles", "policy", "budget", "profiling", "fallback",
                               "optimize", "static_kernels", "arena_pool_bytes", "precision"}
     if unknown:
@@ -269,6 +280,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
             # too (keep_ir wants the LLVM text, so it always lowers).
             key = None if options.get("keep_ir") else objcache.kernel_key(module, vectorize)
             t = time.perf_counter()
+            progress.stage("kernel cache")
             engine = objcache.load(key, names) if key else None
             if engine is not None:
                 remember_key(engine, key)  # kiln.save reads the object code back from this entry
@@ -293,6 +305,7 @@ def compile(source, example_args=None, dynamic_shapes=None, symbols=None, device
                       else "lowered and compiled by LLVM", time.perf_counter() - t)
             with _count_lock:
                 _compilations += 1
+    progress.stage("runtime setup")  # hoisted constant steps, views, the runtime
     kernels = prepared.kernels(lambda name, ins, outs: CpuKernel(name, ins, outs, engine, module))
     # Kernels of constants only (weight transposes) run once, here.
     from .backends.cpu.hoist import hoist_constant_steps

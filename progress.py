@@ -15,11 +15,12 @@ logger at INFO (``kiln-compile -v``, ``KILN_LOG=info``).
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["DELAY_S", "INTERVAL_S", "ProgressLine", "listening", "stage"]
+__all__ = ["DELAY_S", "INTERVAL_S", "ProgressLine", "StageClock", "format_stages", "listening", "stage"]
 
 #: Seconds a compile runs before a progress line appears.
 DELAY_S = 2.0
@@ -59,6 +60,52 @@ class listening:  # noqa: N801 - used as a context manager, like contextlib's
     def __exit__(self, *exc) -> None:
         with _lock:
             _listeners.remove(self.fn)
+
+
+def stage_name(text: str) -> str:
+    """The stage of an announcement: ``lowering 3/7 (kiln-cpu-vectorize, 40 kernel(s))`` -> ``lowering``."""
+    return re.sub(r" \d+/\d+$", "", text.split(" (", 1)[0])
+
+
+class StageClock:
+    """Seconds spent in each stage of one compile: ``with StageClock() as
+    clock:`` around it, then ``clock.seconds`` (``{stage: seconds}`` in the
+    order entered; a stage entered twice, ``import`` around ``export``, sums;
+    ``lowering 3/7`` counts as ``lowering``).  Announcements from other
+    threads (another compile) are not counted.  ``clock`` as for
+    :class:`ProgressLine`."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter):
+        self.seconds: dict[str, float] = {}
+        self._clock = clock
+        self._thread = threading.get_ident()
+        self._current: str | None = None
+        self._since = 0.0
+        self._listening = listening(self._announced)
+
+    def _announced(self, text: str) -> None:
+        if threading.get_ident() == self._thread:
+            self._enter(stage_name(text))
+
+    def _enter(self, name: str | None) -> None:
+        now = self._clock()
+        if self._current is not None:
+            self.seconds[self._current] = self.seconds.get(self._current, 0.0) + now - self._since
+        self._current, self._since = name, now
+
+    def __enter__(self) -> StageClock:
+        self._thread = threading.get_ident()
+        self._listening.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._listening.__exit__(*exc)
+        self._enter(None)
+
+
+def format_stages(seconds: dict[str, float]) -> str:
+    """``export 11.5 s, import 1.2 s, ...`` (``-`` when there are none)."""
+    return ", ".join(f"{name} {s:.3f} s" for name, s in seconds.items()) or "-"
 
 
 class ProgressLine:

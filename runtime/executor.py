@@ -576,6 +576,7 @@ class ModelRuntime:
         # Idle and fast-path arenas bounded in bytes (ArenaPool.cap): the option, KILN_ARENA_POOL_BYTES, or auto.
         self.pool = ArenaPool(max_bytes=arena_pool_bytes)
         self.compile_time_s = compile_time_s
+        self.compile_stages_s: dict[str, float] = {}  # set by kiln.compile (kiln.progress.StageClock)
         self.profiles = normalize_profiles(profiles, self.symbols)
         self.policy = policy or ("error" if self.profiles else "generic")
         self.static_compilations = 0
@@ -688,6 +689,7 @@ class ModelRuntime:
         from .report import build_report
 
         report = build_report(self.executor.schedule, self.metrics, compile_time_s=self.compile_time_s,
+                              compile_stages_s=self.compile_stages_s,
                               selector=self.selector, arena_plan=self.executor.arena_plan,
                               static=(self.static_compilations, self.specialize_s), kernel_cache=self.kernel_cache)
         report["arena"]["pool"] = self.pool.stats()  # arenas kept between calls, against the cap

@@ -17,6 +17,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
+from ..progress import format_stages
+
 __all__ = ["Metrics", "Report", "build_report", "format_report"]
 
 
@@ -105,7 +107,8 @@ class Metrics:
 
 
 def build_report(schedule, metrics: Metrics, *, compile_time_s: float = 0.0, selector=None, arena_plan=None,
-                 static: tuple[int, float] = (0, 0.0), kernel_cache: str | None = None) -> dict:
+                 static: tuple[int, float] = (0, 0.0), kernel_cache: str | None = None,
+                 compile_stages_s: Mapping[str, float] | None = None) -> dict:
     """The report of a model: kernels, fallback share, arena bytes, compile
     time, specializations and cache hits, per-kernel time (when profiling).
 
@@ -115,7 +118,10 @@ def build_report(schedule, metrics: Metrics, *, compile_time_s: float = 0.0, sel
     call has run yet (the arena at the symbols' opt point is not known then,
     so the bytes are reported as ``None``); ``static`` is ``(compilations,
     seconds)`` of the static kernels compiled and timed for profiles;
-    ``kernel_cache`` whether the object-code cache served the compile.
+    ``kernel_cache`` whether the object-code cache served the compile;
+    ``compile_stages_s`` the seconds of each stage of the compile (export,
+    import, graph passes, partition, lowering, LLVM, ...; empty for a loaded
+    artifact).
     """
     m = metrics.snapshot()
     steps = schedule.steps
@@ -148,6 +154,7 @@ def build_report(schedule, metrics: Metrics, *, compile_time_s: float = 0.0, sel
             "expressions": dict(arena_plan.texts) if arena_plan is not None else None,
         },
         "compile_time_s": compile_time_s,
+        "compile_stages_s": dict(compile_stages_s or {}),
         "kernel_cache": kernel_cache,
         "static_compilations": static[0],
         "static_compile_time_s": static[1],
@@ -244,6 +251,7 @@ def format_report(report) -> str:
         + (f" (kernel cache {report['kernel_cache']})" if report.get("kernel_cache") else "")
         + (f" (+ {report['static_compile_time_s']:.3f} s for {report['static_compilations']} static kernel set(s))"
            if report.get("static_compilations") else ""),
+        *([f"compile stages: {format_stages(report['compile_stages_s'])}"] if report.get("compile_stages_s") else []),
         f"specializations: {report['specializations']}, cache hits: {report['cache_hits']}",
         _native_line(report.get("native"), report.get("threads"), report.get("pinned_workers", 0)),
         f"calls: {report['calls']} ({report['timed_calls']} timed; a first call per variant is not; "

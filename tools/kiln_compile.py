@@ -12,8 +12,9 @@ runs first, or one of the lowering stages after it; ``--list-stages`` lists
 them) instead of writing an artifact, so any step can be reproduced with
 ``kiln-opt --pass-pipeline`` from the printed file; ``--no-optimize`` skips
 the graph passes.  Errors print as ``kiln-compile: error: ...`` with exit
-status 1.  ``-v`` logs the compile's stages and times, kernel cache hits and
-fallbacks on stderr (``-vv``: debug); ``--threads N`` sets the native pool's
+status 1.  ``-v`` logs the compile's stages and times (and one ``compile
+stages:`` line with the seconds of each), kernel cache hits and fallbacks
+on stderr (``-vv``: debug); ``--threads N`` sets the native pool's
 size.  A compile that takes longer than a couple of seconds shows a progress
 line on stderr (:class:`kiln.progress.ProgressLine`); ``-q`` hides it.
 """

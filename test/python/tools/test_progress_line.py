@@ -120,4 +120,57 @@ def test_kiln_compile_shows_the_stages_of_a_long_compile(tmp_path, monkeypatch, 
 
     n = len(STAGES)
     assert lowering[0].startswith(f"lowering 1/{n} (kiln-infer-shapes, ") and lowering[-1].startswith(f"lowering {n}/{n} ")
-    assert stages[-1].startswith("LLVM (") and stages[-1].endswith(" kernels)")
+    llvm = [s for s in stages if s.startswith("LLVM (")]
+    assert llvm and llvm[0].endswith(" kernels)")
+    assert stages.index(llvm[0]) > stages.index(lowering[-1]) and stages[-1] == "runtime setup"
+
+
+def test_stage_clock_sums_each_stage_of_its_own_thread():
+    """StageClock: seconds per stage in the order entered, a stage entered
+    twice summed, ``lowering i/n`` as ``lowering``, another thread's
+    announcements not counted, nothing counted before the first or after
+    the block."""
+    import threading
+
+    clock = Clock()
+    progress.stage("before")  # nobody listens yet
+    with progress.StageClock(clock=clock) as stages:
+        progress.stage("import")
+        clock.now += 1.0
+        progress.stage("export", detail="torch.export")
+        clock.now += 10.0
+        other = threading.Thread(target=progress.stage, args=("another compile",))
+        other.start()
+        other.join()
+        progress.stage("import", detail="torch-mlir FX importer")
+        clock.now += 2.0
+        for i in range(3):
+            progress.stage("lowering", i + 1, 3, detail="kiln-cpu-vectorize, 4 kernel(s)")
+            clock.now += 0.5
+    clock.now += 100.0
+    progress.stage("after")
+    assert stages.seconds == {"import": 3.0, "export": 10.0, "lowering": 1.5}
+    assert progress.format_stages(stages.seconds) == "import 3.000 s, export 10.000 s, lowering 1.500 s"
+
+
+def test_a_compiled_model_reports_its_compile_stages(tmp_path, monkeypatch):
+    """report()["compile_stages_s"] and its line: every stage kiln.compile
+    went through, cold (lowering, LLVM) and from the kernel cache, within
+    the compile time."""
+    import torch
+
+    import kiln
+
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path / "cache"))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU()).eval()
+    batch = torch.export.Dim("B", min=1, max=8)
+    for cold in (True, False):
+        report = kiln.compile(model, (torch.randn(2, 8),), dynamic_shapes=({0: batch},)).report()
+        stages = report["compile_stages_s"]
+        want = ["import", "export", "conversion to kiln", "graph passes", "partition + memory plan", "kernel cache"]
+        want += ["lowering", "LLVM", "runtime setup"] if cold else ["runtime setup"]
+        assert list(stages) == want
+        # compile_time_s is taken while the runtime is set up
+        assert all(s >= 0 for s in stages.values())
+        assert sum(stages.values()) - stages["runtime setup"] <= report["compile_time_s"]
+        assert "compile stages: import " in str(kiln.runtime.report.format_report(report))
