@@ -17,5 +17,6 @@ def test_quick_llm_rows_agree_with_eager():
             assert row["agree_with_eager"] == 1.0, name
     table = llm.markdown(result)
     assert "TTFT ms, prompt 32, B=1" in table and "decode tok/s, B=3" in table and "peak RSS" in table
-    if result.get("stream_gbps"):
+    if result.get("stream_gbps"):  # probed before the peers and after each, the best kept
+        assert len(result["stream_gbps_probes"]) == 3 and result["stream_gbps"] == max(result["stream_gbps_probes"])
         assert all(v > 0 for v in result["floor_tokens_per_s"].values())
