@@ -103,12 +103,14 @@ def test_no_fallback_and_donated(compiled):
 
 
 class IndexCopyWithHead(torch.nn.Module):
-    """The cache write next to a projection of the last position, whose
-    weight kiln transposes once at compile time in a hoisted kernel where
-    kiln-fold-constants does not read it (past 64 MiB: an LLM's head):
-    hoisting re-planned memory without the donation, and the mutated cache
-    came back as an extra output (the 110 M-parameter LLM bench's kiln
-    peer, 2026-12-06)."""
+    """The cache write next to a projection of the last position and a
+    bias computed from its weight's transpose, which kiln computes once
+    when the model is built (a hoisted kernel of constants only) where
+    kiln-fold-constants does not read the weight (past 64 MiB: an LLM's
+    head): hoisting re-planned memory without the donation, and the mutated
+    cache came back as an extra output (the 110 M-parameter LLM bench's
+    kiln peer, 2026-12-06, whose head's W^T was hoisted then; a transpose
+    only products read is read in place now, so the sum keeps one here)."""
 
     def __init__(self):
         super().__init__()
@@ -117,7 +119,7 @@ class IndexCopyWithHead(torch.nn.Module):
 
     def forward(self, cache, new, x):
         cache.index_copy_(2, torch.arange(0, new.shape[2]), new)
-        return self.head(x[:, -1:, :])
+        return self.head(x[:, -1:, :]) + self.head.weight.t().sum(0)
 
 
 def test_donation_survives_hoisted_weight_transposes(monkeypatch):
@@ -129,6 +131,7 @@ def test_donation_survives_hoisted_weight_transposes(monkeypatch):
     model = kiln.compile(module, (torch.zeros(2, H, 16, D), torch.randn(2, H, 3, D), torch.randn(2, 3, 32)),
                          ({}, {2: seq}, {1: seq}))
     assert ["kiln.transpose"] not in [k["ops"] for k in model.report()["kernels"]]  # ran at compile time
+    assert any(tuple(t.shape) == (32, 64) for t in model.runtime.prepared.constants.values())  # W^T, hoisted
     assert len(model.output_names) == 1 and model.runtime.executor.donated
     for n in (1, 8):
         cache, new, x = np.zeros((2, H, 16, D), np.float32), np.random.rand(2, H, n, D).astype(np.float32), \
