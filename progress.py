@@ -62,7 +62,7 @@ class listening:  # noqa: N801 - used as a context manager, like contextlib's
             _listeners.remove(self.fn)
 
 
-def stage_name(text: str) -> str:
+def _stage_name(text: str) -> str:
     """The stage of an announcement: ``lowering 3/7 (kiln-cpu-vectorize, 40 kernel(s))`` -> ``lowering``."""
     return re.sub(r" \d+/\d+$", "", text.split(" (", 1)[0])
 
@@ -85,7 +85,7 @@ class StageClock:
 
     def _announced(self, text: str) -> None:
         if threading.get_ident() == self._thread:
-            self._enter(stage_name(text))
+            self._enter(_stage_name(text))
 
     def _enter(self, name: str | None) -> None:
         now = self._clock()
