@@ -7,7 +7,8 @@ says so per target (:func:`floor_ms`), from two probes measured in the same
 run:
 
 * ``fma_gflops``: ``threads`` threads, each running 12 independent chains of
-  the widest vector FMA the compiler targets with ``-march=native``;
+  vector FMAs as wide as the registers ``-march=native`` targets (16
+  lanes with AVX-512, else 8);
 * ``stream_gbps``: ``threads`` threads summing the halves of a buffer of the
   row's weight bytes (2 MiB-aligned, huge pages asked for, as kiln packs
   its weights), swept between the row's rounds, the best sweep kept.
@@ -40,6 +41,17 @@ _SOURCE = r"""
 
 typedef float v16 __attribute__((vector_size(64)));
 #define CHAINS 12
+/* The FMA chains' width: the machine's vector registers.  With 16 lanes on
+ * AVX2 the 12 chains took 24 ymm of 16 and spilled: the probe read 10.8
+ * GFLOPS on two Zen cores whose GEMMs ran at 125. */
+#ifdef __AVX512F__
+#define LANES 16
+#else
+#define LANES 8
+#endif
+typedef float vf __attribute__((vector_size(LANES * 4)));
+
+int kiln_probe_lanes(void) { return LANES; }
 
 static double now(void) {
   struct timespec t;
@@ -60,10 +72,10 @@ typedef struct {
  * starting values, so the compiler cannot merge them. */
 static void *fma_body(void *p) {
   job *j = p;
-  v16 c[CHAINS], x, y;
-  for (int i = 0; i < 16; i++) x[i] = 0.999999f, y[i] = 1e-7f;
+  vf c[CHAINS], x, y;
+  for (int i = 0; i < LANES; i++) x[i] = 0.999999f, y[i] = 1e-7f;
   for (int k = 0; k < CHAINS; k++)
-    for (int i = 0; i < 16; i++) c[k][i] = 1.0f + 0.01f * k + j->out;
+    for (int i = 0; i < LANES; i++) c[k][i] = 1.0f + 0.01f * k + j->out;
   pthread_barrier_wait(j->bar);
   j->start = now();
   for (int64_t it = 0; it < j->iters; it++) {
@@ -73,7 +85,7 @@ static void *fma_body(void *p) {
   j->end = now();
   float s = 0;
   for (int k = 0; k < CHAINS; k++)
-    for (int i = 0; i < 16; i++) s += c[k][i];
+    for (int i = 0; i < LANES; i++) s += c[k][i];
   j->out = s;
   return NULL;
 }
@@ -116,14 +128,14 @@ static double together(void *(*body)(void *), job *jobs, int threads) {
   return last - first;
 }
 
-/* GFLOPS of `threads` threads each doing iters x CHAINS 16-lane FMAs. */
+/* GFLOPS of `threads` threads each doing iters x CHAINS LANES-lane FMAs. */
 double kiln_probe_fma(int threads, int64_t iters) {
   if (threads > 64) threads = 64;
   job jobs[64];
   memset(jobs, 0, sizeof jobs);
   for (int t = 0; t < threads; t++) jobs[t].iters = iters;
   double dt = together(fma_body, jobs, threads);
-  return threads * (double)iters * CHAINS * 16 * 2 / dt / 1e9;
+  return threads * (double)iters * CHAINS * LANES * 2 / dt / 1e9;
 }
 
 /* A buffer of `bytes` (rounded up to 2 MiB), 2 MiB-aligned with huge pages
@@ -175,6 +187,7 @@ def _build() -> ctypes.CDLL | None:
         probe_lib = ctypes.CDLL(str(lib))  # the mapping outlives the file
     probe_lib.kiln_probe_fma.argtypes = [ctypes.c_int, ctypes.c_int64]
     probe_lib.kiln_probe_fma.restype = ctypes.c_double
+    probe_lib.kiln_probe_lanes.restype = ctypes.c_int
     probe_lib.kiln_probe_buffer.argtypes = [ctypes.c_int64]
     probe_lib.kiln_probe_buffer.restype = ctypes.c_void_p
     probe_lib.kiln_probe_free.argtypes = [ctypes.c_void_p]
@@ -206,7 +219,7 @@ class Ceiling:
         """The best of three runs of about ``seconds`` each."""
         calibrate = 2_000_000
         rate = self.lib.kiln_probe_fma(1, calibrate)  # one thread's GFLOPS, to size the real runs
-        iters = max(calibrate, int(seconds * rate * 1e9 / (12 * 16 * 2)))
+        iters = max(calibrate, int(seconds * rate * 1e9 / (12 * self.lib.kiln_probe_lanes() * 2)))
         return max(self.lib.kiln_probe_fma(self.threads, iters) for _ in range(3))
 
     def stream_gbps(self, nbytes: int, reps: int = 5) -> float:
