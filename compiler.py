@@ -307,7 +307,7 @@ def _compile_cpu(source, example_args, dynamic_shapes, symbols, options: dict):
                 _compilations += 1
     progress.stage("runtime setup")  # hoisted constant steps, views, the runtime
     kernels = prepared.kernels(lambda name, ins, outs: CpuKernel(name, ins, outs, engine, module))
-    # Kernels of constants only (weight transposes) run once, here.
+    # Kernels of constants only run once, here (kiln.backends.cpu.hoist).
     from .backends.cpu.hoist import hoist_constant_steps
 
     kernels = hoist_constant_steps(prepared, kernels, syms)

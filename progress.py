@@ -78,7 +78,7 @@ class StageClock:
     def __init__(self, clock: Callable[[], float] = time.perf_counter):
         self.seconds: dict[str, float] = {}
         self._clock = clock
-        self._thread = threading.get_ident()
+        self._thread: int | None = None  # the compiling thread, from __enter__
         self._current: str | None = None
         self._since = 0.0
         self._listening = listening(self._announced)

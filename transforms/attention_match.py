@@ -58,7 +58,7 @@ import numpy as np
 
 from .._mlir import ir
 from ..dialects.kiln import tensor_info
-from ..dialects.kiln.shapes import product
+from ..dialects.kiln.shapes import matrix_transpose, product
 from ._graph import make_constant
 from ._match import Pattern, build, dims_of, producer, rank, single_use, splat
 from .fold_constants import operand_map
@@ -174,8 +174,7 @@ def _in_batch(builder, value, batch):
 def _swap_last(builder, value):
     """``value`` with its last two axes swapped (a transpose; simplify folds it
     into the transpose that usually produced ``value``)."""
-    n = rank(value)
-    perm = list(range(n - 2)) + [n - 1, n - 2]
+    perm = matrix_transpose(rank(value))
     t = producer(value, "kiln.transpose")
     if t is not None and list(t.opview.attr("perm")) == perm:
         return t.operands[0]

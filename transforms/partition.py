@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 from .._mlir import ir
 from ..dialects.kiln import BINARY_OPS, COMPARE_OPS, UNARY_OPS, TensorInfo, TensorType, tensor_info
+from ..dialects.kiln.shapes import matrix_transpose
 from ..errors import KilnError
 from ..pipelines.registry import Option, Pass, register_pass
 
@@ -381,9 +382,8 @@ def _is_weight_transpose(op) -> bool:
     if not isinstance(op, (ir.Operation, ir.OpView)) or op.name != "kiln.transpose":
         return False
     op = op.operation
-    perm = op.opview.attr("perm")
-    rank = len(perm)
-    if rank < 2 or list(perm) != [*range(rank - 2), rank - 1, rank - 2] or not _is_constant(op.operands[0]):
+    perm = list(op.opview.attr("perm"))
+    if len(perm) < 2 or perm != matrix_transpose(len(perm)) or not _is_constant(op.operands[0]):
         return False
     return all(_read_by_products(u.owner, u.operand_number) for u in op.results[0].uses)
 

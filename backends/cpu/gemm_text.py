@@ -148,20 +148,15 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
         add(f"{indent}%small = arith.cmpi sle, {m_expr}, %smax : i64")
         add_slot(add, slot, indent=indent)
         add(f"{indent}scf.if %small {{")
-        if trans_b:
-            if fused:
-                epi_args = "%yE, %act, %yR, %ldr"
-            else:
+        if fused or trans_b:  # the epilogue in the tiles' registers (none: null operands)
+            epi_args = "%yE, %act, %yR, %ldr"
+            if not fused:
                 add(f"{indent}  %no_epi = arith.constant 0 : i64")
                 add(f"{indent}  %no_act = arith.constant 0 : i32")
                 epi_args = "%no_epi, %no_act, %no_epi, %no_epi"
-            add(f"{indent}  func.call @{SMALL_GEMM_BT}({m_expr}, %N, %K, %yA, %lda, %yB, %ldb, %beta, %yC, %ldc, "
-                f"%nthr, %slot, {epi_args}) : (i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64, "
-                "i64, i32, i64, i64) -> ()")
-        elif fused:  # the epilogue in the tiles' registers
-            add(f"{indent}  func.call @{SMALL_GEMM_EPI}({m_expr}, %N, %K, %yA, %lda, %yB, %ldb, %beta, %yC, %ldc, "
-                "%nthr, %slot, %yE, %act, %yR, %ldr) : (i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64, "
-                "i64, i32, i64, i64) -> ()")
+            add(f"{indent}  func.call @{SMALL_GEMM_BT if trans_b else SMALL_GEMM_EPI}({m_expr}, %N, %K, %yA, %lda, "
+                f"%yB, %ldb, %beta, %yC, %ldc, %nthr, %slot, {epi_args}) : (i64, i64, i64, i64, i64, i64, i64, f32, "
+                "i64, i64, i32, i64, i64, i32, i64, i64) -> ()")
         else:
             add(f"{indent}  func.call @{SMALL_GEMM}({m_expr}, %N, %K, %yA, %lda, %yB, %ldb, %beta, %yC, %ldc, "
                 "%nthr, %slot) : (i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i32, i64) -> ()")

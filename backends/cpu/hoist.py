@@ -1,9 +1,11 @@
 """Run the kernels that depend only on constants once, at compile time.
 
-The importers express ``nn.Linear`` as ``matmul(x, transpose(W))``; the
-partitioner gives the transpose a kernel of its own whose only input is the
-weight constant, so without this every call re-transposed every weight
-(two 16 MiB transposes per MLP call: 100+ ms of the naive 115 ms at B=1).
+A kernel whose only inputs are constants (a weight's transpose that
+kiln-fold-constants left, past its size limit, and that something besides
+products reads: the partitioner gives it a kernel of its own) would compute
+the same value on every call (two 16 MiB transposes per MLP call were once
+100+ ms of the naive 115 ms at B=1).  A transpose only products read goes
+into their kernels instead, read through the product's map.
 :func:`hoist_constant_steps` runs such kernels once after the JIT, turns
 their outputs into constants of the schedule, drops the steps and re-plans
 the arena (the hoisted buffers no longer take arena space).

@@ -14,6 +14,7 @@ import math as pymath
 from ..._mlir import arith, ir, linalg, math, tensor
 from ...dialects.dims import dim
 from ...dialects.kiln import is_float
+from ...dialects.kiln.shapes import matrix_transpose
 from .common import (
     DYN,
     DimEnv,
@@ -125,8 +126,7 @@ def _transposed_source(v: ir.Value) -> ir.Value | None:
     if not isinstance(owner, (ir.Operation, ir.OpView)) or owner.name != "linalg.transpose":
         return None
     perm = list(ir.DenseI64ArrayAttr(owner.attributes["permutation"]))
-    rank = len(perm)
-    if rank < 2 or perm != [*range(rank - 2), rank - 1, rank - 2]:
+    if len(perm) < 2 or perm != matrix_transpose(len(perm)):
         return None
     return owner.operands[0]
 

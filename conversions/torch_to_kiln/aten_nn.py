@@ -9,7 +9,7 @@ from ..._mlir import ir
 from ...dialects.dims import dim
 from ...dialects.kiln import tensor_info
 from ...dialects.kiln.nn import gqa_group
-from ...dialects.kiln.shapes import product
+from ...dialects.kiln.shapes import matrix_transpose, product
 from .aten import ATEN_PATTERNS, dims_of, dtype_of, pattern, rank_of
 from .driver import Decline
 
@@ -20,10 +20,7 @@ def lower_matmul(cx):
 
 
 def transpose_last2(cx, w):
-    r = rank_of(w)
-    perm = list(range(r))
-    perm[-1], perm[-2] = perm[-2], perm[-1]
-    return cx.build("transpose", w, perm=perm)
+    return cx.build("transpose", w, perm=matrix_transpose(rank_of(w)))
 
 
 @pattern("torch.aten.linear")

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..._mlir import ir
 from ...dialects.dims import Dim, dim
-from ...dialects.kiln.shapes import product
+from ...dialects.kiln.shapes import matrix_transpose, product
 from ...transforms._graph import NUMPY_DTYPES
 from .aten import dims_of, dtype_of, rank_of, tensor_type
 from .driver import Decline, Known
@@ -455,8 +455,7 @@ def lower_matmul(cx):
 
 
 def _t(cx, x):
-    r = rank_of(x)
-    return cx.build("transpose", x, perm=list(range(r - 2)) + [r - 1, r - 2])
+    return cx.build("transpose", x, perm=matrix_transpose(rank_of(x)))
 
 
 @pattern("Gemm")

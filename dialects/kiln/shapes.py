@@ -67,6 +67,13 @@ def norm_axes(axes: Sequence[int], rank: int, name: str = "axes") -> list[int]:
     return out
 
 
+def matrix_transpose(rank: int) -> list[int]:
+    """The permutation that swaps the last two of ``rank`` dims (each matrix of a batch transposed)."""
+    if rank < 2:
+        raise ValueError(f"a matrix transpose needs at least 2 dims, not {rank}")
+    return [*range(rank - 2), rank - 1, rank - 2]
+
+
 def require_dims_equal(a: Dim, b: Dim, what: str) -> None:
     """VerifyError unless ``a`` and ``b`` are provably equal (or unknown)."""
     if a.is_unknown or b.is_unknown or a == b:

@@ -845,6 +845,15 @@ static void panels(void *ctx, int64_t lo, int64_t hi) {
  * C = act(C + bias) + R in registers before it is stored (bias [N] or 0,
  * act KILN_ACT_*, R rows ldr apart or 0): kiln_bias_act's epilogue without
  * its pass over C. */
+/* C = A B^T (+ C) by kiln_sgemm_par (its GEMV up to KILN_GEMV_ROWS rows),
+ * then the epilogue: B^T read as it is, nothing packed. */
+static void gemm_bt_unpacked(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int64_t B, int64_t ldb,
+                             float beta, int64_t C, int64_t ldc, int32_t threads, int64_t bias, int32_t act,
+                             int64_t R, int64_t ldr) {
+  kiln_sgemm_par(101, 111, 112, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, threads);
+  if (bias || act != KILN_ACT_NONE || R) kiln_bias_act(M, N, C, ldc, bias, act, R, ldr, threads);
+}
+
 static void small_gemm(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int64_t B, int64_t ldb, float beta,
                        int64_t C, int64_t ldc, int32_t threads, int64_t slot, int64_t bias, int32_t act, int64_t R,
                        int64_t ldr, int trans) {
@@ -857,9 +866,8 @@ static void small_gemm(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, 
     return;
   }
   g.P = packed_for(slot, g.B, K, N, ldb, trans);
-  if (trans && g.P == NULL) { /* no packed copy (memory, another matrix): BLAS reads B^T as it is */
-    kiln_sgemm_par(101, 111, 112, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, threads);
-    if (has_epilogue(&g)) kiln_bias_act(M, N, C, ldc, bias, act, R, ldr, threads);
+  if (trans && g.P == NULL) { /* no packed copy (memory, another matrix) */
+    gemm_bt_unpacked(M, N, K, A, lda, B, ldb, beta, C, ldc, threads, bias, act, R, ldr);
     return;
   }
   /* A is read in place, MR rows at a time.  It had been packed into blocks
@@ -896,8 +904,7 @@ void kiln_sgemm_small_bt(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda
                          float beta, int64_t C, int64_t ldc, int32_t threads, int64_t slot, int64_t bias,
                          int32_t act, int64_t R, int64_t ldr) {
   if (M <= KILN_GEMV_ROWS && K > 0) {
-    kiln_sgemm_par(101, 111, 112, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, threads);
-    if (bias || act != KILN_ACT_NONE || R) kiln_bias_act(M, N, C, ldc, bias, act, R, ldr, threads);
+    gemm_bt_unpacked(M, N, K, A, lda, B, ldb, beta, C, ldc, threads, bias, act, R, ldr);
     return;
   }
   small_gemm(M, N, K, A, lda, B, ldb, beta, C, ldc, threads, slot, bias, act, R, ldr, 1);
