@@ -13,6 +13,8 @@ imports none of this.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -41,8 +43,10 @@ def constant_tensor(op) -> torch.Tensor:
     """The data of a ``kiln.constant`` op as a torch tensor (a splat is expanded).
 
     A ``dense_resource`` constant is read through
-    :func:`~kiln.transforms._graph.resource_array` (the array its frontend
-    made it from, or its blob printed alone).
+    :func:`~kiln.transforms._graph.resource_array` and shared, not copied:
+    that array is kiln's own (the private copy its frontend or a fold made
+    it from, or its blob printed alone), never written (kernels write no
+    constant), and a copy doubled the memory a model's weights take.
     """
     attr = op.operation.attributes["value"]
     t = ir.RankedTensorType(attr.type)
@@ -55,7 +59,9 @@ def constant_tensor(op) -> torch.Tensor:
     data = resource_array(op.operation, shape, dtype) if str(attr).startswith("dense_resource<") else None
     if data is None:
         raise KilnError(f"cannot read the data of constant {str(attr)[:60]}")
-    return torch.from_numpy(data.copy())  # the runtime's own, writable memory
+    with warnings.catch_warnings():  # read-only as numpy sees it: kernels only read constants
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(data)
 
 
 def prepare(module, function: str, keep_text: bool = False) -> Prepared:
@@ -67,7 +73,9 @@ def prepare(module, function: str, keep_text: bool = False) -> Prepared:
     Must run inside the module's context.
     """
     # Verified once after the three passes (KILN_VERIFY_EACH=1: after each).
-    Pipeline().add("kiln-infer-shapes").add("kiln-partition").add("kiln-plan-memory").run(module, verify_each=None)
+    partition = {"inline_limit": current().inline_limit}
+    Pipeline().add("kiln-infer-shapes").add("kiln-partition", **partition).add("kiln-plan-memory").run(
+        module, verify_each=None)
     schedule, plan = read_plan(module.operation, function)
     fallback, generated = {}, {}
     for i, step in enumerate(schedule.steps):

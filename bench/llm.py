@@ -97,7 +97,22 @@ def build_model(spec: LlmSpec, seed: int = 0):
 
     transformers.logging.set_verbosity_error()
     torch.manual_seed(seed)
-    return transformers.LlamaForCausalLM(spec.config()).eval()
+    model = transformers.LlamaForCausalLM(spec.config()).eval()
+    global _model_rss_mb
+    _model_rss_mb = _rss_mb()
+    return model
+
+
+#: The process's resident MiB right after :func:`build_model` last built a model.
+_model_rss_mb: float | None = None
+
+
+def _rss_mb() -> float | None:
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
+    except (OSError, StopIteration):
+        return None
 
 
 def prompt_ids(spec: LlmSpec, batch: int, length: int, seed: int = 1) -> np.ndarray:
@@ -266,6 +281,11 @@ def _peer_main(name: str, spec_d: dict, threads: int, conn) -> None:
         out["decode"] = decode
         out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         out["rss_before_mb"] = rss0 / 1024
+        out["model_rss_mb"] = _model_rss_mb  # with the torch model built, before the peer's own work
+        if isinstance(peer, _KilnPeer):  # what kiln holds: the weights it passes, packed copies, the cache
+            r = peer.lm.report()
+            out["held_mb"] = (r["step"]["weights"]["runtime_bytes"] + r["step"]["native"]["packed_bytes"]
+                              + r["cache_bytes"]) / 2**20
     except Exception as e:  # noqa: BLE001 (a peer's failure is a cell of the table, not the run's end)
         out["error"] = f"{type(e).__name__}: {e}"[:300]
     conn.send(out)
@@ -361,6 +381,14 @@ def markdown(result: dict) -> str:
     kv = spec.kv_bytes(max(spec.batches), spec.max_len) / 2**20
     lines.append("| peak RSS MiB | " + " | ".join(cell(v, "{:.0f}") for v in mem.values())
                  + f" | | weights {result['weight_bytes'] / 2**20:.0f} + cache {kv:.0f} |")
+    over = {p: None if r.get("peak_rss_mb") is None or r.get("model_rss_mb") is None
+            else r["peak_rss_mb"] - r["model_rss_mb"] for p, r in peers.items()}
+    lines.append("| peak RSS over the built torch model MiB | " + " | ".join(cell(v, "{:.0f}") for v in over.values())
+                 + " | | |")
+    held = {p: r.get("held_mb") for p, r in peers.items()}
+    if any(v is not None for v in held.values()):
+        lines.append("| held by kiln MiB (weights passed, packed copies, KV cache) | "
+                     + " | ".join("" if v is None else f"{v:.0f}" for v in held.values()) + " | | |")
     errors = [f"- {p}: {r['error']}" for p, r in peers.items() if r.get("error")]
     return "\n".join(lines + ([""] + errors if errors else [])) + "\n"
 

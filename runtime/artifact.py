@@ -21,14 +21,14 @@ compiler, no lowering.  The kernels' libraries are loaded with ``dlopen``
 (:class:`~kiln.runtime.cpu_code.SharedObjectEngine`), the profiles'
 kernel choices are those made (and timed) when the model was compiled.
 
-Weights: kiln copies the constants a kernel reads into the kernel (the
-native GEMM packs such a weight once; as an argument it would be packed per
-call, 4-8x slower at small batch), so the compiled library holds them as
-data.  :func:`save` cuts those bytes out of each library into the
-safetensors file and records where they were; :func:`load` puts them back
-(byte for byte) into the private copy it loads.  Constants of the schedule
-itself (weights a PyTorch fallback reads, values computed once at compile
-time) are tensors of the same file, used in place from its mapping.
+Weights: the constants of the schedule (weights past kiln-partition's
+``inline-limit``, which the runtime passes to the kernels; weights a
+PyTorch fallback reads; values computed once at compile time) are tensors
+of the safetensors file, used in place from its mapping.  Smaller constants
+are copied into the kernels, so the compiled library holds them as data:
+:func:`save` cuts those bytes out of each library into the same file and
+records where they were; :func:`load` puts them back (byte for byte) into
+the private copy it loads.
 
 The manifest and the files are untrusted input: every file the manifest
 names must lie inside the directory and match its recorded size and sha256

@@ -693,6 +693,11 @@ class ModelRuntime:
                               selector=self.selector, arena_plan=self.executor.arena_plan,
                               static=(self.static_compilations, self.specialize_s), kernel_cache=self.kernel_cache)
         report["arena"]["pool"] = self.pool.stats()  # arenas kept between calls, against the cap
+        # The constants the runtime holds and passes to kernels (weights past KILN_INLINE_LIMIT; the
+        # smaller ones are inside the kernels' object code).
+        consts = self.prepared.constants
+        report["weights"] = {"runtime_bytes": sum(t.numel() * t.element_size() for t in consts.values()),
+                             "runtime_count": len(consts)}
         # The native runtime (small GEMM, pool): where it came from, or why it is missing.
         # (The library loaded, first: a model loaded from an artifact brings its own, and asking
         # native.library() could start a build.)

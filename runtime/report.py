@@ -247,6 +247,9 @@ def format_report(report) -> str:
         *(f"  fallback {x['op']} at {x['location']} (runs in {_RUNS_IN.get(x['runtime'], x['runtime'])})"
           for x in fb.get("sites", ())),
         f"arena at {at}: planned peak {_bytes(arena['planned_peak_bytes'])}, no reuse {_bytes(arena['no_reuse_bytes'])}",
+        *([f"weights held by the runtime: {_bytes(report['weights']['runtime_bytes'])} in "
+           f"{report['weights']['runtime_count']} constant(s) passed to kernels (smaller ones are in the kernels' code)"]
+          if "weights" in report else []),
         f"compile time: {report['compile_time_s']:.3f} s"
         + (f" (kernel cache {report['kernel_cache']})" if report.get("kernel_cache") else "")
         + (f" (+ {report['static_compile_time_s']:.3f} s for {report['static_compilations']} static kernel set(s))"

@@ -14,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from .._mlir import ir
+from ..dialects.kiln.shapes import matrix_transpose
 from ..runtime.dtypes import NUMPY_DTYPES  # noqa: F401 (one map, kept in the runtime)
-from ._resources import resource_bytes
+from ._resources import register_resource, resource_bytes
 
 __all__ = [
     "NUMPY_DTYPES",
@@ -23,8 +24,10 @@ __all__ = [
     "constant_array",
     "functions",
     "is_constant",
+    "is_weight_transpose",
     "make_constant",
     "numpy_dtype",
+    "read_by_products",
     "replace_value",
     "resource_array",
     "same_type",
@@ -145,8 +148,21 @@ def _scalar_attr(t: ir.Type, v) -> ir.Attribute:
     return ir.IntegerAttr.get(t, int(bool(v)) if name == "i1" else int(v))
 
 
+#: Arrays of at least this many bytes become ``dense_resource`` blobs backed
+#: by the array itself (:func:`elements_attr`).
+RESOURCE_BYTES = 1 << 20
+
+
 def elements_attr(array: np.ndarray, element_type: ir.Type) -> ir.Attribute:
-    """A dense elements attribute holding ``array`` (splat when uniform)."""
+    """A dense elements attribute holding ``array`` (splat when uniform).
+
+    From :data:`RESOURCE_BYTES` on (a folded weight: a batch norm folded into
+    a convolution's), a ``dense_resource`` blob made from a private copy of
+    ``array`` and recorded as its data (:func:`register_resource`), like the
+    weights the frontends import: a ``DenseElementsAttr`` copies the data into
+    the context, where it stays until the context goes, and every reader
+    (the runtime's constants) copied it out once more.
+    """
     shape = list(array.shape)
     ttype = ir.RankedTensorType.get(shape, element_type)
     if array.size > 0:
@@ -156,6 +172,12 @@ def elements_attr(array: np.ndarray, element_type: ir.Type) -> ir.Attribute:
         if bool((array == first).all()) and not (np.issubdtype(array.dtype, np.floating) and np.isnan(first)):
             return ir.DenseElementsAttr.get_splat(ttype, _scalar_attr(element_type, first))
     dt = numpy_dtype(element_type)
+    if dt is not np.bool_ and array.size * np.dtype(dt).itemsize >= RESOURCE_BYTES:
+        data = np.array(array, dtype=dt, order="C", copy=True)  # kiln's own: no caller can change it
+        data.flags.writeable = False
+        attr = ir.DenseResourceElementsAttr.get_from_buffer(data, "kiln_constant", ttype)
+        register_resource(attr, data)
+        return attr
     data = np.ascontiguousarray(array.astype(dt, copy=False))
     if dt is np.bool_:
         return ir.DenseElementsAttr.get(data, type=element_type)
@@ -181,3 +203,32 @@ def scalar_constant(value: float, element_type: ir.Type, *, loc=None, ip=None):
 
     attr = ir.DenseElementsAttr.get_splat(ir.RankedTensorType.get([], element_type), _scalar_attr(element_type, value))
     return create_op(ConstantOp, attrs={"value": attr}, loc=loc, ip=ip).result
+
+
+def is_weight_transpose(op) -> bool:
+    """A ``kiln.transpose`` of the last two dims of a constant that only
+    products read (``nn.Linear``'s ``W^T``, which kiln-fold-constants leaves
+    for a weight past its ``keep-transposed`` size).  kiln-partition keeps it
+    out of the kernels' groups and gives each product's kernel a copy of it
+    (reading its constant): the lowering reads the weight through the
+    product's map (convert-kiln-to-linalg), so the weight stays one buffer
+    in its own layout, with no transposed copy made at compile time or load."""
+    if not isinstance(op, (ir.Operation, ir.OpView)) or op.name != "kiln.transpose":
+        return False
+    op = op.operation
+    perm = list(op.opview.attr("perm"))
+    if len(perm) < 2 or perm != matrix_transpose(len(perm)) or not is_constant(op.operands[0]):
+        return False
+    return all(read_by_products(u.owner, u.operand_number) for u in op.results[0].uses)
+
+
+def read_by_products(user, number: int) -> bool:
+    """Whether ``user``'s operand ``number`` is a product's operand: the user
+    is a ``kiln.matmul``, or a ``kiln.fused`` whose body gives that operand
+    to products only."""
+    if user.name == "kiln.matmul":
+        return True
+    if user.name != "kiln.fused":
+        return False
+    arg = user.regions[0].blocks[0].arguments[number]
+    return all(u.owner.name == "kiln.matmul" for u in arg.uses)

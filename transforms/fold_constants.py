@@ -14,7 +14,16 @@ e.g. the ``transpose`` of a weight).  Ops with a dtype numpy lacks (bf16), a
 non-static result, or an evaluation error (integer division by zero, an index
 out of range) are left alone.
 
-Statistics: ``ops folded``, ``ops left (max-bytes)``, ``constants erased``.
+Option ``keep-transposed`` leaves a weight's transpose alone: a
+``kiln.transpose`` of the last two dims of a constant of more than that many
+bytes that only products read (``nn.Linear``'s ``W^T``, ONNX ``Gemm``'s
+``transB``).  The products read the weight through their maps, so the model
+keeps one copy of it in its own layout (kiln-partition's ``inline-limit``
+passes it to the kernels as it is; a GEMV streams ``[N, K]`` rows as fast as
+``[K, N]`` panels), where folding made a transposed second copy.
+
+Statistics: ``ops folded``, ``ops left (max-bytes)``, ``weight transposes
+kept``, ``constants erased``.
 """
 
 from __future__ import annotations
@@ -28,7 +37,16 @@ from .._mlir import ir
 from ..dialects.kiln import KilnOp, tensor_info
 from ..dialects.kiln.data import SLICE_END
 from ..pipelines.registry import Option, Pass, register_pass
-from ._graph import block_ops, constant_array, constant_nbytes, functions, is_constant, make_constant, numpy_dtype
+from ._graph import (
+    block_ops,
+    constant_array,
+    constant_nbytes,
+    functions,
+    is_constant,
+    is_weight_transpose,
+    make_constant,
+    numpy_dtype,
+)
 
 __all__ = ["EVALUATORS", "FoldConstants", "evaluate", "interpret", "operand_map"]
 
@@ -441,6 +459,8 @@ class FoldConstants(Pass):
     summary = "Evaluate kiln ops whose operands are all constants (numpy semantics), within a size cap"
     options = (
         Option("max-bytes", int, 1 << 20, "largest folded result, unless it replaces constants at least as large"),
+        Option("keep-transposed", int, 1 << 20,
+               "weights (bytes) past which a transpose only products read is left to them (-1: fold it always)"),
     )
 
     def run(self, module) -> None:
@@ -466,6 +486,10 @@ class FoldConstants(Pass):
 
     def _try_fold(self, op) -> None:
         max_bytes = self.option("max-bytes")
+        keep = self.option("keep-transposed")
+        if keep >= 0 and is_weight_transpose(op) and (constant_nbytes(op.operands[0].owner) or 0) > keep:
+            self.bump("weight transposes kept")
+            return
         result = op.results[0]
         shape = _static_shape(result)
         rdt = numpy_dtype(tensor_info(result.type).dtype)

@@ -57,6 +57,7 @@ from ...runtime.blas import (
     blas_library,
     blas_threads,  # noqa: F401  (re-exported: the backend's own name for it)
 )
+from ...transforms.partition import WEIGHTS_ATTR
 from .buffers import erase_dead_buffers, indexing_maps, view_root
 
 __all__ = ["SGEMM", "CpuLibrary", "blas_library", "enabled", "rewrite_contractions", "shared_libs",
@@ -583,7 +584,6 @@ def rewrite_contractions(module) -> int:
     from .gemm_text import gemm_text, weight_a_ok, weight_a_text
 
     module = module.operation  # an ir.Module or its operation
-    body = module.regions[0].blocks[0]
     names = function_names(module)
     found = []
 
@@ -607,11 +607,7 @@ def rewrite_contractions(module) -> int:
             texts.append(_NATIVE_DECL)
     calls, slots = [], []
     convs = {}  # index in calls -> ConvCall, for the native calls of the im2col form
-    constant_globals = {
-        ir.StringAttr(op.operation.attributes["sym_name"]).value
-        for op in body.operations
-        if op.operation.name == "memref.global" and "constant" in op.operation.attributes
-    }
+    is_weight = weight_test(module)
     for i, g in enumerate(found):
         conv = not isinstance(g, _Gemm)
         name = unique_name(f"kiln_{'conv' if conv else 'gemm'}_{i}", names)
@@ -622,7 +618,7 @@ def rewrite_contractions(module) -> int:
         tw = ir.MemRefType(g.w.type) if conv else None
         if conv and weight_a and not any(ir.ShapedType.is_dynamic_size(d) for d in tw.shape[2:]):
             # A direct convolution generic: the native convolution reads x in place.
-            const = _constant_global(g.w) in constant_globals
+            const = is_weight(g.w)
             texts.append(native_conv_text(name, g.w.type, g.x.type, g.c.type, g.strides, g.dilations,
                                           list(tw.shape[2:]), beta, slot if const else None, size_args=False))
             slots += [slot] if const else []
@@ -630,7 +626,7 @@ def rewrite_contractions(module) -> int:
         elif conv:
             texts.append(conv_text(name, g, beta, native))
             args = [g.x, g.w, g.c]
-        elif weight_a and _constant_global(g.a) in constant_globals and weight_a_ok(g):
+        elif weight_a and is_weight(g.a) and weight_a_ok(g):
             # A weight times an activation: the native weight-A GEMM; a
             # convolution's im2col copy is folded into the call.
             slots.append(slot)
@@ -667,8 +663,8 @@ def rewrite_contractions(module) -> int:
         else:
             # A weight B may get a slot the native GEMM packs it into once.
             epi = match_epilogue(g, g.c) if native else None
-            text, uses_slot, fused = gemm_text(name, g, beta, slot if native and _constant_global(g.b) in
-                                                  constant_globals else None, pool=native, epi=epi)
+            text, uses_slot, fused = gemm_text(name, g, beta, slot if native and is_weight(g.b) else None,
+                                                  pool=native, epi=epi)
             texts.append(text)
             slots += [slot] if uses_slot else []
             args = [g.a, g.b, g.c]
@@ -701,6 +697,36 @@ def rewrite_contractions(module) -> int:
     for fn in cleanup:  # a fused epilogue leaves the product's own output buffer unwritten and unread
         erase_dead_buffers(fn)
     return len(calls)
+
+
+def weight_test(module):
+    """A test of whether a buffer of ``module`` (bufferized) is a weight: the
+    same data on every call, which a packing slot may keep packed.  It is
+    when it views a constant ``memref.global`` (an inlined constant) or an
+    argument its function lists in ``kiln.weights`` (a constant of the
+    schedule past kiln-partition's ``inline-limit``: the runtime passes the
+    same buffer every call, and a slot checks the pointer anyway)."""
+    body = module.regions[0].blocks[0]
+    constant_globals = {
+        ir.StringAttr(op.operation.attributes["sym_name"]).value
+        for op in body.operations
+        if op.operation.name == "memref.global" and "constant" in op.operation.attributes
+    }
+
+    def is_weight(v) -> bool:
+        name = _constant_global(v)
+        if name is not None:
+            return name in constant_globals
+        root = view_root(v)
+        if not isinstance(root.owner, ir.Block):  # an op's result
+            return False
+        root = ir.BlockArgument(root)
+        fn = root.owner.owner.operation  # (an OpView's .name is a func's symbol)
+        if fn.name != "func.func" or WEIGHTS_ATTR not in fn.attributes:
+            return False
+        return root.arg_number in list(ir.DenseI64ArrayAttr(fn.attributes[WEIGHTS_ATTR]))
+
+    return is_weight
 
 
 def _constant_global(v) -> str | None:

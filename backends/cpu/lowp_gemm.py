@@ -53,7 +53,6 @@ from .buffers import indexing_maps
 from .library import (
     FREE_PACKED,
     RELEASE,
-    _constant_global,
     _inner_stride_one,
     _is_contiguous,
     _release_text,
@@ -69,6 +68,7 @@ from .library import (
     product_parts,
     strided_pointers,
     unique_name,
+    weight_test,
 )
 
 __all__ = ["I8_GEMM", "LOWP_GEMM", "W8_GEMM", "CpuLowpGemm", "force_generic", "match_lowp", "rewrite_lowp_contractions",
@@ -361,11 +361,7 @@ def rewrite_lowp_contractions(module) -> int:
         _log.warning("integer (8-bit) matrix products run on the generic path (int32 arithmetic): %s", why)
     body = module.regions[0].blocks[0]
     names = function_names(module)
-    constant_globals = {
-        ir.StringAttr(op.operation.attributes["sym_name"]).value
-        for op in body.operations
-        if op.operation.name == "memref.global" and "constant" in op.operation.attributes
-    }
+    is_weight = weight_test(module)
     # The helpers are parsed alone, so they declare all they call (kiln_free_packed
     # too); a second declaration of it is dropped after the insertion.
     texts = [_DECL]
@@ -374,7 +370,7 @@ def rewrite_lowp_contractions(module) -> int:
         name = unique_name(f"kiln_lowp_gemm_{i}", names)
         fill = _zero_fill_before(g.op, g.c)
         slot = None
-        if g.dtype != "i8" and _constant_global(g.b) in constant_globals:  # int8 rows are read as they are
+        if g.dtype != "i8" and is_weight(g.b):  # int8 rows are read as they are
             slot = unique_name(f"kiln_lowp_pack_{i}", names)
             slots.append(slot)
         texts.append(lowp_text(name, g, 0.0 if fill is not None else 1.0, slot))

@@ -1,6 +1,7 @@
 // RUN: kiln-opt %s --split-input-file --kiln-fold-constants | FileCheck %s
 // RUN: kiln-opt %s --split-input-file --kiln-fold-constants='max-bytes=16' | FileCheck %s --check-prefix=SMALL
 // RUN: kiln-opt %s --split-input-file --kiln-fold-constants --mlir-pass-statistics 2>&1 >/dev/null | FileCheck %s --check-prefix=STATS
+// RUN: kiln-opt %s --split-input-file --kiln-fold-constants='keep-transposed=16' | FileCheck %s --check-prefix=KEEP
 
 // Shape arithmetic next to a dynamic dim: x * (2*3) becomes x * 6.
 // CHECK-LABEL: func.func @mul$dynamic_batch
@@ -93,4 +94,40 @@ func.func @cap() -> (!kiln.tensor<[8, 8], f32>, !kiln.tensor<[4, 2], f32>) {
   %w = "kiln.constant"() {value = dense<[[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]]> : tensor<2x4xf32>} : () -> !kiln.tensor<[2, 4], f32>
   %t = "kiln.transpose"(%w) {perm = array<i64: 1, 0>} : (!kiln.tensor<[2, 4], f32>) -> !kiln.tensor<[4, 2], f32>
   return %e, %t : !kiln.tensor<[8, 8], f32>, !kiln.tensor<[4, 2], f32>
+}
+
+// -----
+
+// keep-transposed: a weight's transpose that only products read (here a
+// matmul and a fused group's matmul) stays, for the products to read the
+// weight through their maps, when the weight is past the size (32 bytes >
+// 16); the default (1 MiB) folds it.  A transpose something else reads
+// folds either way.
+// CHECK-LABEL: func.func @keep$weight_transpose
+// CHECK-NOT: "kiln.transpose"
+// KEEP-LABEL: func.func @keep$weight_transpose
+// KEEP-NEXT: %[[W:.*]] = "kiln.constant"() {value = dense<{{\[}}[1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00]
+// KEEP-NEXT: %[[T:.*]] = "kiln.transpose"(%[[W]]) {perm = array<i64: 1, 0>}
+// KEEP-NEXT: %[[M:.*]] = "kiln.matmul"(%arg0, %[[T]])
+// KEEP: "kiln.fused"(%arg0, %[[T]])
+// KEEP-LABEL: func.func @fold$transpose_read_by_add
+// KEEP-NOT: "kiln.transpose"
+func.func @keep$weight_transpose(%x: !kiln.tensor<[3, 4], f32>) -> (!kiln.tensor<[3, 2], f32>, !kiln.tensor<[3, 2], f32>) {
+  %w = "kiln.constant"() {value = dense<[[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]]> : tensor<2x4xf32>} : () -> !kiln.tensor<[2, 4], f32>
+  %t = "kiln.transpose"(%w) {perm = array<i64: 1, 0>} : (!kiln.tensor<[2, 4], f32>) -> !kiln.tensor<[4, 2], f32>
+  %m = "kiln.matmul"(%x, %t) : (!kiln.tensor<[3, 4], f32>, !kiln.tensor<[4, 2], f32>) -> !kiln.tensor<[3, 2], f32>
+  %0 = "kiln.fused"(%x, %t) ({
+  ^bb0(%a: !kiln.tensor<[3, 4], f32>, %b: !kiln.tensor<[4, 2], f32>):
+    %p = "kiln.matmul"(%a, %b) : (!kiln.tensor<[3, 4], f32>, !kiln.tensor<[4, 2], f32>) -> !kiln.tensor<[3, 2], f32>
+    %q = "kiln.relu"(%p) : (!kiln.tensor<[3, 2], f32>) -> !kiln.tensor<[3, 2], f32>
+    "kiln.yield"(%q) {operandSegmentSizes = array<i32: 1, 0, 0, 0>} : (!kiln.tensor<[3, 2], f32>) -> ()
+  }) {kind = "matmul_epilogue", operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0>} : (!kiln.tensor<[3, 4], f32>, !kiln.tensor<[4, 2], f32>) -> !kiln.tensor<[3, 2], f32>
+  return %m, %0 : !kiln.tensor<[3, 2], f32>, !kiln.tensor<[3, 2], f32>
+}
+
+func.func @fold$transpose_read_by_add(%x: !kiln.tensor<[4, 2], f32>) -> !kiln.tensor<[4, 2], f32> {
+  %w = "kiln.constant"() {value = dense<[[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]]> : tensor<2x4xf32>} : () -> !kiln.tensor<[2, 4], f32>
+  %t = "kiln.transpose"(%w) {perm = array<i64: 1, 0>} : (!kiln.tensor<[2, 4], f32>) -> !kiln.tensor<[4, 2], f32>
+  %0 = "kiln.add"(%x, %t) : (!kiln.tensor<[4, 2], f32>, !kiln.tensor<[4, 2], f32>) -> !kiln.tensor<[4, 2], f32>
+  return %0 : !kiln.tensor<[4, 2], f32>
 }

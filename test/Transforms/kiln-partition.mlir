@@ -1,6 +1,7 @@
 // RUN: kiln-opt %s --split-input-file --kiln-partition | FileCheck %s
 // RUN: kiln-opt %s --split-input-file --kiln-partition='fuse=false' | FileCheck %s --check-prefix=NOFUSE
 // RUN: kiln-opt %s --split-input-file --kiln-partition='inline-constants=false' | FileCheck %s --check-prefix=ARGS
+// RUN: kiln-opt %s --split-input-file --kiln-partition='inline-limit=16' | FileCheck %s --check-prefix=LIMIT
 // RUN: kiln-opt %s --split-input-file --kiln-partition --mlir-pass-statistics 2>&1 >/dev/null | FileCheck %s --check-prefix=STATS
 // RUN: kiln-opt %s --split-input-file --kiln-partition --kiln-partition | FileCheck %s --check-prefix=TWICE
 
@@ -189,4 +190,49 @@ func.func @transpose$not_only_products(%x: !kiln.tensor<[16, 16], f32>) -> !kiln
   %0 = "kiln.matmul"(%x, %t) : (!kiln.tensor<[16, 16], f32>, !kiln.tensor<[16, 16], f32>) -> !kiln.tensor<[16, 16], f32>
   %1 = "kiln.add"(%0, %t) : (!kiln.tensor<[16, 16], f32>, !kiln.tensor<[16, 16], f32>) -> !kiln.tensor<[16, 16], f32>
   return %1 : !kiln.tensor<[16, 16], f32>
+}
+
+// -----
+
+// Past inline-limit a constant stays in the schedule and is an argument the
+// kernel lists in kiln.weights (a splat is copied whatever its size); a
+// weight transpose is still copied into the product's kernel, reading its
+// constant there.  Under the default limit (1 MiB) all are copied.
+// LIMIT-LABEL: func.func @weights$past_limit
+// LIMIT-NEXT: %[[W:.*]] = "kiln.constant"() {value = dense<{{\[}}[1.000000e+00, 2.000000e+00], [3.000000e+00
+// LIMIT-NEXT: %[[V:.*]] = "kiln.constant"() {value = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00, 5.000000e+00]>
+// LIMIT-NEXT: call @weights$past_limit_k0(%arg0, %[[W]])
+// LIMIT-NEXT: call @weights$past_limit_k1(%[[V]])
+// LIMIT-NEXT: call @weights$past_limit_k2()
+// LIMIT: func.func private @weights$past_limit_k0(%arg0: !kiln.tensor<["B", 2], f32>, %arg1: !kiln.tensor<[4, 2], f32>)
+// LIMIT-SAME: kiln.weights = array<i64: 1>
+// LIMIT-NEXT: %[[T:.*]] = "kiln.transpose"(%arg1) {perm = array<i64: 1, 0>}
+// LIMIT-NEXT: %[[S:.*]] = "kiln.constant"() {value = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00]>
+// LIMIT-NEXT: %[[M:.*]] = "kiln.matmul"(%arg0, %[[T]])
+// LIMIT-NEXT: "kiln.add"(%[[M]], %[[S]])
+// LIMIT: func.func private @weights$past_limit_k1(%arg0: !kiln.tensor<[5], f32>)
+// LIMIT-SAME: kiln.weights = array<i64: 0>
+// LIMIT: func.func private @weights$past_limit_k2()
+// LIMIT-NOT: kiln.weights
+// LIMIT-NEXT: "kiln.constant"() {value = dense<5.000000e-01> : tensor<64xf32>}
+// CHECK-LABEL: func.func @weights$past_limit
+// CHECK-NEXT: call @weights$past_limit_k0(%arg0)
+// CHECK-NOT: kiln.weights
+// ARGS-LABEL: func.func @weights$past_limit
+// ARGS: func.func private @weights$past_limit_k0(%arg0: !kiln.tensor<[4, 2], f32>)
+// ARGS-SAME: kiln.ops = ["kiln.transpose"], kiln.weights = array<i64: 0>
+// ARGS: func.func private @weights$past_limit_k1(%arg0: !kiln.tensor<["B", 2], f32>, %arg1: !kiln.tensor<[2, 4], f32>, %arg2: !kiln.tensor<[4], f32>)
+// ARGS-SAME: kiln.weights = array<i64: 2>
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+func.func @weights$past_limit(%x: !kiln.tensor<["B", 2], f32>) -> (!kiln.tensor<["B", 4], f32>, !kiln.tensor<[5], f32>, !kiln.tensor<[64], f32>) {
+  %w = "kiln.constant"() {value = dense<[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]]> : tensor<4x2xf32>} : () -> !kiln.tensor<[4, 2], f32>
+  %s = "kiln.constant"() {value = dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>} : () -> !kiln.tensor<[4], f32>
+  %v = "kiln.constant"() {value = dense<[1.0, 2.0, 3.0, 4.0, 5.0]> : tensor<5xf32>} : () -> !kiln.tensor<[5], f32>
+  %z = "kiln.constant"() {value = dense<0.5> : tensor<64xf32>} : () -> !kiln.tensor<[64], f32>
+  %t = "kiln.transpose"(%w) {perm = array<i64: 1, 0>} : (!kiln.tensor<[4, 2], f32>) -> !kiln.tensor<[2, 4], f32>
+  %0 = "kiln.matmul"(%x, %t) : (!kiln.tensor<["B", 2], f32>, !kiln.tensor<[2, 4], f32>) -> !kiln.tensor<["B", 4], f32>
+  %1 = "kiln.add"(%0, %s) : (!kiln.tensor<["B", 4], f32>, !kiln.tensor<[4], f32>) -> !kiln.tensor<["B", 4], f32>
+  %2 = "kiln.mul"(%v, %v) : (!kiln.tensor<[5], f32>, !kiln.tensor<[5], f32>) -> !kiln.tensor<[5], f32>
+  %3 = "kiln.add"(%z, %z) : (!kiln.tensor<[64], f32>, !kiln.tensor<[64], f32>) -> !kiln.tensor<[64], f32>
+  return %1, %2, %3 : !kiln.tensor<["B", 4], f32>, !kiln.tensor<[5], f32>, !kiln.tensor<[64], f32>
 }

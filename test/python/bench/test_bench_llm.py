@@ -17,6 +17,9 @@ def test_quick_llm_rows_agree_with_eager():
             assert row["agree_with_eager"] == 1.0, name
     table = llm.markdown(result)
     assert "TTFT ms, prompt 32, B=1" in table and "decode tok/s, B=3" in table and "peak RSS" in table
+    for peer in result["peers"].values():  # each peer's own memory: its peak over the model it built
+        assert 0 < peer["model_rss_mb"] <= peer["peak_rss_mb"]
+    assert "| peak RSS over the built torch model MiB |" in table
     if result.get("stream_gbps"):  # probed before the peers and after each, the best kept
         assert len(result["stream_gbps_probes"]) == 3 and result["stream_gbps"] == max(result["stream_gbps_probes"])
         assert all(v > 0 for v in result["floor_tokens_per_s"].values())

@@ -283,3 +283,34 @@ def test_weights_past_the_fold_limit_are_read_transposed(monkeypatch):
     for b in (1, 4, 5, 16):
         x = torch.randn(b, 64)
         np.testing.assert_allclose(compiled(x.numpy()), model(x).detach().numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_weights_past_the_inline_limit_stay_one_buffer_read_where_they_are():
+    """``nn.Linear`` weights past ``inline_limit`` (1 MiB) are neither folded
+    into a transposed copy nor compiled into the object code: the runtime
+    holds each once, in its own [N, K] layout, passes it to the product's
+    kernel (``kiln.weights``), which reads it through the transposed map with
+    a packing slot (packed once, for more than 4 rows).  Under a larger
+    limit the same model inlines them; both match eager."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 1536), torch.nn.GELU(), torch.nn.Linear(1536, 256)).eval()
+    batch = torch.export.Dim("B", min=1, max=64)
+    example, dynamic = (torch.randn(2, 256),), ({0: batch},)
+    gc.collect()
+    compiled = kiln.compile(model, example, dynamic_shapes=dynamic, keep_ir=True, fallback=False)
+    held = compiled.report()["weights"]
+    assert held == {"runtime_count": 2, "runtime_bytes": 2 * 256 * 1536 * 4}  # W itself, no W^T beside it
+    assert compiled.ir["llvm"].count("kiln.weights = array<i64: 1>") >= 2
+    assert compiled.ir["llvm"].count("llvm.call @kiln_sgemm_small_bt(") == 2
+    before = native.packed_bytes()
+    for b in (1, 5, 33, 64):
+        x = torch.randn(b, 256)
+        np.testing.assert_allclose(compiled(x.numpy()), model(x).detach().numpy(), rtol=1e-4, atol=1e-4)
+    packed = native.packed_bytes()
+    assert packed - before >= held["runtime_bytes"]  # both weights packed (5 rows and more) ...
+    compiled(torch.randn(9, 256).numpy())
+    assert native.packed_bytes() == packed  # ... once
+    inlined = kiln.compile(model, example, dynamic_shapes=dynamic, fallback=False, inline_limit=16 << 20)
+    assert inlined.report()["weights"]["runtime_count"] == 0
+    x = torch.randn(7, 256)
+    np.testing.assert_allclose(inlined(x.numpy()), compiled(x.numpy()), rtol=1e-5, atol=1e-5)

@@ -120,12 +120,14 @@ def test_the_weights_are_out_of_the_object_code(mlp_artifact):
 
     d, manifest = mlp_artifact
     lib = manifest["libraries"]["generic"]
-    cut = sum(n for _, n, _ in lib["weights"])
-    assert cut >= 32 << 20  # both 1024 x 4096 weights (and the biases) were cut out of the library
+    cut = sum(n for _, n, _ in lib["weights"])  # weights inlined into the kernels, cut out of the library
     assert (d / "kernels" / "generic.so").stat().st_size == lib["size"] - cut < 1 << 20
     tensors = load_file(str(d / "weights.safetensors"))  # any safetensors reader opens it
     assert {name for _, _, name in lib["weights"]} <= set(tensors)
-    assert sum(t.nbytes for t in tensors.values()) >= cut
+    # Weights past kiln-partition's inline-limit are constants of the schedule, saved as they are.
+    passed = sum(tensors[name].nbytes for name in manifest["constants"].values())
+    assert passed >= 32 << 20  # both 1024 x 4096 weights
+    assert sum(t.nbytes for t in tensors.values()) >= cut + passed
     assert manifest["device"] == "cpu" and manifest["precision"] == ["f32"] and manifest["cpu_features"]
 
 
