@@ -265,14 +265,18 @@ class KilnPeer(Peer):
     def __init__(self, threads: int = 2, options: dict | None = None):
         self.threads = threads
         self.options = dict(options or {})
+        self.stages: list[dict] = []  # each compile's seconds per stage (report()["compile_stages_s"])
 
     def _compile(self, workload):
         import kiln
 
         if workload.factory is not None:
             module, args, dynamic = workload.torch_model()
-            return kiln.compile(module, args, dynamic_shapes=dynamic, **self.options)
-        return kiln.compile(onnx_file(workload), **self.options)
+            model = kiln.compile(module, args, dynamic_shapes=dynamic, **self.options)
+        else:
+            model = kiln.compile(onnx_file(workload), **self.options)
+        self.stages.append(dict(model.report().get("compile_stages_s") or {}))
+        return model
 
     def setup(self, workload):
         if "KILN_CACHE_DIR" not in os.environ:  # an empty cache for the cold compile, removed at exit
@@ -294,8 +298,10 @@ class KilnPeer(Peer):
             t0 = time.perf_counter()
             self._compile(workload)
             warm = time.perf_counter() - t0
+        cold_stages, warm_stages = self.stages[-2:] if len(self.stages) >= 2 else ({}, {})
         return {"compile_cold_s": cold, "compile_warm_s": warm, "process_setup_s": build,
-                "cold_with_export_s": cold, "kernels": len(self.model.schedule)}
+                "cold_with_export_s": cold, "kernels": len(self.model.schedule),
+                "compile_stages_cold_s": cold_stages, "compile_stages_warm_s": warm_stages}
 
     def runner(self, row, inputs):
         model = self.model
