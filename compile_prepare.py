@@ -13,6 +13,8 @@ imports none of this.
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import warnings
 
 import numpy as np
@@ -37,6 +39,8 @@ __all__ = ["INPLACE_ATTR", "MUTATED_INPUT", "constant_tensor", "donations", "pre
 #: argument whose buffer the result is written into (-1: its own buffer);
 #: see :func:`donations` and ``kiln-cpu-prepare``.
 INPLACE_ATTR = "kiln.inplace"
+
+_log = logging.getLogger("kiln.compile")
 
 
 def constant_tensor(op) -> torch.Tensor:
@@ -126,7 +130,37 @@ def prepare(module, function: str, keep_text: bool = False) -> Prepared:
         for attr in ("sym_visibility", "kiln.kernel", "kiln.group", "kiln.ops"):
             if attr in op.attributes:
                 del op.attributes[attr]
+    generated = _share_identical_kernels(module, generated)
     return Prepared(detached, plan, fallback, generated, constants, text)
+
+
+def _share_identical_kernels(module, generated: dict[int, str]) -> dict[int, str]:
+    """One kernel function for the steps whose kernels are the same function
+    but for their name (a transformer's identical layers: their weights are
+    arguments past kiln-partition's ``inline-limit``, so only the arguments
+    differ); the others are erased and their steps call the first.  The
+    lowering and LLVM then compile each distinct kernel once, and a packing
+    slot in it keeps one packed copy per weight it is called with.  Returns
+    ``generated`` with the shared names (each step keeps its own name in the
+    schedule, for reports and profiles)."""
+    first: dict[bytes, str] = {}
+    shared: dict[str, str] = {}
+    for op in list(module.body.operations):
+        op = op.operation
+        if op.name != "func.func":
+            continue
+        name = ir.StringAttr(op.attributes["sym_name"]).value
+        op.attributes["sym_name"] = ir.StringAttr.get("kernel")  # printed under one name
+        body = hashlib.sha256(op.get_asm(binary=True)).digest()
+        op.attributes["sym_name"] = ir.StringAttr.get(name)
+        if body in first:
+            shared[name] = first[body]
+            op.erase()
+        else:
+            first[body] = name
+    if shared:
+        _log.info("%d kernel(s) the same as another: compiled once", len(shared))
+    return {i: shared.get(n, n) for i, n in generated.items()}
 
 
 def view_aliases(schedule) -> dict[int, int]:

@@ -223,9 +223,9 @@ SETTINGS = (
        "4096 with AVX-512, 96 with AVX2", True),
     _s("blas_mt_mnk", "KILN_BLAS_MT_MNK", "count", 1 << 22, "codegen",
        "multiply-adds (M x N x K) from which an OpenBLAS product runs on several threads", compile_keyword=True),
-    _s("inline_limit", "KILN_INLINE_LIMIT", "bytes", 1 << 20, "compile",
+    _s("inline_limit", "KILN_INLINE_LIMIT", "bytes", 64, "compile",
        "largest constant (bytes, e.g. `4M`) copied into the kernels that read it; larger ones stay in memory "
-       "the runtime passes (kiln-partition's `inline-limit`)", "1 MiB", True),
+       "the runtime passes (kiln-partition's `inline-limit`)", "64 B", True),
     _s("fast", "KILN_FAST", "flag", True, "compile",
        "a repeated input shape takes its frozen dispatch plan (`kiln.runtime.fastcall`)", compile_keyword=True),
     _s("reshape_views", "KILN_RESHAPE_VIEWS", "flag", True, "compile",
@@ -297,7 +297,7 @@ class Options:
     cpu_library: bool = True
     small_m: int | None = None
     blas_mt_mnk: int = 1 << 22
-    inline_limit: int = 1 << 20
+    inline_limit: int = 64
     fast: bool = True
     reshape_views: bool = True
     verify_each: bool = False

@@ -173,7 +173,8 @@ def save(model, directory) -> dict:
     if {id(k.engine) for k in generated}.__len__() > 1:
         raise KilnError("kiln.save: the model's dynamic kernels come from more than one library")
     if generated:
-        add_library("generic", generated[0].engine, generated[0]._module, [k.name for k in generated])
+        add_library("generic", generated[0].engine, generated[0]._module,
+                    list(dict.fromkeys(k.name for k in generated)))  # identical kernels share one
     for vid, t in sorted(prepared.constants.items()):
         tensors.append(_typed(f"const/{vid}", str(sched.values[vid].info.dtype), tuple(t.shape), _tensor_bytes(t)))
 

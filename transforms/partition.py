@@ -57,10 +57,13 @@ from ._graph import constant_nbytes, is_constant, is_weight_transpose
 __all__ = ["INLINE_LIMIT", "WEIGHTS_ATTR", "Partition", "Schedule", "Step", "ValueInfo", "is_elementwise",
            "read_schedule"]
 
-#: ``inline-limit``'s default (and ``KILN_INLINE_LIMIT``'s): 1 MiB.  Below it a weight costs LLVM little
-#: and its kernel reads it at a fixed address; above it (a transformer's
-#: projections, a CNN's late convolutions) the runtime passes it.
-INLINE_LIMIT = 1 << 20
+#: ``inline-limit``'s default (and ``KILN_INLINE_LIMIT``'s): 64 bytes.  Splats
+#: and a few scalars stay in the code; every weight, bias and norm scale is an
+#: argument, so identical layers are the same kernel but for their arguments
+#: and compile once (kiln.compile_prepare); at 1 MiB the bench rows ran the
+#: same (worker pairs), but a trained model's biases made every layer's
+#: kernel a different one.
+INLINE_LIMIT = 64
 
 #: Kernel attribute (``array<i64>``): the arguments that are constants of the
 #: schedule, bound to the same buffer on every call.

@@ -356,19 +356,28 @@ void kiln_parallel_for(kiln_task_fn fn, void *ctx, int64_t n, int64_t parts) {
  * 32-float row (the hardware prefetcher fell behind several rows of FMAs). */
 #define PF_ROWS 64
 
-/* A product whose B is a constant of the JIT module (a weight) gets a slot:
- * a mutable i64 global of that module, 0 until the first call packs B into
+/* A product whose B is a weight (a constant of the JIT module, or an
+ * argument the runtime binds to the same buffer every call) gets a slot: a
+ * mutable i64 global of that module, 0 until the first call packs B into
  * panels of NR columns, K rows each contiguous (one sequential stream per
  * panel instead of K rows a page apart) and stores the packed copy there.
+ * A slot holds a list: one kernel compiled once for identical layers is
+ * called with each layer's weight, and packs each on its first use.
  * The module's kiln_release_packed() frees every packed copy of its slots
  * (the runtime calls it when the model dies). */
-typedef struct {
+typedef struct packed {
   const float *src;
   int64_t K, N, ldb;
   int64_t kind;  /* KILN_PACK_B (this file's small GEMM) or KILN_PACK_A (kiln_conv.c) */
   int64_t bytes; /* of data[] */
+  struct packed *next;
+  int64_t pad;   /* data[] at 64 bytes, a cache line */
   float data[];
 } packed_t;
+
+/* The most matrices one slot packs: more layers than any model has; past it
+ * (a slot handed ever new pointers) the calls take the unpacked path. */
+#define SLOT_ENTRIES 1024
 
 static atomic_llong packed_total = 0;
 
@@ -471,10 +480,11 @@ void kiln_free(void *p) {
 int64_t kiln_packed_bytes(void) { return atomic_load(&packed_total); }
 
 void kiln_free_packed(int64_t p) {
-  packed_t *pb = (packed_t *)p;
-  if (pb == NULL) return;
-  atomic_fetch_sub(&packed_total, pb->bytes);
-  kiln_free(pb);
+  for (packed_t *pb = (packed_t *)p, *next; pb != NULL; pb = next) {
+    next = pb->next;
+    atomic_fetch_sub(&packed_total, pb->bytes);
+    kiln_free(pb);
+  }
 }
 
 /* A scratch buffer of at least `bytes` for the calling thread, kept for its
@@ -520,35 +530,45 @@ float *kiln_thread_buffer(int which, size_t bytes) {
 float *kiln_thread_scratch(size_t bytes) { return kiln_thread_buffer(0, bytes); }
 
 /* The slot's packed copy of `src` (rows x cols, leading dim ld) in layout
- * `kind`, packing it on the first call; NULL when the slot holds another
- * matrix or memory ran out (callers then take an unpacked path). */
+ * `kind`, packing it on its first call; NULL when memory ran out or the slot
+ * is full (callers then take an unpacked path). */
+static const float *slot_find(packed_t *pb, int64_t kind, const float *src, int64_t rows, int64_t cols, int64_t ld,
+                              int *entries) {
+  for (*entries = 0; pb != NULL; pb = pb->next, ++*entries)
+    if (pb->src == src && pb->K == rows && pb->N == cols && pb->ldb == ld && pb->kind == kind) return pb->data;
+  return NULL;
+}
+
 const float *kiln_slot_packed(int64_t slot, int64_t kind, const float *src, int64_t rows, int64_t cols, int64_t ld,
                               int64_t floats, kiln_pack_fn pack) {
   if (slot == 0) return NULL;
   _Atomic(packed_t *) *s = (_Atomic(packed_t *) *)slot;
-  packed_t *pb = atomic_load_explicit(s, memory_order_acquire);
-  if (pb == NULL) {
-    size_t bytes = sizeof(packed_t) + (size_t)floats * sizeof(float);
-    packed_t *fresh = kiln_alloc(bytes);
-    if (fresh == NULL) return NULL;
-    fresh->src = src;
-    fresh->K = rows;
-    fresh->N = cols;
-    fresh->ldb = ld;
-    fresh->kind = kind;
-    fresh->bytes = floats * (int64_t)sizeof(float);
-    pack(fresh->data, src, rows, cols, ld);
-    atomic_fetch_add(&packed_total, fresh->bytes);
-    packed_t *expected = NULL;
-    if (atomic_compare_exchange_strong(s, &expected, fresh)) {
-      pb = fresh;
-    } else { /* another thread packed it first */
+  packed_t *head = atomic_load_explicit(s, memory_order_acquire);
+  int entries;
+  const float *found = slot_find(head, kind, src, rows, cols, ld, &entries);
+  if (found != NULL || entries >= SLOT_ENTRIES) return found;
+  size_t bytes = sizeof(packed_t) + (size_t)floats * sizeof(float);
+  packed_t *fresh = kiln_alloc(bytes);
+  if (fresh == NULL) return NULL;
+  fresh->src = src;
+  fresh->K = rows;
+  fresh->N = cols;
+  fresh->ldb = ld;
+  fresh->kind = kind;
+  fresh->bytes = floats * (int64_t)sizeof(float);
+  pack(fresh->data, src, rows, cols, ld);
+  atomic_fetch_add(&packed_total, fresh->bytes);
+  fresh->next = head;
+  while (!atomic_compare_exchange_strong(s, &head, fresh)) {
+    /* another thread pushed first: its entry may be this matrix */
+    if ((found = slot_find(head, kind, src, rows, cols, ld, &entries)) != NULL) {
+      fresh->next = NULL;
       kiln_free_packed((int64_t)fresh);
-      pb = expected;
+      return found;
     }
+    fresh->next = head;
   }
-  /* A slot is one constant of one shape; anything else takes the unpacked path. */
-  return pb->src == src && pb->K == rows && pb->N == cols && pb->ldb == ld && pb->kind == kind ? pb->data : NULL;
+  return fresh->data;
 }
 
 /* B (K x N) as panels of NR columns, K rows each contiguous. */

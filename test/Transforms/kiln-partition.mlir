@@ -197,7 +197,7 @@ func.func @transpose$not_only_products(%x: !kiln.tensor<[16, 16], f32>) -> !kiln
 // Past inline-limit a constant stays in the schedule and is an argument the
 // kernel lists in kiln.weights (a splat is copied whatever its size); a
 // weight transpose is still copied into the product's kernel, reading its
-// constant there.  Under the default limit (1 MiB) all are copied.
+// constant there.  Under the default limit (64 bytes) all are copied.
 // LIMIT-LABEL: func.func @weights$past_limit
 // LIMIT-NEXT: %[[W:.*]] = "kiln.constant"() {value = dense<{{\[}}[1.000000e+00, 2.000000e+00], [3.000000e+00
 // LIMIT-NEXT: %[[V:.*]] = "kiln.constant"() {value = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00, 5.000000e+00]>

@@ -286,7 +286,7 @@ def test_weights_past_the_fold_limit_are_read_transposed(monkeypatch):
 
 
 def test_weights_past_the_inline_limit_stay_one_buffer_read_where_they_are():
-    """``nn.Linear`` weights past ``inline_limit`` (1 MiB) are neither folded
+    """``nn.Linear`` weights past ``inline_limit`` are neither folded
     into a transposed copy nor compiled into the object code: the runtime
     holds each once, in its own [N, K] layout, passes it to the product's
     kernel (``kiln.weights``), which reads it through the transposed map with
@@ -299,18 +299,44 @@ def test_weights_past_the_inline_limit_stay_one_buffer_read_where_they_are():
     gc.collect()
     compiled = kiln.compile(model, example, dynamic_shapes=dynamic, keep_ir=True, fallback=False)
     held = compiled.report()["weights"]
-    assert held == {"runtime_count": 2, "runtime_bytes": 2 * 256 * 1536 * 4}  # W itself, no W^T beside it
-    assert compiled.ir["llvm"].count("kiln.weights = array<i64: 1>") >= 2
+    # Each W itself (no W^T beside it) and the two biases.
+    assert held == {"runtime_count": 4, "runtime_bytes": (2 * 256 * 1536 + 1536 + 256) * 4}
+    # W and the bias, in both kernels (and their C interfaces).
+    assert compiled.ir["llvm"].count("kiln.weights = array<i64: 1, 2>") == 4
     assert compiled.ir["llvm"].count("llvm.call @kiln_sgemm_small_bt(") == 2
     before = native.packed_bytes()
     for b in (1, 5, 33, 64):
         x = torch.randn(b, 256)
         np.testing.assert_allclose(compiled(x.numpy()), model(x).detach().numpy(), rtol=1e-4, atol=1e-4)
     packed = native.packed_bytes()
-    assert packed - before >= held["runtime_bytes"]  # both weights packed (5 rows and more) ...
+    assert packed - before >= 2 * 256 * 1536 * 4  # both weights packed (5 rows and more) ...
     compiled(torch.randn(9, 256).numpy())
     assert native.packed_bytes() == packed  # ... once
     inlined = kiln.compile(model, example, dynamic_shapes=dynamic, fallback=False, inline_limit=16 << 20)
     assert inlined.report()["weights"]["runtime_count"] == 0
     x = torch.randn(7, 256)
     np.testing.assert_allclose(inlined(x.numpy()), compiled(x.numpy()), rtol=1e-5, atol=1e-5)
+
+
+def test_identical_layers_share_one_kernel_and_pack_each_weight():
+    """Layers that differ only in their weights (arguments past
+    ``inline_limit``) compile to one kernel each kind, called with each
+    layer's weights; the kernel's packing slot keeps a packed copy per
+    weight, and every layer's output matches eager."""
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(3):
+        layers += [torch.nn.Linear(256, 1536), torch.nn.ReLU(), torch.nn.Linear(1536, 256), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers).eval()
+    batch = torch.export.Dim("B", min=1, max=64)
+    compiled = kiln.compile(model, (torch.randn(2, 256),), dynamic_shapes=({0: batch},), keep_ir=True,
+                            fallback=False)
+    steps = [k["name"] for k in compiled.report()["kernels"]]
+    assert len(steps) == 6
+    assert compiled.ir["llvm"].count("llvm.func @_mlir_ciface_") == 2  # one per kind of layer
+    before = native.packed_bytes()
+    for b in (1, 9, 64):
+        x = torch.randn(b, 256)
+        np.testing.assert_allclose(compiled(x.numpy()), model(x).detach().numpy(), rtol=1e-4, atol=1e-4)
+    if library.small_m() >= 9:  # 9 rows take the packed path: each of the six weights packed once
+        assert native.packed_bytes() - before >= 6 * 256 * 1536 * 4
