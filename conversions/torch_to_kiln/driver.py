@@ -309,16 +309,17 @@ class TorchToKiln:
         if not m:
             return None
         name = m.group(1)
-        if name not in self.resources and not self._blobs_read:
-            self._read_small_blobs()
         blob = self.resources.get(name)
         if blob is None:
-            # A large blob is elided in that print (BERT's 512 position ids,
-            # sliced to the declared L, became a fallback "without data"):
-            # take the frontend's record of it (FastLiterals) or print the op
+            # The frontend's record of it (FastLiterals), or a print of the op
             # being converted alone, when the attribute is that op's.
             raw = resource_bytes(attr, self._holder(attr))
             blob = None if raw is None else memoryview(raw)
+        if blob is None and not self._blobs_read:
+            # Else the small blobs of a print of the whole module (3 s for
+            # BERT-base, hence last; a large blob is elided there).
+            self._read_small_blobs()
+            blob = self.resources.get(name)
         if isinstance(blob, (bytes, memoryview)):
             t = ir.RankedTensorType(attr.type)
             el = str(t.element_type)
