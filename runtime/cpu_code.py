@@ -20,6 +20,7 @@ import weakref
 from collections.abc import Sequence
 
 from ..backends.kernel import Kernel
+from ..errors import KilnError
 
 __all__ = ["CpuKernel", "SharedObjectEngine", "host_cpu", "load_copy"]
 
@@ -127,6 +128,10 @@ class CpuKernel(Kernel):
         return ctypes.cast(self.entry(), ctypes.c_void_p).value
 
     def __call__(self, inputs: Sequence, outputs: Sequence, binding: dict[str, int]) -> None:
+        if len(inputs) != len(self.inputs) or len(outputs) != len(self.outputs):
+            # The code would read a missing argument's descriptor from beyond the list: a crash.
+            raise KilnError(f"kernel '{self.name}' takes {len(self.inputs)} input(s) and {len(self.outputs)} "
+                            f"output(s), got {len(inputs)} and {len(outputs)}")
         call = self.__dict__.get("_call")
         if call is None:  # looked up once: engine.invoke cost ~100 µs a launch (kiln.backends.cpu.dispatch)
             from ..backends.cpu.dispatch import make_caller

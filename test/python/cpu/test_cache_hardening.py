@@ -86,7 +86,10 @@ def _run(root: Path, seeds) -> tuple[list[dict], str]:
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
 
 
-def test_damaged_and_swapped_entries_are_rebuilt_in_a_new_process(cache_dir):
+def test_damaged_and_swapped_entries_are_rebuilt_in_a_new_process(cache_dir, monkeypatch):
+    # Each seed's weights inside its kernel, so each model is an entry of its own
+    # (past inline_limit, weights are arguments and every seed shares one entry).
+    monkeypatch.setenv("KILN_INLINE_LIMIT", "1G")
     seeds = [11, 12, 13, 14, 15]
     first, _ = _run(cache_dir, seeds)
     assert [r["cache"] for r in first] == ["miss"] * 5
@@ -159,8 +162,10 @@ def test_cached_library_is_closed_when_its_last_holder_dies(cache_dir):
     gc.collect()
     assert _deleted_kernel_maps() - base >= 1
     out = np.zeros((3, N), np.float32)
-    kernel([x], [out], {"B": 3})
+    kernel([x, w], [out], {"B": 3})  # the weight is an argument (past inline_limit)
     np.testing.assert_allclose(out, x @ w, rtol=1e-4, atol=1e-4)
+    with pytest.raises(kiln.KilnError, match="takes 2 input"):  # not a read past the arguments
+        kernel([x], [out], {"B": 3})
     del kernel
     gc.collect()
     assert _deleted_kernel_maps() - base <= 0
@@ -182,6 +187,7 @@ def _fallback(private_tmp: Path) -> Path:
 
 
 def test_world_writable_root_falls_back_to_a_private_dir(tmp_path, private_tmp, monkeypatch, caplog):
+    monkeypatch.setenv("KILN_INLINE_LIMIT", "1G")  # two seeds, two entries (weights in the kernels)
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)
@@ -235,6 +241,7 @@ def test_no_safe_place_is_a_clear_error(tmp_path, private_tmp, monkeypatch):
     from kiln.runtime import native
 
     native.library()  # found before the cache root turns unsafe (it may look in the cache too)
+    monkeypatch.setenv("KILN_INLINE_LIMIT", "1G")  # two seeds, two entries (weights in the kernels)
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)
@@ -248,6 +255,7 @@ def test_no_safe_place_is_a_clear_error(tmp_path, private_tmp, monkeypatch):
 
 
 def test_a_symlinked_fallback_is_refused(tmp_path, private_tmp, monkeypatch):
+    monkeypatch.setenv("KILN_INLINE_LIMIT", "1G")  # two seeds, two entries (weights in the kernels)
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)
