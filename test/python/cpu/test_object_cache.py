@@ -40,16 +40,33 @@ def test_second_compile_hits_and_matches(cache_dir):
     np.testing.assert_array_equal(second(x), first(x))
 
 
-def test_different_weights_are_different_entries(cache_dir):
+def test_different_weights_are_different_entries(cache_dir, monkeypatch):
+    """Weights inside the kernels (under inline_limit) are part of the key."""
+    monkeypatch.setenv("KILN_INLINE_LIMIT", "1G")
     kiln.compile(weight_text(16, 8, seed=1)[0])
     model = kiln.compile(weight_text(16, 8, seed=2)[0])
     assert model.report()["kernel_cache"] == "miss"
     assert len(_entries(cache_dir)) == 2
 
 
-def test_one_changed_weight_is_a_different_entry(cache_dir):
-    """Large weights are hashed from their buffers (elided from the printed
-    key text): the last element alone must change the key."""
+def test_weights_passed_to_the_kernels_share_an_entry_and_keep_their_values(cache_dir):
+    """Weights past inline_limit are arguments: two models that differ only
+    in them share one entry, and each computes with its own weights."""
+    text1, w1 = weight_text(16, 8, seed=1)
+    text2, w2 = weight_text(16, 8, seed=2)
+    first = kiln.compile(text1)
+    second = kiln.compile(text2)
+    assert (first.report()["kernel_cache"], second.report()["kernel_cache"]) == ("miss", "hit")
+    assert len(_entries(cache_dir)) == 1
+    x = np.random.default_rng(0).standard_normal((3, 16), dtype=np.float32)
+    np.testing.assert_allclose(first(x), x @ w1, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(second(x), x @ w2, rtol=1e-5, atol=1e-5)
+
+
+def test_one_changed_weight_is_a_different_entry(cache_dir, monkeypatch):
+    """Large weights inside the kernels are hashed from their buffers (elided
+    from the printed key text): the last element alone must change the key."""
+    monkeypatch.setenv("KILN_INLINE_LIMIT", "1G")
     text, w = weight_text(16, 8, seed=5)
     kiln.compile(text)
     w2 = w.copy()

@@ -166,7 +166,9 @@ def _run(root: Path, threads: int, seeds) -> dict:
     """Compile and run the models of ``seeds`` in a fresh process whose native
     pool has ``threads`` threads, with the kernel cache at ``root``."""
     code = SCRIPT.format(here=HERE, root=str(root), seeds=list(seeds))
-    env = dict(os.environ, KILN_CACHE_DIR=str(root), KILN_THREADS=str(threads))
+    # Each seed's weights inside its kernels, so seed 2's models are cache entries of their own, compiled
+    # on two threads (past inline_limit, weights are arguments and every seed shares one entry).
+    env = dict(os.environ, KILN_CACHE_DIR=str(root), KILN_THREADS=str(threads), KILN_INLINE_LIMIT="1G")
     env.pop("KILN_BLAS_THREADS", None)
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=HERE, capture_output=True, text=True,
                           timeout=600)
