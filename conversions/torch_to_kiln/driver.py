@@ -310,16 +310,18 @@ class TorchToKiln:
             return None
         name = m.group(1)
         blob = self.resources.get(name)
-        if blob is None:
-            # The frontend's record of it (FastLiterals), or a print of the op
-            # being converted alone, when the attribute is that op's.
-            raw = resource_bytes(attr, self._holder(attr))
+        if blob is None:  # the frontend's record of it (FastLiterals), asked first: no print at all
+            raw = resource_bytes(attr)
             blob = None if raw is None else memoryview(raw)
         if blob is None and not self._blobs_read:
-            # Else the small blobs of a print of the whole module (3 s for
-            # BERT-base, hence last; a large blob is elided there).
+            # The small blobs of one print of the whole module (an ONNX
+            # model's; 3 s for BERT-base's torch module, whose weights the
+            # record has); a large blob is elided there.
             self._read_small_blobs()
             blob = self.resources.get(name)
+        if blob is None:  # a print of the op being converted alone, when the attribute is that op's
+            raw = resource_bytes(attr, self._holder(attr))
+            blob = None if raw is None else memoryview(raw)
         if isinstance(blob, (bytes, memoryview)):
             t = ir.RankedTensorType(attr.type)
             el = str(t.element_type)
