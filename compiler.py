@@ -274,7 +274,7 @@ def _compile_cpu(source, example_args, dynamic_shapes, symbols, options: dict):
         if prepared.generated:
             from .backends.cpu import objcache
 
-            names = list(dict.fromkeys(prepared.generated.values()))  # identical kernels share one
+            names = prepared.kernel_names()
             vectorize = int(options.get("vectorize", 1))
             # Keyed before lowering, so a cached library skips the lowering
             # too (keep_ir wants the LLVM text, so it always lowers).
@@ -502,7 +502,7 @@ def _static_kernels(kernel_text: str, prepared, vectorize: int):
         from .backends.cpu import CpuKernel
         from .backends.cpu.specialize import compile_static
 
-        engine, module = compile_static(kernel_text, binding, list(dict.fromkeys(prepared.generated.values())), vectorize)
+        engine, module = compile_static(kernel_text, binding, prepared.kernel_names(), vectorize)
         with _count_lock:
             _compilations += 1
         kernels = prepared.kernels(lambda name, ins, outs: CpuKernel(name, ins, outs, engine, module, static=True))

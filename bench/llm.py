@@ -37,6 +37,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .model_bench import rss_bytes
+
 __all__ = ["FULL", "QUICK", "LlmSpec", "PEERS", "markdown", "run"]
 
 
@@ -99,20 +101,13 @@ def build_model(spec: LlmSpec, seed: int = 0):
     torch.manual_seed(seed)
     model = transformers.LlamaForCausalLM(spec.config()).eval()
     global _model_rss_mb
-    _model_rss_mb = _rss_mb()
+    rss = rss_bytes()
+    _model_rss_mb = rss / 2**20 if rss is not None else None
     return model
 
 
 #: The process's resident MiB right after :func:`build_model` last built a model.
 _model_rss_mb: float | None = None
-
-
-def _rss_mb() -> float | None:
-    try:
-        with open("/proc/self/status") as f:
-            return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
-    except (OSError, StopIteration):
-        return None
 
 
 def prompt_ids(spec: LlmSpec, batch: int, length: int, seed: int = 1) -> np.ndarray:

@@ -33,7 +33,8 @@ import numpy as np
 from ..errors import KilnError
 from .harness import measure, summarize
 
-__all__ = ["ShapeSpec", "bench_model", "format_table", "parse_shape", "peak_rss_bytes", "reset_peak_rss"]
+__all__ = ["ShapeSpec", "bench_model", "format_table", "parse_shape", "peak_rss_bytes", "reset_peak_rss",
+           "rss_bytes"]
 
 
 # ----------------------------------------------------------------------------
@@ -189,16 +190,10 @@ def preimport() -> float:
     return time.perf_counter() - start
 
 
-def _rss_bytes() -> int | None:
+def rss_bytes() -> int | None:
     """The resident set size now (``VmRSS``), None where /proc does not say."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+    rss = _status_kib().get("VmRSS")
+    return rss * 1024 if rss is not None else None
 
 
 def compile_cold_warm(make: Callable[[], object]):
@@ -283,7 +278,7 @@ def bench_model(model_spec: str, shapes: Sequence[str] = (), *, symbols: Sequenc
                   for i, (s, shape) in enumerate(zip(model.inputs, in_shapes))]
         label = ", ".join(f"{k}={v}" for k, v in sorted(binding.items())) or "static"
         log(f"shape {label}: {warmup} warmup + {iters} timed calls")
-        before = _rss_bytes()
+        before = rss_bytes()
         exact = reset_peak_rss()
         times = measure(functools.partial(model, *inputs), warmup=warmup, min_iters=iters, max_iters=iters,
                         budget_s=float("inf"), raw=True)

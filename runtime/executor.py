@@ -490,6 +490,11 @@ class Prepared:
         vals = self.schedule.values
         return [vals[v].info for v in step.inputs], [vals[v].info for v in step.outputs]
 
+    def kernel_names(self) -> list[str]:
+        """The distinct generated kernel functions, in step order (identical
+        kernels share one function: kiln.compile_prepare)."""
+        return list(dict.fromkeys(self.generated.values()))
+
     def kernels(self, make_generated) -> list:
         """One kernel per step: fallback kernels, and ``make_generated(name,
         inputs, outputs)`` for the backend's."""
