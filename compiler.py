@@ -259,7 +259,10 @@ def _compile_cpu(source, example_args, dynamic_shapes, symbols, options: dict):
             with_precision(None, options["precision"]).run(module, verify_each=None)
         # kiln-partition + kiln-plan-memory: the schedule, the arena plan and
         # the fallback kernels come out; the module keeps the generated kernels.
-        select_user_kernels(module)  # and for the ops the graph passes made (kiln.attention)
+        # And for the ops the graph passes made (kiln.attention); kiln's library kernels are chosen here.
+        from .backends.select_kernels import select_kernels
+
+        select_kernels(module)
         t = time.perf_counter()
         progress.stage("partition + memory plan")
         prepared = prepare(module, fname, keep_text=bool(options.get("keep_ir")))

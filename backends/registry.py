@@ -209,16 +209,19 @@ class KernelRegistry:
         """Remove candidates called ``name`` (on ``device``, or all devices)."""
         self.entries = [e for e in self.entries if not (e.name == name and device in (None, e.device))]
 
-    def _load_builtins(self) -> None:
+    def load_builtins(self) -> None:
+        """Register kiln's own kernels (once): the Triton candidates and the CPU library kernels."""
         if not self._builtins_loaded:
             self._builtins_loaded = True
+            from .cpu import library_kernels
             from .triton import candidates
 
             candidates.register_builtins(self)
+            library_kernels.register_builtins(self)
 
     def candidates(self, spec, device: str, dtype: str | None = None, cls: str | None = None) -> list[KernelEntry]:
         """Applicable candidates for ``spec``, best priority first."""
-        self._load_builtins()
+        self.load_builtins()
         dtype = dtype or spec.dtype
         cls = cls or shape_class(spec)
         found = [e for e in self.entries if e.matches(spec, device, dtype, cls)]

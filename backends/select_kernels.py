@@ -19,24 +19,36 @@ by default) are taken: a function computes the op alone, so the op must not
 be fused with its neighbours (kernel classes on the Triton path, which take
 prologues and epilogues, are chosen by the registry per kernel instead).
 
+kiln's own CPU library kernels (:mod:`kiln.backends.cpu.library_kernels`:
+native layer norm, RMS norm, max pool) are registry entries too.  With
+``builtin=1`` (what ``kiln.compile`` asks for before partitioning), an op
+no user kernel took gets the first of its library entries that fits --
+its dtype, and the entry's own ``why`` (which also says *why* it fits) --
+as attributes ``kiln.impl`` (the entry's name) and ``kiln.why``;
+``convert-kiln-to-linalg`` then lowers it to that call, not to loops.  An
+op without ``kiln.impl`` is generated code.  Library kernels are chosen
+only where the native runtime and BLAS are available (``KILN_NATIVE=0``,
+``KILN_CPU_LIBRARY=0`` choose none).
+
 ``kiln.compile`` runs it on the CPU path before the graph passes (so a
 chosen op is not fused away) and again before partitioning (ops that the
 graph passes created, such as ``kiln.attention`` from attention written out);
 the Triton path (``device=cuda``) runs it before its own grouping.
 
-Statistics: ``user decompositions``, ``user kernels`` (ops rewritten).
+Statistics: ``user decompositions``, ``user kernels`` (ops rewritten),
+``library kernels`` (ops given a library kernel).
 """
 
 from __future__ import annotations
 
 from .._mlir import ir
+from ..conversions.kiln_to_linalg.library_call import IMPL_ATTR, WHY_ATTR, op_attributes
 from ..pipelines.registry import Option, Pass, register_pass
 
-__all__ = ["SelectKernels", "user_entries"]
+__all__ = ["SelectKernels", "library_entries", "select_kernels", "select_user_kernels", "user_entries"]
 
 # Ops that are not computations a kernel replaces.
 _SKIP = {"kiln.constant", "kiln.symbol", "kiln.yield", "kiln.fused", "kiln.custom", "kiln.fallback"}
-_SEGMENTS = ("operandSegmentSizes", "resultSegmentSizes")
 
 
 def user_entries(device: str) -> dict[str, list]:
@@ -46,22 +58,61 @@ def user_entries(device: str) -> dict[str, list]:
     import inspect
 
     from ..dialects.kiln import OPS
+    from .cpu.calls import LibraryCall
     from .registry import REGISTRY
 
     out: dict[str, list] = {}
     for e in REGISTRY.entries:
-        if e.device == device and e.op in OPS and e.priority > 0 and not inspect.isclass(e.impl):
+        if (e.device == device and e.op in OPS and e.priority > 0 and not inspect.isclass(e.impl)
+                and not isinstance(e.impl, LibraryCall)):
             out.setdefault(e.op, []).append(e)
     for v in out.values():
         v.sort(key=lambda e: -e.priority)
     return out
 
 
-def _choose(op, entries):
+def library_entries(device: str) -> dict[str, list]:
+    """kiln's library kernels for ``device`` by op name (best priority first),
+    where the native runtime can run them (none elsewhere)."""
+    if device != "cpu":
+        return {}
+    from .cpu.calls import LibraryCall
+    from .cpu.library import enabled, native_enabled
+    from .registry import REGISTRY
+
+    if not (enabled() and native_enabled()):
+        return {}
+    REGISTRY.load_builtins()
+    out: dict[str, list] = {}
+    for e in REGISTRY.entries:
+        if e.device == device and isinstance(e.impl, LibraryCall):
+            out.setdefault(e.op, []).append(e)
+    for v in out.values():
+        v.sort(key=lambda e: -e.priority)
+    return out
+
+
+def _dtype(op) -> str | None:
     from ..dialects.kiln import tensor_info
 
     first = op.operands[0] if len(op.operands) else (op.results[0] if len(op.results) else None)
-    dtype = str(tensor_info(first.type).dtype) if first is not None else None
+    return str(tensor_info(first.type).dtype) if first is not None else None
+
+
+def _choose_library(op, entries) -> tuple[str, str] | None:
+    """``(entry name, why)`` of the first library entry that fits ``op``."""
+    dtype = _dtype(op)
+    for e in entries:
+        if e.dtypes is not None and dtype not in e.dtypes:
+            continue
+        why = e.impl.why(op.opview)
+        if why is not None:
+            return e.name, why
+    return None
+
+
+def _choose(op, entries):
+    dtype = _dtype(op)
     for e in entries:
         if e.dtypes is not None and dtype not in e.dtypes:
             continue
@@ -71,81 +122,88 @@ def _choose(op, entries):
     return None
 
 
-def _attrs(op) -> dict:
-    """The op's attributes, declared defaults filled in (what the kernel gets as ``attrs``)."""
-    from ..dialects.kiln import encode_attr
-
-    view = op.opview
-    out = {}
-    for name, spec in getattr(view, "ATTRS", {}).items():
-        if name in op.attributes:
-            out[name] = op.attributes[name]
-        elif spec.default is not None:
-            out[name] = encode_attr(spec, spec.default)
-    for a in op.attributes:  # present but undeclared (kept as they are)
-        key = a if isinstance(a, str) else a.name
-        if key == "operandSegmentSizes":  # which optional operands are there (layer_norm's weight, bias)
-            out[key] = ir.DenseI64ArrayAttr.get([int(n) for n in ir.DenseI32ArrayAttr(op.attributes[key])])
-        elif key not in out and key not in _SEGMENTS:
-            out[key] = op.attributes[key]
-    return out
-
-
 @register_pass
 class SelectKernels(Pass):
-    """Rewrite kiln ops with a registered user kernel into ``kiln.custom``."""
+    """Rewrite kiln ops with a registered user kernel into ``kiln.custom``;
+    mark the ops kiln's library kernels take (``kiln.impl``, ``kiln.why``)."""
 
     name = "kiln-select-kernels"
-    summary = "Choose kernels registered from user code over kiln's generated code (ops become kiln.custom)"
-    options = (Option("device", str, "cpu", "the device whose registered kernels are chosen"),)
+    summary = "Choose the registry's kernels on kiln IR: user kernels (ops become kiln.custom), library kernels (kiln.impl)"
+    options = (Option("device", str, "cpu", "the device whose registered kernels are chosen"),
+               Option("builtin", int, 1, "1: choose kiln's library kernels too (kiln.impl); 0: user kernels only"))
 
     def run(self, module) -> None:
-        from .user import decompose_kiln_op, kiln_decompositions
+        from .user import kiln_decompositions
 
-        entries = user_entries(self.option("device"))
+        device = self.option("device")
+        entries = user_entries(device)
         decompositions = kiln_decompositions()
-        if not entries and not decompositions:
+        library = library_entries(device) if self.option("builtin") else {}
+        if not entries and not decompositions and not library:
             return
-        from ..dialects.kiln import create_op
-
         for fn in module.regions[0].blocks[0].operations:
             fn = fn.operation
             if fn.name != "func.func" or not len(fn.regions[0].blocks):
                 continue
             for op in list(fn.regions[0].blocks[0].operations):
                 op = op.operation
-                if op.name in _SKIP:
-                    continue
-                if op.name in decompositions:
-                    with ir.InsertionPoint(op), op.location:
-                        if decompose_kiln_op(op, decompositions[op.name]):
-                            self.bump("user decompositions")
-                            continue
-                if op.name not in entries:
-                    continue
-                entry = _choose(op, entries[op.name])
-                if entry is None:
-                    continue
-                attrs = _attrs(op)
-                with ir.InsertionPoint(op):
-                    new = create_op("custom", list(op.operands), results=[r.type for r in op.results],
-                                    loc=op.location, attrs={
-                                        "op_name": op.name, "kernel": entry.name,
-                                        "attrs": ir.DictAttr.get(attrs) if attrs else None})
-                for old, r in zip(op.results, new.operation.results):
-                    old.replace_all_uses_with(r)
-                op.erase()
-                self.bump("user kernels")
+                if op.name == "kiln.fused":  # its body's ops are lowered in place: library kernels only
+                    for inner in op.regions[0].blocks[0].operations:
+                        self._library(inner.operation, library)
+                elif op.name not in _SKIP and not self._user(op, entries, decompositions):
+                    self._library(op, library)
+
+    def _user(self, op, entries, decompositions) -> bool:
+        """Replace ``op`` with its user decomposition or kernel; whether it did."""
+        from ..dialects.kiln import create_op
+        from .user import decompose_kiln_op
+
+        if op.name in decompositions:
+            with ir.InsertionPoint(op), op.location:
+                if decompose_kiln_op(op, decompositions[op.name]):
+                    self.bump("user decompositions")
+                    return True
+        entry = _choose(op, entries[op.name]) if op.name in entries else None
+        if entry is None:
+            return False
+        attrs = op_attributes(op)
+        with ir.InsertionPoint(op):
+            new = create_op("custom", list(op.operands), results=[r.type for r in op.results],
+                            loc=op.location, attrs={
+                                "op_name": op.name, "kernel": entry.name,
+                                "attrs": ir.DictAttr.get(attrs) if attrs else None})
+        for old, r in zip(op.results, new.operation.results):
+            old.replace_all_uses_with(r)
+        op.erase()
+        self.bump("user kernels")
+        return True
+
+    def _library(self, op, library) -> None:
+        """Mark ``op`` with the library kernel that fits it (and why), or unmark it."""
+        for attr in (IMPL_ATTR, WHY_ATTR):
+            if attr in op.attributes:
+                del op.attributes[attr]
+        chosen = _choose_library(op, library[op.name]) if op.name in library else None
+        if chosen is not None:
+            op.attributes[IMPL_ATTR] = ir.StringAttr.get(chosen[0])
+            op.attributes[WHY_ATTR] = ir.StringAttr.get(chosen[1])
+            self.bump("library kernels")
 
 
-def select_user_kernels(module, device: str = "cpu") -> None:
-    """Run ``kiln-select-kernels`` on ``module`` when any kernel or
-    decomposition is registered for a kiln op on ``device`` (nothing to do,
-    and no pass run, otherwise)."""
+def select_kernels(module, device: str = "cpu", builtin: bool = True) -> None:
+    """Run ``kiln-select-kernels`` on ``module`` when there is anything to
+    choose on ``device``: kernels or decompositions registered from user code,
+    or (``builtin``) kiln's library kernels (no pass run otherwise)."""
     from .user import kiln_decompositions
 
-    if not user_entries(device) and not kiln_decompositions():
+    if not user_entries(device) and not kiln_decompositions() and not (builtin and library_entries(device)):
         return
     from ..pipelines import Pipeline
 
-    Pipeline().add("kiln-select-kernels", device=device).run(module, verify_each=None)
+    Pipeline().add("kiln-select-kernels", device=device, builtin=int(builtin)).run(module, verify_each=None)
+
+
+def select_user_kernels(module, device: str = "cpu") -> None:
+    """:func:`select_kernels` for the kernels registered from user code only
+    (before the graph passes, which may rewrite the ops library kernels take)."""
+    select_kernels(module, device, builtin=False)

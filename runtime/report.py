@@ -131,7 +131,8 @@ def build_report(schedule, metrics: Metrics, *, compile_time_s: float = 0.0, sel
     planned, no_reuse = m["last_arena"] if m["last_arena"] else (None, None)
     report = {
         # split: the symbol a dynamic kernel may run split along, on two threads (kiln.transforms.row_split).
-        # impl: "generated", "fallback", or "user.<name>" for a kernel registered from user code.
+        # impl: "generated", "fallback", "user.<name>" for a kernel registered from user code, or the
+        # library kernels kiln-select-kernels chose for its ops ("native.layer_norm", "generated+native.rms_norm").
         "kernels": [{"name": s.name, "kind": s.kind, "ops": list(s.ops), "split": getattr(s, "split", None),
                      "impl": getattr(s, "impl", None) or s.kind,
                      # the float type its arithmetic ran in (kiln.transforms.precision.kernel_precisions)

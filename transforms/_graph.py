@@ -19,7 +19,9 @@ from ..runtime.dtypes import NUMPY_DTYPES  # noqa: F401 (one map, kept in the ru
 from ._resources import register_resource, resource_bytes
 
 __all__ = [
+    "IMPL_ATTR",
     "NUMPY_DTYPES",
+    "WHY_ATTR",
     "block_ops",
     "constant_array",
     "functions",
@@ -33,6 +35,12 @@ __all__ = [
     "same_type",
     "users",
 ]
+
+#: On a kiln op: the library kernel kiln-select-kernels chose for it (a
+#: registry entry's name, e.g. ``native.layer_norm``; absent: generated code).
+IMPL_ATTR = "kiln.impl"
+#: On a kiln op: why that kernel was chosen.
+WHY_ATTR = "kiln.why"
 
 
 def numpy_dtype(t: ir.Type):

@@ -52,7 +52,7 @@ from .._mlir import ir
 from ..dialects.kiln import BINARY_OPS, COMPARE_OPS, UNARY_OPS, TensorInfo, TensorType, tensor_info
 from ..errors import KilnError
 from ..pipelines.registry import Option, Pass, register_pass
-from ._graph import constant_nbytes, is_constant, is_weight_transpose
+from ._graph import IMPL_ATTR, constant_nbytes, is_constant, is_weight_transpose
 
 __all__ = ["INLINE_LIMIT", "WEIGHTS_ATTR", "Partition", "Schedule", "Step", "ValueInfo", "is_elementwise",
            "read_schedule"]
@@ -482,7 +482,9 @@ class Step:
     view_offset: str | None = None  # a lone slice that is a contiguous run of its input: where it starts
     # [op name, location, runtime] of each fallback op (kiln.compile_prepare.prepare fills it in).
     sites: list = field(default_factory=list)
-    impl: str | None = None  # a "user" step's implementation: "user.<registered kernel name>"
+    # What runs it beside generated code: "user.<registered kernel>", or the library kernels chosen for its
+    # ops ("native.layer_norm", "generated+native.max_pool2d"); None: generated code alone.
+    impl: str | None = None
     precision: str | None = None  # the float type its arithmetic runs in (kiln.transforms.precision), for report()
 
 
@@ -574,7 +576,7 @@ def read_schedule(module, function: str | None = None) -> Schedule:
                 if o.operation.name == "kiln.fallback"
             ]
             steps.append(Step(callee, kind, names, ins, outs, op, kfn, torch_ops,
-                              impl=_user_impl(kfn.regions[0].blocks[0].operations)))
+                              impl=_kernel_impl(kfn.regions[0].blocks[0].operations)))
         elif op.name.startswith("kiln."):
             ins = [id_of(v) for v in op.operands]
             n = len(steps)
@@ -582,7 +584,7 @@ def read_schedule(module, function: str | None = None) -> Schedule:
             kind = {"kiln.fallback": "fallback", "kiln.custom": "user"}.get(op.name, "generated")
             torch_ops = [op.opview.attr("op_name")] if op.name == "kiln.fallback" else []
             steps.append(Step(f"{op.name}#{n}", kind, [op.name], ins, outs, op, None, torch_ops,
-                              impl=_user_impl([op])))
+                              impl=_kernel_impl([op])))
         else:
             raise KilnError(f"cannot schedule '{op.name}' in '@{_sym_name(fn)}'")
     for pos, vid in enumerate(outputs):
@@ -592,9 +594,24 @@ def read_schedule(module, function: str | None = None) -> Schedule:
     return Schedule(_sym_name(fn), values, steps, inputs, outputs, constants)
 
 
-def _user_impl(ops) -> str | None:
-    """``user.<kernel>`` of the ``kiln.custom`` op among ``ops``, else None."""
+def _kernel_impl(ops) -> str | None:
+    """What runs a kernel of ``ops``: ``user.<kernel>`` for a ``kiln.custom``
+    op among them; the library kernels kiln-select-kernels chose for them
+    (``kiln.impl``; ``generated+native.layer_norm`` when generated code
+    runs beside one); None for generated code alone."""
+    chosen, generated = set(), False
     for o in ops:
-        if o.operation.name == "kiln.custom":
-            return "user." + o.operation.opview.attr("kernel")
-    return None
+        o = o.operation
+        if o.name == "kiln.custom":
+            return "user." + o.opview.attr("kernel")
+        if o.name == "kiln.fused":
+            inner = _kernel_impl(o.regions[0].blocks[0].operations)
+            chosen.update(n for n in (inner or "generated").split("+") if n != "generated")
+            generated = generated or inner is None or inner.startswith("generated")
+        elif IMPL_ATTR in o.attributes:
+            chosen.add(ir.StringAttr(o.attributes[IMPL_ATTR]).value)
+        elif o.name not in ("kiln.yield", "kiln.constant", "func.return"):
+            generated = True
+    if not chosen:
+        return None
+    return "+".join((["generated"] if generated else []) + sorted(chosen))

@@ -767,12 +767,8 @@ class CpuLibrary(Pass):
     def run(self, module) -> None:
         if self.option("enabled") and enabled():
             from .attention import rewrite_attention
-            from .norm import rewrite_layer_norms
             from .permute import rewrite_permutes
-            from .pool import rewrite_max_pools
 
             rewrite_attention(module)  # first: its contractions are not sgemm's
             rewrite_contractions(module)
             rewrite_permutes(module)
-            rewrite_max_pools(module)
-            rewrite_layer_norms(module)

@@ -22,6 +22,7 @@ STAGES = (
     "kiln-cpu-prepare",
     "kiln-cpu-vectorize",
     "kiln-cpu-bufferize",
+    "kiln-cpu-library-calls",
     "kiln-cpu-library",
     "kiln-cpu-lowp-gemm",
     "kiln-cpu-to-llvm",

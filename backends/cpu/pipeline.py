@@ -484,12 +484,27 @@ class CpuToLLVM(Pass):
     summary = "Lower bufferized linalg to the LLVM dialect"
 
     def run(self, module) -> None:
+        _refuse_placeholders(module)
         _densify(module)
         run_upstream(module, TO_LLVM, self.name)
 
 
+def _refuse_placeholders(module) -> None:
+    """A library-call placeholder left here would lower to loops that compute
+    nothing: an error at its op (kiln-cpu-library-calls lowers them)."""
+    from .calls import unlowered
+
+    left = unlowered(module)
+    for op in left:
+        op.location.emit_error(f"library call '{ir.StringAttr(op.attributes['library_call']).value}' was not "
+                               "lowered: run kiln-cpu-library-calls after kiln-cpu-bufferize")
+    if left:
+        raise PipelineError("kiln-cpu-to-llvm failed")
+
+
 #: The CPU stages in order (names of registered passes).
-STAGES = ("kiln-cpu-prepare", "kiln-cpu-vectorize", "kiln-cpu-bufferize", "kiln-cpu-library", "kiln-cpu-to-llvm")
+STAGES = ("kiln-cpu-prepare", "kiln-cpu-vectorize", "kiln-cpu-bufferize", "kiln-cpu-library-calls", "kiln-cpu-library",
+          "kiln-cpu-to-llvm")
 
 
 @register_pass
@@ -504,8 +519,9 @@ class CpuLower(Pass):
         prepare_module(module)
         CpuVectorize(level=self.option("vectorize")).run(module)
         bufferize(module)
+        from .calls import lower_library_calls
         from .library import CpuLibrary  # matrix products as OpenBLAS sgemm calls
 
+        lower_library_calls(module)  # the library kernels kiln-select-kernels chose
         CpuLibrary().run(module)
-        _densify(module)
-        run_upstream(module, TO_LLVM, "kiln-cpu-to-llvm")
+        CpuToLLVM().run(module)

@@ -20,6 +20,10 @@ The recipe of MLIR's Toy tutorial, in Python:
   The casts fold away (``reconcile-unrealized-casts``) once every op is
   converted.
 
+A kiln op that ``kiln-select-kernels`` chose a library kernel for
+(``kiln.impl``) lowers to that call's placeholder instead
+(:mod:`.library_call`).
+
 ``kiln.fused`` ops (issue 6) are inlined first: their bodies hold ordinary
 kiln ops.
 """
@@ -38,6 +42,7 @@ from ...pipelines.registry import Pass, register_pass
 from .. import framework
 from . import attention, data, elementwise, nn, quant, rms_norm
 from .common import DimEnv, Lowering, builtin_tensor_type, const_index, storage_info
+from .library_call import IMPL_ATTR, lower_library_call
 
 __all__ = ["ConvertKilnToLinalg", "KilnTypeConverter", "LOWERINGS", "conversion_target", "populate_kiln_to_linalg"]
 
@@ -173,7 +178,7 @@ class _Driver:
                     env=self.env_of(op),
                 )
                 with ir.InsertionPoint(self._stage), op.location:
-                    values = [_as_value(v) for v in lower(lw)]
+                    values = [_as_value(v) for v in _lower_chosen(lw, lower)]
             except Exception as e:  # a bug in a lowering must not crash MLIR (sharp edge 4)
                 message = e.message if isinstance(e, KilnError) else (
                     f"'{op.name}' lowering failed: {type(e).__name__}: {e}")
@@ -200,6 +205,14 @@ class _Driver:
             func.ReturnOp(list(adaptor.operands))
         rewriter.erase_op(op)
         return False
+
+
+def _lower_chosen(lw: Lowering, lower) -> list:
+    """``lw``'s op lowered to its library kernel's placeholder when
+    kiln-select-kernels chose one (``kiln.impl``), else by ``lower``."""
+    if IMPL_ATTR in lw.op.attributes:
+        return lower_library_call(lw, ir.StringAttr(lw.op.attributes[IMPL_ATTR]).value)
+    return lower(lw)
 
 
 def populate_kiln_to_linalg(patterns: rewrite.RewritePatternSet, converter: KilnTypeConverter, driver: _Driver) -> None:

@@ -36,17 +36,6 @@ from .elementwise import _scf, exp
 #: The attribute a convolution's zero-padding generic carries: its pads
 #: ``[top, left, bottom, right]`` (kiln-cpu-library reads it).
 PAD_ATTR = "kiln.conv_pad"
-#: The attribute of a layer norm's last generic (``(x - mean) * inv`` times
-#: the weight plus the bias): ``{epsilon, weight, bias}`` (the two flags say
-#: which of them its inputs after ``x, mean, inv`` are), so kiln-cpu-library
-#: can replace the norm with one native call.
-LAYER_NORM_ATTR = "kiln.layer_norm"
-#: The attribute of a max pool's window generic (``[KH, KW, sh, sw, dh, dw,
-#: top, left, bottom, right]``) and of its padding generic (its pads ``[top,
-#: left, bottom, right]``; none without padding), so kiln-cpu-library can
-#: replace both with one native call.
-MAX_POOL_ATTR = "kiln.max_pool"
-POOL_PAD_ATTR = "kiln.pool_pad"
 
 
 def _batch_exprs(shape, out_batch, n_batch_loops):
@@ -463,13 +452,7 @@ def lower_layer_norm(lw: Lowering):
             y = arith.mulf(y, val) if name == "weight" else arith.addf(y, val)
         return y
 
-    y = elementwise([x, mean, inv, *extra], out.dims, t, lw.env, body)
-    y.owner.attributes[LAYER_NORM_ATTR] = ir.DictAttr.get({
-        "epsilon": ir.FloatAttr.get(ir.F64Type.get(), lw.attrs["epsilon"]),
-        "weight": ir.BoolAttr.get("weight" in names),
-        "bias": ir.BoolAttr.get("bias" in names),
-    })
-    return [y]
+    return [elementwise([x, mean, inv, *extra], out.dims, t, lw.env, body)]
 
 
 def _kept(dims, axes):
@@ -695,14 +678,7 @@ def lower_max_pool2d(lw: Lowering):
             m = arith.maximumf(m, v) if is_float(t) else arith.maxsi(m, v)
         return m
 
-    res = generic([x] * len(taps), [init], maps + [identity_map(4)], ["parallel"] * 4, body)
-    pads = _pairs(lw.attrs["pads"], [0, 0, 0, 0])
-    small = all(2 * p <= k for p, k in zip(pads, kernel + kernel))  # windows that always overlap the input
-    if not lw.attrs["ceil_mode"] and small:  # x is the input or its one padding: tagged for the native max pool
-        if any(pads):
-            x.owner.attributes[POOL_PAD_ATTR] = ir.DenseI64ArrayAttr.get(list(pads))
-        res[0].owner.attributes[MAX_POOL_ATTR] = ir.DenseI64ArrayAttr.get([*kernel, *strides, *dil, *pads])
-    return res
+    return generic([x] * len(taps), [init], maps + [identity_map(4)], ["parallel"] * 4, body)
 
 
 def lower_avg_pool2d(lw: Lowering):

@@ -8,9 +8,9 @@ one generic that multiplies ``x`` by it and by the weight.  No tensor of
 
 ``f16`` / ``bf16`` input is read as ``f32`` (the sum, the inverse and the
 normalized value), rounded to the input's dtype before the weight multiplies
-it, as the op is documented (LLaMA's ``RMSNorm`` upcasts the same way).  The
-output generic is tagged ``kiln.rms_norm = {epsilon, weight}`` so
-kiln-cpu-library can replace the norm with one native call.
+it, as the op is documented (LLaMA's ``RMSNorm`` upcasts the same way).
+(An f32 norm runs as the native ``kiln_rms_norm`` where kiln-select-kernels
+chose it: :mod:`kiln.backends.cpu.library_kernels`.)
 """
 
 from __future__ import annotations
@@ -19,12 +19,7 @@ from ..._mlir import arith, ir, math
 from .common import Lowering, affine_map, elementwise, empty_tensor, fill, generic, identity_map, scalar_const, to_float
 from .nn import _collapse, _count, _kept, _reduction_groups
 
-__all__ = ["RMS_NORM_ATTR", "lower_rms_norm", "table"]
-
-#: The attribute of the norm's output generic (``x * inv`` times the weight):
-#: ``{epsilon, weight}``, the flag saying whether its inputs after ``x, inv``
-#: hold the weight.
-RMS_NORM_ATTR = "kiln.rms_norm"
+__all__ = ["lower_rms_norm", "table"]
 
 _LOW = ("f16", "bf16")
 
@@ -68,12 +63,7 @@ def lower_rms_norm(lw: Lowering):
             y = arith.truncf(t, y)
         return arith.mulf(y, w[0]) if w else y
 
-    y = elementwise([x, inv, *extra], out.dims, t, lw.env, body)
-    y.owner.attributes[RMS_NORM_ATTR] = ir.DictAttr.get({
-        "epsilon": ir.FloatAttr.get(ir.F64Type.get(), lw.attrs["epsilon"]),
-        "weight": ir.BoolAttr.get(bool(extra)),
-    })
-    return [y]
+    return [elementwise([x, inv, *extra], out.dims, t, lw.env, body)]
 
 
 def table() -> dict:

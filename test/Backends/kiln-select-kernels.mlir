@@ -40,11 +40,12 @@ func.func @softmax_f16(%x: !kiln.tensor<[4, 16], f16>) -> !kiln.tensor<[4, 16], 
 }
 
 // -----
-// `applies` decides per op: the last axis of 8 takes the kernel, 16 does not.
+// `applies` decides per op: the last axis of 8 takes the kernel, 16 does not
+// (and gets kiln's own library kernel: the user's ranks above it).
 // A kernel registered for CUDA is not chosen on the CPU.
 // CHECK-LABEL: func.func @norms
 // CHECK: "kiln.custom"(%arg0) {attrs = {axis = -1 : i64, epsilon = {{.*}}, operandSegmentSizes = array<i64: 1, 0, 0>}, kernel = "my_norm8", op_name = "kiln.layer_norm"
-// CHECK: "kiln.layer_norm"(%arg1)
+// CHECK: "kiln.layer_norm"(%arg1) {kiln.impl = "native.layer_norm"
 // CHECK: "kiln.matmul"
 // CHECK-NOT: kiln.custom
 func.func @norms(%a: !kiln.tensor<[4, 8], f32>, %b: !kiln.tensor<[4, 16], f32>, %w: !kiln.tensor<[16, 8], f32>) -> (!kiln.tensor<[4, 8], f32>, !kiln.tensor<[4, 16], f32>, !kiln.tensor<[4, 8], f32>) {

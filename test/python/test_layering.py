@@ -294,9 +294,7 @@ CPU_CIRCLE = {
     "kiln.backends.cpu.gemm_epilogue",
     "kiln.backends.cpu.gemm_text",
     "kiln.backends.cpu.library",
-    "kiln.backends.cpu.norm",
     "kiln.backends.cpu.permute",
-    "kiln.backends.cpu.pool",
 }
 
 

@@ -1,26 +1,35 @@
 // RUN: kiln-opt %s --convert-kiln-to-linalg | FileCheck %s
+// RUN: kiln-opt %s --kiln-select-kernels --convert-kiln-to-linalg | FileCheck %s --check-prefix=SEL
 
 // Pools with pads past half the kernel, dilated average pooling and
 // ceil_mode (issue 36).
 
 "kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
 
-// A strided max pool with padding up to half its kernel is tagged for the
-// native kernel (kiln-cpu-library); with more padding (windows that may lie
-// wholly in it) it keeps its generics, reading an explicitly padded input.
+// A strided max pool with padding up to half its kernel: kiln-select-kernels
+// chooses the native kernel (second run: one placeholder of the call, the op's
+// attributes on it); with more padding (windows that may lie wholly in it)
+// it keeps its generics, reading an explicitly padded input.  Unselected
+// (CHECK), both are generated.
 // CHECK-LABEL: func.func @max_pool2d$half_kernel_pads(
-// CHECK: kiln.pool_pad = array<i64: 1, 1, 1, 1>
-// CHECK: kiln.max_pool = array<i64: 3, 3, 2, 2, 1, 1, 1, 1, 1, 1>
+// CHECK: tensor.empty(%{{.*}}) : tensor<?x8x34x34xf32>
+// CHECK-COUNT-8: arith.maximumf
+// SEL-LABEL: func.func @max_pool2d$half_kernel_pads(
+// SEL-NOT: 34x34
+// SEL: linalg.generic {{.*}}library_call = "native.max_pool2d"} ins(%arg0 : tensor<?x8x32x32xf32>) outs(%{{.*}} : tensor<?x8x16x16xf32>) attrs =  {kiln.call_args = ["x", "res"], kiln.call_attrs = {ceil_mode = false, dilations = array<i64: 1, 1>, kernel = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>}}
+// SEL-NEXT: ^bb0(%{{.*}}: f32, %[[OUT:.*]]: f32):
+// SEL-NEXT: linalg.yield %[[OUT]] : f32
+// SEL-LABEL: func.func @max_pool2d$large_pads(
+// SEL-NOT: library_call
+// SEL: return
 func.func @max_pool2d$half_kernel_pads(%x: !kiln.tensor<["B", 8, 32, 32], f32>) -> !kiln.tensor<["B", 8, 16, 16], f32> {
   %0 = "kiln.max_pool2d"(%x) {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>} : (!kiln.tensor<["B", 8, 32, 32], f32>) -> !kiln.tensor<["B", 8, 16, 16], f32>
   return %0 : !kiln.tensor<["B", 8, 16, 16], f32>
 }
 
 // CHECK-LABEL: func.func @max_pool2d$large_pads(
-// CHECK-NOT: kiln.max_pool
 // CHECK: linalg.generic
 // CHECK-COUNT-8: arith.maximumf
-// CHECK-NOT: kiln.max_pool
 // CHECK: return
 func.func @max_pool2d$large_pads(%x: !kiln.tensor<["B", 8, 5, 5], f32>) -> !kiln.tensor<["B", 8, 4, 4], f32> {
   %0 = "kiln.max_pool2d"(%x) {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 2, 2, 2, 2>} : (!kiln.tensor<["B", 8, 5, 5], f32>) -> !kiln.tensor<["B", 8, 4, 4], f32>

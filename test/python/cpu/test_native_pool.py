@@ -8,7 +8,7 @@ import torch
 from torch.export import Dim
 
 import kiln
-from kiln.backends.cpu import pool
+from kiln.backends.cpu.library_kernels import MAX_POOL
 
 pytestmark = pytest.mark.native  # fails, not skips, without the library (conftest.py)
 
@@ -45,7 +45,7 @@ CASES = [
 def test_compiled_max_pools_match_torch(kw, side, native_call):
     model = kiln.compile(_Pool(**kw), (torch.randn(2, 5, side, side),), dynamic_shapes=({0: Dim("B", min=1, max=16)},),
                          keep_ir=True)
-    assert (pool.NATIVE_MAXPOOL in model.ir["llvm"]) == native_call
+    assert (MAX_POOL.symbol in model.ir["llvm"]) == native_call
     rng = np.random.default_rng(side)
     for b in (1, 3, 16):
         x = torch.from_numpy(rng.standard_normal((b, 5, side, side), dtype=np.float32))
@@ -80,5 +80,5 @@ WIDE = [
 def test_wide_max_pools_match_torch(kw, shape):
     x = torch.from_numpy(np.random.default_rng(0).standard_normal(shape, dtype=np.float32))
     model = kiln.compile(_Pool(**kw), (x,), keep_ir=True)
-    assert pool.NATIVE_MAXPOOL in model.ir["llvm"]
+    assert MAX_POOL.symbol in model.ir["llvm"]
     np.testing.assert_array_equal(model(x).numpy(), _Pool(**kw)(x).numpy())

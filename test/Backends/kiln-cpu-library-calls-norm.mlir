@@ -1,20 +1,21 @@
-// RUN: kiln-opt %s --split-input-file --convert-kiln-to-linalg --kiln-cpu-prepare --kiln-cpu-vectorize --kiln-cpu-bufferize --kiln-cpu-library | FileCheck %s
-// RUN: env KILN_NATIVE=0 kiln-opt %s --split-input-file --convert-kiln-to-linalg --kiln-cpu-prepare --kiln-cpu-vectorize --kiln-cpu-bufferize --kiln-cpu-library | FileCheck %s --check-prefix=GEN
+// RUN: kiln-opt %s --split-input-file --kiln-select-kernels --convert-kiln-to-linalg --kiln-cpu-prepare --kiln-cpu-vectorize --kiln-cpu-bufferize --kiln-cpu-library-calls | FileCheck %s
+// RUN: env KILN_NATIVE=0 kiln-opt %s --split-input-file --kiln-select-kernels --convert-kiln-to-linalg --kiln-cpu-prepare --kiln-cpu-vectorize --kiln-cpu-bufferize --kiln-cpu-library-calls | FileCheck %s --check-prefix=GEN
 
-// A layer norm over the last dim with weight and bias: its lowered chain
-// (sum, mean, centred squares, inverse deviation, normalize) becomes one
-// kiln_layer_norm call with rows = B * L, N = 256, both pointers and
-// epsilon; the row buffers and their passes are gone.  Without the native
-// runtime the chain stays.
+// Norms that kiln-select-kernels gave a library kernel (native.layer_norm,
+// native.rms_norm) are one call of a helper generated from the entry's
+// signature: rows = the product of the dims before the axis, N = of the
+// rest, the pointers (0 for an absent weight or bias), epsilon, the pool's
+// size.  No statistics loops, no row buffers.  Without the native runtime
+// nothing is chosen and the generated chain stays (GEN).
 
 "kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
 "kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
 // CHECK: func.func private @kiln_layer_norm(i64, i64, i64, i64, i64, f32, i64, i32)
 // CHECK-LABEL: func.func private @kiln_layer_norm_0(
 // CHECK-SAME: %[[X:.*]]: memref<?x?x256xf32>, %[[W:.*]]: memref<256xf32>, %[[B:.*]]: memref<256xf32>, %[[Y:.*]]: memref<?x?x256xf32>)
-// CHECK-DAG: %[[D0:.*]] = memref.dim %[[X]], %c0
-// CHECK-DAG: %[[D1:.*]] = memref.dim %[[X]], %c1
+// CHECK: %[[D0:.*]] = memref.dim %[[X]], %c0
 // CHECK: %[[R0:.*]] = arith.muli %{{.*}}, %[[D0]] : index
+// CHECK: %[[D1:.*]] = memref.dim %[[X]], %c1
 // CHECK: %[[R1:.*]] = arith.muli %[[R0]], %[[D1]] : index
 // CHECK: %[[ROWS:.*]] = arith.index_cast %[[R1]] : index to i64
 // CHECK: %[[N:.*]] = arith.index_cast %{{.*}} : index to i64
@@ -31,7 +32,6 @@
 // GEN-LABEL: func.func @main(
 // GEN-COUNT-2: memref.alloc
 // GEN: math.sqrt
-// GEN: kiln.layer_norm = {bias = true, epsilon = 1.000000e-05 : f64, weight = true}
 func.func @main(%x: !kiln.tensor<["B", "L", 256], f32>, %w: !kiln.tensor<[256], f32>, %b: !kiln.tensor<[256], f32>) -> !kiln.tensor<["B", "L", 256], f32> {
   %0 = "kiln.layer_norm"(%x, %w, %b) {axis = -1 : i64, epsilon = 1.000000e-05 : f64, operandSegmentSizes = array<i32: 1, 1, 1>} : (!kiln.tensor<["B", "L", 256], f32>, !kiln.tensor<[256], f32>, !kiln.tensor<[256], f32>) -> !kiln.tensor<["B", "L", 256], f32>
   return %0 : !kiln.tensor<["B", "L", 256], f32>
@@ -56,7 +56,7 @@ func.func @weight_only(%x: !kiln.tensor<[4, 6, 5], f32>, %w: !kiln.tensor<[6, 5]
 
 // -----
 
-// Not matched: f64 (the native call is f32 only); the chain stays.
+// Not chosen: f64 (the native call is f32 only); the chain stays.
 // CHECK-LABEL: func.func @f64(
 // CHECK-NOT: kiln_layer_norm
 // CHECK: math.sqrt
@@ -64,3 +64,29 @@ func.func @f64(%x: !kiln.tensor<[4, 8], f64>) -> !kiln.tensor<[4, 8], f64> {
   %0 = "kiln.layer_norm"(%x) {axis = -1 : i64, epsilon = 1.000000e-05 : f64, operandSegmentSizes = array<i32: 1, 0, 0>} : (!kiln.tensor<[4, 8], f64>) -> !kiln.tensor<[4, 8], f64>
   return %0 : !kiln.tensor<[4, 8], f64>
 }
+
+// -----
+
+// The norm of a column slice: bufferization gives the call a strided view,
+// which the helper copies into a dense buffer for the C function (which
+// reads dense rows) and frees after.  RMS norm's call: rows, N, x, weight,
+// epsilon, y, threads.
+// CHECK: func.func private @kiln_rms_norm(i64, i64, i64, i64, f32, i64, i32)
+// CHECK-LABEL: func.func private @kiln_rms_norm_0(
+// CHECK-SAME: %[[X:.*]]: memref<4x8xf32, strided<[16, 1], offset: 8>>, %[[W:.*]]: memref<8xf32>, %[[Y:.*]]: memref<4x8xf32>)
+// CHECK: %[[D:.*]] = memref.alloc() {alignment = 64 : i64} : memref<4x8xf32>
+// CHECK: memref.copy %[[X]], %[[D]]
+// CHECK: memref.extract_aligned_pointer_as_index %[[D]]
+// CHECK: call @kiln_rms_norm(
+// CHECK: memref.dealloc %[[D]]
+// CHECK-LABEL: func.func @sliced(
+// CHECK: %[[V:.*]] = memref.subview %arg0
+// CHECK: call @kiln_rms_norm_0(%[[V]], %arg1, %arg2)
+// GEN-LABEL: func.func @sliced(
+// GEN-NOT: kiln_rms_norm
+func.func @sliced(%x: !kiln.tensor<[4, 16], f32>, %w: !kiln.tensor<[8], f32>) -> !kiln.tensor<[4, 8], f32> {
+  %0 = "kiln.slice"(%x) {starts = array<i64: 8>, ends = array<i64: 16>, axes = array<i64: 1>, steps = array<i64: 1>} : (!kiln.tensor<[4, 16], f32>) -> !kiln.tensor<[4, 8], f32>
+  %1 = "kiln.rms_norm"(%0, %w) {axis = -1 : i64, epsilon = 1.000000e-06 : f64, operandSegmentSizes = array<i32: 1, 1>} : (!kiln.tensor<[4, 8], f32>, !kiln.tensor<[8], f32>) -> !kiln.tensor<[4, 8], f32>
+  return %1 : !kiln.tensor<[4, 8], f32>
+}
+

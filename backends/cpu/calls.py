@@ -1,0 +1,312 @@
+"""Library kernels called from the kiln level: their entries, and the call's marshalling.
+
+A :class:`LibraryCall` is a registry entry's implementation on the CPU: a
+native C function (kiln_dispatch.c) and its signature, written as a list of
+:class:`Arg` (a pointer to an operand, a product of an operand's dims, a
+constant computed from the op's attributes, the pool's thread count).
+``kiln-select-kernels`` chooses it for a kiln op (the op gets ``kiln.impl``,
+the entry's name, and ``kiln.why``); ``convert-kiln-to-linalg`` lowers the
+chosen op to one *destination-passing placeholder*: a ``linalg.generic``
+whose ``library_call`` names the entry, whose operands are the op's
+(``kiln.call_args`` names them, ``kiln.call_attrs`` holds the op's
+attributes) and whose payload only yields its output.  It is there so that
+one-shot bufferization places the call's output like any other op's
+(straight into the kernel's result buffer); nothing reads its payload.
+After bufferization :func:`lower_library_calls` (``kiln-cpu-library-calls``)
+replaces each placeholder with a call of a helper generated from the
+entry's signature: no structure is recognised, the choice was made on kiln
+IR.  (IREE's ukernel ops play the same part; upstream linalg's
+``library_call`` attribute names the function to call instead of the loops.)
+
+Operands the C function reads as dense rows (every pointer argument) are
+copied into a contiguous buffer first when bufferization gave them a
+strided layout (a slice, a transpose view), and a strided output is written
+through a contiguous buffer copied back: the entry is correct for any
+layout, and free for the usual one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..._mlir import ir
+from ...conversions.kiln_to_linalg.library_call import CALL_ARGS, CALL_ATTRS, IMPL_ATTR, LIBRARY_CALL, WHY_ATTR
+from ...errors import PipelineError
+from ...pipelines.registry import Pass, register_pass
+
+__all__ = [
+    "CALL_ARGS",
+    "CALL_ATTRS",
+    "IMPL_ATTR",
+    "WHY_ATTR",
+    "Arg",
+    "LibraryCall",
+    "f32",
+    "i64",
+    "library_call_of",
+    "lower_library_calls",
+    "pointer",
+    "register",
+    "size",
+    "threads",
+    "unlowered",
+]
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument of a library entry point's C signature (see :func:`pointer`, :func:`size`, ...)."""
+
+    kind: str  # "pointer", "size", "i64", "f32", "threads"
+    operand: str | None = None
+    dims: Callable[[dict, int], Sequence[int]] | None = None
+    value: Callable[[dict], Any] | None = None
+
+    @property
+    def c_type(self) -> str:
+        return {"f32": "f32", "threads": "i32"}.get(self.kind, "i64")
+
+
+def pointer(operand: str) -> Arg:
+    """The aligned address of ``operand`` (dense, row-major) as an i64; 0 when an optional operand is absent."""
+    return Arg("pointer", operand)
+
+
+def size(operand: str, dims: Sequence[int] | Callable[[dict, int], Sequence[int]]) -> Arg:
+    """The product of ``operand``'s ``dims`` (a list, or ``fn(attrs, rank)``) as an i64."""
+    return Arg("size", operand, dims=dims if callable(dims) else (lambda attrs, rank, d=tuple(dims): d))
+
+
+def i64(value: Callable[[dict], int]) -> Arg:
+    """An i64 constant computed from the op's attributes."""
+    return Arg("i64", value=value)
+
+
+def f32(value: Callable[[dict], float]) -> Arg:
+    """An f32 constant computed from the op's attributes."""
+    return Arg("f32", value=value)
+
+
+def threads() -> Arg:
+    """The native pool's size, asked at run time (the code serves any pool size)."""
+    return Arg("threads")
+
+
+@dataclass(frozen=True)
+class LibraryCall:
+    """A native function that implements a kiln op: registered as a CPU
+    entry of the kernel registry (:func:`register`) and called from the
+    code of the kernels that hold the op."""
+
+    name: str  # the entry's name, "native.layer_norm"
+    symbol: str  # the C function
+    args: tuple[Arg, ...]
+    #: ``why(op) -> str | None``: why this entry fits a kiln op (None: it does not).
+    why: Callable = field(compare=False, default=lambda op: "always")
+    #: Operands the op may lack (its optional ones): their pointer is 0.
+    optional: tuple[str, ...] = ()
+
+    def declaration(self) -> str:
+        return f"func.func private @{self.symbol}({', '.join(a.c_type for a in self.args)})"
+
+    def helper_text(self, helper: str, operands: dict[str, ir.Type | None], attrs: dict,
+                    outputs: Sequence[str] = ()) -> str:
+        """A function ``@helper`` taking the placeholder's memrefs (``operands``
+        by name, in order; None for an absent optional one; ``outputs`` the
+        names of those it writes) that computes this entry's arguments and
+        calls it."""
+        from .library import add_pointer, pool_threads_line
+
+        present = [(n, t) for n, t in operands.items() if t is not None]
+        lines = [f"func.func private @{helper}({', '.join(f'%{n}: {t}' for n, t in present)}) {{"]
+        add = lines.append
+        dense = {}  # name -> (SSA name of the dense memref, its type)
+        copies, copies_back = [], []
+        pointed = {a.operand for a in self.args if a.kind == "pointer"}
+        for i, (n, t) in enumerate(present):
+            mt = ir.MemRefType(t)
+            if n not in pointed or _identity_layout(mt):
+                dense[n] = (n, t)
+                continue
+            # A strided view: read (and write) the entry's rows through a dense buffer.
+            flat = ir.MemRefType.get(mt.shape, mt.element_type)
+            sizes = []
+            for k, s in enumerate(mt.shape):
+                if ir.ShapedType.is_dynamic_size(s):
+                    add(f"  %cc{i}_{k} = arith.constant {k} : index")
+                    add(f"  %cd{i}_{k} = memref.dim %{n}, %cc{i}_{k} : {t}")
+                    sizes.append(f"%cd{i}_{k}")
+            add(f"  %{n}_dense = memref.alloc({', '.join(sizes)}) {{alignment = 64 : i64}} : {flat}")
+            if n in outputs:
+                copies_back.append((n, t, flat))
+            else:
+                add(f"  memref.copy %{n}, %{n}_dense : {t} to {flat}")
+            dense[n] = (f"{n}_dense", flat)
+            copies.append((n, flat))
+        values = []
+        for j, a in enumerate(self.args):
+            if a.kind == "pointer":
+                name, t = dense.get(a.operand, (None, None))
+                add_pointer(add, f"a{j}", t, arg=name)
+                values.append(f"%pa{j}")
+            elif a.kind == "size":
+                name, t = dense[a.operand]
+                mt = ir.MemRefType(t)
+                add(f"  %a{j}_0 = arith.constant 1 : index")
+                acc = f"%a{j}_0"
+                for k in a.dims(attrs, mt.rank):
+                    s = mt.shape[k]
+                    if ir.ShapedType.is_dynamic_size(s):
+                        add(f"  %a{j}_c{k} = arith.constant {k} : index")
+                        add(f"  %a{j}_d{k} = memref.dim %{name}, %a{j}_c{k} : {t}")
+                    else:
+                        add(f"  %a{j}_d{k} = arith.constant {s} : index")
+                    add(f"  %a{j}_m{k} = arith.muli {acc}, %a{j}_d{k} : index")
+                    acc = f"%a{j}_m{k}"
+                add(f"  %a{j} = arith.index_cast {acc} : index to i64")
+                values.append(f"%a{j}")
+            elif a.kind == "i64":
+                add(f"  %a{j} = arith.constant {int(a.value(attrs))} : i64")
+                values.append(f"%a{j}")
+            elif a.kind == "f32":
+                add(f"  %a{j} = arith.constant {float(a.value(attrs)):.9e} : f32")
+                values.append(f"%a{j}")
+            else:
+                add(pool_threads_line(f"%a{j}"))
+                values.append(f"%a{j}")
+        types = ", ".join(a.c_type for a in self.args)
+        add(f"  func.call @{self.symbol}({', '.join(values)}) : ({types}) -> ()")
+        for n, t, flat in copies_back:
+            add(f"  memref.copy %{n}_dense, %{n} : {flat} to {t}")
+        for n, flat in copies:
+            add(f"  memref.dealloc %{n}_dense : {flat}")
+        add("  return")
+        add("}")
+        return "\n".join(lines)
+
+
+def _identity_layout(t: ir.MemRefType) -> bool:
+    """Row major with no offset: the layout the C functions read."""
+    try:
+        return ir.AffineMapAttr(t.layout).value == ir.AffineMap.get_identity(t.rank)
+    except (ValueError, TypeError):  # a strided<...> layout
+        return False
+
+
+def register(op: str, call: LibraryCall, registry, dtypes: Sequence[str] = ("f32",), priority: int = 1) -> None:
+    """Register ``call`` in ``registry`` as the CPU library kernel of kiln op
+    ``op`` (chosen by ``kiln-select-kernels`` when its dtype is one of
+    ``dtypes`` and ``call.why`` gives a reason).  Kernels registered from
+    user code rank above it (priority 10 by default)."""
+    from ..registry import KernelEntry
+
+    registry.register(KernelEntry(op=op, device="cpu", impl=call, name=call.name, dtypes=tuple(dtypes),
+                                  priority=priority, applies=lambda view: call.why(view) is not None))
+
+
+def library_call_of(name: str) -> LibraryCall | None:
+    """The registered library call named ``name`` (None when there is none)."""
+    from ..registry import REGISTRY
+
+    REGISTRY.load_builtins()
+    for e in REGISTRY.entries:
+        if e.name == name and isinstance(e.impl, LibraryCall):
+            return e.impl
+    return None
+
+
+def _python(attr: ir.Attribute):
+    """A plain Python value of an attribute in ``kiln.call_attrs``."""
+    for cast, get in ((ir.BoolAttr, lambda a: a.value), (ir.IntegerAttr, lambda a: a.value),
+                      (ir.FloatAttr, lambda a: a.value), (ir.DenseI64ArrayAttr, list),
+                      (ir.DenseI32ArrayAttr, list), (ir.StringAttr, lambda a: a.value)):
+        try:
+            return get(cast(attr))
+        except ValueError:
+            continue
+    try:
+        return [_python(a) for a in ir.ArrayAttr(attr)]
+    except ValueError:
+        return str(attr)
+
+
+def _placeholders(module) -> list:
+    found = []
+
+    def visit(op):
+        if op.name == "linalg.generic" and LIBRARY_CALL in op.attributes and CALL_ARGS in op.attributes:
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return found
+
+
+def lower_library_calls(module) -> int:
+    """Replace every library-call placeholder of ``module`` (bufferized) with
+    a call of a helper generated from its entry's signature; the count.
+    A placeholder naming no registered entry is a :class:`PipelineError`."""
+    from ..._mlir import func
+    from .library import function_names, insert_helpers, unique_name
+
+    found = _placeholders(module)
+    if not found:
+        return 0
+    names = function_names(module.operation)
+    texts, calls = [], []
+    declared = set()
+    for i, op in enumerate(found):
+        entry = ir.StringAttr(op.attributes[LIBRARY_CALL]).value
+        call = library_call_of(entry)
+        if call is None:
+            op.location.emit_error(f"library call '{entry}' is not a registered CPU library kernel")
+            raise PipelineError("kiln-cpu-library-calls failed")
+        if call.symbol not in names and call.symbol not in declared:
+            texts.append(call.declaration())
+            declared.add(call.symbol)
+        arg_names = [ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes[CALL_ARGS])]
+        attrs = {a.name: _python(a.attr) for a in ir.DictAttr(op.attributes[CALL_ATTRS])}
+        wanted = {a.operand for a in call.args if a.operand is not None}
+        types = dict(zip(arg_names, (v.type for v in op.operands)))
+        missing = sorted(wanted - set(types) - set(call.optional))  # an absent optional one's pointer is 0
+        if missing or len(arg_names) != len(op.operands):
+            op.location.emit_error(f"library call '{entry}' needs operand(s) {missing} that {CALL_ARGS} = "
+                                   f"{arg_names} does not name")
+            raise PipelineError("kiln-cpu-library-calls failed")
+        helper = unique_name(f"{call.symbol}_{i}", names)
+        outputs = arg_names[len(arg_names) - len(op.opview.outputs):]
+        texts.append(call.helper_text(helper, {n: types.get(n) for n in _ordered(arg_names, wanted)}, attrs,
+                                      outputs))
+        calls.append((helper, op))
+    insert_helpers(module.operation, texts)
+    for helper, op in calls:
+        with ir.InsertionPoint(op), op.location:
+            func.CallOp([], ir.FlatSymbolRefAttr.get(helper), list(op.operands))
+        op.erase()
+    return len(calls)
+
+
+def _ordered(present: list[str], wanted: set[str]) -> list[str]:
+    """The helper's parameters: the placeholder's operands in order (every
+    one is passed), then the absent optional ones the entry points at."""
+    return present + sorted(wanted - set(present))
+
+
+def unlowered(module) -> list:
+    """Placeholders still in ``module`` (kiln-cpu-to-llvm refuses them: their loops would compute nothing)."""
+    return _placeholders(module)
+
+
+@register_pass
+class CpuLibraryCalls(Pass):
+    """Lower library-call placeholders (bufferized) to calls of the registered native functions."""
+
+    name = "kiln-cpu-library-calls"
+    summary = "Replace each library-call placeholder (a kiln op chosen for a library kernel) with its native call"
+
+    def run(self, module) -> None:
+        n = lower_library_calls(module)
+        if n:
+            self.bump("library calls", n)

@@ -1,0 +1,91 @@
+"""A kiln op chosen for a library kernel, lowered to its destination-passing placeholder.
+
+``kiln-select-kernels`` marks the op with ``kiln.impl`` (the registry
+entry's name, e.g. ``native.layer_norm``).  Its lowering here is not the
+op's loops but one ``linalg.generic`` that stands for the call:
+
+- its ``library_call`` names the entry, ``kiln.call_args`` the op's
+  operands present and its results (by their names in the op's
+  definition), ``kiln.call_attrs`` the op's attributes with their defaults;
+- its operands are the op's, its inits empty tensors of the results' types;
+- each operand gets loop dims of its own (inputs' as ``reduction``,
+  results' as ``parallel``), so the maps are valid for any ranks and no
+  canonicalization can drop an operand, and the payload only yields the
+  output (nothing reads it).
+
+Bufferization places its output like any other destination-passing op's;
+``kiln-cpu-library-calls`` then replaces it with the entry's native call
+(:mod:`kiln.backends.cpu.calls`).
+"""
+
+from __future__ import annotations
+
+from ..._mlir import ir
+from ...transforms._graph import IMPL_ATTR, WHY_ATTR
+from .common import Lowering, affine_map, generic
+
+__all__ = ["CALL_ARGS", "CALL_ATTRS", "IMPL_ATTR", "LIBRARY_CALL", "WHY_ATTR", "lower_library_call", "op_attributes"]
+
+#: On a placeholder: the names of its operands (the kiln op's operands present, then its results).
+CALL_ARGS = "kiln.call_args"
+#: On a placeholder: the kiln op's attributes, defaults filled in.
+CALL_ATTRS = "kiln.call_attrs"
+#: The placeholder's attribute naming the entry (upstream linalg's own).
+LIBRARY_CALL = "library_call"
+
+_SEGMENTS = ("operandSegmentSizes", "resultSegmentSizes")
+
+
+def op_attributes(op) -> dict:
+    """The kiln op's attributes, declared defaults filled in (kiln's own
+    annotations such as ``kiln.impl`` left out; ``operandSegmentSizes`` as i64s)."""
+    from ...dialects.kiln import encode_attr
+
+    view = op.opview
+    out = {}
+    for name, spec in getattr(view, "ATTRS", {}).items():
+        if name in op.attributes:
+            out[name] = op.attributes[name]
+        elif spec.default is not None:
+            out[name] = encode_attr(spec, spec.default)
+    for a in op.attributes:  # present but undeclared (kept as they are)
+        key = a if isinstance(a, str) else a.name
+        if key == "operandSegmentSizes":  # which optional operands are there (layer_norm's weight, bias)
+            out[key] = ir.DenseI64ArrayAttr.get([int(n) for n in ir.DenseI32ArrayAttr(op.attributes[key])])
+        elif key not in out and key not in _SEGMENTS and not key.startswith("kiln."):  # kiln's own annotations
+            out[key] = op.attributes[key]
+    return out
+
+
+def _operand_names(view) -> list[str]:
+    """The names of ``view``'s operands present, in order, then of its results."""
+    operands, results = [], []
+    for f in type(view)._fields:
+        kind = type(f).__name__
+        if kind == "OperandDef" and (f.variadicity.name != "optional" or getattr(view, f.name) is not None):
+            operands.append(f.name)
+        elif kind == "ResultDef":
+            results.append(f.name)
+    return operands + results
+
+
+def lower_library_call(lw: Lowering, entry: str) -> list[ir.Value]:
+    """The placeholder standing for ``lw``'s op computed by library kernel ``entry``."""
+    names = _operand_names(lw.op.opview)
+    inits = [lw.empty(r.dims, r.dtype) for r in lw.results]
+    if len(names) != len(lw.operands) + len(inits):
+        raise lw.error(f"has operands the library call '{entry}' cannot name ({names})")
+    ranks = [ir.RankedTensorType(v.type).rank for v in [*lw.operands, *inits]]
+    loops, maps, first = sum(ranks), [], 0
+    for r in ranks:
+        maps.append(affine_map(loops, list(range(first, first + r))))
+        first += r
+    n_in = sum(ranks[:len(lw.operands)])
+    iterators = ["reduction"] * n_in + ["parallel"] * (loops - n_in)
+    res = generic(lw.operands, inits, maps, iterators, lambda *args: list(args[len(lw.operands):]))
+    op = res[0].owner
+    op.attributes[LIBRARY_CALL] = ir.StringAttr.get(entry)
+    op.attributes[CALL_ARGS] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])
+    op.attributes[CALL_ATTRS] = ir.DictAttr.get(op_attributes(lw.op))
+    return res
+

@@ -1,0 +1,98 @@
+// RUN: kiln-opt %s --split-input-file --kiln-select-kernels | FileCheck %s
+// RUN: kiln-opt %s --split-input-file --kiln-select-kernels=builtin=0 | FileCheck %s --check-prefix=NONE
+// RUN: env KILN_NATIVE=0 kiln-opt %s --split-input-file --kiln-select-kernels | FileCheck %s --check-prefix=NONE
+// RUN: kiln-opt %s --split-input-file --kiln-select-kernels --mlir-pass-statistics 2>&1 >/dev/null | FileCheck %s --check-prefix=STATS
+
+// kiln's own CPU library kernels are registry entries
+// (backends/cpu/library_kernels.py), chosen on kiln IR: an op they fit gets
+// kiln.impl (the entry) and kiln.why (the reason); an op without kiln.impl
+// is generated code.  builtin=0, or no native runtime (KILN_NATIVE=0),
+// chooses none (NONE).
+
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
+// Layer norm: f32 at any shape class (symbolic rows, static rows, two
+// normalized dims); f16 has no native kernel.
+// CHECK-LABEL: func.func @layer_norms
+// CHECK: "kiln.layer_norm"(%arg0, %arg1, %arg2) {{{.*}}kiln.impl = "native.layer_norm", kiln.why = "f32 rows: statistics and normalization in one native call, rows over the pool"
+// CHECK: "kiln.layer_norm"(%arg3) {{{.*}}kiln.impl = "native.layer_norm"
+// CHECK: "kiln.layer_norm"(%arg4)
+// CHECK-NOT: kiln.impl
+// CHECK-SAME: -> !kiln.tensor<["B", 8], f16>
+// NONE-LABEL: func.func @layer_norms
+// NONE-NOT: kiln.impl
+func.func @layer_norms(%x: !kiln.tensor<["B", "L", 256], f32>, %w: !kiln.tensor<[256], f32>, %b: !kiln.tensor<[256], f32>, %s: !kiln.tensor<[4, 6, 5], f32>, %h: !kiln.tensor<["B", 8], f16>) -> (!kiln.tensor<["B", "L", 256], f32>, !kiln.tensor<[4, 6, 5], f32>, !kiln.tensor<["B", 8], f16>) {
+  %0 = "kiln.layer_norm"(%x, %w, %b) {axis = -1 : i64, epsilon = 1.000000e-05 : f64, operandSegmentSizes = array<i32: 1, 1, 1>} : (!kiln.tensor<["B", "L", 256], f32>, !kiln.tensor<[256], f32>, !kiln.tensor<[256], f32>) -> !kiln.tensor<["B", "L", 256], f32>
+  %1 = "kiln.layer_norm"(%s) {axis = 1 : i64, operandSegmentSizes = array<i32: 1, 0, 0>} : (!kiln.tensor<[4, 6, 5], f32>) -> !kiln.tensor<[4, 6, 5], f32>
+  %2 = "kiln.layer_norm"(%h) {operandSegmentSizes = array<i32: 1, 0, 0>} : (!kiln.tensor<["B", 8], f16>) -> !kiln.tensor<["B", 8], f16>
+  return %0, %1, %2 : !kiln.tensor<["B", "L", 256], f32>, !kiln.tensor<[4, 6, 5], f32>, !kiln.tensor<["B", 8], f16>
+}
+
+// -----
+
+// RMS norm: f32 takes the native kernel, bf16 the generated code (which
+// computes in f32 and rounds).
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+// CHECK-LABEL: func.func @rms_norms
+// CHECK: "kiln.rms_norm"(%arg0, %arg1) {{{.*}}kiln.impl = "native.rms_norm"
+// CHECK: "kiln.rms_norm"(%arg2)
+// CHECK-NOT: kiln.impl
+// CHECK-SAME: bf16
+func.func @rms_norms(%x: !kiln.tensor<["B", 64], f32>, %w: !kiln.tensor<[64], f32>, %h: !kiln.tensor<["B", 64], bf16>) -> (!kiln.tensor<["B", 64], f32>, !kiln.tensor<["B", 64], bf16>) {
+  %0 = "kiln.rms_norm"(%x, %w) {axis = -1 : i64, epsilon = 1.000000e-06 : f64, operandSegmentSizes = array<i32: 1, 1>} : (!kiln.tensor<["B", 64], f32>, !kiln.tensor<[64], f32>) -> !kiln.tensor<["B", 64], f32>
+  %1 = "kiln.rms_norm"(%h) {axis = -1 : i64, epsilon = 1.000000e-06 : f64, operandSegmentSizes = array<i32: 1, 0>} : (!kiln.tensor<["B", 64], bf16>) -> !kiln.tensor<["B", 64], bf16>
+  return %0, %1 : !kiln.tensor<["B", 64], f32>, !kiln.tensor<["B", 64], bf16>
+}
+
+// -----
+
+// Max pool: strided windows of at most 64 taps whose pads stay within half
+// the kernel take the native kernel, the reason naming stride and taps;
+// stride 1, ceil_mode, 81 taps and pads past half the kernel do not.
+"kiln.symbol"() {sym_name = "N", min = 1 : i64, max = 8 : i64} : () -> ()
+// CHECK-LABEL: func.func @max_pools
+// CHECK: "kiln.max_pool2d"(%arg0) {{{.*}}kiln.impl = "native.max_pool2d", kiln.why = "strided window (stride 2x2, 9 taps): taps outside the input skipped, planes over the pool"
+// CHECK: "kiln.max_pool2d"(%arg0) {{{.*}}kiln.impl = "native.max_pool2d", kiln.why = "strided window (stride 3x2, 4 taps)
+// CHECK-NOT: kiln.impl
+// CHECK: return
+func.func @max_pools(%x: !kiln.tensor<["N", 8, 32, 32], f32>) -> (!kiln.tensor<["N", 8, 16, 16], f32>, !kiln.tensor<["N", 8, 11, 16], f32>, !kiln.tensor<["N", 8, 32, 32], f32>, !kiln.tensor<["N", 8, 17, 17], f32>, !kiln.tensor<["N", 8, 12, 12], f32>, !kiln.tensor<["N", 8, 17, 17], f32>) {
+  %0 = "kiln.max_pool2d"(%x) {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>} : (!kiln.tensor<["N", 8, 32, 32], f32>) -> !kiln.tensor<["N", 8, 16, 16], f32>
+  %1 = "kiln.max_pool2d"(%x) {kernel = array<i64: 2, 2>, strides = array<i64: 3, 2>} : (!kiln.tensor<["N", 8, 32, 32], f32>) -> !kiln.tensor<["N", 8, 11, 16], f32>
+  %2 = "kiln.max_pool2d"(%x) {kernel = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>} : (!kiln.tensor<["N", 8, 32, 32], f32>) -> !kiln.tensor<["N", 8, 32, 32], f32>
+  %3 = "kiln.max_pool2d"(%x) {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, ceil_mode = true} : (!kiln.tensor<["N", 8, 32, 32], f32>) -> !kiln.tensor<["N", 8, 17, 17], f32>
+  %4 = "kiln.max_pool2d"(%x) {kernel = array<i64: 9, 9>, strides = array<i64: 2, 2>} : (!kiln.tensor<["N", 8, 32, 32], f32>) -> !kiln.tensor<["N", 8, 12, 12], f32>
+  %5 = "kiln.max_pool2d"(%x) {kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 2, 2, 2, 2>} : (!kiln.tensor<["N", 8, 32, 32], f32>) -> !kiln.tensor<["N", 8, 17, 17], f32>
+  return %0, %1, %2, %3, %4, %5 : !kiln.tensor<["N", 8, 16, 16], f32>, !kiln.tensor<["N", 8, 11, 16], f32>, !kiln.tensor<["N", 8, 32, 32], f32>, !kiln.tensor<["N", 8, 17, 17], f32>, !kiln.tensor<["N", 8, 12, 12], f32>, !kiln.tensor<["N", 8, 17, 17], f32>
+}
+
+// -----
+
+// Inside a fused group (a residual add fused into the norm's kernel) the
+// norm is chosen too: its group is lowered in place, the call beside the
+// add's loops.  Ops with no library kernel (softmax, matmul) stay unmarked.
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+// CHECK-LABEL: func.func @fused
+// CHECK: "kiln.fused"
+// CHECK: "kiln.add"(%{{[a-z0-9]+}}, %{{[a-z0-9]+}}) : (
+// CHECK: "kiln.layer_norm"{{.*}}kiln.impl = "native.layer_norm"
+// CHECK: "kiln.softmax"(%{{[a-z0-9]+}}) {axis = -1 : i64} : (
+// CHECK: return
+func.func @fused(%x: !kiln.tensor<["B", 32], f32>, %y: !kiln.tensor<["B", 32], f32>) -> !kiln.tensor<["B", 32], f32> {
+  %0 = "kiln.fused"(%x, %y) ({
+  ^bb0(%a: !kiln.tensor<["B", 32], f32>, %b: !kiln.tensor<["B", 32], f32>):
+    %1 = "kiln.add"(%a, %b) : (!kiln.tensor<["B", 32], f32>, !kiln.tensor<["B", 32], f32>) -> !kiln.tensor<["B", 32], f32>
+    %2 = "kiln.layer_norm"(%1) {operandSegmentSizes = array<i32: 1, 0, 0>} : (!kiln.tensor<["B", 32], f32>) -> !kiln.tensor<["B", 32], f32>
+    "kiln.yield"(%2) {operandSegmentSizes = array<i32: 1, 0, 0, 0>} : (!kiln.tensor<["B", 32], f32>) -> ()
+  }) {kind = "reduction", operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0>} : (!kiln.tensor<["B", 32], f32>, !kiln.tensor<["B", 32], f32>) -> !kiln.tensor<["B", 32], f32>
+  %3 = "kiln.softmax"(%0) {axis = -1 : i64} : (!kiln.tensor<["B", 32], f32>) -> !kiln.tensor<["B", 32], f32>
+  return %3 : !kiln.tensor<["B", 32], f32>
+}
+
+// STATS: kiln-select-kernels
+// STATS-NEXT: (2) library kernels
+// STATS: kiln-select-kernels
+// STATS-NEXT: (1) library kernels
+// STATS: kiln-select-kernels
+// STATS-NEXT: (2) library kernels
+// STATS: kiln-select-kernels
+// STATS-NEXT: (1) library kernels
