@@ -43,49 +43,90 @@ __all__ = [
     "WHY_ATTR",
     "Arg",
     "LibraryCall",
+    "Site",
+    "address",
     "f32",
+    "i32",
     "i64",
     "library_call_of",
     "lower_library_calls",
     "pointer",
     "register",
     "size",
+    "stride",
     "threads",
     "unlowered",
 ]
 
 
 @dataclass(frozen=True)
+class Site:
+    """What an entry's argument functions see of one call: the op's attributes
+    (defaults filled in) and the shapes of its operands present, by name (None
+    for a dynamic dim)."""
+
+    attrs: dict
+    shapes: dict[str, list[int | None]]
+    dtypes: dict[str, str] = field(default_factory=dict)  # element types by name ("f32", "i1")
+
+    def rank(self, name: str) -> int:
+        return len(self.shapes[name])
+
+    def has(self, name: str) -> bool:
+        return name in self.shapes
+
+
+@dataclass(frozen=True)
 class Arg:
     """One argument of a library entry point's C signature (see :func:`pointer`, :func:`size`, ...)."""
 
-    kind: str  # "pointer", "size", "i64", "f32", "threads"
+    kind: str  # "pointer", "address", "stride", "size", "i64", "i32", "f32", "threads"
     operand: str | None = None
-    dims: Callable[[dict, int], Sequence[int]] | None = None
-    value: Callable[[dict], Any] | None = None
+    #: size: ``fn(site)`` -> the dims whose product it is; stride: ``fn(site)`` -> the dim (None: 0).
+    dims: Callable[[Site], Any] | None = None
+    value: Callable[[Site], Any] | None = None  # i64 / i32 / f32: ``fn(site)``
 
     @property
     def c_type(self) -> str:
-        return {"f32": "f32", "threads": "i32"}.get(self.kind, "i64")
+        return {"f32": "f32", "threads": "i32", "i32": "i32"}.get(self.kind, "i64")
 
 
 def pointer(operand: str) -> Arg:
-    """The aligned address of ``operand`` (dense, row-major) as an i64; 0 when an optional operand is absent."""
+    """The aligned address of ``operand`` as an i64, read as dense rows (a
+    strided view is copied into a dense buffer first); 0 when an optional
+    operand is absent."""
     return Arg("pointer", operand)
 
 
-def size(operand: str, dims: Sequence[int] | Callable[[dict, int], Sequence[int]]) -> Arg:
-    """The product of ``operand``'s ``dims`` (a list, or ``fn(attrs, rank)``) as an i64."""
-    return Arg("size", operand, dims=dims if callable(dims) else (lambda attrs, rank, d=tuple(dims): d))
+def address(operand: str) -> Arg:
+    """The address of ``operand``'s first element as an i64, as it lies (with
+    :func:`stride`: the function reads it through its strides); 0 when absent."""
+    return Arg("address", operand)
 
 
-def i64(value: Callable[[dict], int]) -> Arg:
-    """An i64 constant computed from the op's attributes."""
+def stride(operand: str, dim: Callable[[Site], int | None]) -> Arg:
+    """The stride in elements of ``operand``'s dim ``dim(site)``, read at run
+    time; 0 where ``dim`` gives None (the function broadcasts it)."""
+    return Arg("stride", operand, dims=dim)
+
+
+def size(operand: str, dims: Sequence[int] | Callable[[Site], Sequence[int]]) -> Arg:
+    """The product of ``operand``'s ``dims`` (a list, or ``fn(site)``) as an i64."""
+    return Arg("size", operand, dims=dims if callable(dims) else (lambda site, d=tuple(dims): d))
+
+
+def i64(value: Callable[[Site], int]) -> Arg:
+    """An i64 constant computed from the call site (its attributes and shapes)."""
     return Arg("i64", value=value)
 
 
-def f32(value: Callable[[dict], float]) -> Arg:
-    """An f32 constant computed from the op's attributes."""
+def i32(value: Callable[[Site], int]) -> Arg:
+    """An i32 constant computed from the call site."""
+    return Arg("i32", value=value)
+
+
+def f32(value: Callable[[Site], float]) -> Arg:
+    """An f32 constant computed from the call site."""
     return Arg("f32", value=value)
 
 
@@ -107,9 +148,12 @@ class LibraryCall:
     why: Callable = field(compare=False, default=lambda op: "always")
     #: Operands the op may lack (its optional ones): their pointer is 0.
     optional: tuple[str, ...] = ()
+    #: The C function's result type (ignored), or None.
+    returns: str | None = None
 
     def declaration(self) -> str:
-        return f"func.func private @{self.symbol}({', '.join(a.c_type for a in self.args)})"
+        result = f" -> {self.returns}" if self.returns else ""
+        return f"func.func private @{self.symbol}({', '.join(a.c_type for a in self.args)}){result}"
 
     def helper_text(self, helper: str, operands: dict[str, ir.Type | None], attrs: dict,
                     outputs: Sequence[str] = ()) -> str:
@@ -120,9 +164,12 @@ class LibraryCall:
         from .library import add_pointer, pool_threads_line
 
         present = [(n, t) for n, t in operands.items() if t is not None]
+        site = Site(attrs, {n: [None if ir.ShapedType.is_dynamic_size(d) else d for d in ir.MemRefType(t).shape]
+                            for n, t in present},
+                    {n: str(ir.MemRefType(t).element_type) for n, t in present})
         lines = [f"func.func private @{helper}({', '.join(f'%{n}: {t}' for n, t in present)}) {{"]
         add = lines.append
-        dense = {}  # name -> (SSA name of the dense memref, its type)
+        dense = {}  # name -> (SSA name of the memref the function reads, its type)
         copies, copies_back = [], []
         pointed = {a.operand for a in self.args if a.kind == "pointer"}
         for i, (n, t) in enumerate(present):
@@ -133,8 +180,8 @@ class LibraryCall:
             # A strided view: read (and write) the entry's rows through a dense buffer.
             flat = ir.MemRefType.get(mt.shape, mt.element_type)
             sizes = []
-            for k, s in enumerate(mt.shape):
-                if ir.ShapedType.is_dynamic_size(s):
+            for k, d in enumerate(mt.shape):
+                if ir.ShapedType.is_dynamic_size(d):
                     add(f"  %cc{i}_{k} = arith.constant {k} : index")
                     add(f"  %cd{i}_{k} = memref.dim %{n}, %cc{i}_{k} : {t}")
                     sizes.append(f"%cd{i}_{k}")
@@ -145,39 +192,56 @@ class LibraryCall:
                 add(f"  memref.copy %{n}, %{n}_dense : {t} to {flat}")
             dense[n] = (f"{n}_dense", flat)
             copies.append((n, flat))
+        metadata = set()
         values = []
         for j, a in enumerate(self.args):
+            values.append(f"%a{j}")
             if a.kind == "pointer":
                 name, t = dense.get(a.operand, (None, None))
                 add_pointer(add, f"a{j}", t, arg=name)
-                values.append(f"%pa{j}")
+                values[-1] = f"%pa{j}"
+            elif a.kind in ("address", "stride"):
+                if a.operand not in dense:  # absent
+                    add(f"  %a{j} = arith.constant 0 : i64")
+                    continue
+                name, t = dense[a.operand]
+                _strided_metadata(add, name, t, metadata)
+                if a.kind == "address":
+                    width = max(1, ir.MemRefType(t).element_type.width // 8)  # i1: a byte in memory
+                    add(f"  %a{j}_o = arith.index_cast %{name}_off : index to i64")
+                    add(f"  %a{j}_w = arith.constant {width} : i64")
+                    add(f"  %a{j}_b = arith.muli %a{j}_o, %a{j}_w : i64")
+                    add(f"  %a{j} = arith.addi %{name}_ptr, %a{j}_b : i64")
+                else:
+                    k = a.dims(site)
+                    add(f"  %a{j} = arith.constant 0 : i64" if k is None else
+                        f"  %a{j} = arith.index_cast %{name}_st#{k} : index to i64")
             elif a.kind == "size":
                 name, t = dense[a.operand]
                 mt = ir.MemRefType(t)
                 add(f"  %a{j}_0 = arith.constant 1 : index")
                 acc = f"%a{j}_0"
-                for k in a.dims(attrs, mt.rank):
-                    s = mt.shape[k]
-                    if ir.ShapedType.is_dynamic_size(s):
+                for k in a.dims(site):
+                    d = mt.shape[k]
+                    if ir.ShapedType.is_dynamic_size(d):
                         add(f"  %a{j}_c{k} = arith.constant {k} : index")
                         add(f"  %a{j}_d{k} = memref.dim %{name}, %a{j}_c{k} : {t}")
                     else:
-                        add(f"  %a{j}_d{k} = arith.constant {s} : index")
+                        add(f"  %a{j}_d{k} = arith.constant {d} : index")
                     add(f"  %a{j}_m{k} = arith.muli {acc}, %a{j}_d{k} : index")
                     acc = f"%a{j}_m{k}"
                 add(f"  %a{j} = arith.index_cast {acc} : index to i64")
-                values.append(f"%a{j}")
-            elif a.kind == "i64":
-                add(f"  %a{j} = arith.constant {int(a.value(attrs))} : i64")
-                values.append(f"%a{j}")
+            elif a.kind in ("i64", "i32"):
+                add(f"  %a{j} = arith.constant {int(a.value(site))} : {a.kind}")
             elif a.kind == "f32":
-                add(f"  %a{j} = arith.constant {float(a.value(attrs)):.9e} : f32")
-                values.append(f"%a{j}")
+                add(f"  %a{j} = arith.constant {float(a.value(site)):.9e} : f32")
             else:
                 add(pool_threads_line(f"%a{j}"))
-                values.append(f"%a{j}")
         types = ", ".join(a.c_type for a in self.args)
-        add(f"  func.call @{self.symbol}({', '.join(values)}) : ({types}) -> ()")
+        if self.returns:
+            add(f"  %rc = func.call @{self.symbol}({', '.join(values)}) : ({types}) -> {self.returns}")
+        else:
+            add(f"  func.call @{self.symbol}({', '.join(values)}) : ({types}) -> ()")
         for n, t, flat in copies_back:
             add(f"  memref.copy %{n}_dense, %{n} : {flat} to {t}")
         for n, flat in copies:
@@ -185,6 +249,24 @@ class LibraryCall:
         add("  return")
         add("}")
         return "\n".join(lines)
+
+
+def _strided_metadata(add, name: str, t, done: set) -> None:
+    """Emit (once per memref) ``%<name>_off``, ``%<name>_st#i`` and ``%<name>_ptr``
+    (its aligned pointer as an i64) from ``memref.extract_strided_metadata``."""
+    if name in done:
+        return
+    done.add(name)
+    mt = ir.MemRefType(t)
+    r, el = mt.rank, mt.element_type
+    idx = ", ".join(["index"] * r)
+    if r == 0:
+        add(f"  %{name}_base, %{name}_off = memref.extract_strided_metadata %{name} : {t} -> memref<{el}>, index")
+    else:
+        add(f"  %{name}_base, %{name}_off, %{name}_sz:{r}, %{name}_st:{r} = memref.extract_strided_metadata "
+            f"%{name} : {t} -> memref<{el}>, index, {idx}, {idx}")
+    add(f"  %{name}_q = memref.extract_aligned_pointer_as_index %{name}_base : memref<{el}> -> index")
+    add(f"  %{name}_ptr = arith.index_cast %{name}_q : index to i64")
 
 
 def _identity_layout(t: ir.MemRefType) -> bool:

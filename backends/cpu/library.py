@@ -28,12 +28,11 @@ B packed once into a slot), a constant A times activations
 (``kiln_sgemm_wa``, A packed once, all of the batch in one call on the
 native pool), and convolutions (``kiln_conv2d``, see :mod:`.conv`: the
 im2col copy, the zero padding, the bias init and a residual/ReLU epilogue
-are folded into the call); an unmasked attention becomes one
-``kiln_attention`` call first (:mod:`.attention`), and a transpose that
-keeps its innermost dim one ``kiln_permute`` call (:mod:`.permute`: a
-permuting copy on the native pool), a strided max pool one
-``kiln_maxpool2d`` call (:mod:`.pool`), a layer norm one ``kiln_layer_norm``
-call (:mod:`.norm`).  The products left to
+are folded into the call), and a transpose that keeps its innermost dim
+one ``kiln_permute`` call (:mod:`.permute`: a permuting copy on the native
+pool).  (Attention, layer / RMS norm and strided max pools are no longer
+recognised here: kiln-select-kernels chooses their native kernels on kiln
+IR, :mod:`.library_kernels`, and kiln-cpu-library-calls calls them.)  The products left to
 OpenBLAS run as single-threaded slabs on the native pool
 (``kiln_sgemm_par``), not on OpenBLAS's own threads.  A bias add, a
 ReLU / exact GELU and a residual add rewriting a product's output right
@@ -766,9 +765,7 @@ class CpuLibrary(Pass):
 
     def run(self, module) -> None:
         if self.option("enabled") and enabled():
-            from .attention import rewrite_attention
             from .permute import rewrite_permutes
 
-            rewrite_attention(module)  # first: its contractions are not sgemm's
             rewrite_contractions(module)
             rewrite_permutes(module)

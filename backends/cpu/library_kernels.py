@@ -23,29 +23,40 @@ nothing is recognised after lowering.
 
 from __future__ import annotations
 
-from .calls import LibraryCall, f32, i64, pointer, register, size, threads
+import math
 
-__all__ = ["LAYER_NORM", "MAX_POOL", "RMS_NORM", "register_builtins"]
+from .calls import LibraryCall, Site, address, f32, i32, i64, pointer, register, size, stride, threads
+
+__all__ = [
+    "ATTENTION",
+    "ATTENTION_MASKED",
+    "LAYER_NORM",
+    "MAX_HEAD_DIM",
+    "MAX_POOL",
+    "PACKED_ATTENTION",
+    "RMS_NORM",
+    "register_builtins",
+]
 
 
-def _rows(attrs: dict, rank: int) -> range:
-    return range(attrs["axis"] % rank)
+def _rows(site: Site) -> range:
+    return range(site.attrs["axis"] % site.rank("x"))
 
 
-def _normalized(attrs: dict, rank: int) -> range:
-    return range(attrs["axis"] % rank, rank)
+def _normalized(site: Site) -> range:
+    return range(site.attrs["axis"] % site.rank("x"), site.rank("x"))
 
 
 LAYER_NORM = LibraryCall(
     "native.layer_norm", "kiln_layer_norm",
     (size("x", _rows), size("x", _normalized), pointer("x"), pointer("weight"), pointer("bias"),
-     f32(lambda a: a["epsilon"]), pointer("res"), threads()),
+     f32(lambda site: site.attrs["epsilon"]), pointer("res"), threads()),
     why=lambda op: "f32 rows: statistics and normalization in one native call, rows over the pool",
     optional=("weight", "bias"))
 
 RMS_NORM = LibraryCall(
     "native.rms_norm", "kiln_rms_norm",
-    (size("x", _rows), size("x", _normalized), pointer("x"), pointer("weight"), f32(lambda a: a["epsilon"]),
+    (size("x", _rows), size("x", _normalized), pointer("x"), pointer("weight"), f32(lambda site: site.attrs["epsilon"]),
      pointer("res"), threads()),
     why=lambda op: "f32 rows: the sum of squares and the scaling in one native call, rows over the pool",
     optional=("weight",))
@@ -71,7 +82,7 @@ def _why_max_pool(op) -> str | None:
 
 
 def _pool_arg(i: int):
-    return i64(lambda a: [*_pool(a)[0], *_pool(a)[1], *_pool(a)[2], *_pool(a)[3][:2]][i])
+    return i64(lambda site: [x for part in _pool(site.attrs) for x in part][i])
 
 
 MAX_POOL = LibraryCall(
@@ -81,8 +92,122 @@ MAX_POOL = LibraryCall(
      pointer("x"), pointer("res"), threads()),
     why=_why_max_pool)
 
+
+#: The largest head dim the native attention takes (kiln_attention.c's MAX_HEAD_DIM).
+MAX_HEAD_DIM = 256
+
+
+def _scale(site: Site, head_dim: int) -> float:
+    scale = site.attrs.get("scale")
+    return 1.0 / math.sqrt(head_dim) if scale is None else scale
+
+
+def _group(site: Site) -> int:
+    """q heads per k / v head (grouped-query attention; 1 otherwise)."""
+    q, k = site.shapes["q"], site.shapes["k"]
+    if len(q) < 3 or q[-3] is None or k[-3] is None or q[-3] == k[-3] or k[-3] == 1:
+        return 1
+    return q[-3] // k[-3]
+
+
+def _nb(site: Site) -> int:
+    return site.rank("q") - 2
+
+
+def _head_args():
+    """heads (the batch dims flattened), group, L, S, D, Dv, q, k, v, out, scale, causal."""
+    return (size("res", lambda s: range(_nb(s))), i64(_group), size("q", lambda s: [_nb(s)]),
+            size("k", lambda s: [_nb(s)]), size("q", lambda s: [_nb(s) + 1]), size("v", lambda s: [_nb(s) + 1]),
+            pointer("q"), pointer("k"), pointer("v"), pointer("res"),
+            f32(lambda s: _scale(s, s.shapes["q"][-1])), i32(lambda s: int(s.attrs["causal"])))
+
+
+def _mask_dim(loop: int):
+    """The mask dim read by loop ``loop`` of ``(b0, b1, l, s)`` (as if there
+    were two batch loops; the mask right-aligned to the loops), None where
+    the mask broadcasts (a dim of 1, or none)."""
+    def dim_of(s: Site) -> int | None:
+        nb, mask = _nb(s), s.shapes["mask"]
+        at = loop - (2 - nb)  # the loop's position among the op's b.., l, s
+        j = at - (nb + 2 - len(mask))
+        return None if at < 0 or j < 0 or mask[j] == 1 else j
+    return dim_of
+
+
+def _why_attention(op, masked: bool) -> str | None:
+    from ...dialects.kiln import tensor_info
+    from ...dialects.kiln.nn import gqa_group
+
+    view = op.opview
+    if (view.mask is not None) != masked:
+        return None
+    q, k, v = (tensor_info(x.type) for x in (view.q, view.k, view.v))
+    out = tensor_info(op.results[0].type)
+    if not (q.rank == k.rank == v.rank == out.rank) or q.rank < 2:
+        return None  # broadcast batch dims: the generated chain
+    d, dv = q.dims[-1], v.dims[-1]
+    if not (d.is_static and dv.is_static and 1 <= d.value <= MAX_HEAD_DIM and 1 <= dv.value <= MAX_HEAD_DIM):
+        return None
+    group = gqa_group(q.dims, k.dims, v.dims)
+    kb = list(k.dims[:-2])
+    if group > 1:
+        kb[-1] = q.dims[-3]
+    if list(q.dims[:-2]) != kb or list(k.dims[:-2]) != list(v.dims[:-2]) or list(out.dims[:-2]) != list(q.dims[:-2]):
+        return None
+    what = f"head dim {d.value}" + (f", {group} q heads per k / v head" if group > 1 else "")
+    if not masked:
+        return f"f32 flash attention ({what}): no scores buffer"
+    m = tensor_info(view.mask.type)
+    nb = q.rank - 2
+    if str(m.dtype) not in ("f32", "i1") or nb > 2 or m.rank > nb + 2:
+        return None
+    return f"f32 flash attention with a {'boolean' if str(m.dtype) == 'i1' else 'additive'} mask ({what}), " \
+           "the mask read through its strides"
+
+
+ATTENTION = LibraryCall(
+    "native.attention", "kiln_attention_gqa", (*_head_args(), threads()),
+    why=lambda op: _why_attention(op, masked=False), returns="i32")
+
+ATTENTION_MASKED = LibraryCall(
+    "native.attention_masked", "kiln_attention_masked",
+    (*_head_args(),
+     # the mask: its first element, its kind (1 f32 added, 2 bool kept where set), the innermost batch dim's
+     # size, its strides per loop (b0, b1, l, s; 0 where it broadcasts)
+     address("mask"), i32(lambda s: 2 if s.dtypes["mask"] == "i1" else 1),
+     size("res", lambda s: [_nb(s) - 1] if _nb(s) else []),
+     *(stride("mask", _mask_dim(loop)) for loop in range(4)),
+     threads()),
+    why=lambda op: _why_attention(op, masked=True), returns="i32")
+
+
+def _packed_head_dim(site: Site) -> int:
+    return site.shapes["qkv"][-1] // (3 * site.attrs["heads"])
+
+
+def _why_packed(op) -> str | None:
+    from ...dialects.kiln import tensor_info
+
+    x = tensor_info(op.operands[0].type)
+    d = x.dims[-1].value // (3 * op.opview.decoded_attrs()["heads"])
+    if not 1 <= d <= MAX_HEAD_DIM:
+        return None
+    return f"f32 flash attention over the packed projection (head dim {d}): heads read and written in place"
+
+
+PACKED_ATTENTION = LibraryCall(
+    "native.packed_attention", "kiln_attention_packed",
+    (size("res", lambda s: range(s.rank("res") - 2)), i64(lambda s: s.attrs["heads"]),
+     size("res", lambda s: [s.rank("res") - 2]), i64(_packed_head_dim), pointer("qkv"), pointer("res"),
+     f32(lambda s: _scale(s, _packed_head_dim(s))), i32(lambda s: int(s.attrs["causal"])), threads()),
+    why=_why_packed, returns="i32")
+
+
 def register_builtins(registry) -> None:
     """Register kiln's CPU library kernels in ``registry`` (its ``load_builtins`` calls this)."""
     register("kiln.layer_norm", LAYER_NORM, registry)
     register("kiln.rms_norm", RMS_NORM, registry)
     register("kiln.max_pool2d", MAX_POOL, registry)
+    register("kiln.attention", ATTENTION, registry)
+    register("kiln.attention", ATTENTION_MASKED, registry)
+    register("kiln.packed_attention", PACKED_ATTENTION, registry)

@@ -1,15 +1,15 @@
 """Lowerings of ``kiln.attention`` and ``kiln.packed_attention``.
 
 An attention lowers to its chain -- ``q k^T`` (a contraction), the scale and
-mask, a softmax, ``p v`` -- with its two contractions tagged
-(:data:`ATTENTION_ATTR`) and its mask pass too (:data:`MASK_ATTR`), so
-kiln-cpu-library can replace the chain with one native call; grouped-query
-k / v are indexed ``h floordiv group``.
+mask, a softmax, ``p v`` -- whose contractions kiln-cpu-library gives to
+sgemm; grouped-query k / v are repeated to q's heads first (sgemm needs
+plain batch maps).  This is the generated code: where kiln-select-kernels
+chose the native flash attention (``kiln.impl``, most f32 attentions), the op
+is one call instead (:mod:`kiln.backends.cpu.library_kernels`).
 """
 
 from __future__ import annotations
 
-import itertools
 import math as pymath
 
 from ..._mlir import arith, ir, tensor
@@ -30,29 +30,14 @@ from .common import (
 )
 from .nn import _accumulator, _batch_exprs, _dim_of, _empty_from, _mac, _reshape, softmax
 
-#: The attribute of an unmasked attention's two contractions:
-#: ``{id, scale, causal}`` on both, ``id`` unique per lowered attention, so
-#: kiln-cpu-library can replace the pair and what lies between with one
-#: native call.
-ATTENTION_ATTR = "kiln.attention"
-#: The attribute of a masked chain's scale-and-mask pass: the chain's ``id``
-#: (the mask is that generic's second operand).
-MASK_ATTR = "kiln.attention_mask"
-#: The largest head dim the native attention takes (kiln_attention.c's
-#: MAX_HEAD_DIM): a grouped-query chain past it repeats k / v for sgemm.
-MAX_HEAD_DIM = 256
-_attention_ids = itertools.count()
 
-
-def _attention_chain(q, k, v, mask, maps, sdims, out_init, env, scale: float, causal: bool, tag: dict | None):
+def _attention_chain(q, k, v, mask, maps, sdims, out_init, env, scale: float, causal: bool):
     """The lowered attention over loops ``(b.., l, s, d)`` (``b..`` the batch
     loops, ``nb = len(sdims) - 2`` of them): the ``q k^T`` contraction into a
     scores tensor of ``sdims``, the scale and mask pass, the softmax and the
     ``p v`` contraction (loops ``(b.., l, e, s)``) into ``out_init``.
     ``maps``: q's and k's in the first loop space, v's and the output's in
-    the second (lists for :func:`affine_map`).  ``tag``: the entries besides
-    ``id`` of the tag both contractions get (None: no tag); a chain with an
-    f32 or bool mask is tagged ``masked`` and its mask pass gets the id."""
+    the second (lists for :func:`affine_map`)."""
     out_t = ir.RankedTensorType(out_init.type).element_type
     # bf16 / f16: scores, softmax and the p v sums in f32, the output rounded once.
     t = _accumulator(out_t)
@@ -60,7 +45,6 @@ def _attention_chain(q, k, v, mask, maps, sdims, out_init, env, scale: float, ca
         out_dims_init = out_init
         out_init = _empty_from([_dim_of(out_init, i, env) for i in range(ir.RankedTensorType(out_init.type).rank)],
                                t, env)
-        tag = None  # the native attention is f32 only
     nb = len(sdims) - 2
     n = nb + 3
     qmap, kmap, vmap, omap = maps
@@ -93,26 +77,9 @@ def _attention_chain(q, k, v, mask, maps, sdims, out_init, env, scale: float, ca
     res = generic([p, v], [fill(scalar_const(t, 0.0), out_init)],
                   [affine_map(n, pmap), affine_map(n, vmap), affine_map(n, omap)],
                   ["parallel"] * (nb + 2) + ["reduction"], _mac)[0]
-    if tag is not None and mask is not None and not _native_mask(mask):
-        tag = None  # a bf16 / f16 additive mask: the native kernel takes f32 or bool
-    if tag is not None:
-        ident = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), next(_attention_ids))
-        entries = {"id": ident, "scale": ir.FloatAttr.get(ir.F64Type.get(), scale),
-                   "causal": ir.BoolAttr.get(bool(causal)), "masked": ir.BoolAttr.get(mask is not None)}
-        entries.update(tag)
-        attr = ir.DictAttr.get(entries)
-        scores.owner.attributes[ATTENTION_ATTR] = attr
-        res.owner.attributes[ATTENTION_ATTR] = attr
-        if mask is not None:
-            scaled.owner.attributes[MASK_ATTR] = ident
     if t != out_t:
         res = _narrow_into(res, out_dims_init)
     return res
-
-
-def _native_mask(mask: ir.Value) -> bool:
-    """Whether the native attention takes ``mask``'s element type (f32 added, or bool)."""
-    return str(ir.RankedTensorType(mask.type).element_type) in ("f32", "i1")
 
 
 def _narrow_into(value: ir.Value, init: ir.Value) -> ir.Value:
@@ -156,36 +123,27 @@ def lower_attention(lw: Lowering):
     kb, vb = _batch_exprs(kt.shape[:-2], batch, nb), _batch_exprs(vt.shape[:-2], batch, nb)
     group = gqa_group(*(lw.infos[i].dims for i in range(3)))
     if group > 1:
-        # Grouped-query attention: q head h reads k / v head h // group.
-        head = ir.AffineFloorDivExpr.get(ir.AffineDimExpr.get(nb - 1), ir.AffineConstantExpr.get(group))
-        native = all(0 < n <= MAX_HEAD_DIM for n in (qt.shape[-1], vt.shape[-1])) and \
-            str(qt.element_type) == "f32" and (mask is None or _native_mask(mask))
-        if native:
-            # Through the map, no repeated copy: kiln-cpu-library's native
-            # kernel takes the tagged chain and reads k / v head h / group in place.
-            kb[-1] = vb[-1] = head
-        else:
-            # A chain the native kernel cannot take stays generated code whose
-            # two contractions go to sgemm, which needs plain batch maps: k and
-            # v repeated to q's heads once (S x D per head, small next to the
-            # L x S scores).
-            k, v = (_repeat_heads(x, group) for x in (k, v))
-            kt, vt = ir.RankedTensorType(k.type), ir.RankedTensorType(v.type)
-            kb, vb = _batch_exprs(kt.shape[:-2], batch, nb), _batch_exprs(vt.shape[:-2], batch, nb)
+        # Grouped-query attention (q head h reads k / v head h // group) as
+        # generated code: its two contractions go to sgemm, which needs plain
+        # batch maps, so k and v are repeated to q's heads once (S x D per
+        # head, small next to the L x S scores).  The native kernel reads the
+        # k / v heads in place (kiln-select-kernels chooses it).
+        k, v = (_repeat_heads(x, group) for x in (k, v))
+        kt, vt = ir.RankedTensorType(k.type), ir.RankedTensorType(v.type)
+        kb, vb = _batch_exprs(kt.shape[:-2], batch, nb), _batch_exprs(vt.shape[:-2], batch, nb)
     # scores[b.., l, s] = sum_d q[b.., l, d] * k[b.., s, d]
     maps = (_batch_exprs(qt.shape[:-2], batch, nb) + [nb, nb + 2], kb + [nb + 1, nb + 2], vb + [nb + 2, nb + 1],
             list(range(nb + 2)))
     sdims = batch + [out.dims[-2], lw.infos[1].dims[-2]]
     return [_attention_chain(q, k, v, mask, maps, sdims, lw.empty(out.dims, out.dtype), lw.env, scale,
-                             lw.attrs["causal"], {})]
+                             lw.attrs["causal"])]
 
 
 def packed_attention_maps(nb: int, d: int) -> tuple:
     """The maps (lists for :func:`affine_map`) of a packed attention's
     chain with ``nb`` batch dims and head dim ``d``: q's and k's into the
     ``[.., L, 3, H, D]`` view over loops ``(b.., h, l, s, d)``, v's into it
-    and the output's ``[.., L, H * D]`` over ``(b.., h, l, e, s)``
-    (kiln-cpu-library matches the chain by them)."""
+    and the output's ``[.., L, H * D]`` over ``(b.., h, l, e, s)``."""
     b, h, ld, sd, rd = list(range(nb)), nb, nb + 1, nb + 2, nb + 3
     column = ir.AffineDimExpr.get(h) * ir.AffineConstantExpr.get(d) + ir.AffineDimExpr.get(sd)
     return b + [ld, ("c", 0), h, rd], b + [sd, ("c", 1), h, rd], b + [rd, ("c", 2), h, sd], b + [ld, column]
@@ -208,8 +166,8 @@ def lower_packed_attention(lw: Lowering):
     sizes = [n if n != DYN else tensor.dim(x, const_index(i)) for i, n in enumerate(xt.shape[:-1])]
     x5 = _reshape(x, sizes + [3, heads, d], xt.element_type)
     sdims = batch + [dim(heads), out.dims[-2], out.dims[-2]]
-    return [_attention_chain(x5, x5, x5, None, packed_attention_maps(nb, d), sdims, lw.empty(out.dims, out.dtype), lw.env, scale,
-                             lw.attrs["causal"], {"heads": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), heads)})]
+    return [_attention_chain(x5, x5, x5, None, packed_attention_maps(nb, d), sdims, lw.empty(out.dims, out.dtype),
+                             lw.env, scale, lw.attrs["causal"])]
 
 
 def table() -> dict:

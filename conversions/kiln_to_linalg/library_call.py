@@ -10,8 +10,8 @@ op's loops but one ``linalg.generic`` that stands for the call:
 - its operands are the op's, its inits empty tensors of the results' types;
 - each operand gets loop dims of its own (inputs' as ``reduction``,
   results' as ``parallel``), so the maps are valid for any ranks and no
-  canonicalization can drop an operand, and the payload only yields the
-  output (nothing reads it).
+  canonicalization can drop an operand, and the payload (never run) uses
+  every operand, so bufferization knows the call reads them.
 
 Bufferization places its output like any other destination-passing op's;
 ``kiln-cpu-library-calls`` then replaces it with the entry's native call
@@ -20,7 +20,8 @@ Bufferization places its output like any other destination-passing op's;
 
 from __future__ import annotations
 
-from ..._mlir import ir
+from ..._mlir import arith, ir
+from ...dialects.kiln import is_float
 from ...transforms._graph import IMPL_ATTR, WHY_ATTR
 from .common import Lowering, affine_map, generic
 
@@ -69,6 +70,31 @@ def _operand_names(view) -> list[str]:
     return operands + results
 
 
+def _payload(inputs, outputs) -> list:
+    """``out + in * 0`` for every input and output: never run (the call
+    replaces it), but every block argument used, so one-shot bufferization
+    sees the call *read* each operand (an operand whose argument the payload
+    ignores counts as not read, and a write in place into its buffer before
+    the call would go unseen).  ``x * 0.0`` does not fold without
+    ``nnan``/``nsz``, which nothing adds here."""
+    out = []
+    for o in outputs:
+        t = o.type
+        zero = arith.constant(t, 0.0)
+        acc = o
+        for v in inputs:
+            if v.type != t:
+                v = arith.extf(t, v) if is_float(v.type) and _width(v.type) < _width(t) else \
+                    arith.truncf(t, v) if is_float(v.type) else arith.uitofp(t, v)
+            acc = arith.addf(acc, arith.mulf(v, zero))
+        out.append(acc)
+    return out
+
+
+def _width(t) -> int:
+    return ir.FloatType(t).width
+
+
 def lower_library_call(lw: Lowering, entry: str) -> list[ir.Value]:
     """The placeholder standing for ``lw``'s op computed by library kernel ``entry``."""
     names = _operand_names(lw.op.opview)
@@ -82,7 +108,11 @@ def lower_library_call(lw: Lowering, entry: str) -> list[ir.Value]:
         first += r
     n_in = sum(ranks[:len(lw.operands)])
     iterators = ["reduction"] * n_in + ["parallel"] * (loops - n_in)
-    res = generic(lw.operands, inits, maps, iterators, lambda *args: list(args[len(lw.operands):]))
+    for r in lw.results:
+        if not is_float(r.dtype):
+            raise lw.error(f"library call '{entry}' has a {r.dtype} result: placeholders hold float results only")
+    res = generic(lw.operands, inits, maps, iterators, lambda *args: _payload(args[:len(lw.operands)],
+                                                                                  args[len(lw.operands):]))
     op = res[0].owner
     op.attributes[LIBRARY_CALL] = ir.StringAttr.get(entry)
     op.attributes[CALL_ARGS] = ir.ArrayAttr.get([ir.StringAttr.get(n) for n in names])

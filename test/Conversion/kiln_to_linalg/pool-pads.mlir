@@ -8,7 +8,8 @@
 
 // A strided max pool with padding up to half its kernel: kiln-select-kernels
 // chooses the native kernel (second run: one placeholder of the call, the op's
-// attributes on it); with more padding (windows that may lie wholly in it)
+// attributes on it, a payload that is never run but uses every operand, so
+// that bufferization sees them read); with more padding (windows that may lie wholly in it)
 // it keeps its generics, reading an explicitly padded input.  Unselected
 // (CHECK), both are generated.
 // CHECK-LABEL: func.func @max_pool2d$half_kernel_pads(
@@ -17,8 +18,10 @@
 // SEL-LABEL: func.func @max_pool2d$half_kernel_pads(
 // SEL-NOT: 34x34
 // SEL: linalg.generic {{.*}}library_call = "native.max_pool2d"} ins(%arg0 : tensor<?x8x32x32xf32>) outs(%{{.*}} : tensor<?x8x16x16xf32>) attrs =  {kiln.call_args = ["x", "res"], kiln.call_attrs = {ceil_mode = false, dilations = array<i64: 1, 1>, kernel = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>}}
-// SEL-NEXT: ^bb0(%{{.*}}: f32, %[[OUT:.*]]: f32):
-// SEL-NEXT: linalg.yield %[[OUT]] : f32
+// SEL-NEXT: ^bb0(%[[IN:.*]]: f32, %[[OUT:.*]]: f32):
+// SEL-NEXT: %[[Z:.*]] = arith.mulf %[[IN]], %{{.*}} : f32
+// SEL-NEXT: %[[R:.*]] = arith.addf %[[OUT]], %[[Z]] : f32
+// SEL-NEXT: linalg.yield %[[R]] : f32
 // SEL-LABEL: func.func @max_pool2d$large_pads(
 // SEL-NOT: library_call
 // SEL: return

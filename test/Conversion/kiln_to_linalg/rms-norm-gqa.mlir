@@ -1,4 +1,5 @@
 // RUN: kiln-opt %s --split-input-file --convert-kiln-to-linalg | FileCheck %s
+// RUN: kiln-opt %s --split-input-file --kiln-select-kernels --convert-kiln-to-linalg | FileCheck %s --check-prefix=SEL
 
 // rms_norm: the sum of squares (x squared inside the reduction), 1 /
 // sqrt(sum / n + eps) per row, and one output generic x * inv * weight
@@ -38,15 +39,30 @@ func.func @rms_norm_bf16(%x: !kiln.tensor<["B", 8], bf16>, %g: !kiln.tensor<[8],
 
 // -----
 
-// Grouped-query attention: 8 q heads over 2 k / v heads. Both contractions
-// read k and v's head through `h floordiv 4`: no repeated copy.
+// Grouped-query attention: 8 q heads over 2 k / v heads.  Generated, k and
+// v are repeated to the 8 q heads once (a copy through `h floordiv 4`) so
+// that both contractions have plain batch maps (sgemm); chosen for the
+// native kernel (second run), the op is one placeholder of its call, which
+// reads the k / v heads in place.
 "kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
 "kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
-// CHECK-DAG: #[[K:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1 floordiv 4, d3, d4)>
-// CHECK-DAG: #[[V:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1 floordiv 4, d4, d3)>
+// CHECK-DAG: #[[REP:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1 floordiv 4, d2, d3)>
 // CHECK-LABEL: func.func @gqa(
-// CHECK: linalg.generic {indexing_maps = [#{{.*}}, #[[K]], #{{.*}}], {{.*}} ins(%arg0, %arg1 : tensor<?x8x?x16xf32>, tensor<?x2x?x16xf32>)
-// CHECK: linalg.generic {indexing_maps = [#{{.*}}, #[[V]], #{{.*}}], {{.*}} ins(%{{.*}}, %arg2 : tensor<?x8x?x?xf32>, tensor<?x2x?x16xf32>)
+// CHECK: %[[K:.*]] = linalg.generic {indexing_maps = [#[[REP]], #{{.*}}], {{.*}} ins(%arg1 : tensor<?x2x?x16xf32>) outs(%{{.*}} : tensor<?x8x?x16xf32>)
+// CHECK: ins(%arg0, %[[K]] : tensor<?x8x?x16xf32>, tensor<?x8x?x16xf32>)
+// SEL-LABEL: func.func @gqa(
+// SEL-NOT: floordiv
+// SEL: linalg.generic {{.*}}library_call = "native.attention"} ins(%arg0, %arg1, %arg2 : tensor<?x8x?x16xf32>, tensor<?x2x?x16xf32>, tensor<?x2x?x16xf32>) outs(%{{.*}} : tensor<?x8x?x16xf32>) attrs =  {kiln.call_args = ["q", "k", "v", "res"], kiln.call_attrs = {causal = true, operandSegmentSizes = array<i64: 1, 1, 1, 0>}}
+// SEL-NEXT: ^bb0(%[[Q:.*]]: f32, %[[K:.*]]: f32, %[[V:.*]]: f32, %[[O:.*]]: f32):
+// SEL-NEXT: arith.mulf %[[Q]]
+// SEL-NEXT: arith.addf %[[O]]
+// SEL-NEXT: arith.mulf %[[K]]
+// SEL-NEXT: arith.addf
+// SEL-NEXT: arith.mulf %[[V]]
+// SEL-NEXT: arith.addf
+// SEL-NEXT: linalg.yield
+// SEL-NOT: linalg.generic
+// SEL: return
 func.func @gqa(%q: !kiln.tensor<["B", 8, "L", 16], f32>, %k: !kiln.tensor<["B", 2, "L", 16], f32>, %v: !kiln.tensor<["B", 2, "L", 16], f32>) -> !kiln.tensor<["B", 8, "L", 16], f32> {
   %0 = "kiln.attention"(%q, %k, %v) {causal = true, operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (!kiln.tensor<["B", 8, "L", 16], f32>, !kiln.tensor<["B", 2, "L", 16], f32>, !kiln.tensor<["B", 2, "L", 16], f32>) -> !kiln.tensor<["B", 8, "L", 16], f32>
   return %0 : !kiln.tensor<["B", 8, "L", 16], f32>
@@ -54,17 +70,15 @@ func.func @gqa(%q: !kiln.tensor<["B", 8, "L", 16], f32>, %k: !kiln.tensor<["B", 
 
 // -----
 
-// A masked grouped-query attention with a bool mask: as unmasked, k and v
-// are read through `h floordiv 4` (no repeated copy) and both contractions
-// carry the tag, now `masked = true`; the scale-and-mask pass carries the
-// chain's id as kiln.attention_mask (kiln-cpu-library reads the mask from it).
+// A masked grouped-query attention with a bool mask: chosen for the native
+// masked kernel, the mask one more operand of the call.
 "kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
 "kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
-// CHECK-DAG: #[[K:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1 floordiv 4, d3, d4)>
 // CHECK-LABEL: func.func @gqa_masked(
-// CHECK: linalg.generic {indexing_maps = [#{{.*}}, #[[K]], #{{.*}}], {{.*}} ins(%arg0, %arg1 : tensor<?x8x?x16xf32>, tensor<?x2x?x16xf32>) {{.*}} attrs =  {kiln.attention = {causal = false, id = [[ID:[0-9]+]] : i64, masked = true, scale = 2.500000e-01 : f64}}
-// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %arg3 : tensor<?x8x?x?xf32>, tensor<?x1x?x?xi1>) {{.*}} attrs =  {kiln.attention_mask = [[ID]] : i64}
-// CHECK: kiln.attention = {causal = false, id = [[ID]] : i64, masked = true
+// CHECK-NOT: library_call
+// CHECK: return
+// SEL-LABEL: func.func @gqa_masked(
+// SEL: linalg.generic {{.*}}library_call = "native.attention_masked"} ins(%arg0, %arg1, %arg2, %arg3 : {{.*}}, tensor<?x1x?x?xi1>) {{.*}} attrs =  {kiln.call_args = ["q", "k", "v", "mask", "res"]
 func.func @gqa_masked(%q: !kiln.tensor<["B", 8, "L", 16], f32>, %k: !kiln.tensor<["B", 2, "L", 16], f32>, %v: !kiln.tensor<["B", 2, "L", 16], f32>, %m: !kiln.tensor<["B", 1, "L", "L"], i1>) -> !kiln.tensor<["B", 8, "L", 16], f32> {
   %0 = "kiln.attention"(%q, %k, %v, %m) {operandSegmentSizes = array<i32: 1, 1, 1, 1>} : (!kiln.tensor<["B", 8, "L", 16], f32>, !kiln.tensor<["B", 2, "L", 16], f32>, !kiln.tensor<["B", 2, "L", 16], f32>, !kiln.tensor<["B", 1, "L", "L"], i1>) -> !kiln.tensor<["B", 8, "L", 16], f32>
   return %0 : !kiln.tensor<["B", 8, "L", 16], f32>
@@ -72,10 +86,8 @@ func.func @gqa_masked(%q: !kiln.tensor<["B", 8, "L", 16], f32>, %k: !kiln.tensor
 
 // -----
 
-// A chain the native kernel cannot take (a bf16 additive mask; likewise a
-// head dim past 256) stays generated code whose contractions go to sgemm:
-// k and v are repeated to the 8 q heads once (a copy through `h floordiv
-// 4`), the contractions read them with plain maps, and nothing is tagged.
+// An attention the native kernel cannot take (a bf16 additive mask; likewise
+// a head dim past 256) is not chosen: generated code, k and v repeated.
 "kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
 "kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
 // CHECK-DAG: #[[REP:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1 floordiv 4, d2, d3)>
@@ -83,10 +95,11 @@ func.func @gqa_masked(%q: !kiln.tensor<["B", 8, "L", 16], f32>, %k: !kiln.tensor
 // CHECK: %[[K:.*]] = linalg.generic {indexing_maps = [#[[REP]], #{{.*}}], {{.*}} ins(%arg1 : tensor<?x2x?x16xf32>) outs(%{{.*}} : tensor<?x8x?x16xf32>)
 // CHECK: %[[V:.*]] = linalg.generic {indexing_maps = [#[[REP]], #{{.*}}], {{.*}} ins(%arg2 : tensor<?x2x?x16xf32>) outs(%{{.*}} : tensor<?x8x?x16xf32>)
 // CHECK-NOT: floordiv
-// CHECK-NOT: kiln.attention
 // CHECK: ins(%arg0, %[[K]] : tensor<?x8x?x16xf32>, tensor<?x8x?x16xf32>)
-// CHECK-NOT: kiln.attention
 // CHECK: return
+// SEL-LABEL: func.func @gqa_masked_bf16(
+// SEL-NOT: library_call
+// SEL: return
 func.func @gqa_masked_bf16(%q: !kiln.tensor<["B", 8, "L", 16], f32>, %k: !kiln.tensor<["B", 2, "L", 16], f32>, %v: !kiln.tensor<["B", 2, "L", 16], f32>, %m: !kiln.tensor<["B", 1, "L", "L"], bf16>) -> !kiln.tensor<["B", 8, "L", 16], f32> {
   %0 = "kiln.attention"(%q, %k, %v, %m) {operandSegmentSizes = array<i32: 1, 1, 1, 1>} : (!kiln.tensor<["B", 8, "L", 16], f32>, !kiln.tensor<["B", 2, "L", 16], f32>, !kiln.tensor<["B", 2, "L", 16], f32>, !kiln.tensor<["B", 1, "L", "L"], bf16>) -> !kiln.tensor<["B", 8, "L", 16], f32>
   return %0 : !kiln.tensor<["B", 8, "L", 16], f32>

@@ -9,7 +9,7 @@ import torch
 from torch.export import Dim
 
 import kiln
-from kiln.backends.cpu import attention
+from kiln.backends.cpu.library_kernels import ATTENTION, MAX_HEAD_DIM, PACKED_ATTENTION
 from kiln.runtime import native
 
 pytestmark = pytest.mark.native  # fails, not skips, without the library (conftest.py)
@@ -66,9 +66,9 @@ def test_kernel_matches_torch(case, threads):
 
 
 def test_kernel_refuses_head_dims_past_its_limit():
-    a = np.zeros(attention.MAX_HEAD_DIM + 1, np.float32)
-    out = np.full(attention.MAX_HEAD_DIM + 1, 7.0, np.float32)
-    d = attention.MAX_HEAD_DIM + 1
+    a = np.zeros(MAX_HEAD_DIM + 1, np.float32)
+    out = np.full(MAX_HEAD_DIM + 1, 7.0, np.float32)
+    d = MAX_HEAD_DIM + 1
     assert _attention()(1, 1, 1, d, d, a.ctypes.data, a.ctypes.data, a.ctypes.data, out.ctypes.data, 1.0, 0, 1) == -1
     assert (out == 7.0).all()  # nothing written
 
@@ -91,7 +91,7 @@ def test_compiled_attention_is_one_native_call_and_matches_torch(causal, scale):
     model = kiln.compile(net, example, dynamic_shapes=(spec, spec, spec), keep_ir=True)
     if not kiln.backends.cpu.library.native_enabled():
         pytest.skip("KILN_NATIVE=0")
-    assert model.ir["llvm"].count(f"call @{attention.NATIVE_GQA}(") == 1
+    assert model.ir["llvm"].count(f"call @{ATTENTION.symbol}(") == 1
     for bb, ll in ((1, 1), (3, 45), (8, 300)):
         q, k, v = (torch.randn(bb, 4, ll, 32) for _ in range(3))
         with torch.no_grad():
@@ -131,7 +131,7 @@ def test_packed_heads_are_one_native_call_and_match_torch(hidden, heads, causal)
     model = kiln.compile(net, (torch.randn(2, 16, hidden),), dynamic_shapes={"x": dims}, keep_ir=True)
     llvm = model.ir["llvm"]
     if kiln.backends.cpu.library.native_enabled():
-        assert f"call @{attention.NATIVE_PACKED}(" in llvm and f"@{attention.NATIVE_ATTENTION}(" not in llvm
+        assert f"call @{PACKED_ATTENTION.symbol}(" in llvm and "@kiln_attention(" not in llvm
     assert "kiln_permute" not in llvm  # the heads stay where the projection wrote them
     for b, seq in ((1, 1), (3, 45), (16, 300)):  # 45 and 300: a last key block that is not whole
         x = torch.randn(b, seq, hidden)
@@ -144,7 +144,7 @@ def test_packed_kernel_refuses_head_dims_past_its_limit():
     f = native.load().kiln_attention_packed
     f.argtypes = [I64] * 6 + [ctypes.c_float, ctypes.c_int32, ctypes.c_int32]
     f.restype = ctypes.c_int32
-    d = attention.MAX_HEAD_DIM + 1
+    d = MAX_HEAD_DIM + 1
     x = np.zeros(3 * d, np.float32)
     out = np.full(d, 7.0, np.float32)
     assert f(1, 1, 1, d, x.ctypes.data, out.ctypes.data, 1.0, 0, 1) == -1
@@ -156,7 +156,7 @@ def test_packed_heads_without_the_native_runtime_match_torch(monkeypatch):
     net = _Heads(48, 2, True)
     dims = {0: Dim("B", min=1, max=16), 1: Dim("L", min=1, max=300)}
     model = kiln.compile(net, (torch.randn(2, 16, 48),), dynamic_shapes={"x": dims}, keep_ir=True)
-    assert attention.NATIVE_PACKED not in model.ir["llvm"] and "kiln_permute" not in model.ir["llvm"]
+    assert PACKED_ATTENTION.symbol not in model.ir["llvm"] and "kiln_permute" not in model.ir["llvm"]
     for b, seq in ((1, 1), (3, 45)):
         x = torch.randn(b, seq, 48)
         with torch.no_grad():

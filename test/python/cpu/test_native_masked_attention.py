@@ -14,7 +14,7 @@ import torch
 from torch.export import Dim
 
 import kiln
-from kiln.backends.cpu import attention
+from kiln.backends.cpu.library_kernels import ATTENTION_MASKED
 from kiln.runtime import native
 
 pytestmark = pytest.mark.native  # fails, not skips, without the library (conftest.py)
@@ -133,7 +133,7 @@ def test_sdpa_with_a_mask_is_one_native_call(kind, group):
     model = kiln.compile(module, example, dynamic_shapes=(spec, spec, spec, {0: b, 3: seq}), keep_ir=True,
                          fallback=False)
     llvm = model.ir["llvm"]
-    assert llvm.count(f"call @{attention.NATIVE_MASKED}(") == 1 and "kiln_gemm_" not in llvm
+    assert llvm.count(f"call @{ATTENTION_MASKED.symbol}(") == 1 and "kiln_gemm_" not in llvm
     for bb, ll in ((1, 1), (3, 77), (8, 200)):
         args = [torch.randn(bb, 8, ll, 32, generator=gen)]
         args += [torch.randn(bb, 8 // group, ll, 32, generator=gen) for _ in range(2)]
@@ -150,7 +150,7 @@ def test_attention_written_out_with_a_mask_is_one_native_call():
     spec = {0: b, 2: seq}
     model = kiln.compile(module, example, dynamic_shapes=(spec, spec, spec, {0: b, 3: seq}), keep_ir=True,
                          fallback=False)
-    assert model.ir["llvm"].count(f"call @{attention.NATIVE_MASKED}(") == 1
+    assert model.ir["llvm"].count(f"call @{ATTENTION_MASKED.symbol}(") == 1
     for bb, ll in ((1, 2), (3, 100), (4, 511)):
         args = [torch.randn(bb, 4, ll, 64, generator=gen) for _ in range(3)] + [_padding(bb, ll, "f32", gen)]
         torch.testing.assert_close(model(*args), module(*args), rtol=1e-4, atol=1e-5)
@@ -171,7 +171,7 @@ def test_a_scalar_mask_is_one_native_call():
     rank 0, every stride 0 (its memref has no strides to read; the helper's
     metadata read was malformed for rank 0)."""
     model = kiln.compile(SCALAR_MASK, keep_ir=True, fallback=False)
-    assert model.ir["llvm"].count(f"call @{attention.NATIVE_MASKED}(") == 1
+    assert model.ir["llvm"].count(f"call @{ATTENTION_MASKED.symbol}(") == 1
     for ll in (1, 33, 64):
         q, k, v = (torch.randn(1, 2, ll, 16) for _ in range(3))
         want = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=torch.full((1, 1), -1.5))

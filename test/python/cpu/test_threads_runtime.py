@@ -7,7 +7,6 @@ with right results, in a process with another."""
 
 import json
 import os
-import re
 import subprocess
 import sys
 import textwrap
@@ -229,6 +228,8 @@ def _lit_inputs():
     without it (not the GEN checks: generated code), without."""
     out = []
     for path in sorted(BACKENDS.glob("kiln-cpu-library*.mlir")):
+        if path.stem.endswith("-invalid"):  # its inputs fail by design
+            continue
         text = path.read_text()
         flags = text.splitlines()[0].split("%s", 1)[1].split("|", 1)[0].split()
         out.append(pytest.param(path, flags, "1", id=f"{path.stem}-native"))
@@ -241,9 +242,7 @@ def _opt(path, flags, out, monkeypatch, **env) -> str:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert kiln_opt.main([str(path), *flags, "-o", str(out)]) == 0
-    # convert-kiln-to-linalg numbers the attention tags it leaves (and a
-    # masked chain's kiln.attention_mask) per process
-    return re.sub(r"\b(id|kiln\.attention_mask) = \d+ : i64", r"\1 = ? : i64", out.read_text())
+    return out.read_text()
 
 
 @pytest.mark.parametrize("path, flags, native", _lit_inputs())

@@ -1,35 +1,37 @@
-// RUN: kiln-opt %s --split-input-file --convert-kiln-to-linalg --kiln-cpu-prepare --kiln-cpu-vectorize --kiln-cpu-bufferize --kiln-cpu-library | FileCheck %s
-// RUN: env KILN_NATIVE=0 kiln-opt %s --split-input-file --convert-kiln-to-linalg --kiln-cpu-prepare --kiln-cpu-vectorize --kiln-cpu-bufferize --kiln-cpu-library | FileCheck %s --check-prefix=BLAS
+// RUN: kiln-opt %s --split-input-file --kiln-select-kernels --convert-kiln-to-linalg --kiln-cpu-prepare --kiln-cpu-vectorize --kiln-cpu-bufferize --kiln-cpu-library-calls --kiln-cpu-library | FileCheck %s
+// RUN: env KILN_NATIVE=0 kiln-opt %s --split-input-file --kiln-select-kernels --convert-kiln-to-linalg --kiln-cpu-prepare --kiln-cpu-vectorize --kiln-cpu-bufferize --kiln-cpu-library-calls --kiln-cpu-library | FileCheck %s --check-prefix=BLAS
 
-// An unmasked causal attention: its lowered chain (q k^T, scale and mask,
-// softmax, p v) becomes one kiln_attention_gqa call with the heads flattened
+// Attention chosen on kiln IR for the native flash attention
+// (native.attention, native.attention_masked, native.packed_attention: the
+// kiln.impl kiln-select-kernels sets) is one call of a helper generated from
+// the entry's signature; no scores buffer, no chain.  Without the native
+// runtime nothing is chosen: the generated chain, its two contractions
+// sgemm calls (BLAS).
+//
+// An unmasked causal attention: kiln_attention_gqa with the heads flattened
 // (B * 2), a k / v head per q head (group 1), L and S from q and k, the
-// static head dims, the scale 1/sqrt(8)
-// and causal = 1; the scores buffer, its passes and the zero fill of the
-// output are gone.  Without the native runtime the chain stays and its two
-// contractions become sgemm calls.
+// static head dims, the scale 1/sqrt(8) and causal = 1.
 
 "kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 8 : i64} : () -> ()
 "kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 64 : i64} : () -> ()
 // CHECK: func.func private @kiln_attention_gqa(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i32) -> i32
-// CHECK-LABEL: func.func private @kiln_attention_0(
+// CHECK-LABEL: func.func private @kiln_attention_gqa_0(
 // CHECK-SAME: %[[Q:.*]]: memref<?x2x?x8xf32>, %[[K:.*]]: memref<?x2x?x8xf32>, %[[V:.*]]: memref<?x2x?x6xf32>, %[[O:.*]]: memref<?x2x?x6xf32>)
 // CHECK: %[[B:.*]] = memref.dim %[[O]], %c0
 // CHECK: %[[BH:.*]] = arith.muli %{{.*}}, %[[B]] : index
-// CHECK: %[[H:.*]] = memref.dim %[[O]], %c1
-// CHECK: %[[HEADS:.*]] = arith.muli %[[BH]], %[[H]] : index
+// CHECK: %[[HEADS:.*]] = arith.muli %[[BH]], %c2 : index
 // CHECK: %[[L:.*]] = memref.dim %[[Q]], %c2
 // CHECK: %[[S:.*]] = memref.dim %[[K]], %c2
-// CHECK: %[[D:.*]] = arith.constant 8 : i64
-// CHECK: %[[DV:.*]] = arith.constant 6 : i64
+// CHECK: %[[D:.*]] = arith.muli %{{.*}}, %c8 : index
+// CHECK: %[[DV:.*]] = arith.muli %{{.*}}, %c6 : index
 // CHECK: %[[SCALE:.*]] = arith.constant 0.353553385 : f32
 // CHECK: %[[CAUSAL:.*]] = arith.constant 1 : i32
 // CHECK: %[[THR:.*]] = call @kiln_pool_threads() : () -> i32
-// CHECK: call @kiln_attention_gqa(%{{.*}}, %c1_i64, %{{.*}}, %{{.*}}, %[[D]], %[[DV]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SCALE]], %[[CAUSAL]], %[[THR]])
+// CHECK: call @kiln_attention_gqa(%{{.*}}, %c1_i64, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SCALE]], %[[CAUSAL]], %[[THR]])
 // CHECK-LABEL: func.func @main(
 // CHECK-NOT: linalg.generic
 // CHECK-NOT: memref.alloc
-// CHECK: call @kiln_attention_0(%arg0, %arg1, %arg2, %arg3)
+// CHECK: call @kiln_attention_gqa_0(%arg0, %arg1, %arg2, %arg3)
 // CHECK-NEXT: return
 
 // BLAS-NOT: kiln_attention
@@ -47,14 +49,13 @@ func.func @main(%q: !kiln.tensor<["B", 2, "L", 8], f32>, %k: !kiln.tensor<["B", 
 // (base plus offset, bytes: i1 is one) and kind 2, the innermost batch
 // dim's size H = 4, and the mask's strides per loop read at run time: b0
 // from the mask's dim 0, b1 and l 0 (broadcast), s from dim 3.  Without the
-// native runtime the chain stays (k / v read through `h floordiv 2`).
+// native runtime the chain stays (k / v repeated to q's heads for sgemm).
 "kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 8 : i64} : () -> ()
 "kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 64 : i64} : () -> ()
 "kiln.symbol"() {sym_name = "S", min = 1 : i64, max = 64 : i64} : () -> ()
 // CHECK: func.func private @kiln_attention_masked(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32, i64, i32, i64, i64, i64, i64, i64, i32) -> i32
-// CHECK-LABEL: func.func private @kiln_attention_0(
-// CHECK-SAME: %{{.*}}: memref<?x4x?x8xf32>, %{{.*}}: memref<?x2x?x8xf32>, %{{.*}}: memref<?x2x?x8xf32>, %{{.*}}: memref<?x4x?x8xf32>, %[[M:[a-z0-9]+]]: memref<?x1x1x?xi1>)
-// CHECK: %[[H:.*]] = memref.dim %{{.*}}, %c1
+// CHECK-LABEL: func.func private @kiln_attention_masked_0(
+// CHECK-SAME: %{{.*}}: memref<?x4x?x8xf32>, %{{.*}}: memref<?x2x?x8xf32>, %{{.*}}: memref<?x2x?x8xf32>, %[[M:[a-z0-9]+]]: memref<?x1x1x?xi1>, %{{.*}}: memref<?x4x?x8xf32>)
 // CHECK: %[[GROUP:.*]] = arith.constant 2 : i64
 // CHECK: %{{.*}}, %[[OFF:.*]], %{{.*}}:4, %[[STR:.*]]:4 = memref.extract_strided_metadata %[[M]]
 // CHECK: %[[E:.*]] = arith.index_cast %[[OFF]] : index to i64
@@ -62,14 +63,16 @@ func.func @main(%q: !kiln.tensor<["B", 2, "L", 8], f32>, %k: !kiln.tensor<["B", 
 // CHECK: %[[X:.*]] = arith.muli %[[E]], %[[ESZ]] : i64
 // CHECK: %[[PM:.*]] = arith.addi %{{.*}}, %[[X]] : i64
 // CHECK: %[[KIND:.*]] = arith.constant 2 : i32
-// CHECK: %[[Z:.*]] = arith.constant 0 : i64
+// CHECK: %[[HM:.*]] = arith.muli %{{.*}}, %c4{{.*}} : index
+// CHECK: %[[HIN:.*]] = arith.index_cast %[[HM]] : index to i64
 // CHECK: %[[OUTER:.*]] = arith.index_cast %[[STR]]#0 : index to i64
+// CHECK: %[[Z1:.*]] = arith.constant 0 : i64
+// CHECK: %[[Z2:.*]] = arith.constant 0 : i64
 // CHECK: %[[COL:.*]] = arith.index_cast %[[STR]]#3 : index to i64
-// CHECK: %[[HIN:.*]] = arith.index_cast %[[H]] : index to i64
-// CHECK: call @kiln_attention_masked(%{{.*}}, %[[GROUP]], {{.*}}, %[[PM]], %[[KIND]], %[[HIN]], %[[OUTER]], %[[Z]], %[[Z]], %[[COL]], %{{.*}})
+// CHECK: call @kiln_attention_masked(%{{.*}}, %[[GROUP]], {{.*}}, %[[PM]], %[[KIND]], %[[HIN]], %[[OUTER]], %[[Z1]], %[[Z2]], %[[COL]], %{{.*}})
 // CHECK-LABEL: func.func @padding(
 // CHECK-NOT: linalg.generic
-// CHECK: call @kiln_attention_0(%arg0, %arg1, %arg2, %{{.*}}, %arg3)
+// CHECK: call @kiln_attention_masked_0(%arg0, %arg1, %arg2, %arg3, %arg4)
 // CHECK-NEXT: return
 
 // BLAS: floordiv 2
@@ -88,20 +91,21 @@ func.func @padding(%q: !kiln.tensor<["B", 4, "L", 8], f32>, %k: !kiln.tensor<["B
 // batch dim's size, outer and inner 0 (the mask broadcasts over both), rows
 // and keys from the mask's dims 0 and 1.
 "kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 64 : i64} : () -> ()
-// CHECK-LABEL: func.func private @kiln_attention_0(
-// CHECK-SAME: %[[M:[a-z0-9]+]]: memref<?x?xf32>)
+// CHECK-LABEL: func.func private @kiln_attention_masked_0(
+// CHECK-SAME: %[[M:[a-z0-9]+]]: memref<?x?xf32>, %{{.*}}: memref<3x?x8xf32>)
 // CHECK: %{{.*}}, %[[OFF:.*]], %{{.*}}:2, %[[STR:.*]]:2 = memref.extract_strided_metadata %[[M]]
 // CHECK: %[[E:.*]] = arith.index_cast %[[OFF]] : index to i64
 // CHECK: %[[ESZ:.*]] = arith.constant 4 : i64
 // CHECK: arith.muli %[[E]], %[[ESZ]] : i64
 // CHECK: %[[KIND:.*]] = arith.constant 1 : i32
-// CHECK: %[[Z:.*]] = arith.constant 0 : i64
+// CHECK: %[[Z1:.*]] = arith.constant 0 : i64
+// CHECK: %[[Z2:.*]] = arith.constant 0 : i64
 // CHECK: %[[ROW:.*]] = arith.index_cast %[[STR]]#0 : index to i64
 // CHECK: %[[COL:.*]] = arith.index_cast %[[STR]]#1 : index to i64
-// CHECK: call @kiln_attention_masked({{.*}}, %[[KIND]], %{{.*}}, %[[Z]], %[[Z]], %[[ROW]], %[[COL]], %{{.*}})
+// CHECK: call @kiln_attention_masked({{.*}}, %[[KIND]], %{{.*}}, %[[Z1]], %[[Z2]], %[[ROW]], %[[COL]], %{{.*}})
 // CHECK-LABEL: func.func @additive(
 // CHECK-NOT: linalg.generic
-// CHECK: call @kiln_attention_0(%arg0, %arg1, %arg1, %{{.*}}, %arg2)
+// CHECK: call @kiln_attention_masked_0(%arg0, %arg1, %arg1, %arg2, %{{.*}})
 func.func @additive(%q: !kiln.tensor<[3, "L", 8], f32>, %k: !kiln.tensor<[3, "L", 8], f32>, %mask: !kiln.tensor<["L", "L"], f32>) -> !kiln.tensor<[3, "L", 8], f32> {
   %a = "kiln.attention"(%q, %k, %k, %mask) {causal = true, operandSegmentSizes = array<i32: 1, 1, 1, 1>} : (!kiln.tensor<[3, "L", 8], f32>, !kiln.tensor<[3, "L", 8], f32>, !kiln.tensor<[3, "L", 8], f32>, !kiln.tensor<["L", "L"], f32>) -> !kiln.tensor<[3, "L", 8], f32>
   return %a : !kiln.tensor<[3, "L", 8], f32>
@@ -109,7 +113,7 @@ func.func @additive(%q: !kiln.tensor<[3, "L", 8], f32>, %k: !kiln.tensor<[3, "L"
 
 // -----
 
-// Not matched: k and v broadcast over q's batch dim (with or without a
+// Not chosen: k and v broadcast over q's batch dim (with or without a
 // mask), and a mask over three batch dims; all keep the generated chain
 // (its contractions go to the library).
 "kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 64 : i64} : () -> ()
@@ -126,28 +130,27 @@ func.func @not_matched(%q: !kiln.tensor<[3, "L", 8], f32>, %k: !kiln.tensor<[1, 
 
 // -----
 
-// kiln.packed_attention: the chain reads q, k and v from the projection
-// viewed as [B, L, 3, 2, 8] (parts 0, 1, 2 of dim 2) and writes head h's
-// output at column h * 8 + e; with the native runtime it is one
-// kiln_attention_packed call on that view (batch B, H = 2, L, D = 8) and
-// the output, nothing copied.  Without it the chain stays, reading the
-// heads through its maps.
+// kiln.packed_attention: one kiln_attention_packed call on the projection
+// [B, L, 48] itself (batch B, H = 2, L, D = 8) and the output, which reads
+// and writes the heads where they lie.  Without the native runtime the
+// generated chain reads q, k and v from the projection viewed as [B, L, 3,
+// 2, 8] and writes head h's output at column h * 8 + e, through its maps.
 "kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 8 : i64} : () -> ()
 "kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 64 : i64} : () -> ()
 // CHECK: func.func private @kiln_attention_packed(i64, i64, i64, i64, i64, i64, f32, i32, i32) -> i32
-// CHECK-LABEL: func.func private @kiln_attention_0(
-// CHECK-SAME: %[[X:.*]]: memref<?x?x3x2x8xf32>, %[[O:.*]]: memref<?x?x16xf32>)
-// CHECK: %[[B:.*]] = memref.dim %[[X]], %c0
-// CHECK: %[[L:.*]] = memref.dim %[[X]], %c1
+// CHECK-LABEL: func.func private @kiln_attention_packed_0(
+// CHECK-SAME: %[[X:.*]]: memref<?x?x48xf32>, %[[O:.*]]: memref<?x?x16xf32>)
+// CHECK: %[[B:.*]] = memref.dim %[[O]], %c0
 // CHECK: %[[H:.*]] = arith.constant 2 : i64
+// CHECK: %[[L:.*]] = memref.dim %[[O]], %c1
 // CHECK: %[[D:.*]] = arith.constant 8 : i64
 // CHECK: %[[SCALE:.*]] = arith.constant 0.353553385 : f32
+// CHECK: %[[CAUSAL:.*]] = arith.constant 1 : i32
 // CHECK: %[[THR:.*]] = call @kiln_pool_threads() : () -> i32
-// CHECK: call @kiln_attention_packed(%{{.*}}, %[[H]], %{{.*}}, %[[D]], %{{.*}}, %{{.*}}, %[[SCALE]], %{{.*}}, %[[THR]])
+// CHECK: call @kiln_attention_packed(%{{.*}}, %[[H]], %{{.*}}, %[[D]], %{{.*}}, %{{.*}}, %[[SCALE]], %[[CAUSAL]], %[[THR]])
 // CHECK-LABEL: func.func @packed(
 // CHECK-NOT: linalg.generic
-// CHECK: %[[V:.*]] = memref.reshape %arg0
-// CHECK: call @kiln_attention_0(%[[V]], %arg1)
+// CHECK: call @kiln_attention_packed_0(%arg0, %arg1)
 // CHECK-NOT: linalg.generic
 
 // BLAS-DAG: #[[Q:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d2, 0, d1, d4)>
