@@ -20,7 +20,7 @@ be fused with its neighbours (kernel classes on the Triton path, which take
 prologues and epilogues, are chosen by the registry per kernel instead).
 
 kiln's own CPU library kernels (:mod:`kiln.backends.cpu.library_kernels`:
-native layer norm, RMS norm, max pool) are registry entries too.  With
+native layer norm, RMS norm, max pool, attention) are registry entries too.  With
 ``builtin=1`` (what ``kiln.compile`` asks for before partitioning), an op
 no user kernel took gets the first of its library entries that fits --
 its dtype, and the entry's own ``why`` (which also says *why* it fits) --

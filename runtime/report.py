@@ -280,5 +280,7 @@ def format_report(report) -> str:
         timing = f"  {t['mean_s'] * 1e6:.1f} us/call" if t else ""
         split = f"  (split along {k['split']})" if k.get("split") else ""
         prec = f"  [{k['precision']}]" if k.get("precision") else ""
-        lines.append(f"  {k['name']:<16} {k['kind']:<9} {' + '.join(k['ops'])}{prec}{split}{timing}")
+        # The library kernels kiln-select-kernels chose for its ops (native.attention), or a user kernel.
+        impl = f"  ({k['impl']})" if k.get("impl") not in (None, k["kind"]) else ""
+        lines.append(f"  {k['name']:<16} {k['kind']:<9} {' + '.join(k['ops'])}{impl}{prec}{split}{timing}")
     return "\n".join(lines)

@@ -1,28 +1,33 @@
 """Library kernels called from the kiln level: their entries, and the call's marshalling.
 
 A :class:`LibraryCall` is a registry entry's implementation on the CPU: a
-native C function (kiln_dispatch.c) and its signature, written as a list of
-:class:`Arg` (a pointer to an operand, a product of an operand's dims, a
-constant computed from the op's attributes, the pool's thread count).
+native C function (``runtime/native/``) and its signature, written as a
+list of :class:`Arg` (a pointer to an operand, its address and strides as it
+lies, a product of an operand's dims, a constant computed from the op's
+attributes and shapes, the pool's thread count).
 ``kiln-select-kernels`` chooses it for a kiln op (the op gets ``kiln.impl``,
 the entry's name, and ``kiln.why``); ``convert-kiln-to-linalg`` lowers the
 chosen op to one *destination-passing placeholder*: a ``linalg.generic``
 whose ``library_call`` names the entry, whose operands are the op's
 (``kiln.call_args`` names them, ``kiln.call_attrs`` holds the op's
-attributes) and whose payload only yields its output.  It is there so that
-one-shot bufferization places the call's output like any other op's
-(straight into the kernel's result buffer); nothing reads its payload.
+attributes) and whose payload is never run.  It is there so that one-shot
+bufferization places the call's output like any other op's (straight into
+the kernel's result buffer) and keeps its inputs intact until it runs (the
+payload uses every input for that: an unused block argument counts as an
+operand not read).
 After bufferization :func:`lower_library_calls` (``kiln-cpu-library-calls``)
 replaces each placeholder with a call of a helper generated from the
 entry's signature: no structure is recognised, the choice was made on kiln
 IR.  (IREE's ukernel ops play the same part; upstream linalg's
 ``library_call`` attribute names the function to call instead of the loops.)
 
-Operands the C function reads as dense rows (every pointer argument) are
+Operands the C function reads as dense rows (every :func:`pointer` argument) are
 copied into a contiguous buffer first when bufferization gave them a
 strided layout (a slice, a transpose view), and a strided output is written
 through a contiguous buffer copied back: the entry is correct for any
-layout, and free for the usual one.
+layout, and free for the usual one.  (The copies are ``linalg.copy``, which
+lowers to loops: ``memref.copy`` of a strided view calls the ``memrefCopy``
+runtime function, which the wheel's ExecutionEngine lacks.)
 """
 
 from __future__ import annotations
@@ -189,7 +194,7 @@ class LibraryCall:
             if n in outputs:
                 copies_back.append((n, t, flat))
             else:
-                add(f"  memref.copy %{n}, %{n}_dense : {t} to {flat}")
+                add(f"  linalg.copy ins(%{n} : {t}) outs(%{n}_dense : {flat})")
             dense[n] = (f"{n}_dense", flat)
             copies.append((n, flat))
         metadata = set()
@@ -243,7 +248,7 @@ class LibraryCall:
         else:
             add(f"  func.call @{self.symbol}({', '.join(values)}) : ({types}) -> ()")
         for n, t, flat in copies_back:
-            add(f"  memref.copy %{n}_dense, %{n} : {flat} to {t}")
+            add(f"  linalg.copy ins(%{n}_dense : {flat}) outs(%{n} : {t})")
         for n, flat in copies:
             add(f"  memref.dealloc %{n}_dense : {flat}")
         add("  return")

@@ -19,6 +19,16 @@ nothing is recognised after lowering.
   over the pool (ResNet-50's 3x3 stride-2 pool over 64 x 112 x 112: the
   generated padding copy and window took 0.62 ms).  Stride 1 and
   ``ceil_mode`` keep the generated code (not measured faster natively).
+- ``native.attention`` (``kiln_attention_gqa``, ``kiln_attention.c``): flash
+  attention over f32 q / k / v of one rank with the same batch dims (k / v
+  heads read in place under grouped-query attention), head dims static up to
+  :data:`MAX_HEAD_DIM`: no ``[.., L, S]`` scores buffer.
+- ``native.attention_masked`` (``kiln_attention_masked``): the same with an
+  f32 (added) or bool (kept where set) mask over at most two batch dims,
+  read where it lies through its strides (0 where it broadcasts).
+- ``native.packed_attention`` (``kiln_attention_packed``): a
+  ``kiln.packed_attention``'s heads read from the ``[.., L, 3 * H * D]``
+  projection and written at column ``h * D`` of the output, in place.
 """
 
 from __future__ import annotations

@@ -92,6 +92,10 @@ def test_compiled_attention_is_one_native_call_and_matches_torch(causal, scale):
     if not kiln.backends.cpu.library.native_enabled():
         pytest.skip("KILN_NATIVE=0")
     assert model.ir["llvm"].count(f"call @{ATTENTION.symbol}(") == 1
+    # The choice was made on kiln IR, and the report names it.
+    assert 'kiln.impl = "native.attention"' in model.ir["partitioned"]
+    assert [k["impl"] for k in model.report()["kernels"]] == ["native.attention"]
+    assert "(native.attention)" in kiln.format_report(model.report())
     for bb, ll in ((1, 1), (3, 45), (8, 300)):
         q, k, v = (torch.randn(bb, 4, ll, 32) for _ in range(3))
         with torch.no_grad():
