@@ -50,6 +50,7 @@ __all__ = [
     "LibraryCall",
     "Site",
     "address",
+    "array",
     "f32",
     "i32",
     "i64",
@@ -85,9 +86,10 @@ class Site:
 class Arg:
     """One argument of a library entry point's C signature (see :func:`pointer`, :func:`size`, ...)."""
 
-    kind: str  # "pointer", "address", "stride", "size", "i64", "i32", "f32", "threads"
+    kind: str  # "pointer", "address", "stride", "size", "array", "i64", "i32", "f32", "threads"
     operand: str | None = None
-    #: size: ``fn(site)`` -> the dims whose product it is; stride: ``fn(site)`` -> the dim (None: 0).
+    #: size: ``fn(site)`` -> the dims whose product it is; stride: ``fn(site)`` -> the dim (None: 0);
+    #: array: ``fn(site)`` -> ``(operand, dims)`` per element.
     dims: Callable[[Site], Any] | None = None
     value: Callable[[Site], Any] | None = None  # i64 / i32 / f32: ``fn(site)``
 
@@ -118,6 +120,13 @@ def stride(operand: str, dim: Callable[[Site], int | None]) -> Arg:
 def size(operand: str, dims: Sequence[int] | Callable[[Site], Sequence[int]]) -> Arg:
     """The product of ``operand``'s ``dims`` (a list, or ``fn(site)``) as an i64."""
     return Arg("size", operand, dims=dims if callable(dims) else (lambda site, d=tuple(dims): d))
+
+
+def array(items: Callable[[Site], Sequence[tuple[str, Sequence[int]]]]) -> Arg:
+    """The address of an i64 array on the helper's stack: for each
+    ``(operand, dims)`` of ``items(site)``, the product of those dims of that
+    operand (sizes and dense strides read at run time)."""
+    return Arg("array", dims=items)
 
 
 def i64(value: Callable[[Site], int]) -> Arg:
@@ -222,20 +231,19 @@ class LibraryCall:
                     add(f"  %a{j} = arith.constant 0 : i64" if k is None else
                         f"  %a{j} = arith.index_cast %{name}_st#{k} : index to i64")
             elif a.kind == "size":
-                name, t = dense[a.operand]
-                mt = ir.MemRefType(t)
-                add(f"  %a{j}_0 = arith.constant 1 : index")
-                acc = f"%a{j}_0"
-                for k in a.dims(site):
-                    d = mt.shape[k]
-                    if ir.ShapedType.is_dynamic_size(d):
-                        add(f"  %a{j}_c{k} = arith.constant {k} : index")
-                        add(f"  %a{j}_d{k} = memref.dim %{name}, %a{j}_c{k} : {t}")
-                    else:
-                        add(f"  %a{j}_d{k} = arith.constant {d} : index")
-                    add(f"  %a{j}_m{k} = arith.muli {acc}, %a{j}_d{k} : index")
-                    acc = f"%a{j}_m{k}"
-                add(f"  %a{j} = arith.index_cast {acc} : index to i64")
+                add(f"  %a{j} = arith.index_cast {_product(add, f'a{j}', *dense[a.operand], a.dims(site))} "
+                    ": index to i64")
+            elif a.kind == "array":
+                items = list(a.dims(site))
+                buf = f"memref<{len(items)}xi64>"
+                add(f"  %a{j}_buf = memref.alloca() : {buf}")
+                for i, (operand, dims) in enumerate(items):
+                    v = _product(add, f"a{j}_{i}", *dense[operand], dims)
+                    add(f"  %a{j}_{i}_v = arith.index_cast {v} : index to i64")
+                    add(f"  %a{j}_{i}_at = arith.constant {i} : index")
+                    add(f"  memref.store %a{j}_{i}_v, %a{j}_buf[%a{j}_{i}_at] : {buf}")
+                add_pointer(add, f"a{j}", buf, arg=f"a{j}_buf")
+                values[-1] = f"%pa{j}"
             elif a.kind in ("i64", "i32"):
                 add(f"  %a{j} = arith.constant {int(a.value(site))} : {a.kind}")
             elif a.kind == "f32":
@@ -254,6 +262,24 @@ class LibraryCall:
         add("  return")
         add("}")
         return "\n".join(lines)
+
+
+def _product(add, tag: str, name: str, t, dims) -> str:
+    """Emit the product of memref ``%name``'s ``dims`` (an index value; 1 for
+    none) under SSA names starting ``%<tag>``; its name."""
+    mt = ir.MemRefType(t)
+    add(f"  %{tag}_0 = arith.constant 1 : index")
+    acc = f"%{tag}_0"
+    for k in dims:
+        d = mt.shape[k]
+        if ir.ShapedType.is_dynamic_size(d):
+            add(f"  %{tag}_c{k} = arith.constant {k} : index")
+            add(f"  %{tag}_d{k} = memref.dim %{name}, %{tag}_c{k} : {t}")
+        else:
+            add(f"  %{tag}_d{k} = arith.constant {d} : index")
+        add(f"  %{tag}_m{k} = arith.muli {acc}, %{tag}_d{k} : index")
+        acc = f"%{tag}_m{k}"
+    return acc
 
 
 def _strided_metadata(add, name: str, t, done: set) -> None:

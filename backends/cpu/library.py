@@ -28,11 +28,10 @@ B packed once into a slot), a constant A times activations
 (``kiln_sgemm_wa``, A packed once, all of the batch in one call on the
 native pool), and convolutions (``kiln_conv2d``, see :mod:`.conv`: the
 im2col copy, the zero padding, the bias init and a residual/ReLU epilogue
-are folded into the call), and a transpose that keeps its innermost dim
-one ``kiln_permute`` call (:mod:`.permute`: a permuting copy on the native
-pool).  (Attention, layer / RMS norm and strided max pools are no longer
-recognised here: kiln-select-kernels chooses their native kernels on kiln
-IR, :mod:`.library_kernels`, and kiln-cpu-library-calls calls them.)  The products left to
+are folded into the call).  (Attention, layer / RMS norm, strided max
+pools and transposes are no longer recognised here: kiln-select-kernels
+chooses their native kernels on kiln IR, :mod:`.library_kernels`, and
+kiln-cpu-library-calls calls them.)  The products left to
 OpenBLAS run as single-threaded slabs on the native pool
 (``kiln_sgemm_par``), not on OpenBLAS's own threads.  A bias add, a
 ReLU / exact GELU and a residual add rewriting a product's output right
@@ -765,7 +764,4 @@ class CpuLibrary(Pass):
 
     def run(self, module) -> None:
         if self.option("enabled") and enabled():
-            from .permute import rewrite_permutes
-
             rewrite_contractions(module)
-            rewrite_permutes(module)

@@ -26,6 +26,11 @@ nothing is recognised after lowering.
 - ``native.attention_masked`` (``kiln_attention_masked``): the same with an
   f32 (added) or bool (kept where set) mask over at most two batch dims,
   read where it lies through its strides (0 where it broadcasts).
+- ``native.permute`` (``kiln_permute``): a transpose that keeps the
+  innermost dim, as runs of it copied on the native pool (the generated copy
+  runs on one thread, and its kernel can be split only along an output's
+  leading symbol: the transformer block's stacked q/k/v transpose ``[B, L,
+  3, H, D] -> [3, B, H, L, D]`` was not); f32 / i32.
 - ``native.packed_attention`` (``kiln_attention_packed``): a
   ``kiln.packed_attention``'s heads read from the ``[.., L, 3 * H * D]``
   projection and written at column ``h * D`` of the output, in place.
@@ -35,7 +40,7 @@ from __future__ import annotations
 
 import math
 
-from .calls import LibraryCall, Site, address, f32, i32, i64, pointer, register, size, stride, threads
+from .calls import LibraryCall, Site, address, array, f32, i32, i64, pointer, register, size, stride, threads
 
 __all__ = [
     "ATTENTION",
@@ -44,6 +49,7 @@ __all__ = [
     "MAX_HEAD_DIM",
     "MAX_POOL",
     "PACKED_ATTENTION",
+    "PERMUTE",
     "RMS_NORM",
     "register_builtins",
 ]
@@ -213,6 +219,31 @@ PACKED_ATTENTION = LibraryCall(
     why=_why_packed, returns="i32")
 
 
+#: The largest rank kiln_permute takes (its PERMUTE_MAX_RANK).
+PERMUTE_MAX_RANK = 8
+
+
+def _why_permute(op) -> str | None:
+    perm = list(op.opview.decoded_attrs()["perm"])
+    rank = len(perm)
+    if not 2 <= rank <= PERMUTE_MAX_RANK or perm[-1] != rank - 1 or perm == list(range(rank)):
+        return None  # the innermost dim moves (no runs to copy), or nothing moves
+    return f"the innermost dim stays (runs of it copied, rows over the pool): perm {perm}"
+
+
+def _permute_meta(site: Site) -> list:
+    """kiln_permute's array: the output's sizes, then per output dim the
+    input's (dense) element stride along it."""
+    perm, rank = list(site.attrs["perm"]), site.rank("res")
+    return [("res", [j]) for j in range(rank)] + [("x", range(perm[j] + 1, rank)) for j in range(rank)]
+
+
+PERMUTE = LibraryCall(
+    "native.permute", "kiln_permute",
+    (i64(lambda s: s.rank("res")), array(_permute_meta), pointer("x"), pointer("res"), i64(lambda s: 4), threads()),
+    why=_why_permute)
+
+
 def register_builtins(registry) -> None:
     """Register kiln's CPU library kernels in ``registry`` (its ``load_builtins`` calls this)."""
     register("kiln.layer_norm", LAYER_NORM, registry)
@@ -221,3 +252,4 @@ def register_builtins(registry) -> None:
     register("kiln.attention", ATTENTION, registry)
     register("kiln.attention", ATTENTION_MASKED, registry)
     register("kiln.packed_attention", PACKED_ATTENTION, registry)
+    register("kiln.transpose", PERMUTE, registry, dtypes=("f32", "i32"))

@@ -293,7 +293,6 @@ CPU_CIRCLE = {
     "kiln.backends.cpu.gemm_epilogue",
     "kiln.backends.cpu.gemm_text",
     "kiln.backends.cpu.library",
-    "kiln.backends.cpu.permute",
 }
 
 

@@ -9,7 +9,7 @@ import torch
 from torch.export import Dim
 
 import kiln
-from kiln.backends.cpu import permute
+from kiln.backends.cpu.library_kernels import PERMUTE
 from kiln.runtime import native
 
 pytestmark = pytest.mark.native  # fails, not skips, without the library (conftest.py)
@@ -70,7 +70,7 @@ def test_compiled_transposes_match_torch(perm, native_call):
     b, s = Dim("B", min=1, max=16), Dim("L", min=1, max=512)
     model = kiln.compile(_Transpose(perm), (torch.randn(2, 8, 3, 4, 64),), dynamic_shapes=({0: b, 1: s},),
                          keep_ir=True)
-    assert (permute.NATIVE_PERMUTE in model.ir["llvm"]) == native_call
+    assert (PERMUTE.symbol in model.ir["llvm"]) == native_call
     for batch, length in ((1, 1), (3, 77), (16, 512)):
         x = torch.randn(batch, length, 3, 4, 64)
         np.testing.assert_array_equal(model(x).numpy(), (x.permute(*perm) * 2.0).numpy())
