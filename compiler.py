@@ -3,8 +3,10 @@
 The stages, each a registered pass (so ``kiln-opt --pass-pipeline`` and
 ``kiln-compile --stop-after=<stage>`` reproduce any of them from a file)::
 
-    kiln-infer-shapes → convert-kiln-to-linalg → kiln-cpu-prepare →
-    kiln-cpu-vectorize → kiln-cpu-bufferize → kiln-cpu-to-llvm → ExecutionEngine
+    graph passes → kiln-select-kernels → kiln-partition → kiln-infer-shapes →
+    convert-kiln-to-linalg → kiln-cpu-prepare → kiln-cpu-vectorize →
+    kiln-cpu-bufferize → kiln-cpu-library-calls → kiln-cpu-library →
+    kiln-cpu-lowp-gemm → kiln-cpu-to-llvm → ExecutionEngine
 
 One compilation serves every shape in the symbols' ranges: dims stay
 dynamic down to the machine code, and the runtime binds them per call.

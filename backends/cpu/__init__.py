@@ -1,8 +1,10 @@
 """The CPU backend: linalg on tensors → vectorized, bufferized LLVM code in an ExecutionEngine.
 
 Stages (registered passes, see :mod:`.pipeline`): ``kiln-cpu-prepare``,
-``kiln-cpu-vectorize``, ``kiln-cpu-bufferize``, ``kiln-cpu-to-llvm``, and
-``kiln-cpu-lower`` for all of them.  :mod:`.jit` turns the result into
+``kiln-cpu-vectorize``, ``kiln-cpu-bufferize``, ``kiln-cpu-library-calls``
+(the library kernels chosen on kiln IR, :mod:`.library_kernels`),
+``kiln-cpu-library``, ``kiln-cpu-to-llvm``, and ``kiln-cpu-lower`` for all of
+them.  :mod:`.jit` turns the result into
 :class:`~kiln.backends.kernel.Kernel` objects.
 """
 

@@ -18,11 +18,15 @@ Each stage is a registered kiln pass, so ``kiln-opt --pass-pipeline`` and
    they read (:func:`epilogues_in_place`), then one-shot bufferization
    with identity layouts at function boundaries and the buffer
    deallocation pipeline (internal buffers are freed before returning).
-4. ``kiln-cpu-to-llvm``: loops → cf → LLVM dialect (math through libm where
+4. ``kiln-cpu-library-calls``: the library kernels kiln-select-kernels
+   chose on kiln IR (their placeholders) become native calls
+   (:mod:`.calls`); then ``kiln-cpu-library`` gives products and
+   convolutions to OpenBLAS / the native GEMMs.
+5. ``kiln-cpu-to-llvm``: loops → cf → LLVM dialect (math through libm where
    LLVM has no intrinsic; bf16 rounding as integer ops, which needs no
-   runtime library).
+   runtime library); a placeholder left over is an error.
 
-``kiln-cpu-lower`` runs all four.
+``kiln-cpu-lower`` runs them all.
 """
 
 from __future__ import annotations

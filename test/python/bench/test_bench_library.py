@@ -81,13 +81,13 @@ def test_transformer_block_batched_transposed_gemms_match_torch():
     # The four linear layers run as sgemm; the heads' attention (packed:
     # read from the QKV projection in place) inside the native attention, or
     # without it as generated loops.
-    from kiln.backends.cpu.attention import NATIVE_PACKED
+    from kiln.backends.cpu.library_kernels import PACKED_ATTENTION
 
     module, args, dyn = transformer_block()
     model = kiln.compile(module, args, dynamic_shapes=dyn, keep_ir=True)
     llvm = model.ir["llvm"]
     if library.native_enabled():
-        assert llvm.count(f"call @{NATIVE_PACKED}(") == 1 and llvm.count(f"call @{library.SGEMM_PAR}(") >= 4
+        assert llvm.count(f"call @{PACKED_ATTENTION.symbol}(") == 1 and llvm.count(f"call @{library.SGEMM_PAR}(") >= 4
     else:
         assert llvm.count(f"call @{library.SGEMM}(") >= 4
     for b, seq in [(1, 1), (2, 7), (3, 40)]:

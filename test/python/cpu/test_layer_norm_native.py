@@ -1,4 +1,4 @@
-"""Layer norm as one native call (kiln_layer_norm, backends/cpu/norm.py),
+"""Layer norm as one native call (kiln_layer_norm, kiln/backends/cpu/library_kernels.py, chosen on kiln IR),
 against torch: with and without weight and bias, a row length with whole
 vectors, a vector tail and a scalar tail, norms over two dims, rows on one
 thread and over the pool, at each symbol's min, a middle and a large value."""
