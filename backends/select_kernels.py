@@ -42,8 +42,9 @@ Statistics: ``user decompositions``, ``user kernels`` (ops rewritten),
 from __future__ import annotations
 
 from .._mlir import ir
-from ..conversions.kiln_to_linalg.library_call import IMPL_ATTR, WHY_ATTR, op_attributes
+from ..conversions.kiln_to_linalg.library_call import op_attributes
 from ..pipelines.registry import Option, Pass, register_pass
+from ..transforms._graph import IMPL_ATTR, WHY_ATTR
 
 __all__ = ["SelectKernels", "library_entries", "select_kernels", "select_user_kernels", "user_entries"]
 

@@ -175,7 +175,7 @@ class LibraryCall:
         by name, in order; None for an absent optional one; ``outputs`` the
         names of those it writes) that computes this entry's arguments and
         calls it."""
-        from .library import add_pointer, pool_threads_line
+        from .library import _is_contiguous, add_pointer, pool_threads_line, strided_pointers
 
         present = [(n, t) for n, t in operands.items() if t is not None]
         site = Site(attrs, {n: [None if ir.ShapedType.is_dynamic_size(d) else d for d in ir.MemRefType(t).shape]
@@ -188,7 +188,7 @@ class LibraryCall:
         pointed = {a.operand for a in self.args if a.kind == "pointer"}
         for i, (n, t) in enumerate(present):
             mt = ir.MemRefType(t)
-            if n not in pointed or _identity_layout(mt):
+            if n not in pointed or _is_contiguous(mt):
                 dense[n] = (n, t)
                 continue
             # A strided view: read (and write) the entry's rows through a dense buffer.
@@ -219,17 +219,19 @@ class LibraryCall:
                     add(f"  %a{j} = arith.constant 0 : i64")
                     continue
                 name, t = dense[a.operand]
-                _strided_metadata(add, name, t, metadata)
+                if name not in metadata:  # %o<name>, %t<name>#i, %p<name>
+                    strided_pointers(add, {name: ir.MemRefType(t)})
+                    metadata.add(name)
                 if a.kind == "address":
                     width = max(1, ir.MemRefType(t).element_type.width // 8)  # i1: a byte in memory
-                    add(f"  %a{j}_o = arith.index_cast %{name}_off : index to i64")
+                    add(f"  %a{j}_o = arith.index_cast %o{name} : index to i64")
                     add(f"  %a{j}_w = arith.constant {width} : i64")
                     add(f"  %a{j}_b = arith.muli %a{j}_o, %a{j}_w : i64")
-                    add(f"  %a{j} = arith.addi %{name}_ptr, %a{j}_b : i64")
+                    add(f"  %a{j} = arith.addi %p{name}, %a{j}_b : i64")
                 else:
                     k = a.dims(site)
                     add(f"  %a{j} = arith.constant 0 : i64" if k is None else
-                        f"  %a{j} = arith.index_cast %{name}_st#{k} : index to i64")
+                        f"  %a{j} = arith.index_cast %t{name}#{k} : index to i64")
             elif a.kind == "size":
                 add(f"  %a{j} = arith.index_cast {_product(add, f'a{j}', *dense[a.operand], a.dims(site))} "
                     ": index to i64")
@@ -280,32 +282,6 @@ def _product(add, tag: str, name: str, t, dims) -> str:
         add(f"  %{tag}_m{k} = arith.muli {acc}, %{tag}_d{k} : index")
         acc = f"%{tag}_m{k}"
     return acc
-
-
-def _strided_metadata(add, name: str, t, done: set) -> None:
-    """Emit (once per memref) ``%<name>_off``, ``%<name>_st#i`` and ``%<name>_ptr``
-    (its aligned pointer as an i64) from ``memref.extract_strided_metadata``."""
-    if name in done:
-        return
-    done.add(name)
-    mt = ir.MemRefType(t)
-    r, el = mt.rank, mt.element_type
-    idx = ", ".join(["index"] * r)
-    if r == 0:
-        add(f"  %{name}_base, %{name}_off = memref.extract_strided_metadata %{name} : {t} -> memref<{el}>, index")
-    else:
-        add(f"  %{name}_base, %{name}_off, %{name}_sz:{r}, %{name}_st:{r} = memref.extract_strided_metadata "
-            f"%{name} : {t} -> memref<{el}>, index, {idx}, {idx}")
-    add(f"  %{name}_q = memref.extract_aligned_pointer_as_index %{name}_base : memref<{el}> -> index")
-    add(f"  %{name}_ptr = arith.index_cast %{name}_q : index to i64")
-
-
-def _identity_layout(t: ir.MemRefType) -> bool:
-    """Row major with no offset: the layout the C functions read."""
-    try:
-        return ir.AffineMapAttr(t.layout).value == ir.AffineMap.get_identity(t.rank)
-    except (ValueError, TypeError):  # a strided<...> layout
-        return False
 
 
 def register(op: str, call: LibraryCall, registry, dtypes: Sequence[str] = ("f32",), priority: int = 1) -> None:
