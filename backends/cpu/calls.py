@@ -76,10 +76,8 @@ class Site:
     dtypes: dict[str, str] = field(default_factory=dict)  # element types by name ("f32", "i1")
 
     def rank(self, name: str) -> int:
+        """The rank of operand ``name``."""
         return len(self.shapes[name])
-
-    def has(self, name: str) -> bool:
-        return name in self.shapes
 
 
 @dataclass(frozen=True)
@@ -95,6 +93,7 @@ class Arg:
 
     @property
     def c_type(self) -> str:
+        """The argument's MLIR type in the call (pointers and sizes as i64)."""
         return {"f32": "f32", "threads": "i32", "i32": "i32"}.get(self.kind, "i64")
 
 
@@ -166,6 +165,7 @@ class LibraryCall:
     returns: str | None = None
 
     def declaration(self) -> str:
+        """The ``func.func private`` declaration of the C function."""
         result = f" -> {self.returns}" if self.returns else ""
         return f"func.func private @{self.symbol}({', '.join(a.c_type for a in self.args)}){result}"
 
