@@ -77,7 +77,8 @@ RMS_NORM = LibraryCall(
     why=lambda op: "f32 rows: the sum of squares and the scaling in one native call, rows over the pool",
     optional=("weight",))
 
-#: Windows of more taps keep the generated code (the lowering's own unrolling limit).
+#: Windows of more taps keep the generated code, as when the lowering's unrolling limit decided it
+#: (``kiln_maxpool2d`` itself has no limit; whether it wins past 64 taps is not measured).
 MAX_POOL_TAPS = 64
 
 
