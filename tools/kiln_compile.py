@@ -88,6 +88,11 @@ def _stop_after(args, source, example_args, dynamic_shapes, symbols) -> int:
         with module.context, ir.Location.unknown():
             Pipeline.named(GRAPH_PIPELINE).run(module)
     if args.stop_after not in ("import", GRAPH_PIPELINE):
+        # kiln-select-kernels as kiln.compile runs it: the library kernels are chosen on kiln IR.
+        from ..backends.select_kernels import select_kernels
+
+        with module.context, ir.Location.unknown():
+            select_kernels(module)
         lower(module, stop_after=args.stop_after, vectorize=args.vectorize)
     with module.context:
         text = module.operation.get_asm(enable_debug_info=False)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import kiln
+from kiln.backends.cpu import library
 from kiln.tools import kiln_compile, kiln_run
 
 MODEL = """
@@ -76,7 +77,15 @@ def test_stop_after_on_a_torch_max_pool_lowers(tmp_path, monkeypatch):
     out = tmp_path / "ir.mlir"
     assert kiln_compile.main(["pool_factory:factory", "--stop-after=convert-kiln-to-linalg", "-o", str(out)]) == 0
     text = out.read_text()
-    assert "arith.maximumf" in text and "kiln.fallback" not in text
+    assert "kiln.fallback" not in text
+    # kiln-select-kernels ran as in kiln.compile: the native max pool's call where the runtime has it.
+    if library.enabled() and library.native_enabled():
+        assert 'library_call = "native.max_pool2d"' in text and "arith.maximumf" not in text
+    else:
+        assert "arith.maximumf" in text
+    out = tmp_path / "calls.mlir"
+    assert kiln_compile.main(["pool_factory:factory", "--stop-after=kiln-cpu-library-calls", "-o", str(out)]) == 0
+    assert ("call @kiln_maxpool2d(" in out.read_text()) == (library.enabled() and library.native_enabled())
 
 
 def test_artifact_runs_with_files_and_shapes(files, capsys):
