@@ -62,14 +62,9 @@ def user_entries(device: str) -> dict[str, list]:
     from .cpu.calls import LibraryCall
     from .registry import REGISTRY
 
-    out: dict[str, list] = {}
-    for e in REGISTRY.entries:
-        if (e.device == device and e.op in OPS and e.priority > 0 and not inspect.isclass(e.impl)
-                and not isinstance(e.impl, LibraryCall)):
-            out.setdefault(e.op, []).append(e)
-    for v in out.values():
-        v.sort(key=lambda e: -e.priority)
-    return out
+    return _by_op(e for e in REGISTRY.entries
+                  if e.device == device and e.op in OPS and e.priority > 0 and not inspect.isclass(e.impl)
+                  and not isinstance(e.impl, LibraryCall))
 
 
 def library_entries(device: str) -> dict[str, list]:
@@ -84,10 +79,14 @@ def library_entries(device: str) -> dict[str, list]:
     if not (enabled() and native_enabled()):
         return {}
     REGISTRY.load_builtins()
+    return _by_op(e for e in REGISTRY.entries if e.device == device and isinstance(e.impl, LibraryCall))
+
+
+def _by_op(entries) -> dict[str, list]:
+    """``entries`` grouped by op name, best priority first."""
     out: dict[str, list] = {}
-    for e in REGISTRY.entries:
-        if e.device == device and isinstance(e.impl, LibraryCall):
-            out.setdefault(e.op, []).append(e)
+    for e in entries:
+        out.setdefault(e.op, []).append(e)
     for v in out.values():
         v.sort(key=lambda e: -e.priority)
     return out

@@ -37,15 +37,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..._mlir import ir
-from ...conversions.kiln_to_linalg.library_call import CALL_ARGS, CALL_ATTRS, IMPL_ATTR, LIBRARY_CALL, WHY_ATTR
-from ...errors import PipelineError
+from ...conversions.kiln_to_linalg.library_call import CALL_ARGS, CALL_ATTRS, LIBRARY_CALL
+from ...errors import PipelineError, VerifyError
 from ...pipelines.registry import Pass, register_pass
 
 __all__ = [
-    "CALL_ARGS",
-    "CALL_ATTRS",
-    "IMPL_ATTR",
-    "WHY_ATTR",
     "Arg",
     "LibraryCall",
     "Site",
@@ -295,30 +291,27 @@ def register(op: str, call: LibraryCall, registry, dtypes: Sequence[str] = ("f32
                                   priority=priority, applies=lambda view: call.why(view) is not None))
 
 
-def library_call_of(name: str) -> LibraryCall | None:
-    """The registered library call named ``name`` (None when there is none)."""
+def library_call_of(name: str):
+    """The registry entry of the library call named ``name`` (its ``impl`` a
+    :class:`LibraryCall`; None when there is none)."""
     from ..registry import REGISTRY
 
     REGISTRY.load_builtins()
     for e in REGISTRY.entries:
         if e.name == name and isinstance(e.impl, LibraryCall):
-            return e.impl
+            return e
     return None
 
 
-def _python(attr: ir.Attribute):
-    """A plain Python value of an attribute in ``kiln.call_attrs``."""
-    for cast, get in ((ir.BoolAttr, lambda a: a.value), (ir.IntegerAttr, lambda a: a.value),
-                      (ir.FloatAttr, lambda a: a.value), (ir.DenseI64ArrayAttr, list),
-                      (ir.DenseI32ArrayAttr, list), (ir.StringAttr, lambda a: a.value)):
-        try:
-            return get(cast(attr))
-        except ValueError:
-            continue
-    try:
-        return [_python(a) for a in ir.ArrayAttr(attr)]
-    except ValueError:
-        return str(attr)
+def _decoded(op_name: str, attrs: ir.DictAttr) -> dict:
+    """The kiln op's declared attributes from a placeholder's ``kiln.call_attrs``,
+    decoded as the op decodes them (:meth:`decoded_attrs`; absent: the default)."""
+    from ...dialects.kiln import OPS
+    from ...dialects.kiln.base import decode_attr
+
+    present = {a.name: a.attr for a in attrs}
+    return {name: decode_attr(spec, present[name], name) if name in present else spec.default
+            for name, spec in OPS[op_name].ATTRS.items()}
 
 
 def _placeholders(module) -> list:
@@ -348,15 +341,20 @@ def lower_library_calls(module) -> int:
     declared = set()
     for i, op in enumerate(found):
         entry = ir.StringAttr(op.attributes[LIBRARY_CALL]).value
-        call = library_call_of(entry)
-        if call is None:
+        registered = library_call_of(entry)
+        if registered is None:
             op.location.emit_error(f"library call '{entry}' is not a registered CPU library kernel")
             raise PipelineError("kiln-cpu-library-calls failed")
+        call = registered.impl
         if call.symbol not in names and call.symbol not in declared:
             texts.append(call.declaration())
             declared.add(call.symbol)
         arg_names = [ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes[CALL_ARGS])]
-        attrs = {a.name: _python(a.attr) for a in ir.DictAttr(op.attributes[CALL_ATTRS])}
+        try:
+            attrs = _decoded(registered.op, ir.DictAttr(op.attributes[CALL_ATTRS]))
+        except VerifyError as e:
+            op.location.emit_error(f"library call '{entry}': {e.message}")
+            raise PipelineError("kiln-cpu-library-calls failed") from None
         wanted = {a.operand for a in call.args if a.operand is not None}
         types = dict(zip(arg_names, (v.type for v in op.operands)))
         missing = sorted(wanted - set(types) - set(call.optional))  # an absent optional one's pointer is 0

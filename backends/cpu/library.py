@@ -527,44 +527,6 @@ def insert_helpers(module, texts: list[str]) -> None:
         op.operation.move_before(first)
 
 
-def replace_generics(module, match, entry: str, decl: str, prefix: str, helper, args) -> tuple[int, list]:
-    """Replace each ``linalg.generic`` of ``module`` (an operation) that
-    ``match(op)`` accepts (returning what it found, else None) with a call
-    of a helper function ``@<prefix>_<i>``: its text ``helper(name, op,
-    found)``, the call's operands ``args(op, found)``; ``decl`` declares the
-    native ``entry`` it calls (added once).  The count, and the functions
-    that held the replaced ops (for cleanup)."""
-    from ..._mlir import func
-
-    found = []
-
-    def visit(op):
-        hit = match(op) if op.name == "linalg.generic" else None
-        if hit is not None:
-            found.append((op, hit))
-        return ir.WalkResult.ADVANCE
-
-    module.walk(visit)
-    if not found:
-        return 0, []
-    names = function_names(module)
-    texts = [] if entry in names else [decl]
-    calls = []
-    for i, (op, hit) in enumerate(found):
-        name = unique_name(f"{prefix}_{i}", names)
-        texts.append(helper(name, op, hit))
-        calls.append((name, op, hit))
-    insert_helpers(module, texts)
-    functions = []
-    for name, op, hit in calls:
-        with ir.InsertionPoint(op), op.location:
-            func.CallOp([], ir.FlatSymbolRefAttr.get(name), list(args(op, hit)))
-        if op.parent not in functions:
-            functions.append(op.parent)
-        op.erase()
-    return len(calls), functions
-
-
 def _index_value(v):
     """``v`` (an int or an index value) as an index value at the current insertion point."""
     from ..._mlir import arith

@@ -496,11 +496,11 @@ class CpuToLLVM(Pass):
 def _refuse_placeholders(module) -> None:
     """A library-call placeholder left here would lower to loops that compute
     nothing: an error at its op (kiln-cpu-library-calls lowers them)."""
-    from .calls import unlowered
+    from .calls import LIBRARY_CALL, unlowered
 
     left = unlowered(module)
     for op in left:
-        op.location.emit_error(f"library call '{ir.StringAttr(op.attributes['library_call']).value}' was not "
+        op.location.emit_error(f"library call '{ir.StringAttr(op.attributes[LIBRARY_CALL]).value}' was not "
                                "lowered: run kiln-cpu-library-calls after kiln-cpu-bufferize")
     if left:
         raise PipelineError("kiln-cpu-to-llvm failed")
