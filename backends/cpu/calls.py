@@ -159,6 +159,11 @@ class LibraryCall:
     optional: tuple[str, ...] = ()
     #: The C function's result type (ignored), or None.
     returns: str | None = None
+    #: The op's own contraction is the placeholder (a product: kiln.matmul ...,
+    #: :data:`~kiln.conversions.kiln_to_linalg.library_call.CONTRACTIONS`), and
+    #: kiln-cpu-lowp-gemm generates its helper from the contraction's maps
+    #: (:mod:`.lowp_gemm`); ``args`` is empty.
+    contraction: bool = False
 
     def declaration(self) -> str:
         """The ``func.func private`` declaration of the C function."""
@@ -346,6 +351,10 @@ def lower_library_calls(module) -> int:
             op.location.emit_error(f"library call '{entry}' is not a registered CPU library kernel")
             raise PipelineError("kiln-cpu-library-calls failed")
         call = registered.impl
+        if call.contraction:
+            op.location.emit_error(f"library call '{entry}' takes the op's contraction as its placeholder, not "
+                                   f"{CALL_ARGS}")
+            raise PipelineError("kiln-cpu-library-calls failed")
         if call.symbol not in names and call.symbol not in declared:
             texts.append(call.declaration())
             declared.add(call.symbol)

@@ -34,6 +34,18 @@ nothing is recognised after lowering.
 - ``native.packed_attention`` (``kiln_attention_packed``): a
   ``kiln.packed_attention``'s heads read from the ``[.., L, 3 * H * D]``
   projection and written at column ``h * D`` of the output, in place.
+
+Products take their own contraction as the placeholder (``contraction=True``;
+kiln-cpu-lowp-gemm writes their helpers, :mod:`.lowp_gemm`):
+
+- ``native.matmul_lowp`` (``kiln_lowp_gemm``, ``kiln_lowp.c``): a bf16 / f16
+  ``kiln.matmul`` summed in f32 (AMX-BF16 tiles, AVX512-BF16's ``vdpbf16ps``
+  or widened FMAs, by CPU), a constant B packed once, then rounded.
+- ``native.matmul_w8`` (``kiln_w8_gemm``, ``kiln_w8.c``): f32 rows times
+  int8 weight rows scaled per group, the weight read as it is.
+- ``native.matmul_integer`` (``kiln_i8_gemm``, ``kiln_i8.c``): 8-bit
+  operands with zero points summed in i32 (AVX512-VNNI / AMX-INT8, AVX2's
+  ``vpmaddwd``, or scalar), a constant B packed once.
 """
 
 from __future__ import annotations
@@ -50,6 +62,9 @@ __all__ = [
     "MAX_POOL",
     "PACKED_ATTENTION",
     "PERMUTE",
+    "MATMUL_INTEGER",
+    "MATMUL_LOWP",
+    "MATMUL_W8",
     "RMS_NORM",
     "register_builtins",
 ]
@@ -245,6 +260,44 @@ PERMUTE = LibraryCall(
     why=_why_permute)
 
 
+def _lowp_path() -> str:
+    """How a bf16 product runs on this CPU now (what ``why`` says)."""
+    from .lowp_gemm import uses_amx, uses_dp
+
+    return "AMX-BF16 tiles" if uses_amx() else "AVX512-BF16 vdpbf16ps" if uses_dp() else "widened to f32, FMAs"
+
+
+def _matrix_operands(op) -> bool:
+    from ...dialects.kiln import tensor_info
+
+    return all(tensor_info(v.type).rank >= 2 for v in op.operands)
+
+
+def _why_lowp(op) -> str | None:
+    from ...dialects.kiln import tensor_info
+
+    a, b = (tensor_info(v.type) for v in op.operands)
+    if not _matrix_operands(op) or str(a.dtype) != str(b.dtype):
+        return None  # a vector operand: the generated contraction
+    path = _lowp_path() if str(a.dtype) == "bf16" else "widened to f32, FMAs"
+    return f"{a.dtype} product summed in f32 ({path}); a constant B is packed once"
+
+
+def _why_integer(op) -> str | None:
+    from .lowp_gemm import uses_avx2, uses_vnni
+
+    path = "AVX512-VNNI" if uses_vnni() else "AVX2 vpmaddwd" if uses_avx2() else "scalar i32"
+    return f"8-bit product with zero points summed in i32 ({path}); a constant B is packed once"
+
+
+MATMUL_LOWP = LibraryCall("native.matmul_lowp", "kiln_lowp_gemm", (), why=_why_lowp, contraction=True)
+MATMUL_W8 = LibraryCall(
+    "native.matmul_w8", "kiln_w8_gemm", (),
+    why=lambda op: "f32 rows times int8 weight rows scaled per group: the weight read as it is, no f32 copy",
+    contraction=True)
+MATMUL_INTEGER = LibraryCall("native.matmul_integer", "kiln_i8_gemm", (), why=_why_integer, contraction=True)
+
+
 def register_builtins(registry) -> None:
     """Register kiln's CPU library kernels in ``registry`` (its ``load_builtins`` calls this)."""
     register("kiln.layer_norm", LAYER_NORM, registry)
@@ -254,3 +307,6 @@ def register_builtins(registry) -> None:
     register("kiln.attention", ATTENTION_MASKED, registry)
     register("kiln.packed_attention", PACKED_ATTENTION, registry)
     register("kiln.transpose", PERMUTE, registry, dtypes=("f32", "i32"))
+    register("kiln.matmul", MATMUL_LOWP, registry, dtypes=("bf16", "f16"))
+    register("kiln.matmul_w8", MATMUL_W8, registry, dtypes=("f32",))
+    register("kiln.matmul_integer", MATMUL_INTEGER, registry, dtypes=("i8", "ui8"))

@@ -1,18 +1,25 @@
-"""bf16 / f16 matrix products as calls of kiln's native 16-bit GEMM (``kiln_lowp_gemm``, runtime/native/kiln_lowp.c),
-and ``kiln.matmul_w8``'s int8-weight products as calls of ``kiln_w8_gemm`` (runtime/native/kiln_w8.c).
+"""The helpers of kiln's native low-precision products: ``native.matmul_lowp``
+(``kiln_lowp_gemm``, runtime/native/kiln_lowp.c), ``native.matmul_w8``
+(``kiln_w8_gemm``, kiln_w8.c) and ``native.matmul_integer`` (``kiln_i8_gemm``, kiln_i8.c).
 
-``convert-kiln-to-linalg`` lowers a product of bf16 (or f16) operands to a
-contraction whose body widens both operands to an f32 accumulator
-(``extf, extf, mulf, addf``), then rounds the accumulator to the result's
-type in a separate elementwise generic.  After bufferization this stage
-(part of ``kiln-cpu-library``, run after the f32 products) replaces each such
-contraction with a call of ``@kiln_lowp_gemm_<i>``: the memrefs' strided
-metadata, then ``kiln_lowp_gemm`` (per batch index where a batch dim does not
-fold into the rows).  The native kernel packs B into vdpbf16ps's pair layout
-(once, into a packing slot, for a constant B) and runs on the native pool:
+kiln-select-kernels chooses these entries on kiln IR
+(:mod:`.library_kernels`: a bf16 / f16 ``kiln.matmul``, an f32
+``kiln.matmul_w8``, a ``kiln.matmul_integer``), and ``convert-kiln-to-linalg``
+marks the op's own contraction as the placeholder (``library_call``, the
+op's attributes and dtypes).  After bufferization this stage,
+``kiln-cpu-lowp-gemm`` (after ``kiln-cpu-library``, whose packing-slot
+release function it extends), replaces each placeholder with a call of a
+helper ``@kiln_lowp_gemm_<i>``: the memrefs' strided metadata, then the
+kernel (per batch index where a batch dim does not fold into the rows).
+Nothing is recognised from the loop body: the roles come from the maps
+(the reduction loop, the rows and columns, the batch loops) and the chosen
+op (an int8 weight's group size, an 8-bit operand's signedness).  A
+placeholder the kernel cannot take as it lies (A read transposed, an
+innermost stride not 1) runs as the generated contraction it is.
 
-The stage is its own pass, ``kiln-cpu-lowp-gemm`` (after ``kiln-cpu-library``,
-whose packing-slot release function it extends), on when library GEMM is.
+bf16 / f16: the product sums in f32 and a separate elementwise generic
+rounds it.  The kernel packs B into vdpbf16ps's pair layout (once, into a
+packing slot, for a constant B) and runs on the native pool:
 
 * bf16 on a CPU with AMX-BF16 (and the tile state granted by Linux): whole
   32-row blocks of full panels on the tiles (``tdpbf16ps``) when K is a
@@ -23,23 +30,14 @@ whose packing-slot release function it extends), on when library GEMM is.
   in the order vdpbf16ps adds them (one ``logging`` warning per process when
   a bf16 product takes this path).
 
-Matched: one reduction dim, A indexed ``[batch.., m, k]`` (not transposed)
-with its innermost stride 1, B ``[batch.., k, n]`` or ``[batch.., n, k]``
-with its innermost stride 1, C f32 with the identity map over the parallel
-dims and innermost stride 1.  Anything else stays generated code.
+An int8-weight product (A f32, the weight ``[n, k]`` int8, its scales read
+at ``[n, k floordiv G]``) calls ``kiln_w8_gemm`` with the scales' row stride
+and G; the weight is read as it is (no packing slot).
 
-An int8-weight product (``convert-kiln-to-linalg``'s lowering of
-``kiln.matmul_w8``: body ``acc + a * (sitofp(w) * s)``, A f32, the weight
-``[n, k]`` int8, its scales read at ``[n, k floordiv G]``) becomes a call of
-``kiln_w8_gemm`` with the scales' row stride and G; the weight is read as
-it is (no packing slot).
-
-An integer product (``kiln.matmul_integer``'s contraction: body ``acc +
-(ext(a) - ext(a_zp)) * (ext(b) - ext(b_zp))`` in i32, A ``[batch.., m, k]``,
-B ``[k, n]``, the zero points rank-0 memrefs) becomes a call of
-``kiln_i8_gemm`` (runtime/native/kiln_i8.c) with the zero points loaded and
-widened and the operands' signedness (``extui`` / ``extsi``) as flags; a
-constant B is packed once into a slot.
+An integer product (A ``[batch.., m, k]``, B ``[k, n]``, the zero points
+rank-0 memrefs) calls ``kiln_i8_gemm`` with the zero points loaded and
+widened and the operands' signedness (``ui8``) as flags; a constant B is
+packed once into a slot.
 """
 
 from __future__ import annotations
@@ -48,8 +46,8 @@ import ctypes
 import logging
 
 from ..._mlir import ir
+from ...conversions.kiln_to_linalg.library_call import CALL_ATTRS, CALL_DTYPES, LIBRARY_CALL
 from ...pipelines.registry import Option, Pass, register_pass
-from .buffers import indexing_maps
 from .library import (
     FREE_PACKED,
     RELEASE,
@@ -71,7 +69,8 @@ from .library import (
     weight_test,
 )
 
-__all__ = ["I8_GEMM", "LOWP_GEMM", "W8_GEMM", "CpuLowpGemm", "force_generic", "match_lowp", "rewrite_lowp_contractions",
+__all__ = ["ENTRIES", "I8_GEMM", "LOWP_GEMM", "W8_GEMM", "CpuLowpGemm", "force_generic", "from_placeholder",
+           "rewrite_lowp_contractions",
            "uses_amx", "uses_avx2", "uses_dp", "uses_vnni"]
 
 _log = logging.getLogger("kiln.backends.cpu")
@@ -154,113 +153,48 @@ class _LowpGemm:
         return [self.a, self.b, *([self.s] if self.s is not None else []), *self.zps, self.c]
 
 
-def _is_widening_mul_add(block) -> bool:
-    ops = [o.operation for o in block.operations]
-    if [o.name for o in ops] != ["arith.extf", "arith.extf", "arith.mulf", "arith.addf", "linalg.yield"]:
-        return False
-    args = list(block.arguments)
-    ea, eb, mul, add, yld = ops
-    if ea.operands[0] != args[0] or eb.operands[0] != args[1]:
-        return False
-    if list(mul.operands) != [ea.results[0], eb.results[0]]:
-        return False
-    return list(add.operands) == [args[2], mul.results[0]] and yld.operands[0] == add.results[0]
+#: The library entries whose contraction placeholders this pass lowers, by the dtype tag of :class:`_LowpGemm`.
+ENTRIES = {"native.matmul_lowp": None, "native.matmul_w8": "i8", "native.matmul_integer": "int"}
 
 
-def _is_int8_mul_add(block) -> bool:
-    """``acc + a * (sitofp(w) * s)``: kiln.matmul_w8's contraction."""
-    ops = [o.operation for o in block.operations]
-    if [o.name for o in ops] != ["arith.sitofp", "arith.mulf", "arith.mulf", "arith.addf", "linalg.yield"]:
-        return False
-    a, w, s, acc = block.arguments
-    wide, scaled, mul, add, yld = ops
-    return (wide.operands[0] == w and list(scaled.operands) == [wide.results[0], s]
-            and list(mul.operands) == [a, scaled.results[0]] and list(add.operands) == [acc, mul.results[0]]
-            and yld.operands[0] == add.results[0])
-
-
-def _integer_flags(block) -> int | None:
-    """kiln_i8_gemm's flags when ``block`` is kiln.matmul_integer's ``acc + (ext(a) - ext(za)) * (ext(b) - ext(zb))``
-    (``extui`` for an unsigned operand, the same for its zero point), else None."""
-    ops = [o.operation for o in block.operations]
-    if len(ops) != 9 or [o.name for o in ops[2::3]] != ["arith.subi", "arith.subi", "linalg.yield"]:
+def _string_list(op, name: str) -> list[str] | None:
+    if name not in op.attributes:
         return None
-    a, b, za, zb, acc = block.arguments
-    ea, eza, sa, eb, ezb, sb, mul, add, yld = ops
-    flags = 0
-    for wide, wide_zp, sub, arg, zp, bit in ((ea, eza, sa, a, za, _A_UNSIGNED), (eb, ezb, sb, b, zb, _B_UNSIGNED)):
-        if wide.name not in ("arith.extui", "arith.extsi") or wide_zp.name != wide.name:
+    return [ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes[name])]
+
+
+def from_placeholder(op) -> _LowpGemm | None:
+    """The product a contraction placeholder of :data:`ENTRIES` (``op``, a
+    ``linalg.generic`` on memrefs marked by ``convert-kiln-to-linalg``) stands
+    for: its roles read from its maps (a batch, the rows, the columns, the
+    reduction) and the chosen op's attributes and dtypes; None when the
+    native kernel cannot take it as it lies (A read transposed, an
+    innermost stride not 1: it stays generated code)."""
+    entry = ir.StringAttr(op.attributes[LIBRARY_CALL]).value
+    kind = ENTRIES[entry]
+    dtypes = _string_list(op, CALL_DTYPES)
+    if dtypes is None or CALL_ATTRS not in op.attributes:
+        return None
+    extra = {None: 0, "i8": 1, "int": 2}[kind]
+    parts = product_parts(op, lambda *names: True, lambda block: True, a_transposed=False, extra_inputs=extra)
+    if parts is None:
+        return None
+    a, b, c, maps, batch, m, n, k, names = parts
+    if kind is None:
+        if names[0] != names[1] or names[0] not in _DTYPES or names[2] != "f32":
             return None
-        if wide.operands[0] != arg or wide_zp.operands[0] != zp or str(wide.results[0].type) != "i32":
-            return None
-        if list(sub.operands) != [wide.results[0], wide_zp.results[0]]:
-            return None
-        flags |= bit if wide.name == "arith.extui" else 0
-    if mul.name != "arith.muli" or list(mul.operands) != [sa.results[0], sb.results[0]]:
+        return _LowpGemm(op, a, b, c, maps, batch, m, n, k, names[0])
+    if maps[1] != ([n, k] if kind == "i8" else [k, n]):  # the weight's rows; an integer product's B
         return None
-    if add.name != "arith.addi" or list(add.operands) != [acc, mul.results[0]] or yld.operands[0] != add.results[0]:
-        return None
-    return flags
-
-
-def _match_integer(op) -> _LowpGemm | None:
-    """kiln.matmul_integer's contraction (A ``[batch.., m, k]``, B ``[k, n]``, rank-0 zero points) or None."""
-    flags = []
-
-    def body_ok(block):
-        flags.append(_integer_flags(block))
-        return flags[-1] is not None
-
-    parts = product_parts(op, lambda ta, tb, tc: (ta, tb, tc) == ("i8", "i8", "i32"), body_ok, a_transposed=False,
-                          extra_inputs=2)
-    if parts is None or parts[3][1] != [parts[7], parts[6]]:  # B is [k, n], no batch dims
-        return None
-    zps = list(op.operands[2:4])
-    try:
-        if any(ir.MemRefType(z.type).rank != 0 for z in zps):
-            return None
-    except (ValueError, TypeError):
-        return None
-    return _LowpGemm(op, *parts[:-1], "int", zps=zps, flags=flags[-1])
-
-
-def _group_of(scale_map: ir.AffineMap, n: int, k: int) -> int | None:
-    """G when ``scale_map`` reads ``[n, k floordiv G]``, else None."""
-    res = [e.maybe_downcast() for e in scale_map.results]
-    if len(res) != 2 or not isinstance(res[0], ir.AffineDimExpr) or res[0].position != n:
-        return None
-    if not isinstance(res[1], ir.AffineFloorDivExpr):
-        return None
-    lhs, rhs = res[1].lhs.maybe_downcast(), res[1].rhs.maybe_downcast()
-    if not (isinstance(lhs, ir.AffineDimExpr) and lhs.position == k and isinstance(rhs, ir.AffineConstantExpr)):
-        return None
-    return rhs.value
-
-
-def match_lowp(op) -> _LowpGemm | None:
-    """A :class:`_LowpGemm` when ``op`` (a ``linalg.generic`` on memrefs) is a bf16 / f16 product into f32, or
-    kiln.matmul_w8's f32 product with int8 weight rows ``[n, k]`` scaled per group (dtype ``"i8"``), or
-    kiln.matmul_integer's (dtype ``"int"``); ``a`` not transposed: the kernels read its rows."""
-    parts = product_parts(op, lambda ta, tb, tc: ta == tb and ta in _DTYPES and tc == "f32", _is_widening_mul_add,
-                          a_transposed=False)
-    if parts is not None:
-        return _LowpGemm(op, *parts[:-1], parts[-1][0])
-    integer = _match_integer(op)
-    if integer is not None:
-        return integer
-    parts = product_parts(op, lambda ta, tb, tc: (ta, tb, tc) == ("f32", "i8", "f32"), _is_int8_mul_add,
-                          a_transposed=False, extra_inputs=1)
-    if parts is None or parts[3][1] != [parts[6], parts[7]]:  # the weight is [n, k], no batch dims
-        return None
+    if kind == "int":
+        flags = (_A_UNSIGNED if dtypes[0] == "ui8" else 0) | (_B_UNSIGNED if dtypes[1] == "ui8" else 0)
+        return _LowpGemm(op, a, b, c, maps, batch, m, n, k, "int", zps=list(op.operands[2:4]), flags=flags)
     scale = op.operands[2]
-    group = _group_of(indexing_maps(op)[2], parts[6], parts[7])
-    try:
-        st = ir.MemRefType(scale.type)
-    except (ValueError, TypeError):
+    st = ir.MemRefType(scale.type)
+    if names[0] != "f32" or str(st.element_type) != "f32" or not _inner_stride_one(st, 1):
         return None
-    if group is None or str(st.element_type) != "f32" or st.rank != 2 or not _inner_stride_one(st, 1):
-        return None
-    return _LowpGemm(op, *parts[:-1], "i8", s=scale, group=group)
+    group = ir.IntegerAttr(ir.DictAttr(op.attributes[CALL_ATTRS])["group_size"]).value
+    return _LowpGemm(op, a, b, c, maps, batch, m, n, k, "i8", s=scale, group=group)
 
 
 def lowp_text(name: str, g: _LowpGemm, beta: float, slot: str | None) -> str:
@@ -330,8 +264,10 @@ def lowp_text(name: str, g: _LowpGemm, beta: float, slot: str | None) -> str:
 
 
 def rewrite_lowp_contractions(module) -> int:
-    """Replace every matched bf16 / f16, int8-weight and integer contraction of ``module`` (bufferized) with a
-    call of its native kernel; the count.  Needs kiln's native runtime (without it they stay generated code)."""
+    """Replace every contraction placeholder of :data:`ENTRIES` in ``module``
+    (bufferized) with a call of its native kernel; the count.  One the
+    kernels cannot take as it lies, or any without kiln's native runtime,
+    stays generated code (its marks dropped)."""
     from ..._mlir import func
 
     global _warned, _warned_int
@@ -339,9 +275,16 @@ def rewrite_lowp_contractions(module) -> int:
     found = []
 
     def visit(op):
-        if op.name == "linalg.generic":
-            g = match_lowp(op)
-            if g is not None:
+        if op.name == "linalg.generic" and LIBRARY_CALL in op.attributes and \
+                ir.StringAttr(op.attributes[LIBRARY_CALL]).value in ENTRIES:
+            g = from_placeholder(op) if _native() is not None else None
+            if g is None:
+                _log.debug("%s: the native kernel cannot take this contraction as it lies: generated code",
+                           ir.StringAttr(op.attributes[LIBRARY_CALL]).value)
+                for attr in (LIBRARY_CALL, CALL_ATTRS, CALL_DTYPES):
+                    if attr in op.attributes:
+                        del op.attributes[attr]
+            else:
                 found.append(g)
         return ir.WalkResult.ADVANCE
 

@@ -42,7 +42,7 @@ from ...pipelines.registry import Pass, register_pass
 from .. import framework
 from . import attention, data, elementwise, nn, quant, rms_norm
 from .common import DimEnv, Lowering, builtin_tensor_type, const_index, storage_info
-from .library_call import IMPL_ATTR, lower_library_call
+from .library_call import CONTRACTIONS, IMPL_ATTR, lower_library_call
 
 __all__ = ["ConvertKilnToLinalg", "KilnTypeConverter", "LOWERINGS", "conversion_target", "populate_kiln_to_linalg"]
 
@@ -209,8 +209,10 @@ class _Driver:
 
 def _lower_chosen(lw: Lowering, lower) -> list:
     """``lw``'s op lowered to its library kernel's placeholder when
-    kiln-select-kernels chose one (``kiln.impl``), else by ``lower``."""
-    if IMPL_ATTR in lw.op.attributes:
+    kiln-select-kernels chose one (``kiln.impl``), else by ``lower``.  A
+    product's own lowering marks its contraction as the placeholder
+    (:data:`CONTRACTIONS`)."""
+    if IMPL_ATTR in lw.op.attributes and lw.op.name not in CONTRACTIONS:
         return lower_library_call(lw, ir.StringAttr(lw.op.attributes[IMPL_ATTR]).value)
     return lower(lw)
 

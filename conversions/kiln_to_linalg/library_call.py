@@ -16,6 +16,15 @@ op's loops but one ``linalg.generic`` that stands for the call:
 Bufferization places its output like any other destination-passing op's;
 ``kiln-cpu-library-calls`` then replaces it with the entry's native call
 (:mod:`kiln.backends.cpu.calls`).
+
+A product (:data:`CONTRACTIONS`: ``kiln.matmul``, ``kiln.matmul_w8``,
+``kiln.matmul_integer``) is lowered by its own lowering instead, and its
+contraction -- a ``linalg.generic`` whose maps say which loop is a batch,
+the rows, the columns and the reduction -- is the placeholder
+(:func:`mark_contraction`: ``library_call``, ``kiln.call_attrs``,
+``kiln.call_dtypes``).  It stays runnable code: the native GEMM helpers read
+the operands' roles and layouts from its maps, and where they cannot take
+it (a transposed A, a strided row) it runs as generated loops.
 """
 
 from __future__ import annotations
@@ -25,7 +34,8 @@ from ...dialects.kiln import is_float
 from ...transforms._graph import IMPL_ATTR, WHY_ATTR
 from .common import Lowering, affine_map, generic
 
-__all__ = ["CALL_ARGS", "CALL_ATTRS", "IMPL_ATTR", "LIBRARY_CALL", "WHY_ATTR", "lower_library_call", "op_attributes"]
+__all__ = ["CALL_ARGS", "CALL_ATTRS", "CALL_DTYPES", "CONTRACTIONS", "IMPL_ATTR", "LIBRARY_CALL", "WHY_ATTR", "chosen",
+           "lower_library_call", "mark_contraction", "op_attributes"]
 
 #: On a placeholder: the names of its operands (the kiln op's operands present, then its results).
 CALL_ARGS = "kiln.call_args"
@@ -33,6 +43,11 @@ CALL_ARGS = "kiln.call_args"
 CALL_ATTRS = "kiln.call_attrs"
 #: The placeholder's attribute naming the entry (upstream linalg's own).
 LIBRARY_CALL = "library_call"
+#: On a contraction placeholder: the kiln dtypes of the op's operands, then of its result
+#: (``ui8`` and ``i8`` are both ``i8`` in memref types).
+CALL_DTYPES = "kiln.call_dtypes"
+#: Ops whose chosen library kernel takes their own contraction as its placeholder.
+CONTRACTIONS = frozenset({"kiln.matmul", "kiln.matmul_w8", "kiln.matmul_integer"})
 
 _SEGMENTS = ("operandSegmentSizes", "resultSegmentSizes")
 
@@ -56,6 +71,27 @@ def op_attributes(op) -> dict:
         elif key not in out and key not in _SEGMENTS and not key.startswith("kiln."):  # kiln's own annotations
             out[key] = op.attributes[key]
     return out
+
+
+def chosen(lw: Lowering) -> str | None:
+    """The library kernel kiln-select-kernels chose for ``lw``'s op (``kiln.impl``), or None."""
+    return ir.StringAttr(lw.op.attributes[IMPL_ATTR]).value if IMPL_ATTR in lw.op.attributes else None
+
+
+def mark_contraction(lw: Lowering, value: ir.Value) -> ir.Value:
+    """Make the ``linalg.generic`` that computes ``value`` (``lw``'s op's
+    contraction) the placeholder of the library kernel chosen for the op,
+    when there is one; ``value``."""
+    entry = chosen(lw)
+    if entry is not None:
+        from ...dialects.kiln import tensor_info
+
+        op = value.owner
+        op.attributes[LIBRARY_CALL] = ir.StringAttr.get(entry)
+        op.attributes[CALL_ATTRS] = ir.DictAttr.get(op_attributes(lw.op))
+        dtypes = [str(tensor_info(v.type).dtype) for v in [*lw.op.operands, *lw.op.results]]
+        op.attributes[CALL_DTYPES] = ir.ArrayAttr.get([ir.StringAttr.get(d) for d in dtypes])
+    return value
 
 
 def _operand_names(view) -> list[str]:

@@ -32,6 +32,7 @@ from .common import (
     to_float,
 )
 from .elementwise import _scf, exp
+from .library_call import chosen, mark_contraction
 
 #: The attribute a convolution's zero-padding generic carries: its pads
 #: ``[top, left, bottom, right]`` (kiln-cpu-library reads it).
@@ -75,11 +76,12 @@ def _narrow(value: ir.Value, dtype: ir.Type, out_dims, env) -> ir.Value:
 
 
 def contract(lhs, rhs, out_dims, dtype, env, lhs_vec: bool, rhs_vec: bool, lhs_t: bool = False,
-             rhs_t: bool = False) -> ir.Value:
+             rhs_t: bool = False, mark=None) -> ir.Value:
     """numpy ``matmul`` as one generic: loops are batch..., m?, n?, k (bf16 / f16
     operands: extended to an f32 accumulator, rounded to ``dtype`` after).
     ``lhs_t`` / ``rhs_t``: the operand holds its matrix transposed (``[.., k, m]``
-    / ``[.., n, k]``) and is read through the map."""
+    / ``[.., n, k]``) and is read through the map.  ``mark(value)``: called
+    with the contraction's result (a library kernel's placeholder)."""
     lt, rt = ir.RankedTensorType(lhs.type), ir.RankedTensorType(rhs.type)
     n_out = len(out_dims)
     n_batch = n_out - (0 if lhs_vec else 1) - (0 if rhs_vec else 1)
@@ -105,7 +107,10 @@ def contract(lhs, rhs, out_dims, dtype, env, lhs_vec: bool, rhs_vec: bool, lhs_t
     else:
         def body(a, b, acc):
             return _add(acc, _mul(a, b))
-    return _narrow(generic([lhs, rhs], [init], maps, iters, body)[0], dtype, out_dims, env)
+    sums = generic([lhs, rhs], [init], maps, iters, body)[0]
+    if mark is not None:
+        mark(sums)
+    return _narrow(sums, dtype, out_dims, env)
 
 
 def _transposed_source(v: ir.Value) -> ir.Value | None:
@@ -132,14 +137,15 @@ def lower_matmul(lw: Lowering):
     # transposed copy, and the copy's 98 MB not kept).
     at = _transposed_source(a) if ra >= 2 else None
     bt = _transposed_source(b) if rb >= 2 else None
+    mark = (lambda v: mark_contraction(lw, v)) if chosen(lw) else None
     if at is not None or bt is not None:
         return [contract(at if at is not None else a, bt if bt is not None else b, out.dims, out.dtype, lw.env,
-                         ra == 1, rb == 1, lhs_t=at is not None, rhs_t=bt is not None)]
-    if ra == 2 and rb == 2:
+                         ra == 1, rb == 1, lhs_t=at is not None, rhs_t=bt is not None, mark=mark)]
+    if ra == 2 and rb == 2 and mark is None:  # (a library kernel's placeholder is the generic contraction)
         acc_t = _accumulator(out.dtype)  # linalg.matmul extends mixed operands to its output's type
         init = fill(scalar_const(acc_t, 0), lw.empty(out.dims, acc_t))
         return [_narrow(linalg.matmul(a, b, outs=[init]), out.dtype, out.dims, lw.env)]
-    return [contract(a, b, out.dims, out.dtype, lw.env, ra == 1, rb == 1)]
+    return [contract(a, b, out.dims, out.dtype, lw.env, ra == 1, rb == 1, mark=mark)]
 
 
 # -- reductions ----------------------------------------------------------------

@@ -19,6 +19,7 @@ from ..._mlir import arith, ir, math
 from ...dialects.kiln import is_float, tensor_info
 from ...dialects.kiln.quant import INT_RANGES
 from .common import Lowering, affine_map, fill, generic, identity_map, scalar_const
+from .library_call import mark_contraction
 
 __all__ = ["SIGNED_OPS", "cast_unsigned", "kiln_dtypes", "signless_constant", "table", "widen_unsigned"]
 
@@ -146,7 +147,7 @@ def lower_matmul_w8(lw: Lowering) -> list[ir.Value]:
         a, s = (v if v.type == acc_t else arith.extf(acc_t, v) for v in (a, s))
         return arith.addf(acc, arith.mulf(a, arith.mulf(arith.sitofp(acc_t, b), s)))
 
-    sums = generic([x, w, scale], [init], maps, ["parallel"] * rank + ["reduction"], body)[0]
+    sums = mark_contraction(lw, generic([x, w, scale], [init], maps, ["parallel"] * rank + ["reduction"], body)[0])
     return [_narrow(sums, out.dtype, out.dims, lw.env)]
 
 
@@ -173,7 +174,7 @@ def lower_matmul_integer(lw: Lowering) -> list[ir.Value]:
         y = arith.subi(widen(bv, b_dt), widen(zbv, b_dt))
         return arith.addi(acc, arith.muli(x, y))
 
-    return generic([a, b, za, zb], [init], maps, ["parallel"] * rank + ["reduction"], body)
+    return [mark_contraction(lw, generic([a, b, za, zb], [init], maps, ["parallel"] * rank + ["reduction"], body)[0])]
 
 
 def cast_unsigned(lw: Lowering) -> list[ir.Value] | None:

@@ -1,8 +1,10 @@
 // RUN: kiln-opt %s --split-input-file --kiln-cpu-library --kiln-cpu-lowp-gemm | FileCheck %s
 // RUN: env KILN_NATIVE=0 kiln-opt %s --split-input-file --kiln-cpu-library --kiln-cpu-lowp-gemm | FileCheck %s --check-prefix=GEN
 
-// kiln-cpu-lowp-gemm, after kiln-cpu-library: a bf16 product into an f32 accumulator (what convert-kiln-to-linalg makes
-// of a bf16 matmul) with a constant B becomes one kiln_lowp_gemm call: the
+// kiln-cpu-lowp-gemm, after kiln-cpu-library: the contraction placeholder of a
+// kiln.matmul that kiln-select-kernels gave native.matmul_lowp (a bf16 product
+// into an f32 accumulator, marked by convert-kiln-to-linalg: library_call, the
+// op's attributes and dtypes) with a constant B becomes one kiln_lowp_gemm call: the
 // batch dim folds into the rows, bf16 elements are 2 bytes, dtype 0 (bf16),
 // B untransposed (tb = 0), beta 0 (the zero fill goes), and B's packing slot
 // (kiln_release_packed frees it).  Without the native runtime the generic stays.
@@ -45,7 +47,7 @@ func.func @main(%x: memref<?x?x8xbf16>, %y: memref<?x?x4xf32>) {
   ^bb0(%in: f32, %out: f32):
     linalg.yield %in : f32
   }
-  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "native.matmul_lowp", kiln.call_attrs = {}, kiln.call_dtypes = ["bf16", "bf16", "bf16"]}
       ins(%x, %w : memref<?x?x8xbf16>, memref<8x4xbf16>) outs(%y : memref<?x?x4xf32>) {
   ^bb0(%p: bf16, %q: bf16, %r: f32):
     %0 = arith.extf %p : bf16 to f32
@@ -76,7 +78,7 @@ func.func @main(%x: memref<?x?x8xbf16>, %y: memref<?x?x4xf32>) {
 // CHECK-LABEL: func.func @scores(
 // CHECK: call @kiln_lowp_gemm_0(%arg0, %arg1, %arg2)
 func.func @scores(%q: memref<?x16x8xf16>, %k: memref<?x16x8xf16>, %s: memref<?x16x16xf32>) {
-  linalg.generic {indexing_maps = [#qa, #qb, #qc], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+  linalg.generic {indexing_maps = [#qa, #qb, #qc], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "native.matmul_lowp", kiln.call_attrs = {}, kiln.call_dtypes = ["f16", "f16", "f16"]}
       ins(%q, %k : memref<?x16x8xf16>, memref<?x16x8xf16>) outs(%s : memref<?x16x16xf32>) {
   ^bb0(%p: f16, %r: f16, %o: f32):
     %0 = arith.extf %p : f16 to f32
@@ -90,10 +92,10 @@ func.func @scores(%q: memref<?x16x8xf16>, %k: memref<?x16x8xf16>, %s: memref<?x1
 
 // -----
 
-// kiln.matmul_w8's contraction (acc + a * (sitofp(w) * s), the int8 weight
-// rows [n, k] and their scales read at [n, k floordiv 4]) becomes one
-// kiln_w8_gemm call: the batch dim folds into the rows, the weight's elements
-// are 1 byte, the scales' row stride and the group size are passed, no
+// kiln.matmul_w8's placeholder (native.matmul_w8: the int8 weight rows [n, k]
+// and their scales read at [n, k floordiv 4], group_size 4 from the op's
+// attributes) becomes one kiln_w8_gemm call: the batch dim folds into the
+// rows, the weight's elements are 1 byte, the scales' row stride and the group size are passed, no
 // packing slot (the int8 rows are read as they are), beta 0 (the zero fill
 // goes).
 #a8 = affine_map<(b, m, n, k) -> (b, m, k)>
@@ -134,7 +136,7 @@ func.func @main(%x: memref<?x?x8xf32>, %y: memref<?x?x4xf32>) {
   ^bb0(%in: f32, %out: f32):
     linalg.yield %in : f32
   }
-  linalg.generic {indexing_maps = [#a8, #w8, #s8, #c8], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+  linalg.generic {indexing_maps = [#a8, #w8, #s8, #c8], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "native.matmul_w8", kiln.call_attrs = {group_size = 4 : i64}, kiln.call_dtypes = ["f32", "i8", "f32", "f32"]}
       ins(%x, %w, %s : memref<?x?x8xf32>, memref<4x8xi8>, memref<4x2xf32>) outs(%y : memref<?x?x4xf32>) {
   ^bb0(%p: f32, %q: i8, %r: f32, %acc: f32):
     %0 = arith.sitofp %q : i8 to f32
@@ -148,10 +150,10 @@ func.func @main(%x: memref<?x?x8xf32>, %y: memref<?x?x4xf32>) {
 
 // -----
 
-// kiln.matmul_integer's contraction (acc + (ext(a) - ext(za)) * (ext(b) - ext(zb))
-// in i32; extui: a is ui8, extsi: b is i8) with a constant B becomes one
-// kiln_i8_gemm call: the batch dim folds into the rows, the zero points are
-// loaded and widened as their operands are (flags 1: a unsigned), B is packed
+// kiln.matmul_integer's placeholder (native.matmul_integer; the op's dtypes
+// say a is ui8, b i8) with a constant B becomes one kiln_i8_gemm call: the
+// batch dim folds into the rows, the zero points are loaded and widened as
+// their operands are (flags 1: a unsigned), B is packed
 // once into a slot, beta 0 (the i32 zero fill goes).
 #ai = affine_map<(b, m, n, k) -> (b, m, k)>
 #bi = affine_map<(b, m, n, k) -> (k, n)>
@@ -189,7 +191,7 @@ func.func @main(%x: memref<?x?x8xi8>, %za: memref<i8>, %zb: memref<i8>, %y: memr
   ^bb0(%in: i32, %out: i32):
     linalg.yield %in : i32
   }
-  linalg.generic {indexing_maps = [#ai, #bi, #zi, #zi, #ci], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+  linalg.generic {indexing_maps = [#ai, #bi, #zi, #zi, #ci], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "native.matmul_integer", kiln.call_attrs = {}, kiln.call_dtypes = ["ui8", "i8", "ui8", "i8", "i32"]}
       ins(%x, %b, %za, %zb : memref<?x?x8xi8>, memref<8x4xi8>, memref<i8>, memref<i8>) outs(%y : memref<?x?x4xi32>) {
   ^bb0(%p: i8, %q: i8, %r: i8, %s: i8, %acc: i32):
     %0 = arith.extui %p : i8 to i32
@@ -207,12 +209,16 @@ func.func @main(%x: memref<?x?x8xi8>, %za: memref<i8>, %zb: memref<i8>, %y: memr
 
 // -----
 
-// An integer product whose B has a batch dim is not taken: it stays generated code.
+// A placeholder the kernel cannot take as it lies (an integer product whose B
+// has a batch dim) stays generated code, its marks dropped.
 // CHECK-LABEL: func.func @batched_b(
 // CHECK-NOT: kiln_i8_gemm
 // CHECK: linalg.generic
+// CHECK-NOT: library_call
+// CHECK-NOT: kiln.call_
+// CHECK: return
 func.func @batched_b(%x: memref<2x3x8xi8>, %b: memref<2x8x4xi8>, %za: memref<i8>, %zb: memref<i8>, %y: memref<2x3x4xi32>) {
-  linalg.generic {indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>, affine_map<(b, m, n, k) -> (b, k, n)>, affine_map<(b, m, n, k) -> ()>, affine_map<(b, m, n, k) -> ()>, affine_map<(b, m, n, k) -> (b, m, n)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+  linalg.generic {indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>, affine_map<(b, m, n, k) -> (b, k, n)>, affine_map<(b, m, n, k) -> ()>, affine_map<(b, m, n, k) -> ()>, affine_map<(b, m, n, k) -> (b, m, n)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "native.matmul_integer", kiln.call_attrs = {}, kiln.call_dtypes = ["i8", "i8", "i8", "i8", "i32"]}
       ins(%x, %b, %za, %zb : memref<2x3x8xi8>, memref<2x8x4xi8>, memref<i8>, memref<i8>) outs(%y : memref<2x3x4xi32>) {
   ^bb0(%p: i8, %q: i8, %r: i8, %s: i8, %acc: i32):
     %0 = arith.extsi %p : i8 to i32
@@ -224,6 +230,26 @@ func.func @batched_b(%x: memref<2x3x8xi8>, %b: memref<2x8x4xi8>, %za: memref<i8>
     %6 = arith.muli %2, %5 : i32
     %7 = arith.addi %acc, %6 : i32
     linalg.yield %7 : i32
+  }
+  return
+}
+
+// -----
+
+// Nothing is recognised from loops: a bf16 contraction no kiln op was chosen
+// for (no library_call) stays generated code.
+// CHECK-LABEL: func.func @unmarked(
+// CHECK-NOT: kiln_lowp_gemm
+// CHECK: linalg.generic
+func.func @unmarked(%x: memref<4x8xbf16>, %w: memref<8x4xbf16>, %y: memref<4x4xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<4x8xbf16>, memref<8x4xbf16>) outs(%y : memref<4x4xf32>) {
+  ^bb0(%p: bf16, %q: bf16, %r: f32):
+    %0 = arith.extf %p : bf16 to f32
+    %1 = arith.extf %q : bf16 to f32
+    %2 = arith.mulf %0, %1 : f32
+    %3 = arith.addf %r, %2 : f32
+    linalg.yield %3 : f32
   }
   return
 }

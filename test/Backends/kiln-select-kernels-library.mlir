@@ -96,3 +96,37 @@ func.func @fused(%x: !kiln.tensor<["B", 32], f32>, %y: !kiln.tensor<["B", 32], f
 // STATS-NEXT: (2) library kernels
 // STATS: kiln-select-kernels
 // STATS-NEXT: (1) library kernels
+
+// -----
+
+// Products: a bf16 / f16 kiln.matmul takes native.matmul_lowp (summed in
+// f32), an f32 kiln.matmul_w8 native.matmul_w8, a kiln.matmul_integer
+// (i8 / ui8) native.matmul_integer; their contraction is the placeholder.
+// A matrix times a vector, and a bf16 matmul_w8, stay generated.  (f32
+// kiln.matmul products are still chosen after lowering: kiln-cpu-library.)
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+// CHECK-LABEL: func.func @products
+// CHECK: "kiln.matmul"(%arg0, %arg1) {kiln.impl = "native.matmul_lowp", kiln.why = "bf16 product summed in f32 ({{.*}}); a constant B is packed once"}
+// CHECK: "kiln.matmul"(%arg2, %arg3) {kiln.impl = "native.matmul_lowp", kiln.why = "f16 product summed in f32 (widened to f32, FMAs); a constant B is packed once"}
+// CHECK: "kiln.matmul"(%arg0, %arg4) :
+// CHECK: "kiln.matmul"(%arg5, %arg6) :
+// CHECK: "kiln.matmul_w8"(%arg5, %arg7, %arg8) {group_size = 32 : i64, kiln.impl = "native.matmul_w8", kiln.why = "f32 rows times int8 weight rows scaled per group: the weight read as it is, no f32 copy"}
+// CHECK: "kiln.matmul_w8"(%arg9, %arg7, %arg10) {group_size = 32 : i64} :
+// CHECK: "kiln.matmul_integer"(%arg11, %arg12, %arg13, %arg14) {kiln.impl = "native.matmul_integer", kiln.why = "8-bit product with zero points summed in i32 ({{.*}}); a constant B is packed once"}
+// NONE-LABEL: func.func @products
+// NONE-NOT: kiln.impl
+func.func @products(%a: !kiln.tensor<["B", 16, 64], bf16>, %w: !kiln.tensor<[64, 32], bf16>, %h: !kiln.tensor<["B", 64], f16>, %hw: !kiln.tensor<[64, 32], f16>, %v: !kiln.tensor<[64], bf16>,
+                    %x: !kiln.tensor<["B", 64], f32>, %xw: !kiln.tensor<[64, 32], f32>, %q: !kiln.tensor<[32, 64], i8>, %s: !kiln.tensor<[32, 2], f32>, %xb: !kiln.tensor<["B", 64], bf16>, %sb: !kiln.tensor<[32, 2], bf16>,
+                    %ia: !kiln.tensor<["B", 3, 64], ui8>, %ib: !kiln.tensor<[64, 32], i8>, %za: !kiln.tensor<[], ui8>, %zb: !kiln.tensor<[], i8>)
+    -> (!kiln.tensor<["B", 16, 32], bf16>, !kiln.tensor<["B", 32], f16>, !kiln.tensor<["B", 16], bf16>, !kiln.tensor<["B", 32], f32>, !kiln.tensor<["B", 32], f32>, !kiln.tensor<["B", 32], bf16>, !kiln.tensor<["B", 3, 32], i32>) {
+  %0 = "kiln.matmul"(%a, %w) : (!kiln.tensor<["B", 16, 64], bf16>, !kiln.tensor<[64, 32], bf16>) -> !kiln.tensor<["B", 16, 32], bf16>
+  %1 = "kiln.matmul"(%h, %hw) : (!kiln.tensor<["B", 64], f16>, !kiln.tensor<[64, 32], f16>) -> !kiln.tensor<["B", 32], f16>
+  %2 = "kiln.matmul"(%a, %v) : (!kiln.tensor<["B", 16, 64], bf16>, !kiln.tensor<[64], bf16>) -> !kiln.tensor<["B", 16], bf16>
+  %3 = "kiln.matmul"(%x, %xw) : (!kiln.tensor<["B", 64], f32>, !kiln.tensor<[64, 32], f32>) -> !kiln.tensor<["B", 32], f32>
+  %4 = "kiln.matmul_w8"(%x, %q, %s) {group_size = 32 : i64} : (!kiln.tensor<["B", 64], f32>, !kiln.tensor<[32, 64], i8>, !kiln.tensor<[32, 2], f32>) -> !kiln.tensor<["B", 32], f32>
+  %5 = "kiln.matmul_w8"(%xb, %q, %sb) {group_size = 32 : i64} : (!kiln.tensor<["B", 64], bf16>, !kiln.tensor<[32, 64], i8>, !kiln.tensor<[32, 2], bf16>) -> !kiln.tensor<["B", 32], bf16>
+  %6 = "kiln.matmul_integer"(%ia, %ib, %za, %zb) : (!kiln.tensor<["B", 3, 64], ui8>, !kiln.tensor<[64, 32], i8>, !kiln.tensor<[], ui8>, !kiln.tensor<[], i8>) -> !kiln.tensor<["B", 3, 32], i32>
+  return %0, %1, %2, %3, %4, %5, %6 : !kiln.tensor<["B", 16, 32], bf16>, !kiln.tensor<["B", 32], f16>, !kiln.tensor<["B", 16], bf16>, !kiln.tensor<["B", 32], f32>, !kiln.tensor<["B", 32], f32>, !kiln.tensor<["B", 32], bf16>, !kiln.tensor<["B", 3, 32], i32>
+}
+// STATS: kiln-select-kernels
+// STATS-NEXT: (4) library kernels

@@ -140,6 +140,8 @@ def test_precision_bf16_matches_fp32(name):
     kernels = bf16.report()["kernels"]
     products = [k for k in kernels if {"kiln.matmul", "kiln.conv2d", "kiln.attention"} & set(k["ops"])]
     assert products and all(k["precision"] == "bf16" for k in products)
+    matmuls = [k for k in kernels if "kiln.matmul" in k["ops"]]  # chosen on kiln IR: kiln_lowp_gemm
+    assert all("native.matmul_lowp" in (k["impl"] or "").split("+") for k in matmuls), matmuls
     assert all(k["precision"] in (None, "f32") for k in fp32.report()["kernels"])
     assert "[bf16]" in str(bf16.report())
 

@@ -152,6 +152,7 @@ def test_dynamic_quantized_model_matches_ort_on_each_path(dynamic_model):
     compiled = kiln.compile(dynamic_model, symbols={"B": (1, 8)}, fallback=False)
     products = [k for k in compiled.report()["kernels"] if "kiln.matmul_integer" in k["ops"]]
     assert len(products) == 3 and all(k["precision"] == "int8" for k in products)
+    assert all("native.matmul_integer" in k["impl"].split("+") for k in products), products
     tol = TOLERANCES["int8"]
     before = packed_bytes()
     for b in BATCHES:

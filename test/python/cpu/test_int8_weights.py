@@ -99,6 +99,7 @@ def test_report_names_the_precision(compiled):
     kernels = c8.report()["kernels"]
     products = [k for k in kernels if "kiln.matmul_w8" in k["ops"]]
     assert products and all(k["precision"] == "int8-weights" for k in products)
+    assert all("native.matmul_w8" in k["impl"].split("+") for k in products), products
     linears = 2 if name == "mlp" else 4
     assert sum(k["ops"].count("kiln.matmul_w8") for k in kernels) == linears
     assert "[int8-weights]" in str(c8.report())
