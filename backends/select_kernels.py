@@ -76,10 +76,12 @@ def library_entries(device: str) -> dict[str, list]:
     from .cpu.library import enabled, native_enabled
     from .registry import REGISTRY
 
-    if not (enabled() and native_enabled()):
+    if not enabled():
         return {}
+    native = native_enabled()
     REGISTRY.load_builtins()
-    return _by_op(e for e in REGISTRY.entries if e.device == device and isinstance(e.impl, LibraryCall))
+    return _by_op(e for e in REGISTRY.entries
+                  if e.device == device and isinstance(e.impl, LibraryCall) and (native or not e.impl.native))
 
 
 def _by_op(entries) -> dict[str, list]:

@@ -164,6 +164,8 @@ class LibraryCall:
     #: kiln-cpu-lowp-gemm generates its helper from the contraction's maps
     #: (:mod:`.lowp_gemm`); ``args`` is empty.
     contraction: bool = False
+    #: Whether it needs kiln's native runtime (else the BLAS library alone: the library GEMM).
+    native: bool = True
 
     def declaration(self) -> str:
         """The ``func.func private`` declaration of the C function."""

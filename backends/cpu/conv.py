@@ -27,7 +27,6 @@ from .library import (
     SGEMM,
     _dims,
     _is_contiguous,
-    _is_mul_add,
     add_pointer,
     add_slot,
     blas_threads_lines,
@@ -63,6 +62,26 @@ class Conv:
     def __init__(self, op, x, w, y, strides, dilations):
         self.op, self.x, self.w, self.c = op, x, w, y
         self.strides, self.dilations = strides, dilations
+
+
+def _is_mul_add(block, args) -> bool:
+    """Whether ``block`` is ``out + a * b`` (a direct convolution's body; the one body still matched, issue 40)."""
+    ops = list(block.operations)
+    if len(ops) != 3 or [o.operation.name for o in ops] != ["arith.mulf", "arith.addf", "linalg.yield"]:
+        return False
+    mul, add, yld = (o.operation for o in ops)
+    if not _same_set(list(mul.operands), [args[0], args[1]]):
+        return False
+    if not _same_set(list(add.operands), [args[2], mul.results[0]]):
+        return False
+    return yld.operands[0] == add.results[0]
+
+
+def _same_set(values, wanted) -> bool:
+    if len(values) != len(wanted):
+        return False
+    a, b = values
+    return (a == wanted[0] and b == wanted[1]) or (a == wanted[1] and b == wanted[0])
 
 
 def match_conv(op) -> Conv | None:

@@ -4,14 +4,18 @@ MLIR_NOTES measured generated GEMM at about half of OpenBLAS even with a
 tuned transform schedule, while a ``func.call`` to the OpenBLAS that numpy
 bundles ran at numpy speed (both cores, OpenBLAS's own threads).  So the
 stage ``kiln-cpu-library`` (after bufferization, before LLVM lowering)
-finds every ``linalg.generic`` that is a matrix product in f32 —
+takes every placeholder of the library GEMM: a ``linalg.generic``
+contraction marked ``library_call = "native.gemm"`` by
+``convert-kiln-to-linalg`` (an f32 ``kiln.matmul`` that kiln-select-kernels
+gave ``native.gemm``, and the f32 products of a generated attention or
+convolution).  Its body is not inspected; its maps give the roles --
 
-* body ``out + a * b`` (``mulf`` then ``addf``),
 * one reduction dim ``k``; the output map is the identity over the parallel
   dims, the last two of which are ``m`` and ``n``; the others are batch dims,
 * ``a`` indexed by (a subset of the batch dims, in order) then ``m, k`` or
   ``k, m``; ``b`` by batch dims then ``k, n`` or ``n, k``,
-* each operand's innermost stride statically 1 (else it stays generated)
+* each operand's innermost stride statically 1 (else the placeholder runs
+  as the generated contraction it is)
 
 — and replaces it with a call to a generated helper ``@kiln_gemm_<i>``
 (its text: :mod:`.gemm_text`) that reads the memrefs' strided metadata and calls
@@ -28,10 +32,13 @@ B packed once into a slot), a constant A times activations
 (``kiln_sgemm_wa``, A packed once, all of the batch in one call on the
 native pool), and convolutions (``kiln_conv2d``, see :mod:`.conv`: the
 im2col copy, the zero padding, the bias init and a residual/ReLU epilogue
-are folded into the call).  (Attention, layer / RMS norm, strided max
-pools and transposes are no longer recognised here: kiln-select-kernels
-chooses their native kernels on kiln IR, :mod:`.library_kernels`, and
-kiln-cpu-library-calls calls them.)  The products left to
+are folded into the call).  Still recognised by their loops here, the
+matchers issue 40 has left: direct convolutions (a grouped one's
+generic), and the work around a product that its call takes over (an
+im2col copy, a bias init, an epilogue: :mod:`.conv`, :mod:`.gemm_epilogue`).
+(Attention, layer / RMS norm, strided max
+pools and transposes: kiln-select-kernels chooses their native kernels
+on kiln IR, :mod:`.library_kernels`, and kiln-cpu-library-calls calls them.)  The products left to
 OpenBLAS run as single-threaded slabs on the native pool
 (``kiln_sgemm_par``), not on OpenBLAS's own threads.  A bias add, a
 ReLU / exact GELU and a residual add rewriting a product's output right
@@ -48,6 +55,7 @@ off (for measuring what it gains).
 from __future__ import annotations
 
 from ..._mlir import ir
+from ...conversions.kiln_to_linalg.library_call import CALL_ATTRS, CALL_DTYPES, GEMM, LIBRARY_CALL
 from ...pipelines.registry import Option, Pass, register_pass
 from ...runtime.blas import (
     SET_THREADS,
@@ -58,8 +66,8 @@ from ...runtime.blas import (
 from ...transforms.partition import WEIGHTS_ATTR
 from .buffers import erase_dead_buffers, indexing_maps, view_root
 
-__all__ = ["SGEMM", "CpuLibrary", "blas_library", "enabled", "rewrite_contractions", "shared_libs",
-           "weight_a_enabled"]
+__all__ = ["SGEMM", "CpuLibrary", "blas_library", "enabled", "gemm_of", "is_gemm_placeholder", "rewrite_contractions",
+           "shared_libs", "unmark", "weight_a_enabled"]
 
 SGEMV = "scipy_cblas_sgemv64_"
 # SGEMM (numpy's bundled OpenBLAS, 64-bit integer interface) and SET_THREADS,
@@ -349,25 +357,6 @@ def contiguous_f32(value, rank: int | None = None) -> bool:
     return (rank is None or t.rank == rank) and str(t.element_type) == "f32" and _is_contiguous(t)
 
 
-def _is_mul_add(block, args) -> bool:
-    ops = list(block.operations)
-    if len(ops) != 3 or [o.operation.name for o in ops] != ["arith.mulf", "arith.addf", "linalg.yield"]:
-        return False
-    mul, add, yld = (o.operation for o in ops)
-    if not _same_set(list(mul.operands), [args[0], args[1]]):
-        return False
-    if not _same_set(list(add.operands), [args[2], mul.results[0]]):
-        return False
-    return yld.operands[0] == add.results[0]
-
-
-def _same_set(values, wanted) -> bool:
-    if len(values) != len(wanted):
-        return False
-    a, b = values
-    return (a == wanted[0] and b == wanted[1]) or (a == wanted[1] and b == wanted[0])
-
-
 class _Gemm:
     """A matched contraction: operand roles and positions."""
 
@@ -376,14 +365,15 @@ class _Gemm:
         self.maps, self.batch, self.m, self.n, self.k = maps, batch, m, n, k
 
 
-def product_parts(op, dtypes_ok, body_ok, a_transposed: bool = True, extra_inputs: int = 0):
-    """``(a, b, c, maps, batch, m, n, k, element types)`` when ``op`` (a
-    ``linalg.generic`` on memrefs) is a batched matrix product ``c += a b``
-    whose operands' last dims are contiguous, ``dtypes_ok(a, b, c element
-    type names)`` and ``body_ok(block)`` hold, and (unless ``a_transposed``)
-    ``a`` is not transposed; None otherwise.  ``extra_inputs``: inputs
-    after ``a`` and ``b`` (a weight's scales) the caller checks itself.  The
-    shared front of the f32, 16-bit and int8-weight product matchers."""
+def product_parts(op, dtypes_ok, a_transposed: bool = True, extra_inputs: int = 0):
+    """``(a, b, c, maps, batch, m, n, k, element types)`` of a product's
+    placeholder ``op`` (a ``linalg.generic`` on memrefs marked by
+    ``convert-kiln-to-linalg``: its body is never inspected) when its maps
+    are those of a batched matrix product ``c += a b`` whose operands' last
+    dims are contiguous, ``dtypes_ok(a, b, c element type names)`` holds,
+    and (unless ``a_transposed``) ``a`` is not transposed; None otherwise
+    (the native calls cannot take it as it lies).  ``extra_inputs``: inputs
+    after ``a`` and ``b`` (a weight's scales) the caller checks itself."""
     if op.name != "linalg.generic" or len(op.operands) != 3 + extra_inputs or len(op.results) != 0:
         return None
     iters = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
@@ -407,8 +397,6 @@ def product_parts(op, dtypes_ok, body_ok, a_transposed: bool = True, extra_input
     par = [i for i in range(len(iters)) if i != k]
     if maps[2] != par or len(par) < 2:
         return None
-    if not body_ok(op.regions[0].blocks[0]):
-        return None
     batch, m, n = par[:-2], par[-2], par[-1]
     ma, mb = maps[0], maps[1]
     a_ok = sorted(ma[-2:]) == sorted([m, k]) if a_transposed else ma[-2:] == [m, k]
@@ -423,11 +411,24 @@ def product_parts(op, dtypes_ok, body_ok, a_transposed: bool = True, extra_input
     return a, b, c, maps, batch, m, n, k, names
 
 
-def match(op) -> _Gemm | None:
-    """A :class:`_Gemm` when ``op`` (a ``linalg.generic`` on memrefs) is an f32 matrix product."""
-    parts = product_parts(op, lambda *names: all(t == "f32" for t in names),
-                          lambda block: _is_mul_add(block, list(block.arguments)))
+def gemm_of(op) -> _Gemm | None:
+    """The f32 product a :data:`GEMM` placeholder (``op``) stands for, or
+    None when the library calls cannot take it as it lies."""
+    parts = product_parts(op, lambda *names: all(t == "f32" for t in names))
     return None if parts is None else _Gemm(op, *parts[:-1])
+
+
+def is_gemm_placeholder(op) -> bool:
+    """Whether ``op`` is a ``linalg.generic`` marked as a :data:`GEMM` placeholder."""
+    return (op.name == "linalg.generic" and LIBRARY_CALL in op.attributes
+            and ir.StringAttr(op.attributes[LIBRARY_CALL]).value == GEMM)
+
+
+def unmark(op) -> None:
+    """Drop a placeholder's marks: it runs as the generated contraction it is."""
+    for attr in (LIBRARY_CALL, CALL_ATTRS, CALL_DTYPES):
+        if attr in op.attributes:
+            del op.attributes[attr]
 
 
 # ---------------------------------------------------------------------------
@@ -548,10 +549,14 @@ def rewrite_contractions(module) -> int:
     found = []
 
     def visit(op):
-        if op.name == "linalg.generic":
-            g = match(op) or match_conv(op)
-            if g is not None:
-                found.append(g)
+        if is_gemm_placeholder(op):
+            g = gemm_of(op)
+            if g is None:
+                unmark(op)
+        else:
+            g = match_conv(op) if op.name == "linalg.generic" else None
+        if g is not None:
+            found.append(g)
         return ir.WalkResult.ADVANCE
 
     module.walk(visit)

@@ -36,7 +36,15 @@ nothing is recognised after lowering.
   projection and written at column ``h * D`` of the output, in place.
 
 Products take their own contraction as the placeholder (``contraction=True``;
-kiln-cpu-lowp-gemm writes their helpers, :mod:`.lowp_gemm`):
+kiln-cpu-library and kiln-cpu-lowp-gemm write their helpers, :mod:`.gemm_text`
+and :mod:`.lowp_gemm`):
+
+- ``native.gemm``: an f32 ``kiln.matmul`` of matrices (and, marked by their
+  lowerings, the f32 products inside a generated attention or
+  convolution): kiln's native small-M GEMM for few rows times a constant B
+  (packed once), sgemv for one row, OpenBLAS's sgemm in slabs on the native
+  pool otherwise -- by M, at run time (:func:`.library.small_m`); with
+  ``KILN_NATIVE=0``, OpenBLAS alone.
 
 - ``native.matmul_lowp`` (``kiln_lowp_gemm``, ``kiln_lowp.c``): a bf16 / f16
   ``kiln.matmul`` summed in f32 (AMX-BF16 tiles, AVX512-BF16's ``vdpbf16ps``
@@ -62,6 +70,7 @@ __all__ = [
     "MAX_POOL",
     "PACKED_ATTENTION",
     "PERMUTE",
+    "MATMUL_F32",
     "MATMUL_INTEGER",
     "MATMUL_LOWP",
     "MATMUL_W8",
@@ -290,6 +299,13 @@ def _why_integer(op) -> str | None:
     return f"8-bit product with zero points summed in i32 ({path}); a constant B is packed once"
 
 
+def _why_gemm(op) -> str | None:
+    if not _matrix_operands(op):
+        return None  # a vector operand: the generated contraction
+    return "f32 product: the native GEMM for few rows times a constant B, OpenBLAS sgemm otherwise (by M at run time)"
+
+
+MATMUL_F32 = LibraryCall("native.gemm", "scipy_cblas_sgemm64_", (), why=_why_gemm, contraction=True, native=False)
 MATMUL_LOWP = LibraryCall("native.matmul_lowp", "kiln_lowp_gemm", (), why=_why_lowp, contraction=True)
 MATMUL_W8 = LibraryCall(
     "native.matmul_w8", "kiln_w8_gemm", (),
@@ -307,6 +323,7 @@ def register_builtins(registry) -> None:
     register("kiln.attention", ATTENTION_MASKED, registry)
     register("kiln.packed_attention", PACKED_ATTENTION, registry)
     register("kiln.transpose", PERMUTE, registry, dtypes=("f32", "i32"))
+    register("kiln.matmul", MATMUL_F32, registry)
     register("kiln.matmul", MATMUL_LOWP, registry, dtypes=("bf16", "f16"))
     register("kiln.matmul_w8", MATMUL_W8, registry, dtypes=("f32",))
     register("kiln.matmul_integer", MATMUL_INTEGER, registry, dtypes=("i8", "ui8"))

@@ -66,6 +66,7 @@ from .library import (
     product_parts,
     strided_pointers,
     unique_name,
+    unmark,
     weight_test,
 )
 
@@ -176,7 +177,7 @@ def from_placeholder(op) -> _LowpGemm | None:
     if dtypes is None or CALL_ATTRS not in op.attributes:
         return None
     extra = {None: 0, "i8": 1, "int": 2}[kind]
-    parts = product_parts(op, lambda *names: True, lambda block: True, a_transposed=False, extra_inputs=extra)
+    parts = product_parts(op, lambda *names: True, a_transposed=False, extra_inputs=extra)
     if parts is None:
         return None
     a, b, c, maps, batch, m, n, k, names = parts
@@ -281,9 +282,7 @@ def rewrite_lowp_contractions(module) -> int:
             if g is None:
                 _log.debug("%s: the native kernel cannot take this contraction as it lies: generated code",
                            ir.StringAttr(op.attributes[LIBRARY_CALL]).value)
-                for attr in (LIBRARY_CALL, CALL_ATTRS, CALL_DTYPES):
-                    if attr in op.attributes:
-                        del op.attributes[attr]
+                unmark(op)
             else:
                 found.append(g)
         return ir.WalkResult.ADVANCE

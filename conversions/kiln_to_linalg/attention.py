@@ -1,9 +1,9 @@
 """Lowerings of ``kiln.attention`` and ``kiln.packed_attention``.
 
 An attention lowers to its chain -- ``q k^T`` (a contraction), the scale and
-mask, a softmax, ``p v`` -- whose contractions kiln-cpu-library gives to
-sgemm; grouped-query k / v are repeated to q's heads first (sgemm needs
-plain batch maps).  This is the generated code: where kiln-select-kernels
+mask, a softmax, ``p v`` -- whose f32 contractions are placeholders of the
+library GEMM (``native.gemm``: kiln-cpu-library calls sgemm); grouped-query
+k / v are repeated to q's heads first (sgemm needs plain batch maps).  This is the generated code: where kiln-select-kernels
 chose the native flash attention (``kiln.impl``, most f32 attentions), the op
 is one call instead (:mod:`kiln.backends.cpu.library_kernels`).
 """
@@ -28,10 +28,11 @@ from .common import (
     loop_index,
     scalar_const,
 )
+from .library_call import GEMM, mark_contraction
 from .nn import _accumulator, _batch_exprs, _dim_of, _empty_from, _mac, _reshape, softmax
 
 
-def _attention_chain(q, k, v, mask, maps, sdims, out_init, env, scale: float, causal: bool):
+def _attention_chain(q, k, v, mask, maps, sdims, out_init, env, scale: float, causal: bool, lw=None):
     """The lowered attention over loops ``(b.., l, s, d)`` (``b..`` the batch
     loops, ``nb = len(sdims) - 2`` of them): the ``q k^T`` contraction into a
     scores tensor of ``sdims``, the scale and mask pass, the softmax and the
@@ -77,6 +78,9 @@ def _attention_chain(q, k, v, mask, maps, sdims, out_init, env, scale: float, ca
     res = generic([p, v], [fill(scalar_const(t, 0.0), out_init)],
                   [affine_map(n, pmap), affine_map(n, vmap), affine_map(n, omap)],
                   ["parallel"] * (nb + 2) + ["reduction"], _mac)[0]
+    if lw is not None and str(t) == "f32" and str(ir.RankedTensorType(q.type).element_type) == "f32":
+        for product in (scores, res):  # the library GEMM (kiln-cpu-library)
+            mark_contraction(lw, product, GEMM)
     if t != out_t:
         res = _narrow_into(res, out_dims_init)
     return res
@@ -136,7 +140,7 @@ def lower_attention(lw: Lowering):
             list(range(nb + 2)))
     sdims = batch + [out.dims[-2], lw.infos[1].dims[-2]]
     return [_attention_chain(q, k, v, mask, maps, sdims, lw.empty(out.dims, out.dtype), lw.env, scale,
-                             lw.attrs["causal"])]
+                             lw.attrs["causal"], lw)]
 
 
 def packed_attention_maps(nb: int, d: int) -> tuple:
@@ -167,7 +171,7 @@ def lower_packed_attention(lw: Lowering):
     x5 = _reshape(x, sizes + [3, heads, d], xt.element_type)
     sdims = batch + [dim(heads), out.dims[-2], out.dims[-2]]
     return [_attention_chain(x5, x5, x5, None, packed_attention_maps(nb, d), sdims, lw.empty(out.dims, out.dtype),
-                             lw.env, scale, lw.attrs["causal"])]
+                             lw.env, scale, lw.attrs["causal"], lw)]
 
 
 def table() -> dict:

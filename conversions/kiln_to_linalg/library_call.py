@@ -34,7 +34,7 @@ from ...dialects.kiln import is_float
 from ...transforms._graph import IMPL_ATTR, WHY_ATTR
 from .common import Lowering, affine_map, generic
 
-__all__ = ["CALL_ARGS", "CALL_ATTRS", "CALL_DTYPES", "CONTRACTIONS", "IMPL_ATTR", "LIBRARY_CALL", "WHY_ATTR", "chosen",
+__all__ = ["CALL_ARGS", "CALL_ATTRS", "CALL_DTYPES", "CONTRACTIONS", "GEMM", "IMPL_ATTR", "LIBRARY_CALL", "WHY_ATTR", "chosen",
            "lower_library_call", "mark_contraction", "op_attributes"]
 
 #: On a placeholder: the names of its operands (the kiln op's operands present, then its results).
@@ -46,6 +46,10 @@ LIBRARY_CALL = "library_call"
 #: On a contraction placeholder: the kiln dtypes of the op's operands, then of its result
 #: (``ui8`` and ``i8`` are both ``i8`` in memref types).
 CALL_DTYPES = "kiln.call_dtypes"
+#: The library GEMM (OpenBLAS sgemm, kiln's native GEMMs; kiln-cpu-library): the
+#: entry of an f32 kiln.matmul, and of the f32 products inside the generated
+#: code of an attention or a convolution.
+GEMM = "native.gemm"
 #: Ops whose chosen library kernel takes their own contraction as its placeholder.
 CONTRACTIONS = frozenset({"kiln.matmul", "kiln.matmul_w8", "kiln.matmul_integer"})
 
@@ -78,11 +82,12 @@ def chosen(lw: Lowering) -> str | None:
     return ir.StringAttr(lw.op.attributes[IMPL_ATTR]).value if IMPL_ATTR in lw.op.attributes else None
 
 
-def mark_contraction(lw: Lowering, value: ir.Value) -> ir.Value:
+def mark_contraction(lw: Lowering, value: ir.Value, entry: str | None = None) -> ir.Value:
     """Make the ``linalg.generic`` that computes ``value`` (``lw``'s op's
     contraction) the placeholder of the library kernel chosen for the op,
-    when there is one; ``value``."""
-    entry = chosen(lw)
+    when there is one (or of ``entry``: :data:`GEMM` for the f32 products
+    inside an op lowered to generated code); ``value``."""
+    entry = entry or chosen(lw)
     if entry is not None:
         from ...dialects.kiln import tensor_info
 

@@ -108,7 +108,7 @@ func.func @main(%x: memref<?x2x5x5xf32>, %y: memref<?x3x3x3xf32>) {
   memref.store %c3, %yshape[%c1i] : memref<3xi64>
   memref.store %c9, %yshape[%c2i] : memref<3xi64>
   %y3 = memref.reshape %y(%yshape) : (memref<?x3x3x3xf32>, memref<3xi64>) -> memref<?x3x9xf32>
-  linalg.generic {indexing_maps = [#wm, #cm, #om], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+  linalg.generic {indexing_maps = [#wm, #cm, #om], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "native.gemm"}
       ins(%w2, %col3 : memref<3x18xf32>, memref<?x18x9xf32>) outs(%y3 : memref<?x3x9xf32>) {
   ^bb0(%a: f32, %b2: f32, %acc: f32):
     %0 = arith.mulf %a, %b2 : f32
@@ -145,7 +145,7 @@ memref.global "private" constant @w : memref<4x8xf32> = dense<1.0>
 // BLAS: func.call @scipy_cblas_sgemm64_(
 func.func @main(%x: memref<?x8x5xf32>, %y: memref<?x4x5xf32>) {
   %w = memref.get_global @w : memref<4x8xf32>
-  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "native.gemm"}
       ins(%w, %x : memref<4x8xf32>, memref<?x8x5xf32>) outs(%y : memref<?x4x5xf32>) {
   ^bb0(%p: f32, %q: f32, %r: f32):
     %0 = arith.mulf %p, %q : f32

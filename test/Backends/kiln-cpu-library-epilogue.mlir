@@ -51,7 +51,7 @@ memref.global "private" constant @bias : memref<4xf32> = dense<0.5>
 func.func @main(%x: memref<?x8xf32>, %y: memref<?x4xf32>) {
   %w = memref.get_global @w : memref<8x4xf32>
   %bias = memref.get_global @bias : memref<4xf32>
-  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"], library_call = "native.gemm"}
       ins(%x, %w : memref<?x8xf32>, memref<8x4xf32>) outs(%y : memref<?x4xf32>) {
   ^bb0(%p: f32, %q: f32, %r: f32):
     %0 = arith.mulf %p, %q : f32
@@ -95,7 +95,7 @@ memref.global "private" constant @w : memref<8x4xf32> = dense<1.0>
 // CHECK:   return
 func.func @main(%x: memref<?x?x8xf32>, %y: memref<?x?x4xf32>) {
   %w = memref.get_global @w : memref<8x4xf32>
-  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "native.gemm"}
       ins(%x, %w : memref<?x?x8xf32>, memref<8x4xf32>) outs(%y : memref<?x?x4xf32>) {
   ^bb0(%p: f32, %q: f32, %r: f32):
     %0 = arith.mulf %p, %q : f32
@@ -146,7 +146,7 @@ memref.global "private" constant @w : memref<8x4xf32> = dense<1.0>
 // CHECK: linalg.generic
 func.func @untagged(%x: memref<?x8xf32>, %y: memref<?x4xf32>) {
   %w = memref.get_global @w : memref<8x4xf32>
-  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"], library_call = "native.gemm"}
       ins(%x, %w : memref<?x8xf32>, memref<8x4xf32>) outs(%y : memref<?x4xf32>) {
   ^bb0(%p: f32, %q: f32, %r: f32):
     %0 = arith.mulf %p, %q : f32
@@ -163,7 +163,7 @@ func.func @untagged(%x: memref<?x8xf32>, %y: memref<?x4xf32>) {
 }
 func.func @elsewhere(%x: memref<?x8xf32>, %y: memref<?x4xf32>, %z: memref<?x4xf32>) {
   %w = memref.get_global @w : memref<8x4xf32>
-  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"], library_call = "native.gemm"}
       ins(%x, %w : memref<?x8xf32>, memref<8x4xf32>) outs(%y : memref<?x4xf32>) {
   ^bb0(%p: f32, %q: f32, %r: f32):
     %0 = arith.mulf %p, %q : f32
@@ -180,7 +180,7 @@ func.func @elsewhere(%x: memref<?x8xf32>, %y: memref<?x4xf32>, %z: memref<?x4xf3
 }
 func.func @residual(%x: memref<?x8xf32>, %y: memref<?x4xf32>, %b: memref<?x4xf32>) {
   %w = memref.get_global @w : memref<8x4xf32>
-  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"], library_call = "native.gemm"}
       ins(%x, %w : memref<?x8xf32>, memref<8x4xf32>) outs(%y : memref<?x4xf32>) {
   ^bb0(%p: f32, %q: f32, %r: f32):
     %0 = arith.mulf %p, %q : f32
@@ -197,7 +197,7 @@ func.func @residual(%x: memref<?x8xf32>, %y: memref<?x4xf32>, %b: memref<?x4xf32
 }
 func.func @row_broadcast(%x: memref<?x8xf32>, %y: memref<?x4xf32>, %b: memref<1x4xf32>) {
   %w = memref.get_global @w : memref<8x4xf32>
-  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"], library_call = "native.gemm"}
       ins(%x, %w : memref<?x8xf32>, memref<8x4xf32>) outs(%y : memref<?x4xf32>) {
   ^bb0(%p: f32, %q: f32, %r: f32):
     %0 = arith.mulf %p, %q : f32
@@ -240,7 +240,7 @@ memref.global "private" constant @wt : memref<4x8xf32> = dense<1.0>
 
 func.func @main(%x: memref<?x8xf32>, %y: memref<?x4xf32>) {
   %w = memref.get_global @wt : memref<4x8xf32>
-  linalg.generic {indexing_maps = [#a, #bt, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+  linalg.generic {indexing_maps = [#a, #bt, #c], iterator_types = ["parallel", "parallel", "reduction"], library_call = "native.gemm"}
       ins(%x, %w : memref<?x8xf32>, memref<4x8xf32>) outs(%y : memref<?x4xf32>) {
   ^bb0(%p: f32, %q: f32, %r: f32):
     %0 = arith.mulf %p, %q : f32

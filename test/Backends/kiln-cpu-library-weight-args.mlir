@@ -30,7 +30,7 @@
 // CHECK:   call @kiln_gemm_2(%arg0, %arg1, %arg2)
 
 func.func @weight_b(%x: memref<?x8xf32>, %w: memref<8x4xf32>, %y: memref<?x4xf32>) attributes {kiln.weights = array<i64: 1>} {
-  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"], library_call = "native.gemm"}
       ins(%x, %w : memref<?x8xf32>, memref<8x4xf32>) outs(%y : memref<?x4xf32>) {
   ^bb0(%p: f32, %q: f32, %r: f32):
     %0 = arith.mulf %p, %q : f32
@@ -41,7 +41,7 @@ func.func @weight_b(%x: memref<?x8xf32>, %w: memref<8x4xf32>, %y: memref<?x4xf32
 }
 
 func.func @weight_a(%x: memref<?x8xf32>, %w: memref<8x4xf32>, %y: memref<?x4xf32>) attributes {kiln.weights = array<i64: 0>} {
-  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"], library_call = "native.gemm"}
       ins(%x, %w : memref<?x8xf32>, memref<8x4xf32>) outs(%y : memref<?x4xf32>) {
   ^bb0(%p: f32, %q: f32, %r: f32):
     %0 = arith.mulf %p, %q : f32
@@ -52,7 +52,7 @@ func.func @weight_a(%x: memref<?x8xf32>, %w: memref<8x4xf32>, %y: memref<?x4xf32
 }
 
 func.func @no_weight(%x: memref<?x8xf32>, %w: memref<8x4xf32>, %y: memref<?x4xf32>) {
-  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"], library_call = "native.gemm"}
       ins(%x, %w : memref<?x8xf32>, memref<8x4xf32>) outs(%y : memref<?x4xf32>) {
   ^bb0(%p: f32, %q: f32, %r: f32):
     %0 = arith.mulf %p, %q : f32

@@ -58,8 +58,45 @@ memref.global "private" constant @w : memref<8x4xf32> = dense<1.0>
 // BLAS-NOT: kiln_blas
 func.func @main(%x: memref<?x8xf32>, %y: memref<?x4xf32>) {
   %w = memref.get_global @w : memref<8x4xf32>
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"], library_call = "native.gemm"}
+      ins(%x, %w : memref<?x8xf32>, memref<8x4xf32>) outs(%y : memref<?x4xf32>) {
+  ^bb0(%p: f32, %q: f32, %r: f32):
+    %0 = arith.mulf %p, %q : f32
+    %1 = arith.addf %r, %0 : f32
+    linalg.yield %1 : f32
+  }
+  return
+}
+
+// Nothing is recognised from loops: the same product without the library
+// GEMM's mark (no kiln op was chosen for it) stays generated code, and so
+// does a marked one whose A has an innermost stride other than 1 (the call
+// cannot take it as it lies: its mark goes).
+// CHECK-LABEL: func.func @unmarked(
+// CHECK: linalg.generic
+// CHECK-NOT: call @kiln_gemm
+// CHECK: return
+func.func @unmarked(%x: memref<?x8xf32>, %y: memref<?x4xf32>) {
+  %w = memref.get_global @w : memref<8x4xf32>
   linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
       ins(%x, %w : memref<?x8xf32>, memref<8x4xf32>) outs(%y : memref<?x4xf32>) {
+  ^bb0(%p: f32, %q: f32, %r: f32):
+    %0 = arith.mulf %p, %q : f32
+    %1 = arith.addf %r, %0 : f32
+    linalg.yield %1 : f32
+  }
+  return
+}
+
+// CHECK-LABEL: func.func @strided(
+// CHECK: linalg.generic
+// CHECK-NOT: library_call
+// CHECK-NOT: call @kiln_gemm
+// CHECK: return
+func.func @strided(%x: memref<?x8xf32, strided<[16, 2]>>, %y: memref<?x4xf32>) {
+  %w = memref.get_global @w : memref<8x4xf32>
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"], library_call = "native.gemm"}
+      ins(%x, %w : memref<?x8xf32, strided<[16, 2]>>, memref<8x4xf32>) outs(%y : memref<?x4xf32>) {
   ^bb0(%p: f32, %q: f32, %r: f32):
     %0 = arith.mulf %p, %q : f32
     %1 = arith.addf %r, %0 : f32

@@ -1,13 +1,13 @@
 // RUN: kiln-opt %s --split-input-file --kiln-select-kernels | FileCheck %s
 // RUN: kiln-opt %s --split-input-file --kiln-select-kernels=builtin=0 | FileCheck %s --check-prefix=NONE
-// RUN: env KILN_NATIVE=0 kiln-opt %s --split-input-file --kiln-select-kernels | FileCheck %s --check-prefix=NONE
+// RUN: env KILN_NATIVE=0 kiln-opt %s --split-input-file --kiln-select-kernels | FileCheck %s --check-prefix=BLAS
 // RUN: kiln-opt %s --split-input-file --kiln-select-kernels --mlir-pass-statistics 2>&1 >/dev/null | FileCheck %s --check-prefix=STATS
 
 // kiln's own CPU library kernels are registry entries
 // (backends/cpu/library_kernels.py), chosen on kiln IR: an op they fit gets
 // kiln.impl (the entry) and kiln.why (the reason); an op without kiln.impl
-// is generated code.  builtin=0, or no native runtime (KILN_NATIVE=0),
-// chooses none (NONE).
+// is generated code.  builtin=0 chooses none (NONE); without the native
+// runtime (KILN_NATIVE=0) only the library GEMM is chosen (BLAS).
 
 "kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
 "kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
@@ -21,6 +21,8 @@
 // CHECK-SAME: -> !kiln.tensor<["B", 8], f16>
 // NONE-LABEL: func.func @layer_norms
 // NONE-NOT: kiln.impl
+// BLAS-LABEL: func.func @layer_norms
+// BLAS-NOT: kiln.impl
 func.func @layer_norms(%x: !kiln.tensor<["B", "L", 256], f32>, %w: !kiln.tensor<[256], f32>, %b: !kiln.tensor<[256], f32>, %s: !kiln.tensor<[4, 6, 5], f32>, %h: !kiln.tensor<["B", 8], f16>) -> (!kiln.tensor<["B", "L", 256], f32>, !kiln.tensor<[4, 6, 5], f32>, !kiln.tensor<["B", 8], f16>) {
   %0 = "kiln.layer_norm"(%x, %w, %b) {axis = -1 : i64, epsilon = 1.000000e-05 : f64, operandSegmentSizes = array<i32: 1, 1, 1>} : (!kiln.tensor<["B", "L", 256], f32>, !kiln.tensor<[256], f32>, !kiln.tensor<[256], f32>) -> !kiln.tensor<["B", "L", 256], f32>
   %1 = "kiln.layer_norm"(%s) {axis = 1 : i64, operandSegmentSizes = array<i32: 1, 0, 0>} : (!kiln.tensor<[4, 6, 5], f32>) -> !kiln.tensor<[4, 6, 5], f32>
@@ -99,22 +101,31 @@ func.func @fused(%x: !kiln.tensor<["B", 32], f32>, %y: !kiln.tensor<["B", 32], f
 
 // -----
 
-// Products: a bf16 / f16 kiln.matmul takes native.matmul_lowp (summed in
-// f32), an f32 kiln.matmul_w8 native.matmul_w8, a kiln.matmul_integer
-// (i8 / ui8) native.matmul_integer; their contraction is the placeholder.
-// A matrix times a vector, and a bf16 matmul_w8, stay generated.  (f32
-// kiln.matmul products are still chosen after lowering: kiln-cpu-library.)
+// Products: an f32 kiln.matmul of matrices takes the library GEMM
+// (native.gemm), a bf16 / f16 one native.matmul_lowp (summed in f32), an f32
+// kiln.matmul_w8 native.matmul_w8, a kiln.matmul_integer (i8 / ui8)
+// native.matmul_integer; their contraction is the placeholder.  A matrix
+// times a vector, and a bf16 matmul_w8, stay generated.  Without the native
+// runtime (BLAS) only the library GEMM is chosen: it needs OpenBLAS alone.
 "kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
 // CHECK-LABEL: func.func @products
 // CHECK: "kiln.matmul"(%arg0, %arg1) {kiln.impl = "native.matmul_lowp", kiln.why = "bf16 product summed in f32 ({{.*}}); a constant B is packed once"}
 // CHECK: "kiln.matmul"(%arg2, %arg3) {kiln.impl = "native.matmul_lowp", kiln.why = "f16 product summed in f32 (widened to f32, FMAs); a constant B is packed once"}
 // CHECK: "kiln.matmul"(%arg0, %arg4) :
-// CHECK: "kiln.matmul"(%arg5, %arg6) :
+// CHECK: "kiln.matmul"(%arg5, %arg6) {kiln.impl = "native.gemm", kiln.why = "f32 product: the native GEMM for few rows times a constant B, OpenBLAS sgemm otherwise (by M at run time)"}
 // CHECK: "kiln.matmul_w8"(%arg5, %arg7, %arg8) {group_size = 32 : i64, kiln.impl = "native.matmul_w8", kiln.why = "f32 rows times int8 weight rows scaled per group: the weight read as it is, no f32 copy"}
 // CHECK: "kiln.matmul_w8"(%arg9, %arg7, %arg10) {group_size = 32 : i64} :
 // CHECK: "kiln.matmul_integer"(%arg11, %arg12, %arg13, %arg14) {kiln.impl = "native.matmul_integer", kiln.why = "8-bit product with zero points summed in i32 ({{.*}}); a constant B is packed once"}
 // NONE-LABEL: func.func @products
 // NONE-NOT: kiln.impl
+// BLAS-LABEL: func.func @products
+// BLAS: "kiln.matmul"(%arg0, %arg1) :
+// BLAS: "kiln.matmul"(%arg2, %arg3) :
+// BLAS: "kiln.matmul"(%arg0, %arg4) :
+// BLAS: "kiln.matmul"(%arg5, %arg6) {kiln.impl = "native.gemm"
+// BLAS: "kiln.matmul_w8"(%arg5, %arg7, %arg8) {group_size = 32 : i64} :
+// BLAS: "kiln.matmul_w8"(%arg9, %arg7, %arg10) {group_size = 32 : i64} :
+// BLAS: "kiln.matmul_integer"(%arg11, %arg12, %arg13, %arg14) :
 func.func @products(%a: !kiln.tensor<["B", 16, 64], bf16>, %w: !kiln.tensor<[64, 32], bf16>, %h: !kiln.tensor<["B", 64], f16>, %hw: !kiln.tensor<[64, 32], f16>, %v: !kiln.tensor<[64], bf16>,
                     %x: !kiln.tensor<["B", 64], f32>, %xw: !kiln.tensor<[64, 32], f32>, %q: !kiln.tensor<[32, 64], i8>, %s: !kiln.tensor<[32, 2], f32>, %xb: !kiln.tensor<["B", 64], bf16>, %sb: !kiln.tensor<[32, 2], bf16>,
                     %ia: !kiln.tensor<["B", 3, 64], ui8>, %ib: !kiln.tensor<[64, 32], i8>, %za: !kiln.tensor<[], ui8>, %zb: !kiln.tensor<[], i8>)
@@ -129,4 +140,4 @@ func.func @products(%a: !kiln.tensor<["B", 16, 64], bf16>, %w: !kiln.tensor<[64,
   return %0, %1, %2, %3, %4, %5, %6 : !kiln.tensor<["B", 16, 32], bf16>, !kiln.tensor<["B", 32], f16>, !kiln.tensor<["B", 16], bf16>, !kiln.tensor<["B", 32], f32>, !kiln.tensor<["B", 32], f32>, !kiln.tensor<["B", 32], bf16>, !kiln.tensor<["B", 3, 32], i32>
 }
 // STATS: kiln-select-kernels
-// STATS-NEXT: (4) library kernels
+// STATS-NEXT: (5) library kernels

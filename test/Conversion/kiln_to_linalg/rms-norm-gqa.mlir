@@ -75,7 +75,9 @@ func.func @gqa(%q: !kiln.tensor<["B", 8, "L", 16], f32>, %k: !kiln.tensor<["B", 
 "kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
 "kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
 // CHECK-LABEL: func.func @gqa_masked(
-// CHECK-NOT: library_call
+// CHECK-NOT: native.attention
+// CHECK: library_call = "native.gemm"
+// CHECK-NOT: native.attention
 // CHECK: return
 // SEL-LABEL: func.func @gqa_masked(
 // SEL: linalg.generic {{.*}}library_call = "native.attention_masked"} ins(%arg0, %arg1, %arg2, %arg3 : {{.*}}, tensor<?x1x?x?xi1>) {{.*}} attrs =  {kiln.call_args = ["q", "k", "v", "mask", "res"]
@@ -87,7 +89,8 @@ func.func @gqa_masked(%q: !kiln.tensor<["B", 8, "L", 16], f32>, %k: !kiln.tensor
 // -----
 
 // An attention the native kernel cannot take (a bf16 additive mask; likewise
-// a head dim past 256) is not chosen: generated code, k and v repeated.
+// a head dim past 256) is not chosen: generated code, k and v repeated, its
+// f32 products placeholders of the library GEMM.
 "kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
 "kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
 // CHECK-DAG: #[[REP:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1 floordiv 4, d2, d3)>
@@ -98,7 +101,9 @@ func.func @gqa_masked(%q: !kiln.tensor<["B", 8, "L", 16], f32>, %k: !kiln.tensor
 // CHECK: ins(%arg0, %[[K]] : tensor<?x8x?x16xf32>, tensor<?x8x?x16xf32>)
 // CHECK: return
 // SEL-LABEL: func.func @gqa_masked_bf16(
-// SEL-NOT: library_call
+// SEL-NOT: native.attention
+// SEL: library_call = "native.gemm"
+// SEL-NOT: native.attention
 // SEL: return
 func.func @gqa_masked_bf16(%q: !kiln.tensor<["B", 8, "L", 16], f32>, %k: !kiln.tensor<["B", 2, "L", 16], f32>, %v: !kiln.tensor<["B", 2, "L", 16], f32>, %m: !kiln.tensor<["B", 1, "L", "L"], bf16>) -> !kiln.tensor<["B", 8, "L", 16], f32> {
   %0 = "kiln.attention"(%q, %k, %v, %m) {operandSegmentSizes = array<i32: 1, 1, 1, 1>} : (!kiln.tensor<["B", 8, "L", 16], f32>, !kiln.tensor<["B", 2, "L", 16], f32>, !kiln.tensor<["B", 2, "L", 16], f32>, !kiln.tensor<["B", 1, "L", "L"], bf16>) -> !kiln.tensor<["B", 8, "L", 16], f32>
