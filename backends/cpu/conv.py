@@ -1,15 +1,15 @@
-"""Convolutions for ``kiln-cpu-library``: the matching and the helpers it calls.
+"""Convolutions for ``kiln-cpu-library``: what a convolution's product call takes over, and its helper.
 
-Two forms reach the stage.  ``convert-kiln-to-linalg`` lowers ``kiln.conv2d``
-to an im2col copy (a generic writing ``col[n, c, kh, kw, oh, ow]`` from the
-padded input) and a contraction of the weight with it; ``.mlir`` input may
-also hold a direct convolution generic (``linalg.conv_2d_nchw_fchw``
-generalized).  With the native runtime both become one ``kiln_conv2d`` call:
-the weight packed once into a slot, the im2col gathered panel by panel from
-the input (no im2col buffer), the work split over images and panels on the
-native pool.  Without it, a direct convolution becomes an im2col loop plus
-one OpenBLAS sgemm per image (:func:`conv_text`), and the im2col form keeps
-its copy and has its contraction handled like any other product.
+``convert-kiln-to-linalg`` lowers a ``kiln.conv2d`` that kiln-select-kernels
+gave ``native.conv2d`` to an im2col copy (a generic writing ``col[n, c, kh,
+kw, oh, ow]`` from the padded input) and a contraction of the weight with
+it, the entry's placeholder.  With the native runtime it becomes one
+``kiln_conv2d`` call: the weight packed once into a slot, the im2col
+gathered panel by panel from the input (no im2col buffer), the work split
+over images and panels on the native pool.  Without it the im2col copy
+stays and the contraction is a library GEMM like any other product.  (A
+direct convolution generic in hand-written linalg input, which this stage
+used to recognise, is generated code: nothing is raised from loops.)
 """
 
 from __future__ import annotations
@@ -20,23 +20,17 @@ from ..._mlir import ir
 from ...conversions.kiln_to_linalg.nn import PAD_ATTR
 from .buffers import RESHAPES, indexing_maps, loaded_memref, op_of, view_closure, view_root
 from .library import (
-    _NO_TRANS,
-    _ROW_MAJOR,
     NATIVE_CONV,
     NATIVE_CONV_MEAN,
-    SGEMM,
     _dims,
     _is_contiguous,
     add_pointer,
     add_slot,
-    blas_threads_lines,
-    blas_threads_value,
     contiguous_f32,
-    mt_mnk,
     pool_threads_line,
 )
 
-__all__ = ["Conv", "Epilogue", "conv_epilogue", "conv_text", "match_conv", "match_im2col", "native_conv_text"]
+__all__ = ["Epilogue", "conv_epilogue", "match_im2col", "native_conv_text"]
 
 
 _TERM = re.compile(r"^d(\d+)(?: \* (\d+))?$")
@@ -54,168 +48,6 @@ def _window_dim(text: str, out_d: int, k_d: int) -> tuple[int, int] | None:
     if sorted(coef) != sorted((out_d, k_d)):
         return None
     return coef[out_d], coef[k_d]
-
-
-class Conv:
-    """A matched NCHW/FCHW convolution: strides and dilations from the input map."""
-
-    def __init__(self, op, x, w, y, strides, dilations):
-        self.op, self.x, self.w, self.c = op, x, w, y
-        self.strides, self.dilations = strides, dilations
-
-
-def _is_mul_add(block, args) -> bool:
-    """Whether ``block`` is ``out + a * b`` (a direct convolution's body; the one body still matched, issue 40)."""
-    ops = list(block.operations)
-    if len(ops) != 3 or [o.operation.name for o in ops] != ["arith.mulf", "arith.addf", "linalg.yield"]:
-        return False
-    mul, add, yld = (o.operation for o in ops)
-    if not _same_set(list(mul.operands), [args[0], args[1]]):
-        return False
-    if not _same_set(list(add.operands), [args[2], mul.results[0]]):
-        return False
-    return yld.operands[0] == add.results[0]
-
-
-def _same_set(values, wanted) -> bool:
-    if len(values) != len(wanted):
-        return False
-    a, b = values
-    return (a == wanted[0] and b == wanted[1]) or (a == wanted[1] and b == wanted[0])
-
-
-def match_conv(op) -> Conv | None:
-    """A :class:`Conv` when ``op`` is ``y[n, f, oh, ow] += x[n, c, oh*s + kh*d, ow*s + kw*d] * w[f, c, kh, kw]``
-    on contiguous f32 memrefs (the generalized ``linalg.conv_2d_nchw_fchw`` on a padded input)."""
-    if op.name != "linalg.generic" or len(op.operands) != 3 or len(op.results) != 0:
-        return None
-    iters = ["reduction" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
-    if iters != [False] * 4 + [True] * 3:
-        return None
-    maps = indexing_maps(op)
-    if _dims(maps[1]) != [1, 4, 5, 6] or _dims(maps[2]) != [0, 1, 2, 3]:
-        return None
-    xr = [str(e) for e in maps[0].results]
-    if len(xr) != 4 or xr[0] != "d0" or xr[1] != "d4":
-        return None
-    window = [_window_dim(text, out_d, k_d) for text, (out_d, k_d) in zip(xr[2:], ((2, 5), (3, 6)))]
-    if None in window:
-        return None
-    strides, dilations = [w[0] for w in window], [w[1] for w in window]
-    if not all(contiguous_f32(op.operands[i]) for i in range(3)):
-        return None
-    block = op.regions[0].blocks[0]
-    if not _is_mul_add(block, list(block.arguments)):
-        return None
-    return Conv(op, op.operands[0], op.operands[1], op.operands[2], strides, dilations)
-
-
-def conv_text(name: str, g: Conv, beta: float, native: bool = False) -> str:
-    """The helper ``@name(X, W, Y)`` computing convolution ``g`` as one OpenBLAS
-    sgemm per image (over an im2col copy, or over x itself for a 1x1 stride-1
-    window); ``native``: the native runtime is loaded (its pool may run two
-    helpers at once, see :func:`~kiln.backends.cpu.library.blas_threads_lines`)."""
-    tx, tw, ty = (ir.MemRefType(v.type) for v in (g.x, g.w, g.c))
-    (sh, sw), (dh, dw) = g.strides, g.dilations
-    # A 1x1 window with stride 1 reads x[n] as the [C, H*W] matrix itself.
-    direct = list(tw.shape[2:]) == [1, 1] and (sh, sw) == (1, 1) and list(tx.shape[2:]) == list(ty.shape[2:]) \
-        and not any(ir.ShapedType.is_dynamic_size(d) for d in tx.shape[2:])
-    lines = [f"func.func private @{name}(%X: {tx}, %W: {tw}, %Y: {ty}) {{"]
-    add = lines.append
-    for i in range(4):
-        add(f"  %i{i} = arith.constant {i} : index")
-    add("  %c0 = arith.constant 0 : index")
-    add("  %c1 = arith.constant 1 : index")
-    for tag, t in (("X", tx), ("W", tw), ("Y", ty)):
-        for i in range(4):
-            add(f"  %{tag}{i} = memref.dim %{tag}, %i{i} : {t}")
-        add(f"  %q{tag} = memref.extract_aligned_pointer_as_index %{tag} : {t} -> index")
-        add(f"  %p{tag} = arith.index_cast %q{tag} : index to i64")
-    add("  %ck0 = arith.muli %W1, %W2 : index")
-    add("  %CK = arith.muli %ck0, %W3 : index")
-    add("  %P = arith.muli %Y2, %Y3 : index")
-    add("  %HW = arith.muli %X2, %X3 : index")
-    add("  %xs = arith.muli %X1, %HW : index")  # elements per image of x
-    add("  %ys = arith.muli %Y1, %P : index")  # per image of y
-    for v in ("CK", "P", "xs", "ys"):
-        add(f"  %{v}64 = arith.index_cast %{v} : index to i64")
-    add("  %F64 = arith.index_cast %Y1 : index to i64")
-    add("  %c4 = arith.constant 4 : i64")
-    add(f"  %order = arith.constant {_ROW_MAJOR} : i32")
-    add(f"  %nt0 = arith.constant {_NO_TRANS} : i32")
-    add("  %alpha = arith.constant 1.0 : f32")
-    add(f"  %beta = arith.constant {beta:.1f} : f32")
-    add("  %fp = arith.muli %F64, %P64 : i64")
-    add("  %mnk = arith.muli %fp, %CK64 : i64")
-    add(f"  %cut = arith.constant {mt_mnk()} : i64")
-    add("  %big = arith.cmpi sge, %mnk, %cut : i64")
-    add("  %one = arith.constant 1 : i32")
-    add(blas_threads_value("%many", native))  # asked at run time
-    add("  %nt = arith.select %big, %many, %one : i32")
-    enter, leave = blas_threads_lines("%nt", native)
-    add(enter)
-    if not direct:
-        add("  %col = memref.alloc(%CK, %P) : memref<?x?xf32>")
-        add("  %qc = memref.extract_aligned_pointer_as_index %col : memref<?x?xf32> -> index")
-        add("  %pc = arith.index_cast %qc : index to i64")
-    add("  scf.for %n = %c0 to %Y0 step %c1 {")
-    add("    %n64 = arith.index_cast %n : index to i64")
-    if direct:
-        add("    %bo0 = arith.muli %n64, %xs64 : i64")
-        add("    %bo = arith.muli %bo0, %c4 : i64")
-        add("    %pb = arith.addi %pX, %bo : i64")
-        ldb = "%P64"
-    else:
-        add("    scf.for %c = %c0 to %W1 step %c1 {")
-        add("      scf.for %kh = %c0 to %W2 step %c1 {")
-        add("        scf.for %kw = %c0 to %W3 step %c1 {")
-        add("          %r0 = arith.muli %c, %W2 : index")
-        add("          %r1 = arith.addi %r0, %kh : index")
-        add("          %r2 = arith.muli %r1, %W3 : index")
-        add("          %row = arith.addi %r2, %kw : index")
-        add("          %khd = arith.muli %kh, %dh : index" if dh != 1 else "          %khd = arith.addi %kh, %c0 : index")
-        add("          %kwd = arith.muli %kw, %dw : index" if dw != 1 else "          %kwd = arith.addi %kw, %c0 : index")
-        add("          scf.for %oh = %c0 to %Y2 step %c1 {")
-        add("            %ih0 = arith.muli %oh, %sh : index" if sh != 1 else "            %ih0 = arith.addi %oh, %c0 : index")
-        add("            %ih = arith.addi %ih0, %khd : index")
-        add("            %cb = arith.muli %oh, %Y3 : index")
-        add("            scf.for %ow = %c0 to %Y3 step %c1 {")
-        add("              %iw0 = arith.muli %ow, %sw : index" if sw != 1 else "              %iw0 = arith.addi %ow, %c0 : index")
-        add("              %iw = arith.addi %iw0, %kwd : index")
-        add(f"              %v = memref.load %X[%n, %c, %ih, %iw] : {tx}")
-        add("              %ci = arith.addi %cb, %ow : index")
-        add("              memref.store %v, %col[%row, %ci] : memref<?x?xf32>")
-        add("            }")
-        add("          }")
-        add("        }")
-        add("      }")
-        add("    }")
-        add("    %pb = arith.addi %pc, %c0_64 : i64")
-        ldb = "%P64"
-    add("    %yo0 = arith.muli %n64, %ys64 : i64")
-    add("    %yo = arith.muli %yo0, %c4 : i64")
-    add("    %py = arith.addi %pY, %yo : i64")
-    add(f"    func.call @{SGEMM}(%order, %nt0, %nt0, %F64, %P64, %CK64, %alpha, %pW, %CK64, %pb, {ldb}, %beta, "
-        "%py, %P64) : (i32, i32, i32, i64, i64, i64, f32, i64, i64, i64, i64, f32, i64, i64) -> ()")
-    add("  }")
-    if not direct:
-        add("  memref.dealloc %col : memref<?x?xf32>")
-    add(leave)
-    add("  return")
-    add("}")
-    text = "\n".join(lines)
-    consts = (f"  %sh = arith.constant {sh} : index\n  %sw = arith.constant {sw} : index\n"
-              f"  %dh = arith.constant {dh} : index\n  %dw = arith.constant {dw} : index\n"
-              "  %c0_64 = arith.constant 0 : i64\n")
-    head, rest = text.split("\n", 1)
-    return head + "\n" + consts + rest
-
-
-
-
-# ---------------------------------------------------------------------------
-# The native convolution (kiln_conv2d)
-# ---------------------------------------------------------------------------
 
 
 class Im2col:
@@ -674,14 +506,13 @@ def add_input_dims(add, tx) -> None:
 
 
 def native_conv_text(name: str, tw, tx, ty, strides, dilations, kernel, beta: float, slot: str | None,
-                     size_args: bool, pads=(0, 0), bias_type=None, relu: bool = False, residual_type=None,
+                     pads=(0, 0), bias_type=None, relu: bool = False, residual_type=None,
                      pool_divisor: float | None = None) -> str:
-    """The helper ``@name(W, X, Y[, OH, OW][, bias])`` calling ``kiln_conv2d``.
+    """The helper ``@name(W, X, Y, OH, OW[, bias])`` calling ``kiln_conv2d``.
 
-    ``W`` is the weight (``[F, C, KH, KW]`` or ``[F, C*KH*KW]``), ``X`` the
-    input ``[N, C, H, W]`` (zero-padded by ``pads`` = (top, left) and up to
-    the output size), ``Y`` the output (``[N, F, OH, OW]``, or
-    ``[N, F, OH*OW]`` with the output size passed as ``size_args``); all
+    ``W`` is the weight (``[F, C*KH*KW]``), ``X`` the input ``[N, C, H,
+    W]`` (zero-padded by ``pads`` = (top, left) and up to the output size),
+    ``Y`` the output (``[N, F, OH*OW]``; OH and OW passed); all
     contiguous.  ``slot`` names the weight's packing slot (None: packed per
     call); ``bias_type``, when given, is the type of a per-channel bias
     argument the output starts from (with ``beta`` 0); ``residual_type``
@@ -690,16 +521,13 @@ def native_conv_text(name: str, tw, tx, ty, strides, dilations, kernel, beta: fl
     ``pool_divisor`` the call is ``kiln_conv2d_mean``: ``Y`` is ``[N, F]``
     (or ``[N, F, 1, 1]``), each output's sum over its pixels divided by it.
     """
-    sig = f"%W: {tw}, %X: {tx}, %Y: {ty}" + (", %OH: index, %OW: index" if size_args else "")
+    sig = f"%W: {tw}, %X: {tx}, %Y: {ty}, %OH: index, %OW: index"
     sig += f", %Bias: {bias_type}" if bias_type is not None else ""
     sig += f", %Res: {residual_type}" if residual_type is not None else ""
     lines = [f"func.func private @{name}({sig}) {{"]
     add = lines.append
     add_input_dims(add, tx)
     add(f"  %Fx = memref.dim %Y, %i1 : {ty}")
-    if not size_args:
-        add(f"  %OH = memref.dim %Y, %i2 : {ty}")
-        add(f"  %OW = memref.dim %Y, %i3 : {ty}")
     for v in ("Nx", "Cx", "Hx", "Wdx", "Fx", "OH", "OW"):
         add(f"  %{v}64 = arith.index_cast %{v} : index to i64")
     for v, value in (("KH", kernel[0]), ("KW", kernel[1]), ("sh", strides[0]), ("sw", strides[1]),

@@ -7,8 +7,8 @@ stage ``kiln-cpu-library`` (after bufferization, before LLVM lowering)
 takes every placeholder of the library GEMM: a ``linalg.generic``
 contraction marked ``library_call = "native.gemm"`` by
 ``convert-kiln-to-linalg`` (an f32 ``kiln.matmul`` that kiln-select-kernels
-gave ``native.gemm``, and the f32 products of a generated attention or
-convolution).  Its body is not inspected; its maps give the roles --
+gave ``native.gemm``, and the f32 products of a generated attention), or
+``"native.conv2d"`` (an f32 ``kiln.conv2d``'s im2col product).  Its body is not inspected; its maps give the roles --
 
 * one reduction dim ``k``; the output map is the identity over the parallel
   dims, the last two of which are ``m`` and ``n``; the others are batch dims,
@@ -32,10 +32,9 @@ B packed once into a slot), a constant A times activations
 (``kiln_sgemm_wa``, A packed once, all of the batch in one call on the
 native pool), and convolutions (``kiln_conv2d``, see :mod:`.conv`: the
 im2col copy, the zero padding, the bias init and a residual/ReLU epilogue
-are folded into the call).  Still recognised by their loops here, the
-matchers issue 40 has left: direct convolutions (a grouped one's
-generic), and the work around a product that its call takes over (an
-im2col copy, a bias init, an epilogue: :mod:`.conv`, :mod:`.gemm_epilogue`).
+are folded into the call).  Still read from the loops around a product,
+what issue 40 has left: the work its call takes over (a convolution's
+im2col copy and bias init, an epilogue: :mod:`.conv`, :mod:`.gemm_epilogue`).
 (Attention, layer / RMS norm, strided max
 pools and transposes: kiln-select-kernels chooses their native kernels
 on kiln IR, :mod:`.library_kernels`, and kiln-cpu-library-calls calls them.)  The products left to
@@ -55,7 +54,7 @@ off (for measuring what it gains).
 from __future__ import annotations
 
 from ..._mlir import ir
-from ...conversions.kiln_to_linalg.library_call import CALL_ATTRS, CALL_DTYPES, GEMM, LIBRARY_CALL
+from ...conversions.kiln_to_linalg.library_call import CALL_ATTRS, CALL_DTYPES, CONV2D, GEMM, LIBRARY_CALL
 from ...pipelines.registry import Option, Pass, register_pass
 from ...runtime.blas import (
     SET_THREADS,
@@ -419,9 +418,11 @@ def gemm_of(op) -> _Gemm | None:
 
 
 def is_gemm_placeholder(op) -> bool:
-    """Whether ``op`` is a ``linalg.generic`` marked as a :data:`GEMM` placeholder."""
+    """Whether ``op`` is a ``linalg.generic`` marked as a :data:`GEMM` or a
+    :data:`CONV2D` placeholder (a convolution's im2col product: a GEMM whose
+    im2col copy the native convolution may take over)."""
     return (op.name == "linalg.generic" and LIBRARY_CALL in op.attributes
-            and ir.StringAttr(op.attributes[LIBRARY_CALL]).value == GEMM)
+            and ir.StringAttr(op.attributes[LIBRARY_CALL]).value in (GEMM, CONV2D))
 
 
 def unmark(op) -> None:
@@ -539,7 +540,7 @@ def rewrite_contractions(module) -> int:
     """Replace every matched contraction in ``module`` (bufferized) with a
     library call (sgemm, or the native GEMM or convolution); the count."""
     from ..._mlir import func
-    from .conv import conv_epilogue, conv_text, match_conv, match_im2col, native_conv_text, output_init
+    from .conv import conv_epilogue, match_im2col, native_conv_text, output_init
     from .conv_pair import ConvCall, native_pair_text, pair_args, pairs
     from .gemm_epilogue import match_epilogue
     from .gemm_text import gemm_text, weight_a_ok, weight_a_text
@@ -553,10 +554,8 @@ def rewrite_contractions(module) -> int:
             g = gemm_of(op)
             if g is None:
                 unmark(op)
-        else:
-            g = match_conv(op) if op.name == "linalg.generic" else None
-        if g is not None:
-            found.append(g)
+            else:
+                found.append(g)
         return ir.WalkResult.ADVANCE
 
     module.walk(visit)
@@ -574,24 +573,12 @@ def rewrite_contractions(module) -> int:
     convs = {}  # index in calls -> ConvCall, for the native calls of the im2col form
     is_weight = weight_test(module)
     for i, g in enumerate(found):
-        conv = not isinstance(g, _Gemm)
-        name = unique_name(f"kiln_{'conv' if conv else 'gemm'}_{i}", names)
+        name = unique_name(f"kiln_gemm_{i}", names)
         fill = _zero_fill_before(g.op, g.c)
         beta = 0.0 if fill is not None else 1.0
         slot = f"kiln_pack_{i}"
         args, dead = None, []
-        tw = ir.MemRefType(g.w.type) if conv else None
-        if conv and weight_a and not any(ir.ShapedType.is_dynamic_size(d) for d in tw.shape[2:]):
-            # A direct convolution generic: the native convolution reads x in place.
-            const = is_weight(g.w)
-            texts.append(native_conv_text(name, g.w.type, g.x.type, g.c.type, g.strides, g.dilations,
-                                          list(tw.shape[2:]), beta, slot if const else None, size_args=False))
-            slots += [slot] if const else []
-            args = [g.w, g.x, g.c]
-        elif conv:
-            texts.append(conv_text(name, g, beta, native))
-            args = [g.x, g.w, g.c]
-        elif weight_a and is_weight(g.a) and weight_a_ok(g):
+        if weight_a and is_weight(g.a) and weight_a_ok(g):
             # A weight times an activation: the native weight-A GEMM; a
             # convolution's im2col copy is folded into the call.
             slots.append(slot)
@@ -610,7 +597,7 @@ def rewrite_contractions(module) -> int:
                 out = epi.out if epi is not None else g.c
                 res = epi.residual if epi is not None else None
                 texts.append(native_conv_text(name, g.a.type, im.x.type, out.type, im.strides, im.dilations,
-                                              im.kernel, beta, slot, size_args=True, pads=im.pads,
+                                              im.kernel, beta, slot, pads=im.pads,
                                               bias_type=bias.type if bias is not None else None,
                                               relu=epi is not None and epi.relu,
                                               residual_type=res.type if res is not None else None,

@@ -39,9 +39,12 @@ Products take their own contraction as the placeholder (``contraction=True``;
 kiln-cpu-library and kiln-cpu-lowp-gemm write their helpers, :mod:`.gemm_text`
 and :mod:`.lowp_gemm`):
 
-- ``native.gemm``: an f32 ``kiln.matmul`` of matrices (and, marked by their
-  lowerings, the f32 products inside a generated attention or
-  convolution): kiln's native small-M GEMM for few rows times a constant B
+- ``native.conv2d``: an f32 ``kiln.conv2d`` (one group): its im2col product
+  is the placeholder; the native convolution gathers the im2col in the call
+  (the weight constant), folding in the zero padding, the bias and a
+  residual add / ReLU / global mean after it, else the library GEMM.
+- ``native.gemm``: an f32 ``kiln.matmul`` of matrices (and, marked by its
+  lowering, the f32 products inside a generated attention): kiln's native small-M GEMM for few rows times a constant B
   (packed once), sgemv for one row, OpenBLAS's sgemm in slabs on the native
   pool otherwise -- by M, at run time (:func:`.library.small_m`); with
   ``KILN_NATIVE=0``, OpenBLAS alone.
@@ -65,6 +68,7 @@ from .calls import LibraryCall, Site, address, array, f32, i32, i64, pointer, re
 __all__ = [
     "ATTENTION",
     "ATTENTION_MASKED",
+    "CONV2D",
     "LAYER_NORM",
     "MAX_HEAD_DIM",
     "MAX_POOL",
@@ -305,6 +309,14 @@ def _why_gemm(op) -> str | None:
     return "f32 product: the native GEMM for few rows times a constant B, OpenBLAS sgemm otherwise (by M at run time)"
 
 
+def _why_conv(op) -> str | None:
+    if op.opview.decoded_attrs()["groups"] != 1:
+        return None  # grouped / depthwise: the generated convolution
+    return "f32 convolution: the native convolution gathers its im2col (padding, bias and a residual / ReLU " \
+           "after it folded in) for a constant weight; sgemm over an im2col copy otherwise"
+
+
+CONV2D = LibraryCall("native.conv2d", "kiln_conv2d", (), why=_why_conv, contraction=True, native=False)
 MATMUL_F32 = LibraryCall("native.gemm", "scipy_cblas_sgemm64_", (), why=_why_gemm, contraction=True, native=False)
 MATMUL_LOWP = LibraryCall("native.matmul_lowp", "kiln_lowp_gemm", (), why=_why_lowp, contraction=True)
 MATMUL_W8 = LibraryCall(
@@ -324,6 +336,7 @@ def register_builtins(registry) -> None:
     register("kiln.packed_attention", PACKED_ATTENTION, registry)
     register("kiln.transpose", PERMUTE, registry, dtypes=("f32", "i32"))
     register("kiln.matmul", MATMUL_F32, registry)
+    register("kiln.conv2d", CONV2D, registry)
     register("kiln.matmul", MATMUL_LOWP, registry, dtypes=("bf16", "f16"))
     register("kiln.matmul_w8", MATMUL_W8, registry, dtypes=("f32",))
     register("kiln.matmul_integer", MATMUL_INTEGER, registry, dtypes=("i8", "ui8"))

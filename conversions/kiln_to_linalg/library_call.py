@@ -18,7 +18,7 @@ Bufferization places its output like any other destination-passing op's;
 (:mod:`kiln.backends.cpu.calls`).
 
 A product (:data:`CONTRACTIONS`: ``kiln.matmul``, ``kiln.matmul_w8``,
-``kiln.matmul_integer``) is lowered by its own lowering instead, and its
+``kiln.matmul_integer``, ``kiln.conv2d``'s im2col product) is lowered by its own lowering instead, and its
 contraction -- a ``linalg.generic`` whose maps say which loop is a batch,
 the rows, the columns and the reduction -- is the placeholder
 (:func:`mark_contraction`: ``library_call``, ``kiln.call_attrs``,
@@ -34,7 +34,7 @@ from ...dialects.kiln import is_float
 from ...transforms._graph import IMPL_ATTR, WHY_ATTR
 from .common import Lowering, affine_map, generic
 
-__all__ = ["CALL_ARGS", "CALL_ATTRS", "CALL_DTYPES", "CONTRACTIONS", "GEMM", "IMPL_ATTR", "LIBRARY_CALL", "WHY_ATTR", "chosen",
+__all__ = ["CALL_ARGS", "CALL_ATTRS", "CALL_DTYPES", "CONTRACTIONS", "CONV2D", "GEMM", "IMPL_ATTR", "LIBRARY_CALL", "WHY_ATTR", "chosen",
            "lower_library_call", "mark_contraction", "op_attributes"]
 
 #: On a placeholder: the names of its operands (the kiln op's operands present, then its results).
@@ -50,8 +50,12 @@ CALL_DTYPES = "kiln.call_dtypes"
 #: entry of an f32 kiln.matmul, and of the f32 products inside the generated
 #: code of an attention or a convolution.
 GEMM = "native.gemm"
+#: The library convolution: an f32 ``kiln.conv2d``'s im2col contraction, which
+#: kiln-cpu-library calls as the native convolution (its im2col gathered in the call)
+#: or as the library GEMM.
+CONV2D = "native.conv2d"
 #: Ops whose chosen library kernel takes their own contraction as its placeholder.
-CONTRACTIONS = frozenset({"kiln.matmul", "kiln.matmul_w8", "kiln.matmul_integer"})
+CONTRACTIONS = frozenset({"kiln.matmul", "kiln.matmul_w8", "kiln.matmul_integer", "kiln.conv2d"})
 
 _SEGMENTS = ("operandSegmentSizes", "resultSegmentSizes")
 

@@ -32,7 +32,7 @@ from .common import (
     to_float,
 )
 from .elementwise import _scf, exp
-from .library_call import GEMM, chosen, mark_contraction
+from .library_call import chosen, mark_contraction
 
 #: The attribute a convolution's zero-padding generic carries: its pads
 #: ``[top, left, bottom, right]`` (kiln-cpu-library reads it).
@@ -626,8 +626,7 @@ def _conv_im2col(lw: Lowering, x, w, init, strides, dil) -> ir.Value:
                   [affine_map(4, [1, 3]), affine_map(4, [0, 3, 2]), affine_map(4, [0, 1, 2])],
                   ["parallel", "parallel", "parallel", "reduction"],
                   _mac)[0]  # integer convolutions too (ConvInteger)
-    if str(t) == "f32":  # the library GEMM (kiln-cpu-library; the native convolution with its im2col folded)
-        mark_contraction(lw, res, GEMM)
+    mark_contraction(lw, res)  # native.conv2d's placeholder, when chosen: kiln-cpu-library folds the im2col in
     return _reshape(res, [n, o, oh, ow], acc_t)
 
 

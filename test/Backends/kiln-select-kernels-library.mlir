@@ -71,7 +71,7 @@ func.func @max_pools(%x: !kiln.tensor<["N", 8, 32, 32], f32>) -> (!kiln.tensor<[
 
 // Inside a fused group (a residual add fused into the norm's kernel) the
 // norm is chosen too: its group is lowered in place, the call beside the
-// add's loops.  Ops with no library kernel (softmax, matmul) stay unmarked.
+// add's loops.  Ops with no library kernel (softmax) stay unmarked.
 "kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
 // CHECK-LABEL: func.func @fused
 // CHECK: "kiln.fused"
@@ -141,3 +141,31 @@ func.func @products(%a: !kiln.tensor<["B", 16, 64], bf16>, %w: !kiln.tensor<[64,
 }
 // STATS: kiln-select-kernels
 // STATS-NEXT: (5) library kernels
+
+// -----
+
+// Convolutions: an f32 kiln.conv2d of one group takes native.conv2d (its
+// im2col product the placeholder), at a symbolic batch and at static
+// shapes, with or without a bias; a depthwise (grouped) one and a bf16 one
+// stay generated.  Without the native runtime it is still chosen (BLAS):
+// its product becomes sgemm over the im2col copy.
+"kiln.symbol"() {sym_name = "N", min = 1 : i64, max = 8 : i64} : () -> ()
+// CHECK-LABEL: func.func @convs
+// CHECK: "kiln.conv2d"(%arg0, %arg1, %arg2) {{{.*}}kiln.impl = "native.conv2d", kiln.why = "f32 convolution: the native convolution gathers its im2col (padding, bias and a residual / ReLU after it folded in) for a constant weight; sgemm over an im2col copy otherwise"
+// CHECK: "kiln.conv2d"(%arg3, %arg1) {{{.*}}kiln.impl = "native.conv2d"
+// CHECK: "kiln.conv2d"(%arg0, %arg4) {groups = 3 : i64, operandSegmentSizes = array<i32: 1, 1, 0>} :
+// CHECK: "kiln.conv2d"(%arg5, %arg6) {operandSegmentSizes = array<i32: 1, 1, 0>} :
+// BLAS-LABEL: func.func @convs
+// BLAS: "kiln.conv2d"(%arg0, %arg1, %arg2) {{{.*}}kiln.impl = "native.conv2d"
+// NONE-LABEL: func.func @convs
+// NONE-NOT: kiln.impl
+func.func @convs(%x: !kiln.tensor<["N", 3, 8, 8], f32>, %w: !kiln.tensor<[4, 3, 3, 3], f32>, %b: !kiln.tensor<[4], f32>, %s: !kiln.tensor<[2, 3, 8, 8], f32>, %dw: !kiln.tensor<[3, 1, 3, 3], f32>, %h: !kiln.tensor<["N", 3, 8, 8], bf16>, %hw: !kiln.tensor<[4, 3, 3, 3], bf16>)
+    -> (!kiln.tensor<["N", 4, 8, 8], f32>, !kiln.tensor<[2, 4, 6, 6], f32>, !kiln.tensor<["N", 3, 6, 6], f32>, !kiln.tensor<["N", 4, 6, 6], bf16>) {
+  %0 = "kiln.conv2d"(%x, %w, %b) {pads = array<i64: 1, 1, 1, 1>, operandSegmentSizes = array<i32: 1, 1, 1>} : (!kiln.tensor<["N", 3, 8, 8], f32>, !kiln.tensor<[4, 3, 3, 3], f32>, !kiln.tensor<[4], f32>) -> !kiln.tensor<["N", 4, 8, 8], f32>
+  %1 = "kiln.conv2d"(%s, %w) {operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<[2, 3, 8, 8], f32>, !kiln.tensor<[4, 3, 3, 3], f32>) -> !kiln.tensor<[2, 4, 6, 6], f32>
+  %2 = "kiln.conv2d"(%x, %dw) {groups = 3 : i64, operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["N", 3, 8, 8], f32>, !kiln.tensor<[3, 1, 3, 3], f32>) -> !kiln.tensor<["N", 3, 6, 6], f32>
+  %3 = "kiln.conv2d"(%h, %hw) {operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["N", 3, 8, 8], bf16>, !kiln.tensor<[4, 3, 3, 3], bf16>) -> !kiln.tensor<["N", 4, 6, 6], bf16>
+  return %0, %1, %2, %3 : !kiln.tensor<["N", 4, 8, 8], f32>, !kiln.tensor<[2, 4, 6, 6], f32>, !kiln.tensor<["N", 3, 6, 6], f32>, !kiln.tensor<["N", 4, 6, 6], bf16>
+}
+// STATS: kiln-select-kernels
+// STATS-NEXT: (2) library kernels

@@ -135,7 +135,9 @@ func.func @conv(%x: tensor<?x3x11x11xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<?x
 
 
 @pytest.mark.parametrize("stride, dilation", [(1, 1), (2, 1), (1, 2)])
-def test_direct_convolution_generic_becomes_a_library_call(stride, dilation):
+def test_direct_convolution_generic_stays_generated_code(stride, dilation):
+    """Hand-written linalg (a named convolution, generalized) is not raised to a library call: no kiln op
+    chose one (issue 40), so it runs as generated loops, and right."""
     from kiln._mlir import ir
     from kiln.backends.cpu import jit
     from kiln.backends.cpu.dispatch import make_caller
@@ -147,7 +149,7 @@ def test_direct_convolution_generic_becomes_a_library_call(stride, dilation):
     with ctx, ir.Location.unknown():
         module = ir.Module.parse(_CONV.format(o=out, s=stride, d=dilation))
         CpuLower().run(module.operation)
-        assert "@kiln_conv_0" in str(module)
+        assert "kiln_conv2d" not in str(module) and "sgemm" not in str(module)
         engine = jit(module)
         call = make_caller(engine, "conv")
         for n in (1, 3):
