@@ -2,7 +2,7 @@
 
 ``kiln-fuse``'s conv_pair rule puts a small CNN's last two convolutions (each
 with its ReLU, the second ending in a global pool) into one kernel, where
-:func:`~kiln.backends.cpu.library.rewrite_contractions` makes them a
+:func:`~kiln.backends.cpu.contractions.rewrite_contractions` makes them a
 ``kiln_conv2d`` call writing a local buffer and a ``kiln_conv2d_mean`` call
 reading it through its zero padding.  :func:`pairs` finds such calls and
 :func:`native_pair_text` writes the one helper that replaces both: the

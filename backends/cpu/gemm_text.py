@@ -6,8 +6,8 @@ small-M GEMM for few rows times a packed constant B, sgemv for one row,
 OpenBLAS's sgemm (in slabs on the native pool) otherwise), in loops over
 the batch dims that do not fold into the rows, and a product's bias +
 activation epilogue (:mod:`.gemm_epilogue`).  :func:`weight_a_text` emits the
-call of the native weight-A GEMM (a constant A times activations).  Split
-from :mod:`.library`, which matches the products and rewrites the module.
+call of the native weight-A GEMM (a constant A times activations).  Called by
+:mod:`.contractions` (the stage's driver); the helpers' pieces are :mod:`.library`'s.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def gemm_text(name: str, g: _Gemm, beta: float, slot: str | None = None, pool: b
               epi: Epilogue | None = None) -> tuple[str, bool, bool]:
     """The helper ``@name(A, B, C)`` computing ``g`` with library calls,
     whether it uses ``slot`` (the packing slot global a constant B may get,
-    see :func:`rewrite_contractions`, used when the native GEMM applies) and
+    see :func:`.contractions.rewrite_contractions`, used when the native GEMM applies) and
     whether it applies ``epi``.  ``pool``: a multi-threaded sgemm runs as
     single-threaded slabs on the native pool (``kiln_sgemm_par``) instead of
     on OpenBLAS's threads.  ``epi`` (native runtime only): the bias add,

@@ -45,6 +45,10 @@ after it are applied in the native small GEMM's registers
 (``kiln_sgemm_small_epi``) or by one ``kiln_bias_act`` call after the
 other paths (:mod:`.gemm_epilogue`).
 
+This module holds what the helpers share (symbols, thread-count lines,
+strided metadata, packing slots) and the placeholders' reading; the
+stage's driver and pass are :mod:`.contractions`.
+
 Pointers cross as ``i64`` (same registers as a pointer in the x86-64 and
 AArch64 C ABIs).  The ExecutionEngine resolves the symbol from the shared
 library :func:`shared_libs` names.  ``KILN_CPU_LIBRARY=0`` turns the stage
@@ -55,7 +59,6 @@ from __future__ import annotations
 
 from ..._mlir import ir
 from ...conversions.kiln_to_linalg.library_call import CALL_ATTRS, CALL_DTYPES, CONV2D, GEMM, LIBRARY_CALL
-from ...pipelines.registry import Option, Pass, register_pass
 from ...runtime.blas import (
     SET_THREADS,
     SGEMM,
@@ -63,10 +66,10 @@ from ...runtime.blas import (
     blas_threads,  # noqa: F401  (re-exported: the backend's own name for it)
 )
 from ...transforms.partition import WEIGHTS_ATTR
-from .buffers import erase_dead_buffers, indexing_maps, view_root
+from .buffers import indexing_maps, view_root
 
-__all__ = ["SGEMM", "CpuLibrary", "blas_library", "enabled", "gemm_of", "is_gemm_placeholder", "rewrite_contractions",
-           "shared_libs", "unmark", "weight_a_enabled"]
+__all__ = ["SGEMM", "blas_library", "enabled", "gemm_of", "is_gemm_placeholder", "shared_libs", "unmark",
+           "weight_a_enabled", "weight_test"]
 
 SGEMV = "scipy_cblas_sgemv64_"
 # SGEMM (numpy's bundled OpenBLAS, 64-bit integer interface) and SET_THREADS,
@@ -529,128 +532,6 @@ def insert_helpers(module, texts: list[str]) -> None:
         op.operation.move_before(first)
 
 
-def _index_value(v):
-    """``v`` (an int or an index value) as an index value at the current insertion point."""
-    from ..._mlir import arith
-
-    return arith.ConstantOp(ir.IndexType.get(), v).result if isinstance(v, int) else v
-
-
-def rewrite_contractions(module) -> int:
-    """Replace every matched contraction in ``module`` (bufferized) with a
-    library call (sgemm, or the native GEMM or convolution); the count."""
-    from ..._mlir import func
-    from .conv import conv_epilogue, match_im2col, native_conv_text, output_init
-    from .conv_pair import ConvCall, native_pair_text, pair_args, pairs
-    from .gemm_epilogue import match_epilogue
-    from .gemm_text import gemm_text, weight_a_ok, weight_a_text
-
-    module = module.operation  # an ir.Module or its operation
-    names = function_names(module)
-    found = []
-
-    def visit(op):
-        if is_gemm_placeholder(op):
-            g = gemm_of(op)
-            if g is None:
-                unmark(op)
-            else:
-                found.append(g)
-        return ir.WalkResult.ADVANCE
-
-    module.walk(visit)
-    if not found:
-        return 0
-    native = native_enabled()
-    weight_a = weight_a_enabled()
-    cleanup = []  # functions with a fused epilogue
-    texts = []
-    if SGEMM not in names:
-        texts.append(_DECL)
-        if native:
-            texts.append(_NATIVE_DECL)
-    calls, slots = [], []
-    convs = {}  # index in calls -> ConvCall, for the native calls of the im2col form
-    is_weight = weight_test(module)
-    for i, g in enumerate(found):
-        name = unique_name(f"kiln_gemm_{i}", names)
-        fill = _zero_fill_before(g.op, g.c)
-        beta = 0.0 if fill is not None else 1.0
-        slot = f"kiln_pack_{i}"
-        args, dead = None, []
-        if weight_a and is_weight(g.a) and weight_a_ok(g):
-            # A weight times an activation: the native weight-A GEMM; a
-            # convolution's im2col copy is folded into the call.
-            slots.append(slot)
-            im = match_im2col(g)
-            if im is not None:
-                init = output_init(g) if fill is None else None
-                bias = None
-                if init is not None:  # the output starts from the bias (or 0) in the call
-                    beta, bias = 0.0, init[1]
-                    dead = [init[0]]
-                # A residual add and/or ReLU after it are applied in the call,
-                # which then writes the last one's output.
-                epi = conv_epilogue(g) if beta == 0.0 else None
-                if epi is not None and epi.out == im.x:
-                    epi = None  # the call would overwrite the input it still reads
-                out = epi.out if epi is not None else g.c
-                res = epi.residual if epi is not None else None
-                texts.append(native_conv_text(name, g.a.type, im.x.type, out.type, im.strides, im.dilations,
-                                              im.kernel, beta, slot, pads=im.pads,
-                                              bias_type=bias.type if bias is not None else None,
-                                              relu=epi is not None and epi.relu,
-                                              residual_type=res.type if res is not None else None,
-                                              pool_divisor=epi.pool_divisor if epi is not None else None))
-                args = [g.a, im.x, out, im.oh, im.ow] + [v for v in (bias, res) if v is not None]
-                convs[len(calls)] = ConvCall(len(texts) - 1, g.a, im.x, out, im.oh, im.ow, bias, im.kernel, im.strides, im.dilations,
-                                             im.pads, epi is not None and epi.relu,
-                                             epi.pool_divisor if epi is not None else None, res is not None, slot)
-                dead = im.dead + dead + (epi.dead if epi is not None else [])
-                if epi is not None and g.op.parent not in cleanup:
-                    cleanup.append(g.op.parent)
-            else:
-                texts.append(weight_a_text(name, g, beta, slot))
-                args = [g.a, g.b, g.c]
-        else:
-            # A weight B may get a slot the native GEMM packs it into once.
-            epi = match_epilogue(g, g.c) if native else None
-            text, uses_slot, fused = gemm_text(name, g, beta, slot if native and is_weight(g.b) else None,
-                                                  pool=native, epi=epi)
-            texts.append(text)
-            slots += [slot] if uses_slot else []
-            args = [g.a, g.b, g.c]
-            if fused:  # the epilogue's passes go: the helper's calls apply them
-                args += [v for v in (epi.bias, epi.residual) if v is not None]
-                dead = list(epi.ops)
-        calls.append((name, g, fill, args, dead))
-    # A convolution whose output only a pooled one reads (kiln-fuse's
-    # conv_pair): both calls become one, at the second's place.
-    for i, j in pairs(convs):
-        name = unique_name(f"kiln_conv_pair_{i}", names)
-        texts[convs[i].text] = texts[convs[j].text] = None  # their helpers go unused
-        texts.append(native_pair_text(name, convs[i], convs[j]))
-        calls[j] = (name, calls[j][1], calls[j][2], pair_args(convs[i], convs[j]), calls[j][4])
-        calls[i] = (None,) + calls[i][1:]
-        if calls[j][1].op.parent not in cleanup:
-            cleanup.append(calls[j][1].op.parent)  # the buffer between them is left unread
-    if slots and RELEASE not in names:
-        texts.append(_release_text(slots))
-    insert_helpers(module, [t for t in texts if t is not None])
-    for name, g, fill, args, dead in calls:
-        if name is not None:  # (None: the first of a pair, whose call the second's makes)
-            with ir.InsertionPoint(g.op), g.op.location:
-                func.CallOp([], ir.FlatSymbolRefAttr.get(name), [_index_value(a) for a in args])
-        g.op.erase()
-        for op in dead:  # users first: the reshape and deallocs, the copy, then the buffer
-            op.erase()
-        if fill is not None:
-            fill.erase()
-    for fn in cleanup:  # a fused epilogue leaves the product's own output buffer unwritten and unread
-        erase_dead_buffers(fn)
-    return len(calls)
-
-
 def weight_test(module):
     """A test of whether a buffer of ``module`` (bufferized) is a weight: the
     same data on every call, which a packing slot may keep packed.  It is
@@ -706,16 +587,3 @@ def _release_text(slots: list[str]) -> str:
     lines.append("  return")
     lines.append("}")
     return "\n".join(lines)
-
-
-@register_pass
-class CpuLibrary(Pass):
-    """Matrix products and convolutions as library calls (bufferized modules): OpenBLAS or kiln's native kernels."""
-
-    name = "kiln-cpu-library"
-    summary = "Replace f32 matmul-like and convolution linalg.generic ops on memrefs with library calls"
-    options = (Option("enabled", int, 1, "0: keep generated code (KILN_CPU_LIBRARY=0 does the same)"),)
-
-    def run(self, module) -> None:
-        if self.option("enabled") and enabled():
-            rewrite_contractions(module)

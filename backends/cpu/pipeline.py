@@ -524,7 +524,7 @@ class CpuLower(Pass):
         CpuVectorize(level=self.option("vectorize")).run(module)
         bufferize(module)
         from .calls import lower_library_calls
-        from .library import CpuLibrary  # matrix products as OpenBLAS sgemm calls
+        from .contractions import CpuLibrary  # matrix products as OpenBLAS sgemm calls
 
         lower_library_calls(module)  # the library kernels kiln-select-kernels chose
         CpuLibrary().run(module)

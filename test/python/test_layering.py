@@ -33,9 +33,8 @@ no longer matches fails the test, so a fixed one must be deleted).
 
 Cycles: no import circle between top-level units (a subpackage, or a
 top-level module; the runtime-side backend modules count as ``kiln.runtime``)
-beyond :data:`KNOWN_UNIT_CIRCLES`, and none inside ``backends/cpu`` beyond
-:data:`CPU_CIRCLE`, the known circle around ``library.py`` (issue 40); both
-lists may only shrink.
+beyond :data:`KNOWN_UNIT_CIRCLES` (the list may only shrink), and none
+inside ``backends/cpu``.
 """
 
 from __future__ import annotations
@@ -281,31 +280,15 @@ def test_no_import_circle_between_top_level_units():
     assert not gone, f"circles no longer there (delete them from KNOWN_UNIT_CIRCLES): {gone}"
 
 
-#: The modules of backends/cpu in one import circle today (issue 40: "an
-#: 11-file import circle around library.py"; 9 now): library.py imports the
-#: kernel families (its matchers of tagged linalg) and they import it back for
-#: its helpers (library symbols, call emission).  Issue 40's kernel selection
-#: removes the matchers; until then the circle may only shrink: delete a
-#: module here once it is out.
-CPU_CIRCLE = {
-    "kiln.backends.cpu.conv",
-    "kiln.backends.cpu.conv_pair",
-    "kiln.backends.cpu.gemm_epilogue",
-    "kiln.backends.cpu.gemm_text",
-    "kiln.backends.cpu.library",
-}
-
-
-def test_backends_cpu_import_circle_only_shrinks():
+def test_backends_cpu_has_no_import_circle():
+    """No import circle inside backends/cpu (issue 40 found an 11-file one around ``library.py``, whose
+    matchers imported the kernel families that imported it back; the stage's driver is
+    ``contractions.py`` now, and ``library.py`` imports none of them)."""
     graph = defaultdict(set)
     for name, edges in EDGES.items():
         if name.startswith("kiln.backends.cpu."):
             graph[name] |= {t for t, _ in edges if t.startswith("kiln.backends.cpu.") and t != name}
-    circles = _cycles(graph)
-    assert len(circles) <= 1, circles
-    found = set(circles[0]) if circles else set()
-    assert found <= CPU_CIRCLE, "new members of the backends/cpu import circle:\n" + "\n".join(sorted(found - CPU_CIRCLE))
-    assert found == CPU_CIRCLE, f"out of the circle now (delete from CPU_CIRCLE): {sorted(CPU_CIRCLE - found)}"
+    assert not _cycles(graph), _cycles(graph)
 
 
 def test_the_checker_sees_function_local_imports_and_skips_type_checking_ones():
