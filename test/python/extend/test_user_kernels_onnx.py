@@ -102,7 +102,7 @@ def test_custom_domain_op_decomposed_into_kiln_ops(registered):
     compiled = kiln.compile(m, symbols=SYMBOLS, fallback=False)
     report = compiled.report()
     assert report["fallback"]["ops"] == 0
-    assert {k["impl"] for k in report["kernels"]} == {"generated"}
+    assert not [k for k in report["kernels"] if "user." in k["impl"]]  # kiln's own code (its library GEMM too)
     check(compiled, w)
 
 

@@ -128,7 +128,7 @@ def test_custom_torch_op_runs_its_registered_cpu_kernel(registered):
     assert report["fallback"]["ops"] == 0
     impls = [k["impl"] for k in report["kernels"]]
     assert impls.count("user.np_attention") == 1
-    assert "generated" in impls  # the projection around it is kiln's
+    assert any(i.startswith("generated") for i in impls)  # the projection around it is kiln's
     check(model, compiled, attn_args)
     assert CALLS.count("attention") == len(SHAPES)
 
@@ -167,7 +167,7 @@ def test_decomposition_of_a_custom_torch_op(registered):
     compiled = kiln.compile(M(), (torch.randn(2, 5, 8),), {"x": {0: B, 1: L}}, fallback=False)
     report = compiled.report()
     assert report["fallback"]["ops"] == 0
-    assert {k["impl"] for k in report["kernels"]} == {"generated"}
+    assert not [k for k in report["kernels"] if "user." in k["impl"]]  # kiln's own code (its library GEMM too)
     assert "kiln.sigmoid" in {op for k in report["kernels"] for op in k["ops"]}
     check(M(), compiled, lambda b, n: (torch.randn(b, n, 8),))
 
@@ -286,6 +286,6 @@ def test_decomposition_of_a_kiln_op(registered):
     compiled = kiln.compile(M(), (torch.randn(2, 8, 8),), {"x": {0: B, 1: L}}, fallback=False)
     report = compiled.report()
     kernel_ops = {op for k in report["kernels"] for op in k["ops"]}
-    assert {k["impl"] for k in report["kernels"]} == {"generated"}
+    assert not [k for k in report["kernels"] if "user." in k["impl"]]  # kiln's own code (its library GEMM too)
     assert "kiln.softmax" not in kernel_ops and {"kiln.reduce_max", "kiln.exp", "kiln.reduce_sum"} <= kernel_ops
     check(M(), compiled, lambda b, n: (torch.randn(b, n, 8),))
