@@ -8,8 +8,9 @@ Each stage is a registered kiln pass, so ``kiln-opt --pass-pipeline`` and
    result, written with ``bufferization.materialize_in_destination``; no
    buffer escapes, MLIR_NOTES sharp edge 17) and mark it
    ``llvm.emit_c_interface``.
-2. ``kiln-cpu-vectorize``: generalize named linalg ops to generics (so
-   ``kiln-cpu-library`` sees every contraction in one form) and let the
+2. ``kiln-cpu-vectorize``: generalize named linalg ops to generics (one
+   form for every contraction; a library kernel's placeholder is a generic
+   already) and let the
    float arithmetic of reductions reassociate; the loops are vectorized by
    LLVM at ``-O3`` -- which is why f32 ``exp``/``erf``/``tanh``
    are arith polynomials, not libm calls.  No MLIR-level tiling yet
@@ -20,8 +21,10 @@ Each stage is a registered kiln pass, so ``kiln-opt --pass-pipeline`` and
    deallocation pipeline (internal buffers are freed before returning).
 4. ``kiln-cpu-library-calls``: the library kernels kiln-select-kernels
    chose on kiln IR (their placeholders) become native calls
-   (:mod:`.calls`); then ``kiln-cpu-library`` gives products and
-   convolutions to OpenBLAS / the native GEMMs.
+   (:mod:`.calls`); then ``kiln-cpu-library`` gives the f32 products and
+   convolutions chosen there to OpenBLAS / the native GEMMs
+   (:mod:`.contractions`), and ``kiln-cpu-lowp-gemm`` the bf16 / f16,
+   int8-weight and integer ones to the native low-precision GEMMs.
 5. ``kiln-cpu-to-llvm``: loops → cf → LLVM dialect (math through libm where
    LLVM has no intrinsic; bf16 rounding as integer ops, which needs no
    runtime library); a placeholder left over is an error.
@@ -508,12 +511,12 @@ def _refuse_placeholders(module) -> None:
 
 #: The CPU stages in order (names of registered passes).
 STAGES = ("kiln-cpu-prepare", "kiln-cpu-vectorize", "kiln-cpu-bufferize", "kiln-cpu-library-calls", "kiln-cpu-library",
-          "kiln-cpu-to-llvm")
+          "kiln-cpu-lowp-gemm", "kiln-cpu-to-llvm")
 
 
 @register_pass
 class CpuLower(Pass):
-    """The whole CPU lowering: prepare, vectorize, bufferize, to LLVM."""
+    """The whole CPU lowering: prepare, vectorize, bufferize, library calls, to LLVM."""
 
     name = "kiln-cpu-lower"
     summary = "linalg on tensors -> LLVM dialect for the ExecutionEngine (all kiln-cpu-* stages)"
@@ -525,7 +528,9 @@ class CpuLower(Pass):
         bufferize(module)
         from .calls import lower_library_calls
         from .contractions import CpuLibrary  # matrix products as OpenBLAS sgemm calls
+        from .lowp_gemm import CpuLowpGemm
 
         lower_library_calls(module)  # the library kernels kiln-select-kernels chose
         CpuLibrary().run(module)
+        CpuLowpGemm().run(module)  # (it needs kiln-cpu-library's release function first)
         CpuToLLVM().run(module)
