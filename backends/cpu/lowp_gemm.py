@@ -158,10 +158,15 @@ class _LowpGemm:
 ENTRIES = {"native.matmul_lowp": None, "native.matmul_w8": "i8", "native.matmul_integer": "int"}
 
 
-def _string_list(op, name: str) -> list[str] | None:
-    if name not in op.attributes:
+def _marks(op) -> tuple[list[str], dict] | None:
+    """A placeholder's ``kiln.call_dtypes`` (one per operand) and ``kiln.call_attrs`` (by name), or None
+    when either is missing or malformed (hand-written input: the placeholder then stays generated code)."""
+    try:
+        dtypes = [ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes[CALL_DTYPES])]
+        attrs = {a.name: a.attr for a in ir.DictAttr(op.attributes[CALL_ATTRS])}
+    except (KeyError, ValueError, TypeError):
         return None
-    return [ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes[name])]
+    return (dtypes, attrs) if len(dtypes) == len(op.operands) else None
 
 
 def from_placeholder(op) -> _LowpGemm | None:
@@ -171,11 +176,11 @@ def from_placeholder(op) -> _LowpGemm | None:
     reduction) and the chosen op's attributes and dtypes; None when the
     native kernel cannot take it as it lies (A read transposed, an
     innermost stride not 1: it stays generated code)."""
-    entry = ir.StringAttr(op.attributes[LIBRARY_CALL]).value
-    kind = ENTRIES[entry]
-    dtypes = _string_list(op, CALL_DTYPES)
-    if dtypes is None or CALL_ATTRS not in op.attributes:
+    kind = ENTRIES[ir.StringAttr(op.attributes[LIBRARY_CALL]).value]
+    marks = _marks(op)
+    if marks is None:
         return None
+    dtypes, attrs = marks
     extra = {None: 0, "i8": 1, "int": 2}[kind]
     parts = product_parts(op, lambda *names: True, a_transposed=False, extra_inputs=extra)
     if parts is None:
@@ -191,10 +196,13 @@ def from_placeholder(op) -> _LowpGemm | None:
         flags = (_A_UNSIGNED if dtypes[0] == "ui8" else 0) | (_B_UNSIGNED if dtypes[1] == "ui8" else 0)
         return _LowpGemm(op, a, b, c, maps, batch, m, n, k, "int", zps=list(op.operands[2:4]), flags=flags)
     scale = op.operands[2]
-    st = ir.MemRefType(scale.type)
-    if names[0] != "f32" or str(st.element_type) != "f32" or not _inner_stride_one(st, 1):
+    try:
+        st = ir.MemRefType(scale.type)
+        group = ir.IntegerAttr(attrs["group_size"]).value
+    except (KeyError, ValueError, TypeError):
         return None
-    group = ir.IntegerAttr(ir.DictAttr(op.attributes[CALL_ATTRS])["group_size"]).value
+    if names[0] != "f32" or str(st.element_type) != "f32" or st.rank != 2 or not _inner_stride_one(st, 1) or group < 1:
+        return None
     return _LowpGemm(op, a, b, c, maps, batch, m, n, k, "i8", s=scale, group=group)
 
 

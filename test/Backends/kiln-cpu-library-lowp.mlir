@@ -253,3 +253,50 @@ func.func @unmarked(%x: memref<4x8xbf16>, %w: memref<8x4xbf16>, %y: memref<4x4xf
   }
   return
 }
+
+// -----
+
+// Hand-written placeholders with marks that do not describe the op (no
+// group_size, a group of 0, dtypes of the wrong length) are not called: they
+// stay generated code, without an error or a crash.
+// CHECK-LABEL: func.func @bad_marks(
+// CHECK-NOT: call @kiln_
+// CHECK: linalg.generic
+// CHECK: linalg.generic
+// CHECK: linalg.generic
+// CHECK-NOT: call @kiln_
+// CHECK: return
+#ba = affine_map<(m, n, k) -> (m, k)>
+#bw = affine_map<(m, n, k) -> (n, k)>
+#bs = affine_map<(m, n, k) -> (n, k floordiv 4)>
+#bc = affine_map<(m, n, k) -> (m, n)>
+func.func @bad_marks(%x: memref<2x8xf32>, %w: memref<4x8xi8>, %s: memref<4x2xf32>, %y: memref<2x4xf32>) {
+  linalg.generic {indexing_maps = [#ba, #bw, #bs, #bc], iterator_types = ["parallel", "parallel", "reduction"], library_call = "native.matmul_w8", kiln.call_attrs = {}, kiln.call_dtypes = ["f32", "i8", "f32", "f32"]}
+      ins(%x, %w, %s : memref<2x8xf32>, memref<4x8xi8>, memref<4x2xf32>) outs(%y : memref<2x4xf32>) {
+  ^bb0(%p: f32, %q: i8, %r: f32, %acc: f32):
+    %0 = arith.sitofp %q : i8 to f32
+    %1 = arith.mulf %0, %r : f32
+    %2 = arith.mulf %p, %1 : f32
+    %3 = arith.addf %acc, %2 : f32
+    linalg.yield %3 : f32
+  }
+  linalg.generic {indexing_maps = [#ba, #bw, #bs, #bc], iterator_types = ["parallel", "parallel", "reduction"], library_call = "native.matmul_w8", kiln.call_attrs = {group_size = 0 : i64}, kiln.call_dtypes = ["f32", "i8", "f32", "f32"]}
+      ins(%x, %w, %s : memref<2x8xf32>, memref<4x8xi8>, memref<4x2xf32>) outs(%y : memref<2x4xf32>) {
+  ^bb0(%p: f32, %q: i8, %r: f32, %acc: f32):
+    %0 = arith.sitofp %q : i8 to f32
+    %1 = arith.mulf %0, %r : f32
+    %2 = arith.mulf %p, %1 : f32
+    %3 = arith.addf %acc, %2 : f32
+    linalg.yield %3 : f32
+  }
+  linalg.generic {indexing_maps = [#ba, #bw, #bs, #bc], iterator_types = ["parallel", "parallel", "reduction"], library_call = "native.matmul_w8", kiln.call_attrs = {group_size = 4 : i64}, kiln.call_dtypes = ["f32"]}
+      ins(%x, %w, %s : memref<2x8xf32>, memref<4x8xi8>, memref<4x2xf32>) outs(%y : memref<2x4xf32>) {
+  ^bb0(%p: f32, %q: i8, %r: f32, %acc: f32):
+    %0 = arith.sitofp %q : i8 to f32
+    %1 = arith.mulf %0, %r : f32
+    %2 = arith.mulf %p, %1 : f32
+    %3 = arith.addf %acc, %2 : f32
+    linalg.yield %3 : f32
+  }
+  return
+}
