@@ -49,8 +49,10 @@ def _index_value(v):
 
 
 def rewrite_contractions(module) -> int:
-    """Replace every matched contraction in ``module`` (bufferized) with a
-    library call (sgemm, or the native GEMM or convolution); the count."""
+    """Replace every library GEMM / convolution placeholder in ``module``
+    (bufferized) with a library call (sgemm, or the native GEMM or
+    convolution); the count.  One the calls cannot take as it lies loses
+    its marks and stays generated code."""
     from ..._mlir import func
 
     module = module.operation  # an ir.Module or its operation
@@ -165,7 +167,7 @@ class CpuLibrary(Pass):
     """Matrix products and convolutions as library calls (bufferized modules): OpenBLAS or kiln's native kernels."""
 
     name = "kiln-cpu-library"
-    summary = "Replace f32 matmul-like and convolution linalg.generic ops on memrefs with library calls"
+    summary = "Replace library GEMM / convolution placeholders (marked f32 contractions on memrefs) with library calls"
     options = (Option("enabled", int, 1, "0: keep generated code (KILN_CPU_LIBRARY=0 does the same)"),)
 
     def run(self, module) -> None:
