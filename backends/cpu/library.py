@@ -68,8 +68,8 @@ from ...runtime.blas import (
 from ...transforms.partition import WEIGHTS_ATTR
 from .buffers import indexing_maps, view_root
 
-__all__ = ["SGEMM", "blas_library", "enabled", "gemm_of", "is_gemm_placeholder", "shared_libs", "unmark",
-           "weight_a_enabled", "weight_test"]
+__all__ = ["SGEMM", "blas_library", "enabled", "gemm_of", "is_gemm_placeholder", "placeholder_entry", "shared_libs",
+           "unmark", "weight_a_enabled", "weight_test"]
 
 SGEMV = "scipy_cblas_sgemv64_"
 # SGEMM (numpy's bundled OpenBLAS, 64-bit integer interface) and SET_THREADS,
@@ -420,12 +420,18 @@ def gemm_of(op) -> _Gemm | None:
     return None if parts is None else _Gemm(op, *parts[:-1])
 
 
+def placeholder_entry(op) -> str | None:
+    """The library entry a ``linalg.generic`` placeholder names (``library_call``), or None."""
+    if op.name != "linalg.generic" or LIBRARY_CALL not in op.attributes:
+        return None
+    return ir.StringAttr(op.attributes[LIBRARY_CALL]).value
+
+
 def is_gemm_placeholder(op) -> bool:
     """Whether ``op`` is a ``linalg.generic`` marked as a :data:`GEMM` or a
     :data:`CONV2D` placeholder (a convolution's im2col product: a GEMM whose
     im2col copy the native convolution may take over)."""
-    return (op.name == "linalg.generic" and LIBRARY_CALL in op.attributes
-            and ir.StringAttr(op.attributes[LIBRARY_CALL]).value in (GEMM, CONV2D))
+    return placeholder_entry(op) in (GEMM, CONV2D)
 
 
 def unmark(op) -> None:

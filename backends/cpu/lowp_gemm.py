@@ -46,7 +46,7 @@ import ctypes
 import logging
 
 from ..._mlir import ir
-from ...conversions.kiln_to_linalg.library_call import CALL_ATTRS, CALL_DTYPES, LIBRARY_CALL
+from ...conversions.kiln_to_linalg.library_call import CALL_ATTRS, CALL_DTYPES
 from ...pipelines.registry import Option, Pass, register_pass
 from .library import (
     FREE_PACKED,
@@ -62,6 +62,7 @@ from .library import (
     function_names,
     gemm_sizes,
     insert_helpers,
+    placeholder_entry,
     pool_threads_line,
     product_parts,
     strided_pointers,
@@ -169,41 +170,56 @@ def _marks(op) -> tuple[list[str], dict] | None:
     return (dtypes, attrs) if len(dtypes) == len(op.operands) else None
 
 
-def from_placeholder(op) -> _LowpGemm | None:
+#: The element types (A, B, C) each kind's kernel takes (None: bf16 / f16 into f32).
+_ELEMENTS = {"i8": ("f32", "i8", "f32"), "int": ("i8", "i8", "i32")}
+
+
+def _elements_ok(kind, ta: str, tb: str, tc: str) -> bool:
+    if kind is None:
+        return ta == tb and ta in _DTYPES and tc == "f32"
+    return (ta, tb, tc) == _ELEMENTS[kind]
+
+
+def from_placeholder(op, entry: str) -> _LowpGemm | None:
     """The product a contraction placeholder of :data:`ENTRIES` (``op``, a
-    ``linalg.generic`` on memrefs marked by ``convert-kiln-to-linalg``) stands
-    for: its roles read from its maps (a batch, the rows, the columns, the
-    reduction) and the chosen op's attributes and dtypes; None when the
-    native kernel cannot take it as it lies (A read transposed, an
-    innermost stride not 1: it stays generated code)."""
-    kind = ENTRIES[ir.StringAttr(op.attributes[LIBRARY_CALL]).value]
+    ``linalg.generic`` on memrefs marked by ``convert-kiln-to-linalg``,
+    naming ``entry``) stands for: its roles read from its maps (a batch, the
+    rows, the columns, the reduction) and the chosen op's attributes and
+    dtypes; None when the native kernel cannot take it as it lies (A read
+    transposed, an innermost stride not 1, element types or marks that are
+    not the entry's: it stays generated code)."""
+    kind = ENTRIES[entry]
     marks = _marks(op)
     if marks is None:
         return None
     dtypes, attrs = marks
     extra = {None: 0, "i8": 1, "int": 2}[kind]
-    parts = product_parts(op, lambda *names: True, a_transposed=False, extra_inputs=extra)
+    parts = product_parts(op, lambda *names: _elements_ok(kind, *names), a_transposed=False, extra_inputs=extra)
     if parts is None:
         return None
     a, b, c, maps, batch, m, n, k, names = parts
     if kind is None:
-        if names[0] != names[1] or names[0] not in _DTYPES or names[2] != "f32":
-            return None
         return _LowpGemm(op, a, b, c, maps, batch, m, n, k, names[0])
     if maps[1] != ([n, k] if kind == "i8" else [k, n]):  # the weight's rows; an integer product's B
         return None
-    if kind == "int":
-        flags = (_A_UNSIGNED if dtypes[0] == "ui8" else 0) | (_B_UNSIGNED if dtypes[1] == "ui8" else 0)
-        return _LowpGemm(op, a, b, c, maps, batch, m, n, k, "int", zps=list(op.operands[2:4]), flags=flags)
-    scale = op.operands[2]
+    extras = op.operands[2:2 + extra]
     try:
-        st = ir.MemRefType(scale.type)
+        extra_types = [ir.MemRefType(v.type) for v in extras]
+    except (ValueError, TypeError):
+        return None
+    if kind == "int":
+        if any(t.rank != 0 or str(t.element_type) != "i8" for t in extra_types):  # the zero points are scalars
+            return None
+        flags = (_A_UNSIGNED if dtypes[0] == "ui8" else 0) | (_B_UNSIGNED if dtypes[1] == "ui8" else 0)
+        return _LowpGemm(op, a, b, c, maps, batch, m, n, k, "int", zps=list(extras), flags=flags)
+    (st,) = extra_types
+    try:
         group = ir.IntegerAttr(attrs["group_size"]).value
     except (KeyError, ValueError, TypeError):
         return None
-    if names[0] != "f32" or str(st.element_type) != "f32" or st.rank != 2 or not _inner_stride_one(st, 1) or group < 1:
+    if str(st.element_type) != "f32" or st.rank != 2 or not _inner_stride_one(st, 1) or group < 1:
         return None
-    return _LowpGemm(op, a, b, c, maps, batch, m, n, k, "i8", s=scale, group=group)
+    return _LowpGemm(op, a, b, c, maps, batch, m, n, k, "i8", s=extras[0], group=group)
 
 
 def lowp_text(name: str, g: _LowpGemm, beta: float, slot: str | None) -> str:
@@ -283,21 +299,21 @@ def rewrite_lowp_contractions(module) -> int:
     module = module.operation
     found = []
 
+    lib = _native()
+
     def visit(op):
-        if op.name == "linalg.generic" and LIBRARY_CALL in op.attributes and \
-                ir.StringAttr(op.attributes[LIBRARY_CALL]).value in ENTRIES:
-            g = from_placeholder(op) if _native() is not None else None
+        entry = placeholder_entry(op)
+        if entry in ENTRIES:
+            g = from_placeholder(op, entry) if lib is not None else None
             if g is None:
-                _log.debug("%s: the native kernel cannot take this contraction as it lies: generated code",
-                           ir.StringAttr(op.attributes[LIBRARY_CALL]).value)
+                _log.debug("%s: the native kernel cannot take this contraction as it lies: generated code", entry)
                 unmark(op)
             else:
                 found.append(g)
         return ir.WalkResult.ADVANCE
 
     module.walk(visit)
-    lib = _native() if found else None
-    if lib is None:
+    if not found:
         return 0
     if not _warned and any(g.dtype == "bf16" for g in found) and not lib.kiln_lowp_uses_dp():
         _warned = True

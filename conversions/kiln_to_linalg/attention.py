@@ -3,9 +3,10 @@
 An attention lowers to its chain -- ``q k^T`` (a contraction), the scale and
 mask, a softmax, ``p v`` -- whose f32 contractions are placeholders of the
 library GEMM (``native.gemm``: kiln-cpu-library calls sgemm); grouped-query
-k / v are repeated to q's heads first (sgemm needs plain batch maps).  This is the generated code: where kiln-select-kernels
-chose the native flash attention (``kiln.impl``, most f32 attentions), the op
-is one call instead (:mod:`kiln.backends.cpu.library_kernels`).
+k / v are repeated to q's heads first (sgemm needs plain batch maps).  This
+is the generated code: where kiln-select-kernels chose the native flash
+attention (``kiln.impl``, most f32 attentions), the op is one call instead
+(:mod:`kiln.backends.cpu.library_kernels`).
 """
 
 from __future__ import annotations

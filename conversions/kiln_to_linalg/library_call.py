@@ -18,13 +18,14 @@ Bufferization places its output like any other destination-passing op's;
 (:mod:`kiln.backends.cpu.calls`).
 
 A product (:data:`CONTRACTIONS`: ``kiln.matmul``, ``kiln.matmul_w8``,
-``kiln.matmul_integer``, ``kiln.conv2d``'s im2col product) is lowered by its own lowering instead, and its
-contraction -- a ``linalg.generic`` whose maps say which loop is a batch,
-the rows, the columns and the reduction -- is the placeholder
-(:func:`mark_contraction`: ``library_call``, ``kiln.call_attrs``,
-``kiln.call_dtypes``).  It stays runnable code: the native GEMM helpers read
-the operands' roles and layouts from its maps, and where they cannot take
-it (a transposed A, a strided row) it runs as generated loops.
+``kiln.matmul_integer``, ``kiln.conv2d``'s im2col product) is lowered by
+its own lowering instead, and its contraction -- a ``linalg.generic`` whose
+maps say which loop is a batch, the rows, the columns and the reduction --
+is the placeholder (:func:`mark_contraction`: ``library_call``,
+``kiln.call_attrs``, ``kiln.call_dtypes``).  It stays runnable code: the
+native GEMM helpers read the operands' roles and layouts from its maps,
+and where they cannot take it (a transposed A, a strided row) it runs as
+generated loops.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from ...dialects.kiln import is_float
 from ...transforms._graph import IMPL_ATTR, WHY_ATTR
 from .common import Lowering, affine_map, generic
 
-__all__ = ["CALL_ARGS", "CALL_ATTRS", "CALL_DTYPES", "CONTRACTIONS", "CONV2D", "GEMM", "IMPL_ATTR", "LIBRARY_CALL", "WHY_ATTR", "chosen",
-           "lower_library_call", "mark_contraction", "op_attributes"]
+__all__ = ["CALL_ARGS", "CALL_ATTRS", "CALL_DTYPES", "CONTRACTIONS", "CONV2D", "GEMM", "IMPL_ATTR", "LIBRARY_CALL",
+           "WHY_ATTR", "chosen", "lower_library_call", "mark_contraction", "op_attributes"]
 
 #: On a placeholder: the names of its operands (the kiln op's operands present, then its results).
 CALL_ARGS = "kiln.call_args"

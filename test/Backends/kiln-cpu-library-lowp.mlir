@@ -300,3 +300,28 @@ func.func @bad_marks(%x: memref<2x8xf32>, %w: memref<4x8xi8>, %s: memref<4x2xf32
   }
   return
 }
+
+// -----
+
+// An integer placeholder whose zero points are not scalars is not called either.
+// CHECK-LABEL: func.func @vector_zero_points(
+// CHECK-NOT: call @kiln_
+// CHECK: linalg.generic
+// CHECK-NOT: call @kiln_
+// CHECK: return
+func.func @vector_zero_points(%x: memref<2x8xi8>, %b: memref<8x4xi8>, %za: memref<2xi8>, %zb: memref<4xi8>, %y: memref<2x4xi32>) {
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m)>, affine_map<(m, n, k) -> (n)>, affine_map<(m, n, k) -> (m, n)>], iterator_types = ["parallel", "parallel", "reduction"], library_call = "native.matmul_integer", kiln.call_attrs = {}, kiln.call_dtypes = ["i8", "i8", "i8", "i8", "i32"]}
+      ins(%x, %b, %za, %zb : memref<2x8xi8>, memref<8x4xi8>, memref<2xi8>, memref<4xi8>) outs(%y : memref<2x4xi32>) {
+  ^bb0(%p: i8, %q: i8, %r: i8, %s: i8, %acc: i32):
+    %0 = arith.extsi %p : i8 to i32
+    %1 = arith.extsi %r : i8 to i32
+    %2 = arith.subi %0, %1 : i32
+    %3 = arith.extsi %q : i8 to i32
+    %4 = arith.extsi %s : i8 to i32
+    %5 = arith.subi %3, %4 : i32
+    %6 = arith.muli %2, %5 : i32
+    %7 = arith.addi %acc, %6 : i32
+    linalg.yield %7 : i32
+  }
+  return
+}
