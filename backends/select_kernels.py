@@ -35,8 +35,15 @@ chosen op is not fused away) and again before partitioning (ops that the
 graph passes created, such as ``kiln.attention`` from attention written out);
 the Triton path (``device=cuda``) runs it before its own grouping.
 
+Inside a ``kiln.fused`` group, an entry with an ``epilogue`` (the native
+GEMM, the native convolution) also takes the ops after its op that its call
+applies (a bias add, an activation, a residual add, a global pool:
+:mod:`kiln.backends.cpu.epilogues`): each gets the entry as ``kiln.impl``
+and its role as ``kiln.epilogue``.
+
 Statistics: ``user decompositions``, ``user kernels`` (ops rewritten),
-``library kernels`` (ops given a library kernel).
+``library kernels`` (ops given a library kernel), ``epilogue steps`` (ops
+a library kernel's call applies after it).
 """
 
 from __future__ import annotations
@@ -44,7 +51,7 @@ from __future__ import annotations
 from .._mlir import ir
 from ..conversions.kiln_to_linalg.library_call import op_attributes
 from ..pipelines.registry import Option, Pass, register_pass
-from ..transforms._graph import IMPL_ATTR, WHY_ATTR
+from ..transforms._graph import EPILOGUE_ATTR, IMPL_ATTR, WHY_ATTR
 
 __all__ = ["SelectKernels", "library_entries", "select_kernels", "select_user_kernels", "user_entries"]
 
@@ -101,15 +108,15 @@ def _dtype(op) -> str | None:
     return str(tensor_info(first.type).dtype) if first is not None else None
 
 
-def _choose_library(op, entries) -> tuple[str, str] | None:
-    """``(entry name, why)`` of the first library entry that fits ``op``."""
+def _choose_library(op, entries) -> tuple[object, str] | None:
+    """``(entry, why)`` of the first library entry that fits ``op``."""
     dtype = _dtype(op)
     for e in entries:
         if e.dtypes is not None and dtype not in e.dtypes:
             continue
         why = e.impl.why(op.opview)
         if why is not None:
-            return e.name, why
+            return e, why
     return None
 
 
@@ -150,8 +157,11 @@ class SelectKernels(Pass):
             for op in list(fn.regions[0].blocks[0].operations):
                 op = op.operation
                 if op.name == "kiln.fused":  # its body's ops are lowered in place: library kernels only
-                    for inner in op.regions[0].blocks[0].operations:
-                        self._library(inner.operation, library)
+                    inner = [o.operation for o in op.regions[0].blocks[0].operations]
+                    chosen = [(o, self._library(o, library)) for o in inner]
+                    for o, entry in chosen:
+                        if entry is not None and entry.impl.epilogue is not None:
+                            self._epilogue(entry, entry.impl.epilogue(o))
                 elif op.name not in _SKIP and not self._user(op, entries, decompositions):
                     self._library(op, library)
 
@@ -180,16 +190,27 @@ class SelectKernels(Pass):
         self.bump("user kernels")
         return True
 
-    def _library(self, op, library) -> None:
-        """Mark ``op`` with the library kernel that fits it (and why), or unmark it."""
-        for attr in (IMPL_ATTR, WHY_ATTR):
+    def _library(self, op, library):
+        """Mark ``op`` with the library kernel that fits it (and why), or unmark
+        it; the entry chosen, or None."""
+        for attr in (IMPL_ATTR, WHY_ATTR, EPILOGUE_ATTR):
             if attr in op.attributes:
                 del op.attributes[attr]
         chosen = _choose_library(op, library[op.name]) if op.name in library else None
-        if chosen is not None:
-            op.attributes[IMPL_ATTR] = ir.StringAttr.get(chosen[0])
-            op.attributes[WHY_ATTR] = ir.StringAttr.get(chosen[1])
-            self.bump("library kernels")
+        if chosen is None:
+            return None
+        op.attributes[IMPL_ATTR] = ir.StringAttr.get(chosen[0].name)
+        op.attributes[WHY_ATTR] = ir.StringAttr.get(chosen[1])
+        self.bump("library kernels")
+        return chosen[0]
+
+    def _epilogue(self, entry, steps) -> None:
+        """Mark the ``(op, role)`` steps that ``entry``'s call applies after its op."""
+        for op, role in steps:
+            op.attributes[IMPL_ATTR] = ir.StringAttr.get(entry.name)
+            op.attributes[WHY_ATTR] = ir.StringAttr.get(f"{role}: applied in {entry.name}'s call")
+            op.attributes[EPILOGUE_ATTR] = ir.StringAttr.get(role)
+            self.bump("epilogue steps")
 
 
 def select_kernels(module, device: str = "cpu", builtin: bool = True) -> None:

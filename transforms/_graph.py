@@ -19,6 +19,7 @@ from ..runtime.dtypes import NUMPY_DTYPES  # noqa: F401 (one map, kept in the ru
 from ._resources import register_resource, resource_bytes
 
 __all__ = [
+    "EPILOGUE_ATTR",
     "IMPL_ATTR",
     "NUMPY_DTYPES",
     "WHY_ATTR",
@@ -41,6 +42,11 @@ __all__ = [
 IMPL_ATTR = "kiln.impl"
 #: On a kiln op: why that kernel was chosen.
 WHY_ATTR = "kiln.why"
+#: On a kiln op that a product's or convolution's library call applies after
+#: it (its ``kiln.impl`` names that call): the step's role (``"bias"``,
+#: ``"relu"``, ``"gelu"``, ``"residual"``, ``"pool"``).  The op's lowering
+#: carries it onto its generics, which the call then replaces.
+EPILOGUE_ATTR = "kiln.epilogue"
 
 
 def numpy_dtype(t: ir.Type):

@@ -166,6 +166,9 @@ class LibraryCall:
     contraction: bool = False
     #: Whether it needs kiln's native runtime (else the BLAS library alone: the library GEMM).
     native: bool = True
+    #: ``epilogue(op) -> [(consumer op, role), ...]``: the ops after ``op`` (in
+    #: a fused group) that the call applies itself (:mod:`.epilogues`), or None.
+    epilogue: Callable | None = field(compare=False, default=None)
 
     def declaration(self) -> str:
         """The ``func.func private`` declaration of the C function."""

@@ -17,7 +17,7 @@ from ...pipelines.registry import Option, Pass, register_pass
 from .buffers import erase_dead_buffers
 from .conv import conv_epilogue, match_im2col, native_conv_text, output_init
 from .conv_pair import ConvCall, native_pair_text, pair_args, pairs
-from .gemm_epilogue import match_epilogue
+from .gemm_epilogue import epilogue_of
 from .gemm_text import gemm_text, weight_a_ok, weight_a_text
 from .library import (
     _DECL,
@@ -124,7 +124,7 @@ def rewrite_contractions(module) -> int:
                 args = [g.a, g.b, g.c]
         else:
             # A weight B may get a slot the native GEMM packs it into once.
-            epi = match_epilogue(g, g.c) if native else None
+            epi = epilogue_of(g, g.c) if native else None
             text, uses_slot, fused = gemm_text(name, g, beta, slot if native and is_weight(g.b) else None,
                                                   pool=native, epi=epi)
             texts.append(text)

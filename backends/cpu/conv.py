@@ -19,6 +19,7 @@ import re
 from ..._mlir import ir
 from ...conversions.kiln_to_linalg.nn import PAD_ATTR
 from .buffers import RESHAPES, indexing_maps, loaded_memref, op_of, view_closure, view_root
+from .epilogues import role_of
 from .library import (
     NATIVE_CONV,
     NATIVE_CONV_MEAN,
@@ -164,9 +165,6 @@ def output_init(g):
     return init, src
 
 
-_OLT = 4  # arith.cmpf's predicate number for "olt"
-
-
 def _constant(v) -> float | int | None:
     """The value of ``v`` when it is a scalar ``arith.constant`` (a float, an
     integer or an index), else None."""
@@ -184,22 +182,6 @@ def _constant(v) -> float | int | None:
 def _is_zero(v) -> bool:
     """``v`` is an ``arith.constant`` 0: a float (either sign) or an integer or index."""
     return _constant(v) == 0
-
-
-def _is_relu_body(block) -> bool:
-    """``select(cmpf olt(x, 0), 0, x)`` (the lowering of ``kiln.relu``) or ``maximumf(x, 0)``."""
-    ops = [o.operation for o in block.operations]
-    x = block.arguments[0]
-    if len(ops) == 3 and [o.name for o in ops] == ["arith.cmpf", "arith.select", "linalg.yield"]:
-        cmp, sel, yld = ops
-        return (ir.IntegerAttr(cmp.attributes["predicate"]).value == _OLT
-                and cmp.operands[0] == x and _is_zero(cmp.operands[1])
-                and sel.operands[0] == cmp.results[0] and _is_zero(sel.operands[1]) and sel.operands[2] == x
-                and yld.operands[0] == sel.results[0])
-    if len(ops) == 2 and ops[0].name == "arith.maximumf":
-        return x in list(ops[0].operands) and any(_is_zero(v) for v in ops[0].operands) and \
-            ops[1].operands[0] == ops[0].results[0]
-    return False
 
 
 def _copies_whole(op, buffer) -> bool:
@@ -286,17 +268,6 @@ def _elementwise(op, n_ins: int, rank: int = 4):
     return list(op.operands)[:n_ins], op.operands[n_ins]
 
 
-def _is_add_body(block) -> bool:
-    ops = [o.operation for o in block.operations]
-    args = list(block.arguments)
-    return (len(ops) == 2 and ops[0].name == "arith.addf" and _same_pair(list(ops[0].operands), args[:2])
-            and ops[1].operands[0] == ops[0].results[0])
-
-
-def _same_pair(a, b) -> bool:
-    return (a[0] == b[0] and a[1] == b[1]) or (a[0] == b[1] and a[1] == b[0])
-
-
 def _plain_4d(value, g, block_ops) -> bool:
     """A contiguous 4-D f32 buffer: a function argument or an allocation before ``g``."""
     if not contiguous_f32(value, 4):
@@ -318,16 +289,18 @@ def _untouched_between(value, g, end_op, block_ops, allowed) -> bool:
 
 def conv_epilogue(g) -> Epilogue | None:
     """The residual add and/or ReLU after the convolution ``g`` that its call
-    can apply: ``g`` writes a local allocation whose only reader is
-    ``add(conv, r)`` (r a contiguous 4-D buffer of the same shape, defined
-    before ``g``), whose output's only reader may then be a ReLU; or the
-    ReLU alone.  Last, either a sum of the result over its pixels (a global
-    average pool: zero fill, sum, then maybe a division by a constant,
-    :func:`_pool_after`; the call then writes ``[N, F]``) or a copy of the
-    allocation written so far into a plain buffer (the function's result,
-    copied out because its product went through reshapes) goes too.  The
-    call then writes the last one's output, which must be defined before
-    ``g`` and untouched until that generic.
+    applies: the steps kiln-select-kernels chose on kiln IR
+    (:func:`.epilogues.conv_steps`), whose generics carry their role, as
+    the buffers lie.  ``g`` writes a local allocation whose only reader is
+    the residual step (the other operand a contiguous 4-D buffer of the
+    same shape, defined before ``g``), whose output's only reader may then
+    be the ReLU step; or the ReLU step alone.  Last, either a sum or mean
+    of the result over its pixels (zero fill, sum, for a mean the division
+    by the pixel count: :func:`_pool_after`; the call then writes ``[N,
+    F]``) or a copy of the allocation written so far into a plain buffer
+    (the function's result, copied out because its product went through
+    reshapes) goes too.  The call then writes the last one's output, which
+    must be defined before ``g`` and untouched until that generic.
 
     Without the copy's fold, a convolution with no activation after it
     computed into a ``malloc``'d temporary each call and copied it out: a
@@ -338,7 +311,7 @@ def conv_epilogue(g) -> Epilogue | None:
     buffer = view_root(g.c)
     dead, residual, relu = [], None, False
     reader = _sole_reader(buffer, g, block_ops)
-    if reader is not None and _is_add_body(reader.regions[0].blocks[0]):
+    if reader is not None and role_of(reader) == "residual":
         io = _elementwise(reader, 2)
         if io is None:
             return None
@@ -351,7 +324,7 @@ def conv_epilogue(g) -> Epilogue | None:
         residual, buffer = other[0], out
         dead.append(reader)
         reader = _sole_reader(out, g, block_ops, skip=set(dead))
-    if reader is not None and _is_relu_body(reader.regions[0].blocks[0]):
+    if reader is not None and role_of(reader) == "relu":
         io = _elementwise(reader, 1)
         if io is not None and _plain_4d(io[1], g, block_ops):
             relu, buffer = True, io[1]
@@ -379,11 +352,11 @@ def _iterators(op) -> list[str]:
 
 
 def _spatial_sum(op, buffer) -> bool:
-    """Whether the generic ``op`` sums all of the 4-D ``buffer`` ``[N, F, OH,
-    OW]`` over its last two dims into its output ``[N, F]`` or ``[N, F, 1,
-    1]``: how ``convert-kiln-to-linalg`` lowers a ``reduce_sum`` /
-    ``reduce_mean`` over axes (2, 3), read through a collapse to ``[N, F,
-    OH*OW]`` or not."""
+    """Whether the generic ``op``, a pool step (role ``sum`` / ``mean``),
+    reads all of the 4-D ``buffer`` ``[N, F, OH, OW]`` reducing its last two
+    dims into its output ``[N, F]`` or ``[N, F, 1, 1]``: how
+    ``convert-kiln-to-linalg`` lowers a ``reduce_sum`` / ``reduce_mean`` over
+    axes (2, 3), read through a collapse to ``[N, F, OH*OW]`` or not."""
     if op.name != "linalg.generic" or len(op.operands) != 2 or len(op.regions[0].blocks[0].arguments) != 2:
         return False
     x, out = op.operands
@@ -404,34 +377,25 @@ def _spatial_sum(op, buffer) -> bool:
         return False
     if _iterators(op) != ["parallel", "parallel"] + ["reduction"] * (rank - 2):
         return False
-    return _is_add_body(op.regions[0].blocks[0])
+    return role_of(op) in ("sum", "mean")
 
 
-def _constant_divisor(op, value) -> float | None:
-    """The constant ``c`` when the generic ``op`` computes ``x / c`` of its
-    one input ``value`` element for element (same shape), else None."""
+def _divides(op, value) -> bool:
+    """Whether ``op`` is a mean's division step (its role) reading ``value``
+    element for element into an output of the same shape."""
     rank = ir.MemRefType(value.type).rank
-    io = _elementwise(op, 1, rank) if op.name == "linalg.generic" else None
-    if io is None or io[0][0] != value or _iterators(op) != ["parallel"] * rank:
-        return None
-    if ir.MemRefType(io[1].type).shape != ir.MemRefType(value.type).shape:
-        return None
-    body = op.regions[0].blocks[0]
-    ops = [o.operation for o in body.operations]
-    if len(ops) != 2 or ops[0].name != "arith.divf" or ops[0].operands[0] != body.arguments[0]:
-        return None
-    if ops[1].operands[0] != ops[0].results[0]:
-        return None
-    c = _constant(ops[0].operands[1])
-    return float(c) if c is not None else None
+    io = _elementwise(op, 1, rank) if op.name == "linalg.generic" and role_of(op) == "mean" else None
+    return io is not None and io[0][0] == value and _iterators(op) == ["parallel"] * rank and \
+        ir.MemRefType(io[1].type).shape == ir.MemRefType(value.type).shape
 
 
 def _pool_after(reduce, buffer, g, block_ops):
     """``(dead ops, output, divisor)`` when ``reduce`` (the one reader of
-    ``buffer``, the convolution's finished output) is a sum over its pixels
-    (:func:`_spatial_sum`) whose output was zero-filled after ``g`` and may
-    then be divided by a constant (a mean), in place or into a buffer
-    defined before ``g``; else None."""
+    ``buffer``, the convolution's finished output) is a pool step summing
+    its pixels (:func:`_spatial_sum`) whose output was zero-filled after
+    ``g`` and, for a mean, is then divided by the pixel count (a static
+    ``OH * OW``: kiln-select-kernels takes no other mean) in place or into a
+    buffer defined before ``g``; else None."""
     if not _spatial_sum(reduce, buffer):
         return None
     sums = reduce.operands[1]
@@ -451,14 +415,15 @@ def _pool_after(reduce, buffer, g, block_ops):
     later = sorted((u for u in (_ancestor_in(u, g.op.block) for u in users)
                     if u is not None and u.name != "memref.dealloc" and block_ops.index(u) > at),
                    key=block_ops.index)
-    if later:
-        c = _constant_divisor(later[0], sums)
-        if c is not None and c != 0.0:
-            div = later[0]
-            out, divisor = div.operands[1], c
-            dead.append(div)
-            if view_root(out) != view_root(sums) and len(later) > 1:
-                return None  # the undivided sums are read again
+    if role_of(reduce) == "mean":  # the division by the pixel count follows (kiln-level: static)
+        pixels = ir.MemRefType(buffer.type).shape[2:]
+        if not later or not _divides(later[0], sums) or any(ir.ShapedType.is_dynamic_size(d) for d in pixels):
+            return None
+        div = later[0]
+        out, divisor = div.operands[1], float(pixels[0] * pixels[1])
+        dead.append(div)
+        if view_root(out) != view_root(sums) and len(later) > 1:
+            return None  # the undivided sums are read again
     if not contiguous_f32(out) or ir.MemRefType(out.type).rank not in (2, 4):
         return None
     owner = getattr(out.owner, "operation", None)

@@ -6,29 +6,29 @@ the rows) and ``C = gelu(C)``; a transformer's projection before a residual
 connection has ``C += bias`` and ``C = R + C``.  They ran on the calling
 thread alone, so a product the native pool computed on two threads waited
 for one thread to add and activate: the bench MLP at B=64 spent about 0.1
-ms in GELU after a 2.5 ms product.  :func:`match_epilogue` finds those
-passes right after the product and ``kiln-cpu-library`` replaces them: the
+ms in GELU after a 2.5 ms product.  kiln-select-kernels decides on kiln IR
+which of them the native GEMM's call applies (:func:`.epilogues.gemm_steps`)
+and their lowering stamps their generics with the role
+(:data:`~kiln.transforms._graph.EPILOGUE_ATTR`); :func:`epilogue_of` reads
+those right after the product, and ``kiln-cpu-library`` replaces them: the
 native small GEMM applies them to each tile in its registers
 (``kiln_sgemm_small_epi``), the other paths (sgemv, OpenBLAS) are followed by
 ``kiln_bias_act`` (``kiln_dispatch.c``: one pass, rows over the pool).
 
-The activation generics are recognized by the tag the linalg lowering puts
-on them (:data:`~kiln.conversions.kiln_to_linalg.elementwise.ACT_ATTR`),
-not by their bodies.
+What is checked here is only what the call needs of the buffers: that each
+step rewrites the product's output in place, the bias a dense ``[N]``
+indexed by the last dim, the residual dense and of the output's type.
+Nothing is recognised by its body.
 """
 
 from __future__ import annotations
 
 from ..._mlir import ir
-from ...conversions.kiln_to_linalg.elementwise import ACT_ATTR
 from .buffers import indexing_maps, op_of
-from .conv import _is_add_body
+from .epilogues import ACTIVATIONS, role_of
 from .library import contiguous_f32
 
-__all__ = ["ACTIVATIONS", "Epilogue", "match_epilogue"]
-
-#: The codes of the epilogue's activations (``KILN_ACT_*`` in kiln_native.h).
-ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2}
+__all__ = ["Epilogue", "epilogue_of"]
 
 
 class Epilogue:
@@ -42,8 +42,8 @@ class Epilogue:
 
     @property
     def code(self) -> int:
-        """The activation's code for the native calls."""
-        return ACTIVATIONS[self.act]
+        """The activation's code for the native calls (0: none)."""
+        return ACTIVATIONS.get(self.act, 0)
 
 
 def _parallel(op, rank: int) -> bool:
@@ -52,13 +52,13 @@ def _parallel(op, rank: int) -> bool:
 
 
 def _add_to(op, c, rank: int):
-    """``(other, maps)`` when ``op`` is ``c = c + other`` or ``c = other + c``
-    (a parallel generic over ``rank`` dims, ``other`` not ``c``), the maps
-    ordered ``(c's, other's, the output's)``; else None."""
+    """``(other, maps)`` when ``op`` (an add step) reads ``c`` and ``other``
+    and writes ``c`` (a parallel generic over ``rank`` dims, ``other`` not
+    ``c``), the maps ordered ``(c's, other's, the output's)``; else None."""
     if op.name != "linalg.generic" or len(op.operands) != 3 or op.operands[2] != c or not _parallel(op, rank):
         return None
     ins = list(op.operands)[:2]
-    if c not in ins or ins[0] == ins[1] or not _is_add_body(op.regions[0].blocks[0]):
+    if c not in ins or ins[0] == ins[1]:
         return None
     at = ins.index(c)
     maps = indexing_maps(op)
@@ -66,9 +66,9 @@ def _add_to(op, c, rank: int):
 
 
 def _bias_add(op, c, rank: int, n: int):
-    """The bias when ``op`` is ``c = c + bias`` (either order), ``bias`` a
-    static f32 ``[n]`` indexed by the last of ``rank`` dims; else None."""
-    found = _add_to(op, c, rank)
+    """The bias when ``op`` is a bias step ``c = c + bias`` (either order),
+    ``bias`` a static f32 ``[n]`` indexed by the last of ``rank`` dims; else None."""
+    found = _add_to(op, c, rank) if role_of(op) == "bias" else None
     if found is None:
         return None
     bias, (c_map, bias_map, out_map) = found
@@ -81,21 +81,20 @@ def _bias_add(op, c, rank: int, n: int):
 
 
 def _activation(op, c, rank: int) -> str | None:
-    """The tagged activation when ``op`` is ``c = act(c)``, else None."""
-    if op.name != "linalg.generic" or ACT_ATTR not in op.attributes:
-        return None
-    act = ir.StringAttr(op.attributes[ACT_ATTR]).value
-    if act not in ACTIVATIONS or list(op.operands) != [c, c] or not _parallel(op, rank) \
+    """The activation when ``op`` is an activation step ``c = act(c)``, else None."""
+    act = role_of(op)
+    if op.name != "linalg.generic" or act not in ACTIVATIONS or list(op.operands) != [c, c] or not _parallel(op, rank) \
             or indexing_maps(op) != [ir.AffineMap.get_identity(rank)] * 2:
         return None
     return act
 
 
 def _residual_add(op, c):
-    """The other operand when ``op`` is ``c = c + r`` (either order), ``r`` a
-    contiguous f32 memref of ``c``'s type read element for element; else None."""
+    """The other operand when ``op`` is a residual step ``c = c + r`` (either
+    order), ``r`` a contiguous f32 memref of ``c``'s type read element for
+    element; else None."""
     rank = ir.MemRefType(c.type).rank
-    found = _add_to(op, c, rank)
+    found = _add_to(op, c, rank) if role_of(op) == "residual" else None
     if found is None:
         return None
     r, maps = found
@@ -104,11 +103,11 @@ def _residual_add(op, c):
     return r
 
 
-def match_epilogue(g, c) -> Epilogue | None:
-    """The bias add, tagged activation and residual add (each optional, in
+def epilogue_of(g, c) -> Epilogue | None:
+    """The bias add, activation and residual add steps (each optional, in
     that order) right after the product ``g`` (the next ops of its block)
     rewriting its output ``c`` in place: a contiguous f32 memref whose last
-    dim is static.  None when none follows."""
+    dim is static.  None when none follows as the call takes it."""
     if not contiguous_f32(c):
         return None
     t = ir.MemRefType(c.type)

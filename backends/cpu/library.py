@@ -31,17 +31,18 @@ product leave OpenBLAS: few rows times a constant B (``kiln_sgemm_small``,
 B packed once into a slot), a constant A times activations
 (``kiln_sgemm_wa``, A packed once, all of the batch in one call on the
 native pool), and convolutions (``kiln_conv2d``, see :mod:`.conv`: the
-im2col copy, the zero padding, the bias init and a residual/ReLU epilogue
-are folded into the call).  Still read from the loops around a product,
-what issue 40 has left: the work its call takes over (a convolution's
-im2col copy and bias init, an epilogue: :mod:`.conv`, :mod:`.gemm_epilogue`).
+im2col copy, the zero padding, the bias init and a residual / ReLU / pool
+epilogue are folded into the call).  The epilogue steps are chosen on kiln
+IR (:mod:`.epilogues`) and carry their role; still read from the loops
+around a convolution, what issue 40 has left: its im2col copy, zero
+padding and bias init (the convolution's own lowering).
 (Attention, layer / RMS norm, strided max
 pools and transposes: kiln-select-kernels chooses their native kernels
 on kiln IR, :mod:`.library_kernels`, and kiln-cpu-library-calls calls them.)  The products left to
 OpenBLAS run as single-threaded slabs on the native pool
 (``kiln_sgemm_par``), not on OpenBLAS's own threads.  A bias add, a
-ReLU / exact GELU and a residual add rewriting a product's output right
-after it are applied in the native small GEMM's registers
+ReLU / exact GELU and a residual add chosen as a product's epilogue steps
+and rewriting its output right after it are applied in the native small GEMM's registers
 (``kiln_sgemm_small_epi``) or by one ``kiln_bias_act`` call after the
 other paths (:mod:`.gemm_epilogue`).
 

@@ -41,13 +41,16 @@ and :mod:`.lowp_gemm`):
 
 - ``native.conv2d``: an f32 ``kiln.conv2d`` (one group): its im2col product
   is the placeholder; the native convolution gathers the im2col in the call
-  (the weight constant), folding in the zero padding, the bias and a
-  residual add / ReLU / global mean after it, else the library GEMM.
+  (the weight constant), folding in the zero padding and the bias, else the
+  library GEMM.  In a fused group it applies a residual add / ReLU / global
+  sum or mean after it too (:func:`.epilogues.conv_steps`).
 - ``native.gemm``: an f32 ``kiln.matmul`` of matrices (and, marked by its
   lowering, the f32 products inside a generated attention): kiln's native small-M GEMM for few rows times a constant B
   (packed once), sgemv for one row, OpenBLAS's sgemm in slabs on the native
   pool otherwise -- by M, at run time (:func:`.library.small_m`); with
-  ``KILN_NATIVE=0``, OpenBLAS alone.
+  ``KILN_NATIVE=0``, OpenBLAS alone.  In a fused group the native calls
+  apply a bias add, ReLU / GELU and residual add after it
+  (:func:`.epilogues.gemm_steps`).
 
 - ``native.matmul_lowp`` (``kiln_lowp_gemm``, ``kiln_lowp.c``): a bf16 / f16
   ``kiln.matmul`` summed in f32 (AMX-BF16 tiles, AVX512-BF16's ``vdpbf16ps``
@@ -64,6 +67,7 @@ from __future__ import annotations
 import math
 
 from .calls import LibraryCall, Site, address, array, f32, i32, i64, pointer, register, size, stride, threads
+from .epilogues import conv_steps, gemm_steps
 
 __all__ = [
     "ATTENTION",
@@ -312,12 +316,14 @@ def _why_gemm(op) -> str | None:
 def _why_conv(op) -> str | None:
     if op.opview.decoded_attrs()["groups"] != 1:
         return None  # grouped / depthwise: the generated convolution
-    return "f32 convolution: the native convolution gathers its im2col (padding, bias and a residual / ReLU " \
-           "after it folded in) for a constant weight; sgemm over an im2col copy otherwise"
+    return "f32 convolution: the native convolution gathers its im2col (padding and bias folded in) for a " \
+           "constant weight; sgemm over an im2col copy otherwise"
 
 
-CONV2D = LibraryCall("native.conv2d", "kiln_conv2d", (), why=_why_conv, contraction=True, native=False)
-MATMUL_F32 = LibraryCall("native.gemm", "scipy_cblas_sgemm64_", (), why=_why_gemm, contraction=True, native=False)
+CONV2D = LibraryCall("native.conv2d", "kiln_conv2d", (), why=_why_conv, contraction=True, native=False,
+                     epilogue=conv_steps)
+MATMUL_F32 = LibraryCall("native.gemm", "scipy_cblas_sgemm64_", (), why=_why_gemm, contraction=True, native=False,
+                         epilogue=gemm_steps)
 MATMUL_LOWP = LibraryCall("native.matmul_lowp", "kiln_lowp_gemm", (), why=_why_lowp, contraction=True)
 MATMUL_W8 = LibraryCall(
     "native.matmul_w8", "kiln_w8_gemm", (),

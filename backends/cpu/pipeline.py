@@ -372,8 +372,8 @@ def epilogues_in_place(module) -> int:
     and copy it out through the bias add.
 
     4-D values are left as they are: a convolution's residual add and ReLU
-    are folded into its ``kiln_conv2d`` call by ``kiln-cpu-library``
-    (:func:`kiln.backends.cpu.conv.conv_epilogue`), which matches them
+    steps are folded into its ``kiln_conv2d`` call by ``kiln-cpu-library``
+    (:func:`kiln.backends.cpu.conv.conv_epilogue`), which takes them
     writing buffers of their own.
     """
     rewritten = 0

@@ -42,7 +42,14 @@ from ...pipelines.registry import Pass, register_pass
 from .. import framework
 from . import attention, data, elementwise, nn, quant, rms_norm
 from .common import DimEnv, Lowering, builtin_tensor_type, const_index, storage_info
-from .library_call import CONTRACTIONS, IMPL_ATTR, lower_library_call
+from .library_call import (
+    CONTRACTIONS,
+    IMPL_ATTR,
+    OPERAND_TYPES,
+    is_epilogue_step,
+    lower_library_call,
+    mark_epilogue_step,
+)
 
 __all__ = ["ConvertKilnToLinalg", "KilnTypeConverter", "LOWERINGS", "conversion_target", "populate_kiln_to_linalg"]
 
@@ -89,15 +96,14 @@ def _as_value(v) -> ir.Value:
 # Attributes set on ops before the conversion runs.  Patterns must not read
 # the types of an op's *original* operands: the conversion may already have
 # erased their producers (reading them was a use-after-free, seen as heap
-# corruption), so each kiln op carries its operand types here.
-_OPERAND_TYPES = "kiln.operand_types"
+# corruption), so each kiln op carries its operand types (OPERAND_TYPES).
 _MARK = "kiln.convert_return"
 
 
 def _operand_infos(op) -> list[TensorInfo]:
-    if _OPERAND_TYPES not in op.attributes:
+    if OPERAND_TYPES not in op.attributes:
         return []
-    return [_info_of_type(ir.TypeAttr(a).value) for a in ir.ArrayAttr(op.attributes[_OPERAND_TYPES])]
+    return [_info_of_type(ir.TypeAttr(a).value) for a in ir.ArrayAttr(op.attributes[OPERAND_TYPES])]
 
 
 def _info_of_type(t) -> TensorInfo:
@@ -112,7 +118,7 @@ def _annotate(module) -> None:
 
     def visit(op):
         if op.name.startswith("kiln.") and op.name not in ("kiln.symbol", "kiln.fallback"):
-            op.attributes[_OPERAND_TYPES] = ir.ArrayAttr.get([ir.TypeAttr.get(v.type) for v in op.operands])
+            op.attributes[OPERAND_TYPES] = ir.ArrayAttr.get([ir.TypeAttr.get(v.type) for v in op.operands])
         elif op.name == "func.return" and any(isinstance(v.type, TensorType) for v in op.operands):
             op.attributes[_MARK] = ir.UnitAttr.get()
         return ir.WalkResult.ADVANCE
@@ -190,6 +196,8 @@ class _Driver:
                     values = ir.Operation.create("builtin.unrealized_conversion_cast", results=types).results
                 rewriter.replace_op(op, list(values))
                 return False
+            if is_epilogue_step(op):
+                mark_epilogue_step(op, self._staged())
             for staged in self._staged():
                 staged.move_before(op)
             rewriter.replace_op(op, values)
@@ -211,8 +219,8 @@ def _lower_chosen(lw: Lowering, lower) -> list:
     """``lw``'s op lowered to its library kernel's placeholder when
     kiln-select-kernels chose one (``kiln.impl``), else by ``lower``.  A
     product's own lowering marks its contraction as the placeholder
-    (:data:`CONTRACTIONS`)."""
-    if IMPL_ATTR in lw.op.attributes and lw.op.name not in CONTRACTIONS:
+    (:data:`CONTRACTIONS`), and an epilogue step its own loops (marked)."""
+    if IMPL_ATTR in lw.op.attributes and lw.op.name not in CONTRACTIONS and not is_epilogue_step(lw.op):
         return lower_library_call(lw, ir.StringAttr(lw.op.attributes[IMPL_ATTR]).value)
     return lower(lw)
 

@@ -242,24 +242,11 @@ def cast_scalar(x: ir.Value, dst: ir.Type) -> ir.Value:
     return arith.trunci(dst, x)
 
 
-#: A discardable attribute on the f32 generics of ``kiln.relu`` ("relu") and
-#: exact ``kiln.gelu`` ("gelu"): ``kiln-cpu-library`` applies them in the
-#: native call after a matrix product (``kiln_bias_act``) instead of a pass of
-#: their own, and reads the tag rather than recognizing their long bodies.
-ACT_ATTR = "kiln.act"
-
-
 def lower_elementwise(lw: Lowering) -> list[ir.Value]:
     """Any op of :data:`SCALAR`: one broadcasting parallel generic."""
     body = SCALAR[lw.name]
     out = lw.results[0]
-    res = elementwise(lw.operands, out.dims, out.dtype, lw.env, lambda *s: body(*s, lw.attrs))
-    act = {"kiln.relu": "relu", "kiln.gelu": "gelu"}.get(lw.name)
-    if act == "gelu" and lw.attrs.get("approximate", "none") != "none":
-        act = None  # the tanh form stays a generic
-    if act is not None and str(out.dtype) == "f32":
-        res.owner.attributes[ACT_ATTR] = ir.StringAttr.get(act)
-    return [res]
+    return [elementwise(lw.operands, out.dims, out.dtype, lw.env, lambda *s: body(*s, lw.attrs))]
 
 
 def lower_cast(lw: Lowering) -> list[ir.Value]:

@@ -26,17 +26,24 @@ is the placeholder (:func:`mark_contraction`: ``library_call``,
 native GEMM helpers read the operands' roles and layouts from its maps,
 and where they cannot take it (a transposed A, a strided row) it runs as
 generated loops.
+
+An op the chosen call applies after a product or convolution (a bias add,
+an activation, a residual add, a pool: ``kiln.epilogue`` names its role,
+:mod:`kiln.backends.cpu.epilogues`) is lowered by its own lowering too, and
+each linalg op it builds carries the role (:func:`mark_epilogue_step`): the
+call takes those ops over, or they run as the loops they are.
 """
 
 from __future__ import annotations
 
 from ..._mlir import arith, ir
 from ...dialects.kiln import is_float
-from ...transforms._graph import IMPL_ATTR, WHY_ATTR
+from ...transforms._graph import EPILOGUE_ATTR, IMPL_ATTR, WHY_ATTR
 from .common import Lowering, affine_map, generic
 
 __all__ = ["CALL_ARGS", "CALL_ATTRS", "CALL_DTYPES", "CONTRACTIONS", "CONV2D", "GEMM", "IMPL_ATTR", "LIBRARY_CALL",
-           "WHY_ATTR", "chosen", "lower_library_call", "mark_contraction", "op_attributes"]
+           "WHY_ATTR", "chosen", "is_epilogue_step", "lower_library_call", "mark_contraction", "mark_epilogue_step",
+           "op_attributes"]
 
 #: On a placeholder: the names of its operands (the kiln op's operands present, then its results).
 CALL_ARGS = "kiln.call_args"
@@ -55,6 +62,8 @@ GEMM = "native.gemm"
 #: kiln-cpu-library calls as the native convolution (its im2col gathered in the call)
 #: or as the library GEMM.
 CONV2D = "native.conv2d"
+#: On a kiln op before the conversion (set by it): its operands' types.
+OPERAND_TYPES = "kiln.operand_types"
 #: Ops whose chosen library kernel takes their own contraction as its placeholder.
 CONTRACTIONS = frozenset({"kiln.matmul", "kiln.matmul_w8", "kiln.matmul_integer", "kiln.conv2d"})
 
@@ -99,9 +108,27 @@ def mark_contraction(lw: Lowering, value: ir.Value, entry: str | None = None) ->
         op = value.owner
         op.attributes[LIBRARY_CALL] = ir.StringAttr.get(entry)
         op.attributes[CALL_ATTRS] = ir.DictAttr.get(op_attributes(lw.op))
-        dtypes = [str(tensor_info(v.type).dtype) for v in [*lw.op.operands, *lw.op.results]]
+        # The operands' kiln types as recorded before the conversion (their
+        # producers may be gone by now: never read the original operands).
+        types = ([ir.TypeAttr(t).value for t in ir.ArrayAttr(lw.op.attributes[OPERAND_TYPES])]
+                 if OPERAND_TYPES in lw.op.attributes else [v.type for v in lw.op.operands])
+        dtypes = [str(tensor_info(t).dtype) for t in [*types, *(r.type for r in lw.op.results)]]
         op.attributes[CALL_DTYPES] = ir.ArrayAttr.get([ir.StringAttr.get(d) for d in dtypes])
     return value
+
+
+def is_epilogue_step(op) -> bool:
+    """Whether ``op`` is a step a chosen call applies after its product (lowered by its own lowering)."""
+    return EPILOGUE_ATTR in op.attributes
+
+
+def mark_epilogue_step(op, built) -> None:
+    """Give each linalg op in ``built`` (what ``op``'s lowering built) the
+    epilogue role kiln-select-kernels gave ``op``."""
+    role = op.attributes[EPILOGUE_ATTR]
+    for new in built:
+        if new.name.startswith("linalg."):
+            new.attributes[EPILOGUE_ATTR] = role
 
 
 def _operand_names(view) -> list[str]:

@@ -1,4 +1,4 @@
-// RUN: kiln-opt %s --split-input-file --kiln-select-kernels --convert-kiln-to-linalg --kiln-cpu-prepare --kiln-cpu-vectorize --kiln-cpu-bufferize --kiln-cpu-library | FileCheck %s
+// RUN: kiln-opt %s --split-input-file --kiln-fuse --kiln-select-kernels --convert-kiln-to-linalg --kiln-cpu-prepare --kiln-cpu-vectorize --kiln-cpu-bufferize --kiln-cpu-library | FileCheck %s
 
 // Two convolutions (kiln-fuse's conv_pair group, here one function): the
 // first + bias + ReLU writes a local buffer that only the second (stride 2,

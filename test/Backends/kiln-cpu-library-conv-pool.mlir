@@ -1,4 +1,4 @@
-// RUN: kiln-opt %s --split-input-file --kiln-select-kernels --convert-kiln-to-linalg --kiln-cpu-prepare --kiln-cpu-vectorize --kiln-cpu-bufferize --kiln-cpu-library | FileCheck %s
+// RUN: kiln-opt %s --split-input-file --kiln-fuse --kiln-select-kernels --convert-kiln-to-linalg --kiln-cpu-prepare --kiln-cpu-vectorize --kiln-cpu-bufferize --kiln-cpu-library | FileCheck %s
 
 // A convolution + ReLU whose only reader is a mean over its pixels: one
 // kiln_conv2d_mean call (ReLU 1, divisor OH * OW = 36) writes the [N, 4]

@@ -1,4 +1,4 @@
-// RUN: kiln-opt %s --split-input-file --kiln-select-kernels --convert-kiln-to-linalg --kiln-cpu-prepare --kiln-cpu-vectorize --kiln-cpu-bufferize --kiln-cpu-library | FileCheck %s
+// RUN: kiln-opt %s --split-input-file --kiln-fuse --kiln-select-kernels --convert-kiln-to-linalg --kiln-cpu-prepare --kiln-cpu-vectorize --kiln-cpu-bufferize --kiln-cpu-library | FileCheck %s
 
 // A convolution whose only reader is a ReLU: kiln_conv2d applies the ReLU
 // (relu = 1) and writes the ReLU's output (here the function's result)

@@ -1,8 +1,10 @@
 // RUN: kiln-opt %s --split-input-file --kiln-cpu-library | FileCheck %s
 // RUN: env KILN_NATIVE=0 kiln-opt %s --split-input-file --kiln-cpu-library | FileCheck %s --check-prefix=BLAS
 
-// A product's bias add (the bias indexed by the last dim) and tagged
-// activation right after it, rewriting its output in place, become the
+// A product's bias add (the bias indexed by the last dim) and activation
+// right after it, marked as its epilogue steps by their lowering (the
+// roles kiln-select-kernels chose on kiln IR) and rewriting its output in
+// place, become the
 // native small GEMM's epilogue (kiln_sgemm_small_epi: bias pointer,
 // activation code 2 = GELU, no residual) and, after sgemv / sgemm, one
 // kiln_bias_act call with the same operands; the two generics go.
@@ -47,7 +49,7 @@ memref.global "private" constant @bias : memref<4xf32> = dense<0.5>
 // BLAS-LABEL: func.func @main(
 // BLAS: call @kiln_gemm_0(%arg0, %{{.*}}, %arg1) :
 // BLAS: linalg.generic
-// BLAS: linalg.generic {{.*}} attrs = {kiln.act = "gelu"}
+// BLAS: linalg.generic {{.*}} attrs = {kiln.epilogue = "gelu"}
 func.func @main(%x: memref<?x8xf32>, %y: memref<?x4xf32>) {
   %w = memref.get_global @w : memref<8x4xf32>
   %bias = memref.get_global @bias : memref<4xf32>
@@ -59,13 +61,13 @@ func.func @main(%x: memref<?x8xf32>, %y: memref<?x4xf32>) {
     linalg.yield %1 : f32
   }
   linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
-      ins(%y, %bias : memref<?x4xf32>, memref<4xf32>) outs(%y : memref<?x4xf32>) {
+      ins(%y, %bias : memref<?x4xf32>, memref<4xf32>) outs(%y : memref<?x4xf32>) attrs = {kiln.epilogue = "bias"} {
   ^bb0(%p: f32, %q: f32, %r: f32):
     %0 = arith.addf %p, %q : f32
     linalg.yield %0 : f32
   }
   linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
-      ins(%y : memref<?x4xf32>) outs(%y : memref<?x4xf32>) attrs = {kiln.act = "gelu"} {
+      ins(%y : memref<?x4xf32>) outs(%y : memref<?x4xf32>) attrs = {kiln.epilogue = "gelu"} {
   ^bb0(%p: f32, %r: f32):
     %0 = arith.mulf %p, %p : f32
     linalg.yield %0 : f32
@@ -103,7 +105,7 @@ func.func @main(%x: memref<?x?x8xf32>, %y: memref<?x?x4xf32>) {
     linalg.yield %1 : f32
   }
   linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]}
-      ins(%y : memref<?x?x4xf32>) outs(%y : memref<?x?x4xf32>) attrs = {kiln.act = "relu"} {
+      ins(%y : memref<?x?x4xf32>) outs(%y : memref<?x?x4xf32>) attrs = {kiln.epilogue = "relu"} {
   ^bb0(%p: f32, %r: f32):
     %0 = arith.maximumf %p, %p : f32
     linalg.yield %0 : f32
@@ -113,10 +115,11 @@ func.func @main(%x: memref<?x?x8xf32>, %y: memref<?x?x4xf32>) {
 
 // -----
 
-// Left alone: an untagged generic after the product, a tagged one writing
-// another buffer, and an add of a row broadcast over the product's rows
-// (neither a bias nor a residual).  An add of the product's full shape is
-// a residual: the epilogue's last step, its pointer and row stride passed.
+// Left alone: an unmarked generic after the product (an add of its full
+// shape too: nothing is taken by its body), a marked one writing another
+// buffer, and a "bias" step adding a row broadcast over the product's rows
+// (the call takes an [N] bias only).  A residual step, the epilogue's last,
+// passes its pointer and row stride.
 
 #a = affine_map<(m, n, k) -> (m, k)>
 #b = affine_map<(m, n, k) -> (k, n)>
@@ -132,19 +135,23 @@ memref.global "private" constant @w : memref<8x4xf32> = dense<1.0>
 // CHECK-NEXT: %[[LDR:.*]] = arith.index_cast %[[RSTRIDES]]#0 : index to i64
 // CHECK:      func.call @kiln_sgemm_small_epi({{.*}}, %[[RPTR]], %[[LDR]])
 // CHECK:      func.call @kiln_bias_act({{.*}}, %[[RPTR]], %[[LDR]], %{{[a-z0-9_]+}})
-// CHECK-LABEL: func.func @untagged(
+// CHECK-LABEL: func.func @unmarked(
 // CHECK-NOT: kiln_bias_act
 // CHECK: linalg.generic
 // CHECK-LABEL: func.func @elsewhere(
 // CHECK-NOT: kiln_bias_act
-// CHECK: linalg.generic {{.*}} attrs = {kiln.act = "gelu"}
+// CHECK: linalg.generic {{.*}} attrs = {kiln.epilogue = "gelu"}
 // CHECK-LABEL: func.func @residual(
 // CHECK-NOT: linalg.generic
 // CHECK: call @kiln_gemm_{{[0-9]+}}(%arg0, %{{.*}}, %arg1, %arg2)
+// CHECK-LABEL: func.func @unmarked_add(
+// CHECK-NOT: kiln_bias_act
+// CHECK: call @kiln_gemm_{{[0-9]+}}(%arg0, %{{.*}}, %arg1) :
+// CHECK: linalg.generic
 // CHECK-LABEL: func.func @row_broadcast(
 // CHECK-NOT: kiln_bias_act
 // CHECK: linalg.generic
-func.func @untagged(%x: memref<?x8xf32>, %y: memref<?x4xf32>) {
+func.func @unmarked(%x: memref<?x8xf32>, %y: memref<?x4xf32>) {
   %w = memref.get_global @w : memref<8x4xf32>
   linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"], library_call = "native.gemm"}
       ins(%x, %w : memref<?x8xf32>, memref<8x4xf32>) outs(%y : memref<?x4xf32>) {
@@ -171,7 +178,7 @@ func.func @elsewhere(%x: memref<?x8xf32>, %y: memref<?x4xf32>, %z: memref<?x4xf3
     linalg.yield %1 : f32
   }
   linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
-      ins(%y : memref<?x4xf32>) outs(%z : memref<?x4xf32>) attrs = {kiln.act = "gelu"} {
+      ins(%y : memref<?x4xf32>) outs(%z : memref<?x4xf32>) attrs = {kiln.epilogue = "gelu"} {
   ^bb0(%p: f32, %r: f32):
     %0 = arith.mulf %p, %p : f32
     linalg.yield %0 : f32
@@ -179,6 +186,23 @@ func.func @elsewhere(%x: memref<?x8xf32>, %y: memref<?x4xf32>, %z: memref<?x4xf3
   return
 }
 func.func @residual(%x: memref<?x8xf32>, %y: memref<?x4xf32>, %b: memref<?x4xf32>) {
+  %w = memref.get_global @w : memref<8x4xf32>
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"], library_call = "native.gemm"}
+      ins(%x, %w : memref<?x8xf32>, memref<8x4xf32>) outs(%y : memref<?x4xf32>) {
+  ^bb0(%p: f32, %q: f32, %r: f32):
+    %0 = arith.mulf %p, %q : f32
+    %1 = arith.addf %r, %0 : f32
+    linalg.yield %1 : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y, %b : memref<?x4xf32>, memref<?x4xf32>) outs(%y : memref<?x4xf32>) attrs = {kiln.epilogue = "residual"} {
+  ^bb0(%p: f32, %q: f32, %r: f32):
+    %0 = arith.addf %p, %q : f32
+    linalg.yield %0 : f32
+  }
+  return
+}
+func.func @unmarked_add(%x: memref<?x8xf32>, %y: memref<?x4xf32>, %b: memref<?x4xf32>) {
   %w = memref.get_global @w : memref<8x4xf32>
   linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"], library_call = "native.gemm"}
       ins(%x, %w : memref<?x8xf32>, memref<8x4xf32>) outs(%y : memref<?x4xf32>) {
@@ -205,7 +229,7 @@ func.func @row_broadcast(%x: memref<?x8xf32>, %y: memref<?x4xf32>, %b: memref<1x
     linalg.yield %1 : f32
   }
   linalg.generic {indexing_maps = [#id, #first, #id], iterator_types = ["parallel", "parallel"]}
-      ins(%y, %b : memref<?x4xf32>, memref<1x4xf32>) outs(%y : memref<?x4xf32>) {
+      ins(%y, %b : memref<?x4xf32>, memref<1x4xf32>) outs(%y : memref<?x4xf32>) attrs = {kiln.epilogue = "bias"} {
   ^bb0(%p: f32, %q: f32, %r: f32):
     %0 = arith.addf %p, %q : f32
     linalg.yield %0 : f32
@@ -248,7 +272,7 @@ func.func @main(%x: memref<?x8xf32>, %y: memref<?x4xf32>) {
     linalg.yield %1 : f32
   }
   linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
-      ins(%y : memref<?x4xf32>) outs(%y : memref<?x4xf32>) attrs = {kiln.act = "relu"} {
+      ins(%y : memref<?x4xf32>) outs(%y : memref<?x4xf32>) attrs = {kiln.epilogue = "relu"} {
   ^bb0(%p: f32, %r: f32):
     %0 = arith.mulf %p, %p : f32
     linalg.yield %0 : f32

@@ -68,19 +68,3 @@ func.func @unary_chain(%a: !kiln.tensor<["B"], f32>, %i: !kiln.tensor<["B"], i32
   %3 = "kiln.cast"(%i) : (!kiln.tensor<["B"], i32>) -> !kiln.tensor<["B"], f32>
   return %2, %3 : !kiln.tensor<["B"], f32>, !kiln.tensor<["B"], f32>
 }
-
-// f32 relu and exact gelu generics carry kiln.act, which kiln-cpu-library
-// reads to apply them in kiln_bias_act after a matrix product; the tanh
-// form and other dtypes do not.
-// CHECK-LABEL: func.func @activation_tags(
-// CHECK: linalg.generic {{.*}} attrs = {kiln.act = "relu"}
-// CHECK: linalg.generic {{.*}} attrs = {kiln.act = "gelu"}
-// CHECK-NOT: kiln.act
-// CHECK: return
-func.func @activation_tags(%a: !kiln.tensor<["B"], f32>, %i: !kiln.tensor<["B"], i32>) -> (!kiln.tensor<["B"], f32>, !kiln.tensor<["B"], i32>) {
-  %0 = "kiln.relu"(%a) : (!kiln.tensor<["B"], f32>) -> !kiln.tensor<["B"], f32>
-  %1 = "kiln.gelu"(%0) : (!kiln.tensor<["B"], f32>) -> !kiln.tensor<["B"], f32>
-  %2 = "kiln.gelu"(%1) {approximate = "tanh"} : (!kiln.tensor<["B"], f32>) -> !kiln.tensor<["B"], f32>
-  %3 = "kiln.relu"(%i) : (!kiln.tensor<["B"], i32>) -> !kiln.tensor<["B"], i32>
-  return %2, %3 : !kiln.tensor<["B"], f32>, !kiln.tensor<["B"], i32>
-}

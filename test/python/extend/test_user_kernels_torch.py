@@ -128,7 +128,7 @@ def test_custom_torch_op_runs_its_registered_cpu_kernel(registered):
     assert report["fallback"]["ops"] == 0
     impls = [k["impl"] for k in report["kernels"]]
     assert impls.count("user.np_attention") == 1
-    assert any(i.startswith("generated") for i in impls)  # the projection around it is kiln's
+    assert any(not i.startswith("user.") for i in impls)  # the projection around it is kiln's (its GEMM + bias)
     check(model, compiled, attn_args)
     assert CALLS.count("attention") == len(SHAPES)
 
