@@ -1,9 +1,11 @@
 """Convolutions for ``kiln-cpu-library``: what a convolution's product call takes over, and its helper.
 
 ``convert-kiln-to-linalg`` lowers a ``kiln.conv2d`` that kiln-select-kernels
-gave ``native.conv2d`` to an im2col copy (a generic writing ``col[n, c, kh,
-kw, oh, ow]`` from the padded input) and a contraction of the weight with
-it, the entry's placeholder.  With the native runtime it becomes one
+gave ``native.conv2d`` to a zero padding, a bias init, an im2col copy (a
+generic writing ``col[n, c, kh, kw, oh, ow]`` from the padded input), each
+marked as a part of the call (``kiln.call_part``), and a contraction of the
+weight with it, the entry's placeholder (its ``kiln.call_attrs`` give the
+strides, dilations and pads).  With the native runtime it becomes one
 ``kiln_conv2d`` call: the weight packed once into a slot, the im2col
 gathered panel by panel from the input (no im2col buffer), the work split
 over images and panels on the native pool.  Without it the im2col copy
@@ -14,10 +16,8 @@ used to recognise, is generated code: nothing is raised from loops.)
 
 from __future__ import annotations
 
-import re
-
 from ..._mlir import ir
-from ...conversions.kiln_to_linalg.nn import PAD_ATTR
+from ...conversions.kiln_to_linalg.library_call import CALL_ATTRS
 from .buffers import RESHAPES, indexing_maps, loaded_memref, op_of, view_closure, view_root
 from .epilogues import role_of
 from .library import (
@@ -34,23 +34,6 @@ from .library import (
 __all__ = ["Epilogue", "conv_epilogue", "match_im2col", "native_conv_text"]
 
 
-_TERM = re.compile(r"^d(\d+)(?: \* (\d+))?$")
-
-
-def _window_dim(text: str, out_d: int, k_d: int) -> tuple[int, int] | None:
-    """``(stride, dilation)`` when the affine expression ``text`` is
-    ``d<out_d> * stride + d<k_d> * dilation`` (terms in either order)."""
-    coef = {}
-    for term in text.split(" + "):
-        m = _TERM.match(term)
-        if m is None or int(m.group(1)) in coef:
-            return None
-        coef[int(m.group(1))] = int(m.group(2) or 1)
-    if sorted(coef) != sorted((out_d, k_d)):
-        return None
-    return coef[out_d], coef[k_d]
-
-
 class Im2col:
     """The im2col copy a weight-first product reads: the copy generic, its
     (padded) input ``x``, the window geometry, the output size (``oh``,
@@ -62,21 +45,20 @@ class Im2col:
         self.kernel, self.oh, self.ow, self.pads, self.dead = kernel, oh, ow, pads, dead
 
 
-def _window(xmap) -> tuple[list[int], list[int]] | None:
-    """Strides and dilations of an im2col input map ``(d0, d1, d4*s + d2*d, d5*s + d3*d)``."""
-    xr = [str(e) for e in xmap.results]
-    if len(xr) != 4 or xr[:2] != ["d0", "d1"]:
-        return None
-    window = [_window_dim(text, out_d, k_d) for text, (out_d, k_d) in zip(xr[2:], ((4, 2), (5, 3)))]
-    if None in window:
-        return None
-    return [w[0] for w in window], [w[1] for w in window]
+def _geometry(g) -> tuple[list[int], list[int], list[int]]:
+    """``(strides, dilations, pads)`` of the convolution whose placeholder is
+    ``g``, from the attributes its lowering copied onto it (defaults filled in)."""
+    attrs = {a.name: a.attr for a in ir.DictAttr(g.op.attributes[CALL_ATTRS])}
+    return tuple(list(ir.DenseI64ArrayAttr(attrs[k])) for k in ("strides", "dilations", "pads"))
 
 
 def match_im2col(g) -> Im2col | None:
-    """The im2col copy behind ``g``'s B when ``g`` (a matched product) is
-    ``out[n, f, p] += w[f, k] * col[n, k, p]`` with ``col`` a reshape of a
-    buffer that only an im2col generic writes and only this product reads."""
+    """The im2col copy behind ``g``'s B when ``g`` (the placeholder of a
+    chosen convolution) is ``out[n, f, p] += w[f, k] * col[n, k, p]`` with
+    ``col`` a reshape of a buffer that only the convolution's im2col part
+    writes and only this product reads, as the call takes it."""
+    if CALL_ATTRS not in g.op.attributes:
+        return None
     ma, mb, mc = g.maps
     if len(g.batch) != 1 or ma != [g.m, g.k] or mb != [g.batch[0], g.k, g.n] or mc != [g.batch[0], g.m, g.n]:
         return None
@@ -94,7 +76,7 @@ def match_im2col(g) -> Im2col | None:
         user = op_of(use.owner)
         if user.name == "memref.dealloc":
             dead.append(user)
-        elif user.name == "linalg.generic" and copy is None and len(user.operands) == 2 and user.operands[1] == col:
+        elif role_of(user) == "im2col" and copy is None and len(user.operands) == 2 and user.operands[1] == col:
             copy = user
         elif user != reshape:
             return None
@@ -105,22 +87,17 @@ def match_im2col(g) -> Im2col | None:
         return None
     if any(ir.ShapedType.is_dynamic_size(d) for d in ct.shape[2:4]):
         return None
-    iters = [str(a) for a in ir.ArrayAttr(copy.attributes["iterator_types"])]
-    maps = indexing_maps(copy)
-    if any("parallel" not in it for it in iters) or maps[1] != ir.AffineMap.get_identity(6):
-        return None
-    window = _window(maps[0])
-    body = list(copy.regions[0].blocks[0].operations)
-    if window is None or len(body) != 1 or body[0].operands[0] != copy.regions[0].blocks[0].arguments[0]:
-        return None
+    strides, dilations, pads = _geometry(g)
     dynamic = iter(alloc.operands)
     sizes = [next(dynamic) if ir.ShapedType.is_dynamic_size(d) else d for d in ct.shape]
-    x, pads, dead = copy.operands[0], (0, 0), dead + [copy, alloc]
-    padded = _zero_pad_source(x)
-    if padded is not None:
-        x, pads, pad_dead = padded
+    x, dead = copy.operands[0], dead + [copy, alloc]
+    if any(pads):
+        padded = _zero_pad_source(x)
+        if padded is None:
+            return None
+        x, pad_dead = padded
         dead += pad_dead
-    return Im2col(copy, x, window[0], window[1], list(ct.shape[2:4]), sizes[4], sizes[5], pads, dead)
+    return Im2col(copy, x, strides, dilations, list(ct.shape[2:4]), sizes[4], sizes[5], (pads[0], pads[1]), dead)
 
 
 def output_init(g):
@@ -150,12 +127,10 @@ def output_init(g):
         if init is not None or user.name != "linalg.generic" or user.operands[-1] != z:
             return None
         init = user
-    if init is None or len(init.operands) != 2 or init.operands[1] != z:
+    if init is None or role_of(init) != "init" or len(init.operands) != 2 or init.operands[1] != z:
         return None
     maps = indexing_maps(init)
-    body = init.regions[0].blocks[0]
-    ops = list(body.operations)
-    if len(ops) != 1 or ops[0].operands[0] != body.arguments[0] or maps[1] != ir.AffineMap.get_identity(4):
+    if maps[1] != ir.AffineMap.get_identity(4):
         return None
     src = init.operands[0]
     if isinstance(src.type, ir.F32Type):  # a scalar fill: 0.0 only
@@ -438,9 +413,9 @@ def _users_of(v) -> list:
 
 
 def _zero_pad_source(x):
-    """``(source, (top, left), dead ops)`` when the buffer ``x`` is a
-    convolution's zero padding (the generic ``convert-kiln-to-linalg`` marks
-    with ``kiln.conv_pad``) of ``source`` that only the im2col copy reads."""
+    """``(source, dead ops)`` when the buffer ``x`` is written by a chosen
+    convolution's zero-padding part (``kiln.call_part = "pad"``) from
+    ``source`` and read only by the im2col copy."""
     alloc = getattr(x.owner, "operation", None)
     if alloc is None or alloc.name != "memref.alloc":
         return None
@@ -448,7 +423,7 @@ def _zero_pad_source(x):
     for user in _users_of(x):
         if user.name == "memref.dealloc":
             dead.append(user)
-        elif user.name == "linalg.generic" and PAD_ATTR in user.attributes and len(user.operands) == 1:
+        elif role_of(user) == "pad" and user.name == "linalg.generic" and len(user.operands) == 1:
             pad = user
         else:
             readers += 1
@@ -457,8 +432,7 @@ def _zero_pad_source(x):
     source = loaded_memref(pad)
     if source is None or not contiguous_f32(source, 4):
         return None
-    top, left = list(ir.DenseI64ArrayAttr(pad.attributes[PAD_ATTR]))[:2]
-    return source, (top, left), [pad, *dead, alloc]
+    return source, [pad, *dead, alloc]
 
 
 def add_input_dims(add, tx) -> None:

@@ -2,31 +2,31 @@
 
 kiln-fuse puts a ``kiln.matmul`` and the elementwise ops that consume it
 into one ``matmul_epilogue`` group, a ``kiln.conv2d`` and its residual add,
-ReLU and global pool into a ``conv_epilogue`` (or ``conv_pair``) group.  When
-kiln-select-kernels gives the anchor a library entry whose call can apply
-some of those ops itself (the native GEMM's bias / activation / residual,
-the native convolution's residual / ReLU / pool), :func:`epilogue_steps`
-names them here, in the order they run, with their *role*; the pass marks
-each with the entry (``kiln.impl``) and the role
-(:data:`~kiln.transforms._graph.EPILOGUE_ATTR`); an entry names its
-function as ``LibraryCall.epilogue``.  Their lowering still
-generates their loops, stamped with the role, so a call that cannot take
-them as they lie after bufferization (a batched product whose batch dims
-do not fold into its rows, a buffer written elsewhere) leaves correct code;
-kiln-cpu-library reads the roles (:mod:`.gemm_epilogue`, :mod:`.conv`) and
-never recognises an op by its body.
+ReLU and global pool into a ``conv_epilogue`` (or ``conv_pair``) group.
+When kiln-select-kernels gives the anchor a library entry whose call can
+apply some of those ops itself (the native GEMM's bias / activation /
+residual, the native convolution's residual / ReLU / pool), the entry's
+``LibraryCall.epilogue`` function here names them, in the order they run,
+with their *role*; the pass marks each with the entry (``kiln.impl``) and
+the role (:data:`~kiln.transforms._graph.EPILOGUE_ATTR`).  Their lowering
+still generates their loops, each linalg op stamped with the role
+(``kiln.call_part``), so a call that cannot take them as they lie after
+bufferization (a batched product whose batch dims do not fold into its
+rows, a buffer written elsewhere) leaves correct code; kiln-cpu-library
+reads the roles (:mod:`.gemm_epilogue`, :mod:`.conv`) and never recognises
+an op by its body.
 
 The steps, each optional but in this order:
 
-- after an f32 ``kiln.matmul`` (``native.gemm``, :func:`gemm_steps`): ``bias`` (``+ b``, ``b`` a
-  group input of shape ``[N]``, ``N`` the static last dim), an activation
-  (``relu``, or ``gelu`` in its exact form), ``residual`` (``+ r``, ``r`` a
-  group input of the result's type);
+- after an f32 ``kiln.matmul`` (``native.gemm``, :func:`gemm_steps`):
+  ``bias`` (``+ b``, ``b`` a group input of shape ``[N]``, ``N`` the static
+  last dim), an activation (``relu``, or ``gelu`` in its exact form),
+  ``residual`` (``+ r``, ``r`` a group input of the result's type);
 - after an f32 ``kiln.conv2d`` (``native.conv2d`` with the native
-  convolution on, :func:`conv_steps`):
-  ``residual`` (a 4-D group input of its type), ``relu``, then ``sum`` or
-  ``mean``: a ``reduce_sum`` / ``reduce_mean`` over dims (2, 3) -- a
-  mean only over static spatial dims, whose count the call divides by.
+  convolution on, :func:`conv_steps`): ``residual`` (a 4-D group input of
+  its type), ``relu``, then ``sum`` or ``mean``: a ``reduce_sum`` /
+  ``reduce_mean`` over dims (2, 3) -- a mean only over static spatial
+  dims, whose count the call divides by.
 
 Each value the chain passes on must have one use, the next step (a value
 the group also returns ends the chain there).  Only the native runtime's
@@ -36,7 +36,7 @@ calls apply epilogues: with ``KILN_NATIVE=0`` there are none.
 from __future__ import annotations
 
 from ..._mlir import ir
-from ...transforms._graph import EPILOGUE_ATTR
+from ...conversions.kiln_to_linalg.library_call import CALL_PART
 
 __all__ = ["ACTIVATIONS", "CONV_ROLES", "GEMM_ROLES", "conv_steps", "gemm_steps", "role_of"]
 
@@ -150,5 +150,6 @@ def conv_steps(op) -> list[tuple[object, str]]:
 
 
 def role_of(op) -> str | None:
-    """The epilogue role ``op``'s lowering stamped on it (``"bias"``, ``"relu"``, ...), or None."""
-    return ir.StringAttr(op.attributes[EPILOGUE_ATTR]).value if EPILOGUE_ATTR in op.attributes else None
+    """The part of a chosen call the linalg op ``op`` is (``"bias"``,
+    ``"relu"``, ``"pad"``, ...: its ``kiln.call_part``), or None."""
+    return ir.StringAttr(op.attributes[CALL_PART]).value if CALL_PART in op.attributes else None

@@ -30,7 +30,9 @@ generated loops.
 An op the chosen call applies after a product or convolution (a bias add,
 an activation, a residual add, a pool: ``kiln.epilogue`` names its role,
 :mod:`kiln.backends.cpu.epilogues`) is lowered by its own lowering too, and
-each linalg op it builds carries the role (:func:`mark_epilogue_step`): the
+each linalg op it builds carries the role as its ``kiln.call_part``
+(:func:`mark_epilogue_step`); a convolution's lowering marks its own zero
+padding, bias init and im2col copy the same way (:func:`mark_part`).  The
 call takes those ops over, or they run as the loops they are.
 """
 
@@ -41,9 +43,9 @@ from ...dialects.kiln import is_float
 from ...transforms._graph import EPILOGUE_ATTR, IMPL_ATTR, WHY_ATTR
 from .common import Lowering, affine_map, generic
 
-__all__ = ["CALL_ARGS", "CALL_ATTRS", "CALL_DTYPES", "CONTRACTIONS", "CONV2D", "GEMM", "IMPL_ATTR", "LIBRARY_CALL",
+__all__ = ["CALL_ARGS", "CALL_ATTRS", "CALL_DTYPES", "CALL_PART", "CONTRACTIONS", "CONV2D", "GEMM", "IMPL_ATTR", "LIBRARY_CALL",
            "WHY_ATTR", "chosen", "is_epilogue_step", "lower_library_call", "mark_contraction", "mark_epilogue_step",
-           "op_attributes"]
+           "mark_part", "op_attributes"]
 
 #: On a placeholder: the names of its operands (the kiln op's operands present, then its results).
 CALL_ARGS = "kiln.call_args"
@@ -62,6 +64,11 @@ GEMM = "native.gemm"
 #: kiln-cpu-library calls as the native convolution (its im2col gathered in the call)
 #: or as the library GEMM.
 CONV2D = "native.conv2d"
+#: On a linalg op that a chosen op's call takes over: its part -- the role of
+#: an epilogue step (``"bias"``, ``"relu"``, ...: :func:`mark_epilogue_step`), or
+#: a piece of the op's own lowering (a convolution's ``"pad"``, ``"init"``,
+#: ``"im2col"``: :func:`mark_part`).  kiln-cpu-library reads it, never a body.
+CALL_PART = "kiln.call_part"
 #: On a kiln op before the conversion (set by it): its operands' types.
 OPERAND_TYPES = "kiln.operand_types"
 #: Ops whose chosen library kernel takes their own contraction as its placeholder.
@@ -124,11 +131,20 @@ def is_epilogue_step(op) -> bool:
 
 def mark_epilogue_step(op, built) -> None:
     """Give each linalg op in ``built`` (what ``op``'s lowering built) the
-    epilogue role kiln-select-kernels gave ``op``."""
+    epilogue role kiln-select-kernels gave ``op``, as its :data:`CALL_PART`."""
     role = op.attributes[EPILOGUE_ATTR]
     for new in built:
         if new.name.startswith("linalg."):
-            new.attributes[EPILOGUE_ATTR] = role
+            new.attributes[CALL_PART] = role
+
+
+def mark_part(lw: Lowering, value: ir.Value, part: str) -> ir.Value:
+    """When ``lw``'s op was chosen for a library kernel, mark the linalg op
+    computing ``value`` (a piece of the op's own lowering that the call
+    takes over) as that :data:`CALL_PART`; ``value``."""
+    if chosen(lw) is not None:
+        value.owner.attributes[CALL_PART] = ir.StringAttr.get(part)
+    return value
 
 
 def _operand_names(view) -> list[str]:

@@ -32,11 +32,7 @@ from .common import (
     to_float,
 )
 from .elementwise import _scf, exp
-from .library_call import chosen, mark_contraction
-
-#: The attribute a convolution's zero-padding generic carries: its pads
-#: ``[top, left, bottom, right]`` (kiln-cpu-library reads it).
-PAD_ATTR = "kiln.conv_pad"
+from .library_call import chosen, mark_contraction, mark_part
 
 
 def _batch_exprs(shape, out_batch, n_batch_loops):
@@ -542,10 +538,10 @@ def lower_conv2d(lw: Lowering):
     pads = _pairs(lw.attrs["pads"], [0, 0, 0, 0])
     dil = _pairs(lw.attrs["dilations"], [1, 1])
     groups = lw.attrs["groups"]
+    # The zero padding, the bias init and the im2col copy are parts of a
+    # chosen native.conv2d's call (kiln-cpu-library folds them in): marked.
     if any(pads):
-        x = pad_tensor(x, [0, 0, pads[0], pads[1]], [0, 0, pads[2], pads[3]], scalar_const(t, 0.0))
-        # kiln-cpu-library folds a zero pad that only a convolution reads into the native convolution.
-        x.owner.attributes[PAD_ATTR] = ir.DenseI64ArrayAttr.get([pads[0], pads[1], pads[2], pads[3]])
+        x = mark_part(lw, pad_tensor(x, [0, 0, pads[0], pads[1]], [0, 0, pads[2], pads[3]], scalar_const(t, 0.0)), "pad")
     acc_t = _accumulator(t)  # bf16 / f16 sum in f32 (the bias too), rounded once after
     init = lw.empty(out.dims, acc_t)
     if bias is not None:
@@ -554,6 +550,7 @@ def lower_conv2d(lw: Lowering):
                        lambda b, _: b if acc_t == t else arith.extf(acc_t, b))[0]
     else:
         init = fill(scalar_const(acc_t, 0.0), init)
+    mark_part(lw, init, "init")
     if groups == 1:
         res = _conv_im2col(lw, x, w, init, strides, dil)
     else:
@@ -616,7 +613,7 @@ def _conv_im2col(lw: Lowering, x, w, init, strides, dil) -> ir.Value:
     d = [ir.AffineDimExpr.get(i) for i in range(6)]
     xmap = ir.AffineMap.get(6, 0, [d[0], d[1], d[4] * strides[0] + d[2] * dil[0], d[5] * strides[1] + d[3] * dil[1]])
     col6 = empty_tensor([out.dims[0], c, kh, kw, out.dims[2], out.dims[3]], t, lw.env)
-    col6 = generic([x], [col6], [xmap, identity_map(6)], ["parallel"] * 6, lambda v, _: v)[0]
+    col6 = mark_part(lw, generic([x], [col6], [xmap, identity_map(6)], ["parallel"] * 6, lambda v, _: v)[0], "im2col")
     ohw = oh * ow if isinstance(oh, int) and isinstance(ow, int) else arith.muli(_as_index(oh), _as_index(ow))
     col = _reshape(col6, [n, c * kh * kw, ohw], t)
     w2 = _reshape(w, [o, c * kh * kw], t)

@@ -1,12 +1,15 @@
 // RUN: kiln-opt %s --split-input-file --kiln-cpu-library | FileCheck %s
 // RUN: env KILN_NATIVE=0 kiln-opt %s --split-input-file --kiln-cpu-library | FileCheck %s --check-prefix=BLAS
 
-// convert-kiln-to-linalg's convolution: zero padding (marked kiln.conv_pad),
-// a bias broadcast into the output, an im2col copy and a contraction of the
-// constant weight with it.  With the native runtime all of it becomes one
-// kiln_conv2d call: pads 1/1, stride 2, the bias passed in (beta 0), the
-// weight's packing slot; the pad, bias and im2col generics and their
-// buffers are gone.  Without it, only the contraction becomes sgemm calls.
+// convert-kiln-to-linalg's lowering of a convolution chosen for
+// native.conv2d: zero padding, a bias broadcast into the output and an
+// im2col copy (each marked as a part of the call, kiln.call_part), then a
+// contraction of the constant weight with it (the placeholder, carrying the
+// op's attributes).  With the native runtime all of it becomes one
+// kiln_conv2d call: pads 1/1, stride 2 (read from kiln.call_attrs, not from
+// the maps), the bias passed in (beta 0), the weight's packing slot; the
+// parts and their buffers are gone.  Without it, only the contraction
+// becomes sgemm calls.
 
 #id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
 #ch = affine_map<(d0, d1, d2, d3) -> (d1)>
@@ -51,7 +54,7 @@ memref.global "private" constant @wshape : memref<2xi64> = dense<[3, 18]>
 // BLAS-NEXT: call @openblas_set_num_threads_local(%[[NT]])
 // BLAS: func.call @scipy_cblas_sgemm64_(
 // BLAS-LABEL: func.func @main(
-// BLAS: linalg.generic {{.*}}kiln.conv_pad
+// BLAS: linalg.generic {{.*}}kiln.call_part = "pad"
 func.func @main(%x: memref<?x2x5x5xf32>, %y: memref<?x3x3x3xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -61,7 +64,7 @@ func.func @main(%x: memref<?x2x5x5xf32>, %y: memref<?x3x3x3xf32>) {
   %n64 = arith.index_cast %n : index to i64
   %padded = memref.alloc(%n) : memref<?x2x7x7xf32>
   linalg.generic {indexing_maps = [#id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
-      outs(%padded : memref<?x2x7x7xf32>) attrs = {kiln.conv_pad = array<i64: 1, 1, 1, 1>} {
+      outs(%padded : memref<?x2x7x7xf32>) attrs = {kiln.call_part = "pad"} {
   ^bb0(%o: f32):
     %i0 = linalg.index 0 : index
     %i1 = linalg.index 1 : index
@@ -80,13 +83,13 @@ func.func @main(%x: memref<?x2x5x5xf32>, %y: memref<?x3x3x3xf32>) {
   }
   %bias = memref.get_global @b : memref<3xf32>
   linalg.generic {indexing_maps = [#ch, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
-      ins(%bias : memref<3xf32>) outs(%y : memref<?x3x3x3xf32>) {
+      ins(%bias : memref<3xf32>) outs(%y : memref<?x3x3x3xf32>) attrs = {kiln.call_part = "init"} {
   ^bb0(%i: f32, %o: f32):
     linalg.yield %i : f32
   }
   %col = memref.alloc(%n) : memref<?x2x3x3x3x3xf32>
   linalg.generic {indexing_maps = [#win, #id6], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "parallel"]}
-      ins(%padded : memref<?x2x7x7xf32>) outs(%col : memref<?x2x3x3x3x3xf32>) {
+      ins(%padded : memref<?x2x7x7xf32>) outs(%col : memref<?x2x3x3x3x3xf32>) attrs = {kiln.call_part = "im2col"} {
   ^bb0(%i: f32, %o: f32):
     linalg.yield %i : f32
   }
@@ -108,7 +111,8 @@ func.func @main(%x: memref<?x2x5x5xf32>, %y: memref<?x3x3x3xf32>) {
   memref.store %c3, %yshape[%c1i] : memref<3xi64>
   memref.store %c9, %yshape[%c2i] : memref<3xi64>
   %y3 = memref.reshape %y(%yshape) : (memref<?x3x3x3xf32>, memref<3xi64>) -> memref<?x3x9xf32>
-  linalg.generic {indexing_maps = [#wm, #cm, #om], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "native.conv2d"}
+  linalg.generic {indexing_maps = [#wm, #cm, #om], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "native.conv2d",
+                  kiln.call_attrs = {dilations = array<i64: 1, 1>, groups = 1 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>}}
       ins(%w2, %col3 : memref<3x18xf32>, memref<?x18x9xf32>) outs(%y3 : memref<?x3x9xf32>) {
   ^bb0(%a: f32, %b2: f32, %acc: f32):
     %0 = arith.mulf %a, %b2 : f32
@@ -120,6 +124,57 @@ func.func @main(%x: memref<?x2x5x5xf32>, %y: memref<?x3x3x3xf32>) {
   return
 }
 
+
+// -----
+
+// Not taken as a convolution: an im2col copy its lowering did not mark (the
+// same IR by hand, unpadded) is a generic like any other; the weight-A
+// product after it becomes the native weight-A GEMM, and the copy stays.
+
+#win = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d4 + d2, d5 + d3)>
+#id6 = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d4, d5)>
+#wm = affine_map<(d0, d1, d2, d3) -> (d1, d3)>
+#cm = affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>
+#om = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+memref.global "private" constant @w : memref<3x18xf32> = dense<1.0>
+
+// CHECK-LABEL: func.func private @kiln_gemm_0(
+// CHECK-NOT: kiln_conv2d
+// CHECK: call @kiln_sgemm_wa(
+// CHECK-LABEL: func.func @main(
+// CHECK: linalg.generic
+// CHECK: call @kiln_gemm_0(
+func.func @main(%x: memref<?x2x3x3xf32>, %y: memref<?x3x1xf32>) {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %x, %c0 : memref<?x2x3x3xf32>
+  %n64 = arith.index_cast %n : index to i64
+  %col = memref.alloc(%n) : memref<?x2x3x3x1x1xf32>
+  linalg.generic {indexing_maps = [#win, #id6], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "parallel"]}
+      ins(%x : memref<?x2x3x3xf32>) outs(%col : memref<?x2x3x3x1x1xf32>) {
+  ^bb0(%i: f32, %o: f32):
+    linalg.yield %i : f32
+  }
+  %cshape = memref.alloc() : memref<3xi64>
+  %c18 = arith.constant 18 : i64
+  %c1 = arith.constant 1 : i64
+  %c1i = arith.constant 1 : index
+  %c2i = arith.constant 2 : index
+  memref.store %n64, %cshape[%c0] : memref<3xi64>
+  memref.store %c18, %cshape[%c1i] : memref<3xi64>
+  memref.store %c1, %cshape[%c2i] : memref<3xi64>
+  %col3 = memref.reshape %col(%cshape) : (memref<?x2x3x3x1x1xf32>, memref<3xi64>) -> memref<?x18x1xf32>
+  %w2 = memref.get_global @w : memref<3x18xf32>
+  linalg.generic {indexing_maps = [#wm, #cm, #om], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "native.conv2d",
+                  kiln.call_attrs = {dilations = array<i64: 1, 1>, groups = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>}}
+      ins(%w2, %col3 : memref<3x18xf32>, memref<?x18x1xf32>) outs(%y : memref<?x3x1xf32>) {
+  ^bb0(%a: f32, %b2: f32, %acc: f32):
+    %0 = arith.mulf %a, %b2 : f32
+    %1 = arith.addf %acc, %0 : f32
+    linalg.yield %1 : f32
+  }
+  memref.dealloc %col : memref<?x2x3x3x1x1xf32>
+  return
+}
 // -----
 
 // A product whose A is a constant and whose B is not an im2col: the native

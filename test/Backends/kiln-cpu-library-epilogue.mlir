@@ -49,7 +49,7 @@ memref.global "private" constant @bias : memref<4xf32> = dense<0.5>
 // BLAS-LABEL: func.func @main(
 // BLAS: call @kiln_gemm_0(%arg0, %{{.*}}, %arg1) :
 // BLAS: linalg.generic
-// BLAS: linalg.generic {{.*}} attrs = {kiln.epilogue = "gelu"}
+// BLAS: linalg.generic {{.*}} attrs = {kiln.call_part = "gelu"}
 func.func @main(%x: memref<?x8xf32>, %y: memref<?x4xf32>) {
   %w = memref.get_global @w : memref<8x4xf32>
   %bias = memref.get_global @bias : memref<4xf32>
@@ -61,13 +61,13 @@ func.func @main(%x: memref<?x8xf32>, %y: memref<?x4xf32>) {
     linalg.yield %1 : f32
   }
   linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
-      ins(%y, %bias : memref<?x4xf32>, memref<4xf32>) outs(%y : memref<?x4xf32>) attrs = {kiln.epilogue = "bias"} {
+      ins(%y, %bias : memref<?x4xf32>, memref<4xf32>) outs(%y : memref<?x4xf32>) attrs = {kiln.call_part = "bias"} {
   ^bb0(%p: f32, %q: f32, %r: f32):
     %0 = arith.addf %p, %q : f32
     linalg.yield %0 : f32
   }
   linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
-      ins(%y : memref<?x4xf32>) outs(%y : memref<?x4xf32>) attrs = {kiln.epilogue = "gelu"} {
+      ins(%y : memref<?x4xf32>) outs(%y : memref<?x4xf32>) attrs = {kiln.call_part = "gelu"} {
   ^bb0(%p: f32, %r: f32):
     %0 = arith.mulf %p, %p : f32
     linalg.yield %0 : f32
@@ -105,7 +105,7 @@ func.func @main(%x: memref<?x?x8xf32>, %y: memref<?x?x4xf32>) {
     linalg.yield %1 : f32
   }
   linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]}
-      ins(%y : memref<?x?x4xf32>) outs(%y : memref<?x?x4xf32>) attrs = {kiln.epilogue = "relu"} {
+      ins(%y : memref<?x?x4xf32>) outs(%y : memref<?x?x4xf32>) attrs = {kiln.call_part = "relu"} {
   ^bb0(%p: f32, %r: f32):
     %0 = arith.maximumf %p, %p : f32
     linalg.yield %0 : f32
@@ -140,7 +140,7 @@ memref.global "private" constant @w : memref<8x4xf32> = dense<1.0>
 // CHECK: linalg.generic
 // CHECK-LABEL: func.func @elsewhere(
 // CHECK-NOT: kiln_bias_act
-// CHECK: linalg.generic {{.*}} attrs = {kiln.epilogue = "gelu"}
+// CHECK: linalg.generic {{.*}} attrs = {kiln.call_part = "gelu"}
 // CHECK-LABEL: func.func @residual(
 // CHECK-NOT: linalg.generic
 // CHECK: call @kiln_gemm_{{[0-9]+}}(%arg0, %{{.*}}, %arg1, %arg2)
@@ -178,7 +178,7 @@ func.func @elsewhere(%x: memref<?x8xf32>, %y: memref<?x4xf32>, %z: memref<?x4xf3
     linalg.yield %1 : f32
   }
   linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
-      ins(%y : memref<?x4xf32>) outs(%z : memref<?x4xf32>) attrs = {kiln.epilogue = "gelu"} {
+      ins(%y : memref<?x4xf32>) outs(%z : memref<?x4xf32>) attrs = {kiln.call_part = "gelu"} {
   ^bb0(%p: f32, %r: f32):
     %0 = arith.mulf %p, %p : f32
     linalg.yield %0 : f32
@@ -195,7 +195,7 @@ func.func @residual(%x: memref<?x8xf32>, %y: memref<?x4xf32>, %b: memref<?x4xf32
     linalg.yield %1 : f32
   }
   linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
-      ins(%y, %b : memref<?x4xf32>, memref<?x4xf32>) outs(%y : memref<?x4xf32>) attrs = {kiln.epilogue = "residual"} {
+      ins(%y, %b : memref<?x4xf32>, memref<?x4xf32>) outs(%y : memref<?x4xf32>) attrs = {kiln.call_part = "residual"} {
   ^bb0(%p: f32, %q: f32, %r: f32):
     %0 = arith.addf %p, %q : f32
     linalg.yield %0 : f32
@@ -229,7 +229,7 @@ func.func @row_broadcast(%x: memref<?x8xf32>, %y: memref<?x4xf32>, %b: memref<1x
     linalg.yield %1 : f32
   }
   linalg.generic {indexing_maps = [#id, #first, #id], iterator_types = ["parallel", "parallel"]}
-      ins(%y, %b : memref<?x4xf32>, memref<1x4xf32>) outs(%y : memref<?x4xf32>) attrs = {kiln.epilogue = "bias"} {
+      ins(%y, %b : memref<?x4xf32>, memref<1x4xf32>) outs(%y : memref<?x4xf32>) attrs = {kiln.call_part = "bias"} {
   ^bb0(%p: f32, %q: f32, %r: f32):
     %0 = arith.addf %p, %q : f32
     linalg.yield %0 : f32
@@ -272,7 +272,7 @@ func.func @main(%x: memref<?x8xf32>, %y: memref<?x4xf32>) {
     linalg.yield %1 : f32
   }
   linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
-      ins(%y : memref<?x4xf32>) outs(%y : memref<?x4xf32>) attrs = {kiln.epilogue = "relu"} {
+      ins(%y : memref<?x4xf32>) outs(%y : memref<?x4xf32>) attrs = {kiln.call_part = "relu"} {
   ^bb0(%p: f32, %r: f32):
     %0 = arith.mulf %p, %p : f32
     linalg.yield %0 : f32

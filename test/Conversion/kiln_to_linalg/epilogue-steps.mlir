@@ -8,11 +8,11 @@
 "kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
 // CHECK-LABEL: func.func @gemm_steps(
 // CHECK: linalg.generic {{.*}} library_call = "native.gemm"
-// CHECK: linalg.generic {{.*}} attrs = {kiln.epilogue = "bias"}
+// CHECK: linalg.generic {{.*}} attrs = {kiln.call_part = "bias"}
 // CHECK: arith.addf
-// CHECK: linalg.generic {{.*}} attrs = {kiln.epilogue = "gelu"}
+// CHECK: linalg.generic {{.*}} attrs = {kiln.call_part = "gelu"}
 // CHECK: arith.maximumf
-// CHECK: linalg.generic {{.*}} attrs = {kiln.epilogue = "residual"}
+// CHECK: linalg.generic {{.*}} attrs = {kiln.call_part = "residual"}
 // CHECK: arith.addf
 // CHECK-NOT: kiln.epilogue
 // CHECK: return
@@ -34,10 +34,10 @@ func.func @gemm_steps(%x: !kiln.tensor<["B", 16], f32>, %r: !kiln.tensor<["B", 3
 "kiln.symbol"() {sym_name = "N", min = 1 : i64, max = 8 : i64} : () -> ()
 // CHECK-LABEL: func.func @conv_mean(
 // CHECK: library_call = "native.conv2d"
-// CHECK: linalg.generic {{.*}} attrs = {kiln.epilogue = "relu"}
-// CHECK: linalg.fill {kiln.epilogue = "mean"}
-// CHECK: linalg.generic {{.*}} attrs = {kiln.epilogue = "mean"}
-// CHECK: linalg.generic {{.*}} attrs = {kiln.epilogue = "mean"}
+// CHECK: linalg.generic {{.*}} attrs = {kiln.call_part = "relu"}
+// CHECK: linalg.fill {kiln.call_part = "mean"}
+// CHECK: linalg.generic {{.*}} attrs = {kiln.call_part = "mean"}
+// CHECK: linalg.generic {{.*}} attrs = {kiln.call_part = "mean"}
 // CHECK: arith.divf
 // CHECK: return
 func.func @conv_mean(%x: !kiln.tensor<["N", 4, 6, 6], f32>) -> !kiln.tensor<["N", 4, 1, 1], f32> {

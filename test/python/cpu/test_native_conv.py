@@ -408,7 +408,7 @@ def test_conv_stages_match_torch_at_several_batches(net, side):
 
 def test_bench_cnn_keeps_no_pad_or_im2col_buffer(tmp_path, capsys):
     """Through the real lowering (kiln-compile --stop-after kiln-cpu-library):
-    the zero pads and im2col copies of the bench CNN are folded into the calls."""
+    the zero pads, bias inits, im2col copies and ReLUs of the bench CNN are folded into the calls."""
     from kiln.tools.kiln_compile import main
 
     if not library.weight_a_enabled():
@@ -417,7 +417,8 @@ def test_bench_cnn_keeps_no_pad_or_im2col_buffer(tmp_path, capsys):
     assert main(["kiln.bench.models:small_cnn", "--stop-after", "kiln-cpu-library", "-o", str(out)]) == 0
     text = out.read_text()
     assert text.count(f"call @{library.NATIVE_CONV}(") == 2
-    assert "kiln.conv_pad" not in text
+    for part in ("pad", "init", "im2col", "relu"):  # the parts the calls took over are gone
+        assert f'kiln.call_part = "{part}"' not in text
     assert "x3x3x3x32x32xf32" not in text and "x32x3x3x16x16xf32" not in text  # the two im2col buffers
 
 
