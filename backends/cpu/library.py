@@ -32,19 +32,18 @@ B packed once into a slot), a constant A times activations
 (``kiln_sgemm_wa``, A packed once, all of the batch in one call on the
 native pool), and convolutions (``kiln_conv2d``, see :mod:`.conv`: the
 im2col copy, the zero padding, the bias init and a residual / ReLU / pool
-epilogue are folded into the call).  The epilogue steps are chosen on kiln
-IR (:mod:`.epilogues`) and carry their role; still read from the loops
-around a convolution, what issue 40 has left: its im2col copy, zero
-padding and bias init (the convolution's own lowering).
-(Attention, layer / RMS norm, strided max
-pools and transposes: kiln-select-kernels chooses their native kernels
-on kiln IR, :mod:`.library_kernels`, and kiln-cpu-library-calls calls them.)  The products left to
-OpenBLAS run as single-threaded slabs on the native pool
-(``kiln_sgemm_par``), not on OpenBLAS's own threads.  A bias add, a
+epilogue are folded into the call).  What a call takes over besides its
+placeholder is marked as its part (``kiln.call_part``): the epilogue steps
+chosen on kiln IR (:mod:`.epilogues`) and a convolution's own pieces; no
+loop is recognised by its body.  (Attention, layer / RMS norm, strided max
+pools and transposes: kiln-select-kernels chooses their native kernels on
+kiln IR, :mod:`.library_kernels`, and kiln-cpu-library-calls calls them.)
+The products left to OpenBLAS run as single-threaded slabs on the native
+pool (``kiln_sgemm_par``), not on OpenBLAS's own threads.  A bias add, a
 ReLU / exact GELU and a residual add chosen as a product's epilogue steps
-and rewriting its output right after it are applied in the native small GEMM's registers
-(``kiln_sgemm_small_epi``) or by one ``kiln_bias_act`` call after the
-other paths (:mod:`.gemm_epilogue`).
+and rewriting its output right after it are applied in the native small
+GEMM's registers (``kiln_sgemm_small_epi``) or by one ``kiln_bias_act``
+call after the other paths (:mod:`.gemm_epilogue`).
 
 This module holds what the helpers share (symbols, thread-count lines,
 strided metadata, packing slots) and the placeholders' reading; the
