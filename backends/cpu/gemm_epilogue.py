@@ -9,7 +9,7 @@ for one thread to add and activate: the bench MLP at B=64 spent about 0.1
 ms in GELU after a 2.5 ms product.  kiln-select-kernels decides on kiln IR
 which of them the native GEMM's call applies (:func:`.epilogues.gemm_steps`)
 and their lowering stamps their generics with the role
-(:data:`~kiln.transforms._graph.EPILOGUE_ATTR`); :func:`epilogue_of` reads
+(``kiln.call_part``, :func:`.epilogues.role_of`); :func:`epilogue_of` reads
 those right after the product, and ``kiln-cpu-library`` replaces them: the
 native small GEMM applies them to each tile in its registers
 (``kiln_sgemm_small_epi``), the other paths (sgemv, OpenBLAS) are followed by
