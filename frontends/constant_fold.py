@@ -60,6 +60,30 @@ def _writes(node: torch.fx.Node) -> bool:
     return isinstance(node.target, torch._ops.OpOverload) and node.target._schema.name in _WRITES
 
 
+#: Fills that read only their first operand's dtype and device, not its
+#: values (``x.new_zeros((6, 6))``: Swin's mask starts as one).  kiln converts
+#: them whole, so the export's decomposition no longer makes them ``full``.
+_FILLS_LIKE = frozenset({"aten::new_zeros", "aten::new_ones", "aten::new_full"})
+
+
+def _data_inputs(node: torch.fx.Node) -> list:
+    """The nodes whose values ``node`` reads: its inputs, less a fill's model operand."""
+    ins = list(node.all_input_nodes)
+    if isinstance(node.target, torch._ops.OpOverload) and node.target._schema.name in _FILLS_LIKE \
+            and node.args and node.args[0] is not None and ins and ins[0] is node.args[0]:
+        ins = ins[1:]
+    return ins
+
+
+def _arg_value(n: torch.fx.Node, values: dict):
+    """``n``'s folded value; a node folding does not read (a fill's model
+    operand) stands in as an empty tensor of its dtype."""
+    if n in values:
+        return values[n]
+    val = n.meta.get("val")
+    return torch.empty(0, dtype=val.dtype if isinstance(val, torch.Tensor) else torch.float32)
+
+
 def fold_constant_subgraphs(ep: torch.export.ExportedProgram, converts=None, limit: int = FOLD_LIMIT) -> int:
     """Replace input-independent subgraphs of ``ep``'s graph by constants; returns how many results were folded.
 
@@ -86,19 +110,19 @@ def fold_constant_subgraphs(ep: torch.export.ExportedProgram, converts=None, lim
             values[node] = ep.constants[lifted[node.name]]
             needed[node] = False
             continue
-        if not _foldable(node) or any(n not in values for n in node.all_input_nodes):
+        if not _foldable(node) or any(n not in values for n in _data_inputs(node)):
             continue
-        args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: values[n])
+        args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: _arg_value(n, values))
         try:
             with torch.no_grad():
                 values[node] = node.target(*args, **kwargs)
         except Exception:  # noqa: BLE001 - an op that does not evaluate here stays in the graph
             continue
-        needed[node] = (converts is None or any(needed[n] for n in node.all_input_nodes)
+        needed[node] = (converts is None or any(needed[n] for n in _data_inputs(node))
                         or _rejected(node, converts) or _writes(node))
     folded = 0
     for node, value in values.items():
-        if not needed[node] or not isinstance(value, torch.Tensor) or value.numel() > limit or not node.all_input_nodes:
+        if not needed[node] or not isinstance(value, torch.Tensor) or value.numel() > limit or not _data_inputs(node):
             continue
         users = [u for u in node.users if u not in values]
         if not users:

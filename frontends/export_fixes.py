@@ -31,11 +31,18 @@ __all__ = [
     "prepare_exported_program", "restore_non_persistent_buffers", "views_to_reshapes",
 ]
 
-#: Ops kept whole by the decomposition because kiln has a pattern for them
-#: (every overload of each, by name).
+#: Ops kept whole by the decomposition because kiln has a pattern for them:
+#: every overload of each (``"aten.linear."``), or the one named
+#: (``"aten.split.Tensor"``: kiln converts no other).  A program whose ops
+#: all stay whole needs no decomposition pass at all
+#: (:func:`needs_decomposition`): BERT's only other op was ``arange``, GPT-2's
+#: and LLaMA's the mask code's ``diff``, ``new_ones``, ``&`` and ``to``.
 KEEP_WHOLE = (
     "aten.linear.", "aten.layer_norm.", "aten.gelu.", "aten.silu.", "aten.scaled_dot_product_attention.",
     "aten.hardtanh.", "aten.adaptive_avg_pool2d.", "aten.flatten.", "aten.transpose.", "aten.unbind.",
+    "aten.arange.default", "aten.arange.start", "aten.arange.start_step", "aten.squeeze.", "aten.split.Tensor",
+    "aten.conv2d.default", "aten.unflatten.int", "aten.diff.default", "aten.new_ones.default",
+    "aten.new_zeros.default", "aten.__and__.Tensor", "aten.to.dtype_layout", "aten.to.device",
 )
 
 
@@ -155,7 +162,7 @@ KILN_DECOMPOSITIONS = {torch.ops.aten.native_group_norm.default: _native_group_n
 
 def decomposition_table(keep=KEEP_WHOLE):
     """torch.export's default decomposition table without the ops kiln keeps
-    whole (``keep``: name prefixes, as :data:`KEEP_WHOLE`).
+    whole (``keep``: op names or overloads, as :data:`KEEP_WHOLE`).
 
     Every overload of a kept op is popped by name: listing the table's keys
     would materialize each custom op's decomposition, which
@@ -164,10 +171,11 @@ def decomposition_table(keep=KEEP_WHOLE):
     # Core ATen ops torch.export keeps but kiln has no pattern for: without
     # a decomposition they become fallbacks.
     table.update(KILN_DECOMPOSITIONS)
-    for prefix in keep:
-        packet = getattr(torch.ops.aten, prefix.split(".")[1])
-        for overload in packet.overloads():
-            table.pop(getattr(packet, overload), None)
+    for entry in keep:
+        _, op, overload = entry.split(".")
+        packet = getattr(torch.ops.aten, op)
+        for name in [overload] if overload else packet.overloads():
+            table.pop(getattr(packet, name), None)
     return table
 
 

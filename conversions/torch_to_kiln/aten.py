@@ -253,7 +253,7 @@ def lower_not(cx):
     return cx.build("eq", x, cx.like(0, x))
 
 
-@pattern("torch.aten.bitwise_and.Tensor", "torch.aten.logical_and")
+@pattern("torch.aten.bitwise_and.Tensor", "torch.aten.__and__.Tensor", "torch.aten.logical_and")
 def lower_bool_and(cx):
     """``a & b`` on booleans is their product (i1 multiplication is AND)."""
     a, b = cx.tensor(0), cx.tensor(1)
@@ -297,8 +297,11 @@ def lower_identity(cx):
     return cx.value(0)
 
 
-@pattern("torch.aten._to_copy", "torch.aten.to.dtype", "torch.prims.convert_element_type")
+@pattern("torch.aten._to_copy", "torch.aten.to.dtype", "torch.aten.to.dtype_layout", "torch.aten.to.device",
+         "torch.prims.convert_element_type")
 def lower_to(cx):
+    """A conversion to the result's dtype (layout, device and memory format
+    do not matter to kiln's CPU tensors; the same dtype is the value itself)."""
     return cx.cast(cx.tensor(0), cx.result_dtype())
 
 
@@ -385,6 +388,33 @@ def lower_unsqueeze(cx):
     dims = dims_of(x)
     axis = cx.int(1) % (len(dims) + 1)
     return cx.build("reshape", x, shape=dims[:axis] + [dim(1)] + dims[axis:])
+
+
+@pattern("torch.aten.unflatten.int")
+def lower_unflatten(cx):
+    """``x.unflatten(dim, sizes)``: a reshape to the result's dims (torch
+    resolved a ``-1`` among ``sizes`` there)."""
+    return cx.build("reshape", cx.tensor(0), shape=cx.result_dims())
+
+
+@pattern("torch.aten.diff")
+def lower_diff(cx):
+    """``torch.diff(x, n=1, dim, prepend, append)``: ``x[1:] - x[:-1]`` along
+    ``dim`` of ``x`` with ``prepend`` / ``append`` concatenated first
+    (transformers' mask code: ``diff(position_ids, prepend=...)``)."""
+    x = cx.tensor(0)
+    if cx.int(1, 1) != 1:
+        raise Decline("diff with n != 1")
+    axis = cx.int(2, -1) % rank_of(x)
+    parts = [cx.tensor(3)] if cx.has(3) and cx.value(3) is not None else []
+    parts += [x] + ([cx.tensor(4)] if cx.has(4) and cx.value(4) is not None else [])
+    if len(parts) > 1:
+        x = cx.build("concat", *parts, axis=axis)
+    if dims_of(x)[axis].is_static and dims_of(x)[axis].value < 1:
+        raise Decline("diff over an empty axis")
+    later = cx.build("slice", x, starts=[1], ends=[SLICE_END], axes=[axis], steps=[1])
+    earlier = cx.build("slice", x, starts=[0], ends=[-1], axes=[axis], steps=[1])
+    return cx.build("sub", later, earlier)
 
 
 @pattern("torch.aten.flatten.using_ints")
@@ -556,6 +586,12 @@ def _fill(cx, value, dims: list):
     if all(d.is_static for d in dims):
         return cx.const(value, dtype, [d.value for d in dims])
     return cx.build("expand", cx.const(value, dtype), shape=dims)
+
+
+@pattern("torch.aten.new_ones", "torch.aten.new_zeros")
+def lower_new_fill(cx):
+    """``x.new_ones(size)`` / ``x.new_zeros(size)``: a fill of ``size`` (the result's dtype)."""
+    return _fill(cx, 1 if cx.name.endswith("new_ones") else 0, [as_dim(s) for s in cx.ints(1)])
 
 
 @pattern("torch.aten.full_like", "torch.aten.zeros_like", "torch.aten.ones_like")

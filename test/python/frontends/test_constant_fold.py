@@ -71,7 +71,7 @@ def test_fold_keeps_what_kiln_converts():
                              dynamic_shapes=({0: Dim("B", min=1, max=9)},)).run_decompositions(decomposition_table())
     assert fold_constant_subgraphs(ep, _converts) >= 2
     names = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
-    assert "aten.gt.Tensor" in names and "aten.arange.start_step" in names, names
+    assert "aten.gt.Tensor" in names and any(n.startswith("aten.arange.") for n in names), names
     assert not any(k in name for name in names for k in ("slice_scatter", "fmod")), names
 
 

@@ -243,6 +243,42 @@ def test_decomposition_runs_only_when_it_changes_something():
     torch.testing.assert_close(model(x), Swish()(x), rtol=1e-5, atol=1e-6)
 
 
+class _MaskCode(torch.nn.Module):
+    """The ops transformers' mask and embedding code adds to a model
+    (``masking_utils``: ``diff`` with ``prepend``, ``new_ones``, ``&``,
+    ``to(dtype, layout=...)``, ``to(device)``; ``arange``, ``split``,
+    ``squeeze``, ``unflatten``), each converted whole."""
+
+    def forward(self, x, pos):
+        steps = torch.diff(pos, prepend=pos[:, :1] - 1, dim=-1)
+        packed = (steps != 1).cumsum(-1)
+        ones = x.new_ones((x.shape[0], x.shape[1]))
+        keep = (pos > 0) & (pos < 5)
+        rows = torch.arange(x.shape[1]).to(x.dtype)
+        a, b = x.split(2, dim=-1)
+        y = (a * b).unflatten(-1, (1, 2)).squeeze(-2)
+        z = torch.ops.aten.to.dtype_layout(y, dtype=torch.float32, layout=torch.strided) + ones[..., None]
+        w = torch.ops.aten.to.device(z, torch.device("cpu"), torch.float32)
+        return w * keep[..., None] + rows[:, None] + packed[..., None]
+
+
+def test_mask_code_skips_the_decomposition_and_matches_eager():
+    """transformers' mask code no longer forces a second trace of the whole
+    program (run_decompositions: GPT-2's and LLaMA's export time halved);
+    its ops convert whole and match eager at the smallest, a middle and the largest B."""
+    from kiln.frontends.export_fixes import decomposition_table, needs_decomposition
+    from kiln.frontends.torch_import import _converts
+
+    spec = ({0: Dim("B", min=1, max=9)}, {0: Dim("B", min=1, max=9)})
+    example = (torch.randn(3, 5, 4), torch.randint(0, 7, (3, 5)))
+    ep = torch.export.export(_MaskCode(), example, dynamic_shapes=spec)
+    assert not needs_decomposition(ep, decomposition_table(), _converts)
+    model = kiln.compile(_MaskCode(), example, dynamic_shapes=spec, fallback=False)
+    for batch in (1, 4, 9):
+        x, pos = torch.randn(batch, 5, 4), torch.randint(0, 7, (batch, 5))
+        torch.testing.assert_close(model(x, pos), _MaskCode()(x, pos), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("batch", [1, 7, 64])
 def test_unbind_numerics(batch):
     """``unbind`` converted whole (it is not decomposed): one slice per item."""
