@@ -27,7 +27,7 @@ import operator
 import torch
 
 __all__ = [
-    "decomposition_table", "drop_runtime_asserts", "install_importer_fixes", "list_state_to_get_attr", "needs_decomposition",
+    "decomposition_table", "drop_runtime_asserts", "functionalize_inplace", "install_importer_fixes", "list_state_to_get_attr", "needs_decomposition",
     "prepare_exported_program", "restore_non_persistent_buffers", "views_to_reshapes",
 ]
 
@@ -43,6 +43,7 @@ KEEP_WHOLE = (
     "aten.arange.default", "aten.arange.start", "aten.arange.start_step", "aten.squeeze.", "aten.split.Tensor",
     "aten.conv2d.default", "aten.unflatten.int", "aten.diff.default", "aten.new_ones.default",
     "aten.new_zeros.default", "aten.__and__.Tensor", "aten.to.dtype_layout", "aten.to.device",
+    "aten.max_pool2d.default",
 )
 
 
@@ -219,6 +220,62 @@ def needs_decomposition(ep: torch.export.ExportedProgram, table, converts) -> bo
     return False
 
 
+#: In-place ops of the training IR and their functional twins (``nn.ReLU(inplace=True)``,
+#: ``out += identity``: torchvision's ResNet and MobileNetV2).
+_FUNCTIONAL = {
+    "relu_.default": "relu.default", "hardtanh_.default": "hardtanh.default", "silu_.default": "silu.default",
+    "sigmoid_.default": "sigmoid.default", "tanh_.default": "tanh.default", "add_.Tensor": "add.Tensor",
+    "sub_.Tensor": "sub.Tensor", "mul_.Tensor": "mul.Tensor", "div_.Tensor": "div.Tensor",
+}
+
+
+def _returns_alias(node) -> bool:
+    """Whether ``node`` (an op call) returns a view or alias of an operand."""
+    schema = getattr(node.target, "_schema", None)
+    return schema is None or any(r.alias_info is not None for r in schema.returns)
+
+
+def functionalize_inplace(ep: torch.export.ExportedProgram) -> int:
+    """Rewrite in-place ops on fresh intermediates into their functional
+    twins (:data:`_FUNCTIONAL`); returns how many.
+
+    ``y = relu_(x)`` where ``x`` is computed in the graph by an op that
+    returns a new tensor, and nothing takes a view of ``x``, is ``y =
+    relu(x)`` with every later use of ``x`` reading ``y``: what
+    functionalization makes of it, without ``run_decompositions`` tracing
+    the whole program again for it.  An in-place op on an input, a
+    parameter, a buffer or a view is left to the decomposition.
+    """
+    graph = ep.graph_module.graph
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    count = 0
+    for node in list(graph.nodes):
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        name = f"{node.target._schema.name.split('::')[1]}.{node.target._overloadname}"
+        if name not in _FUNCTIONAL or not node.args:
+            continue
+        x = node.args[0]
+        if not isinstance(x, torch.fx.Node) or x.op != "call_function" or _returns_alias(x):
+            continue
+        if any(u is not node and u.op == "call_function" and _returns_alias(u) for u in x.users):
+            continue  # a view of x would see the write
+        op, overload = _FUNCTIONAL[name].split(".")
+        with graph.inserting_before(node):
+            y = graph.call_function(getattr(getattr(torch.ops.aten, op), overload), node.args, node.kwargs)
+        y.meta = dict(node.meta)
+        order[y] = order[node]  # where it stands: reads of x before it keep x
+        node.replace_all_uses_with(y)
+        later = [u for u in x.users if u is not y and order.get(u, len(order)) > order[node]]
+        for user in later:
+            user.replace_input_with(x, y)
+        graph.erase_node(node)
+        count += 1
+    if count:
+        ep.graph_module.recompile()
+    return count
+
+
 def prepare_exported_program(ep: torch.export.ExportedProgram, table=None, converts=None):
     """Apply every fix and the decompositions; returns the program to import.
 
@@ -229,6 +286,7 @@ def prepare_exported_program(ep: torch.export.ExportedProgram, table=None, conve
     decomposition (:func:`needs_decomposition`) skips it.
     """
     views_to_reshapes(ep)
+    functionalize_inplace(ep)
     table = decomposition_table() if table is None else table
     if converts is None or needs_decomposition(ep, table, converts):
         ep = ep.run_decompositions(table)

@@ -279,6 +279,46 @@ def test_mask_code_skips_the_decomposition_and_matches_eager():
         torch.testing.assert_close(model(x, pos), _MaskCode()(x, pos), rtol=1e-5, atol=1e-6)
 
 
+def test_inplace_ops_on_fresh_values_need_no_decomposition():
+    """``relu_`` / ``+=`` on a value the graph computed become their functional
+    twins, later reads of it reading the result (torchvision's ResNet and
+    MobileNetV2 import without a second trace); on a view or an input they are
+    left to the decomposition.  Each matches eager at B = 1, 4, 9."""
+    from kiln.frontends.export_fixes import decomposition_table, functionalize_inplace, needs_decomposition
+    from kiln.frontends.torch_import import _converts
+
+    class Fresh(torch.nn.Module):
+        def forward(self, x):
+            h = x * 2
+            g = x - 1
+            g += h  # reads h before h is written: the value before the ReLU
+            h.relu_()
+            h += x  # the residual add, in place
+            return h * 3 + h.sum(-1, keepdim=True) + g  # reads of h after the writes
+
+    class OnView(torch.nn.Module):
+        def forward(self, x):
+            h = x * 2
+            h[:, :2].relu_()  # writes through a view of h
+            return h
+
+    class OnInput(torch.nn.Module):
+        def forward(self, x):
+            x.add_(1)
+            return x * 2
+
+    spec = ({0: Dim("B", min=1, max=9)},)
+    for module, rewritten in ((Fresh(), 3), (OnView(), 0), (OnInput(), 0)):
+        ep = torch.export.export(module, (torch.randn(3, 4),), dynamic_shapes=spec)
+        assert functionalize_inplace(ep) == rewritten, type(module).__name__
+        assert needs_decomposition(ep, decomposition_table(), _converts) == (rewritten == 0)
+    for module in (Fresh(), OnView()):
+        model = kiln.compile(module, (torch.randn(3, 4),), dynamic_shapes=spec)
+        for batch in (1, 4, 9):
+            x = torch.randn(batch, 4)
+            torch.testing.assert_close(model(x), module(x.clone()), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("batch", [1, 7, 64])
 def test_unbind_numerics(batch):
     """``unbind`` converted whole (it is not decomposed): one slice per item."""
