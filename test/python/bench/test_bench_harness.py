@@ -266,17 +266,21 @@ def test_the_fma_peak_is_above_what_a_gemm_reaches():
     from kiln.bench.ceiling import Ceiling
 
     a = np.random.default_rng(0).standard_normal((384, 384), dtype=np.float32)
-    best = float("inf")
-    for _ in range(20):
-        start = time.perf_counter()
-        a @ a
-        best = min(best, time.perf_counter() - start)
-    gemm = 2 * 384**3 / best / 1e9
     probe = Ceiling.build(os.cpu_count() or 1)
+    best, peak = float("inf"), 0.0
     try:
-        peak = max(probe.fma_gflops(0.05) for _ in range(3))
+        # Interleaved rounds, the best of each: another job on the host slows
+        # both alike (measured one after the other, a busy spell during the
+        # probe alone read it below the GEMM).
+        for _ in range(4):
+            for _ in range(5):
+                start = time.perf_counter()
+                a @ a
+                best = min(best, time.perf_counter() - start)
+            peak = max(peak, probe.fma_gflops(0.05))
     finally:
         probe.close()
+    gemm = 2 * 384**3 / best / 1e9
     assert peak > 0.75 * gemm, (peak, gemm)
 
 
