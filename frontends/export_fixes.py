@@ -27,8 +27,9 @@ import operator
 import torch
 
 __all__ = [
-    "decomposition_table", "drop_runtime_asserts", "functionalize_inplace", "install_importer_fixes", "list_state_to_get_attr", "needs_decomposition",
-    "prepare_exported_program", "restore_non_persistent_buffers", "views_to_reshapes",
+    "decomposition_table", "drop_runtime_asserts", "functionalize_inplace", "install_importer_fixes",
+    "list_state_to_get_attr", "needs_decomposition", "prepare_exported_program", "restore_non_persistent_buffers",
+    "views_to_reshapes",
 ]
 
 #: Ops kept whole by the decomposition because kiln has a pattern for them:
@@ -235,6 +236,24 @@ def _returns_alias(node) -> bool:
     return schema is None or any(r.alias_info is not None for r in schema.returns)
 
 
+def _same_dtype(node, x) -> bool:
+    """Whether the functional twin of ``node`` (an in-place op on ``x``) keeps
+    ``x``'s dtype: its other tensors have it (an in-place op keeps the
+    dtype; ``add`` would promote an f16 ``x`` plus an f32 tensor), and a
+    number operand meets a floating ``x``."""
+    val = x.meta.get("val")
+    if not isinstance(val, torch.Tensor):
+        return False
+    for a in list(node.args[1:]) + list(node.kwargs.values()):
+        if isinstance(a, torch.fx.Node):
+            other = a.meta.get("val")
+            if not isinstance(other, torch.Tensor) or other.dtype != val.dtype:
+                return False
+        elif isinstance(a, (int, float)) and not isinstance(a, bool) and not val.dtype.is_floating_point:
+            return False
+    return True
+
+
 def functionalize_inplace(ep: torch.export.ExportedProgram) -> int:
     """Rewrite in-place ops on fresh intermediates into their functional
     twins (:data:`_FUNCTIONAL`); returns how many.
@@ -244,7 +263,8 @@ def functionalize_inplace(ep: torch.export.ExportedProgram) -> int:
     relu(x)`` with every later use of ``x`` reading ``y``: what
     functionalization makes of it, without ``run_decompositions`` tracing
     the whole program again for it.  An in-place op on an input, a
-    parameter, a buffer or a view is left to the decomposition.
+    parameter, a buffer or a view, or one that mixes dtypes, is left to the
+    decomposition.
     """
     graph = ep.graph_module.graph
     order = {n: i for i, n in enumerate(graph.nodes)}
@@ -256,7 +276,7 @@ def functionalize_inplace(ep: torch.export.ExportedProgram) -> int:
         if name not in _FUNCTIONAL or not node.args:
             continue
         x = node.args[0]
-        if not isinstance(x, torch.fx.Node) or x.op != "call_function" or _returns_alias(x):
+        if not isinstance(x, torch.fx.Node) or x.op != "call_function" or _returns_alias(x) or not _same_dtype(node, x):
             continue
         if any(u is not node and u.op == "call_function" and _returns_alias(u) for u in x.users):
             continue  # a view of x would see the write

@@ -123,8 +123,8 @@ def _dominates(a, b) -> bool:
     whose coefficients, constant included, are all nonnegative."""
     diff = sympy.expand(a - b)
     for term, coeff in diff.as_coefficients_dict().items():
-        if coeff < 0 or not all(f.is_Symbol or (f.is_Pow and f.base.is_Symbol) for f in sympy.Mul.make_args(term)
-                                if not f.is_Number):
+        if coeff < 0 or not all(f.is_Symbol or (f.is_Pow and f.base.is_Symbol and f.exp.is_positive)
+                                for f in sympy.Mul.make_args(term) if not f.is_Number):
             return False
     return True
 

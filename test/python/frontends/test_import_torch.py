@@ -282,8 +282,8 @@ def test_mask_code_skips_the_decomposition_and_matches_eager():
 def test_inplace_ops_on_fresh_values_need_no_decomposition():
     """``relu_`` / ``+=`` on a value the graph computed become their functional
     twins, later reads of it reading the result (torchvision's ResNet and
-    MobileNetV2 import without a second trace); on a view or an input they are
-    left to the decomposition.  Each matches eager at B = 1, 4, 9."""
+    MobileNetV2 import without a second trace); on a view, an input, or mixing
+    dtypes they are left to the decomposition.  Each matches eager at B = 1, 4, 9."""
     from kiln.frontends.export_fixes import decomposition_table, functionalize_inplace, needs_decomposition
     from kiln.frontends.torch_import import _converts
 
@@ -307,8 +307,14 @@ def test_inplace_ops_on_fresh_values_need_no_decomposition():
             x.add_(1)
             return x * 2
 
+    class Mixed(torch.nn.Module):  # in place keeps f16; add would promote to f32
+        def forward(self, x):
+            h = x.half() * 2
+            h.add_(x)
+            return h
+
     spec = ({0: Dim("B", min=1, max=9)},)
-    for module, rewritten in ((Fresh(), 3), (OnView(), 0), (OnInput(), 0)):
+    for module, rewritten in ((Fresh(), 3), (OnView(), 0), (OnInput(), 0), (Mixed(), 0)):
         ep = torch.export.export(module, (torch.randn(3, 4),), dynamic_shapes=spec)
         assert functionalize_inplace(ep) == rewritten, type(module).__name__
         assert needs_decomposition(ep, decomposition_table(), _converts) == (rewritten == 0)
