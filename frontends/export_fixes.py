@@ -41,7 +41,7 @@ __all__ = [
 KEEP_WHOLE = (
     "aten.linear.", "aten.layer_norm.", "aten.gelu.", "aten.silu.", "aten.scaled_dot_product_attention.",
     "aten.hardtanh.", "aten.adaptive_avg_pool2d.", "aten.flatten.", "aten.transpose.", "aten.unbind.",
-    "aten.arange.default", "aten.arange.start", "aten.arange.start_step", "aten.squeeze.", "aten.split.Tensor",
+    "aten.arange.default", "aten.squeeze.", "aten.split.Tensor",
     "aten.conv2d.default", "aten.unflatten.int", "aten.diff.default", "aten.new_ones.default",
     "aten.new_zeros.default", "aten.__and__.Tensor", "aten.to.dtype_layout", "aten.to.device",
     "aten.max_pool2d.default",
