@@ -49,6 +49,7 @@ from .library_call import (
     is_epilogue_step,
     lower_library_call,
     mark_epilogue_step,
+    recorded_operand_types,
 )
 
 __all__ = ["ConvertKilnToLinalg", "KilnTypeConverter", "LOWERINGS", "conversion_target", "populate_kiln_to_linalg"]
@@ -101,9 +102,7 @@ _MARK = "kiln.convert_return"
 
 
 def _operand_infos(op) -> list[TensorInfo]:
-    if OPERAND_TYPES not in op.attributes:
-        return []
-    return [_info_of_type(ir.TypeAttr(a).value) for a in ir.ArrayAttr(op.attributes[OPERAND_TYPES])]
+    return [_info_of_type(t) for t in recorded_operand_types(op) or []]
 
 
 def _info_of_type(t) -> TensorInfo:

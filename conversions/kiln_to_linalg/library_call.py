@@ -45,7 +45,7 @@ from .common import Lowering, affine_map, generic
 
 __all__ = ["CALL_ARGS", "CALL_ATTRS", "CALL_DTYPES", "CALL_PART", "CONTRACTIONS", "CONV2D", "GEMM", "IMPL_ATTR", "LIBRARY_CALL",
            "WHY_ATTR", "chosen", "is_epilogue_step", "lower_library_call", "mark_contraction", "mark_epilogue_step",
-           "mark_part", "op_attributes"]
+           "mark_part", "op_attributes", "recorded_operand_types"]
 
 #: On a placeholder: the names of its operands (the kiln op's operands present, then its results).
 CALL_ARGS = "kiln.call_args"
@@ -117,11 +117,19 @@ def mark_contraction(lw: Lowering, value: ir.Value, entry: str | None = None) ->
         op.attributes[CALL_ATTRS] = ir.DictAttr.get(op_attributes(lw.op))
         # The operands' kiln types as recorded before the conversion (their
         # producers may be gone by now: never read the original operands).
-        types = ([ir.TypeAttr(t).value for t in ir.ArrayAttr(lw.op.attributes[OPERAND_TYPES])]
-                 if OPERAND_TYPES in lw.op.attributes else [v.type for v in lw.op.operands])
+        types = recorded_operand_types(lw.op)
+        types = types if types is not None else [v.type for v in lw.op.operands]
         dtypes = [str(tensor_info(t).dtype) for t in [*types, *(r.type for r in lw.op.results)]]
         op.attributes[CALL_DTYPES] = ir.ArrayAttr.get([ir.StringAttr.get(d) for d in dtypes])
     return value
+
+
+def recorded_operand_types(op) -> list | None:
+    """The types of ``op``'s operands recorded before the conversion
+    (:data:`OPERAND_TYPES`), or None outside it."""
+    if OPERAND_TYPES not in op.attributes:
+        return None
+    return [ir.TypeAttr(t).value for t in ir.ArrayAttr(op.attributes[OPERAND_TYPES])]
 
 
 def is_epilogue_step(op) -> bool:
