@@ -12,10 +12,10 @@ Read from the code, not written by hand:
   constants it may add (``cx.cast``, ``cx.like``, ``cx.const``), whether it
   folds its inputs at import time (returns a ``Known``), and the reasons it
   declines (``raise Decline("...")``: that op then falls back);
-* the kiln-to-linalg lowering table
-  (:data:`~kiln.conversions.kiln_to_linalg.LOWERINGS`), ``kiln-decompose``'s
-  :data:`~kiln.transforms.decompose.DECOMPOSITIONS` and the Triton backend's
-  op classes (:mod:`kiln.backends.triton.spec`), for each kiln op.
+* each kiln op's implementations, one table per op family
+  (:func:`kiln.implementations.table`: the numpy reference, the
+  kiln-to-linalg lowering, the native library kernels, the Triton kernel
+  kind, the PyTorch kernel, ``kiln-decompose``'s rewrite).
 
 ``--check`` exits 1 when the file differs from what the tables give (the
 test suite runs it, so the committed table stays current).  A pattern whose
@@ -310,27 +310,27 @@ def _source_table(patterns: dict, prefix: str, structural: set) -> list[str]:
     return rows
 
 
-def _kiln_table() -> list[str]:
-    from ..backends.triton import spec as triton
-    from ..conversions.kiln_to_linalg import LOWERINGS
+def _kiln_tables() -> list[str]:
+    """One table per op family, each op's implementations side by side (:func:`kiln.implementations.table`)."""
     from ..dialects.kiln import OPS
-    from ..transforms.decompose import DECOMPOSITIONS
+    from ..implementations import table
 
-    rows = ["| kiln op | CPU: kiln-to-linalg | kiln-decompose | Triton kernel | what it does |", "|---|---|---|---|---|"]
-    for name in sorted(OPS):
-        doc = (inspect.getdoc(OPS[name]) or "").split("\n\n")[0].replace("\n", " ")
-        cpu = "lowered" if name in LOWERINGS else "—"
-        decompose = "into primitives" if name in DECOMPOSITIONS else "—"
-        if name in triton.ANCHORS:
-            gpu = f"`{triton.ANCHORS[name]}`"
-        elif name in triton.POINTWISE_OPS:
-            gpu = "pointwise / epilogue"
-        elif name in triton.VIEW_OPS:
-            gpu = "view (host side)"
-        else:
-            gpu = "—"
-        rows.append(f"| `{name}` | {cpu} | {decompose} | {gpu} | {_cell(doc)} |")
-    return rows
+    lines = []
+    for family, rows in table().items():
+        lines += [f"### {family}", "",
+                  "| kiln op | numpy | CPU generated | CPU native | Triton | PyTorch | kiln-decompose | what it does |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for row in rows:
+            doc = (inspect.getdoc(OPS[row.op]) or "").split("\n\n")[0].replace("\n", " ")
+            native = ", ".join(f"`{n.removesuffix(' (epilogue)')}`" + (" (epilogue)" if n.endswith("(epilogue)") else "")
+                               for n in row.native) or "—"
+            triton = {None: "—", "pointwise": "pointwise / epilogue", "view": "view (host side)"}.get(
+                row.triton, f"`{row.triton}`")
+            cells = ["reference" if row.numpy else "—", "lowered" if row.generated else "—", native, triton,
+                     "torch kernel" if row.torch else "—", "into primitives" if row.decompose else "—"]
+            lines.append(f"| `{row.op}` | {' | '.join(cells)} | {_cell(doc)} |")
+        lines.append("")
+    return lines
 
 
 def generate() -> str:
@@ -368,13 +368,17 @@ def generate() -> str:
         "",
         "## kiln ops",
         "",
-        "*CPU*: the op has a `lower_<op>` in the kiln-to-linalg table (`conversions/kiln_to_linalg/`);",
-        "*kiln-decompose*: the pass rewrites it into primitives first unless its option is off (the CPU",
-        "pipeline keeps some whole for kiln's native kernels); *Triton*: the kernel kind the op starts",
-        "(other ops run as torch ops in a Triton-backend schedule).",
+        "Each op's implementations side by side, one table per op family (`kiln/implementations.py`,",
+        "read from where each is registered): *numpy*, the reference every other one is checked against",
+        "(`kiln-fold-constants` evaluates with it); *CPU generated*, a `lower_<op>` in the kiln-to-linalg",
+        "table (`conversions/kiln_to_linalg/`); *CPU native*, the library kernels `kiln-select-kernels`",
+        "may choose (`backends/cpu/library_kernels.py`; *epilogue*: a product's or convolution's call",
+        "applies the op after it); *Triton*, the kernel kind the op starts; *PyTorch*, the torch kernel a",
+        "Triton-backend schedule runs it with; *kiln-decompose*, a rewrite into primitives (before",
+        "Triton, and on the CPU unless its option is off). `test/python/dialect/test_op_implementations.py`",
+        "runs every implementation listed here against numpy.",
         "",
-        *_kiln_table(),
-        "",
+        *_kiln_tables(),
     ]
     return "\n".join(lines)
 

@@ -208,16 +208,57 @@ def _update_slice(args, attrs, op):
     return out
 
 
+def _gather_elements(args, attrs, op):
+    data, idx = args
+    axis = attrs["axis"] % data.ndim
+    n = data.shape[axis]
+    if np.any(idx >= n) or np.any(idx < -n):
+        raise IndexError("gather_elements index out of range")
+    idx = np.where(idx < 0, idx + n, idx)
+    index = [np.arange(s).reshape([-1 if a == d else 1 for a in range(idx.ndim)]) for d, s in enumerate(idx.shape)]
+    index[axis] = idx
+    return data[tuple(index)]
+
+
+_SCATTER = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def _scatter_nd(args, attrs, op):
+    data, idx, upd = args
+    k = idx.shape[-1]
+    out = np.array(data, copy=True)
+    rows = idx.reshape(-1, k)
+    ups = upd.reshape((len(rows),) + data.shape[k:])
+    combine = _SCATTER.get(attrs["reduction"])
+    for row, u in zip(rows, ups):  # in order: duplicate positions accumulate
+        pos = tuple(int(p) + data.shape[j] if p < 0 else int(p) for j, p in enumerate(row))
+        out[pos] = u if combine is None else combine(out[pos], u)
+    return out
+
+
 def _attention(args, attrs, op):
     fields = operand_map(op)
     q, k, v = (args[fields[n]] for n in ("q", "k", "v"))
+    return _sdpa(q, k, v, args[fields["mask"]] if "mask" in fields else None, attrs)
+
+
+def _packed_attention(args, attrs, op):
+    (qkv,) = args
+    heads = attrs["heads"]
+    d = qkv.shape[-1] // (3 * heads)
+    split = np.moveaxis(qkv.reshape(qkv.shape[:-1] + (3, heads, d)), -2, -4)  # [..., heads, L, 3, D]
+    out = _sdpa(split[..., 0, :], split[..., 1, :], split[..., 2, :], None, attrs)  # [..., heads, L, D]
+    return np.moveaxis(out, -3, -2).reshape(qkv.shape[:-1] + (heads * d,))
+
+
+def _sdpa(q, k, v, mask, attrs):
+    """``softmax(q k^T * scale + mask) v`` (see kiln.attention)."""
     if q.ndim >= 3 and k.ndim >= 3 and 1 < k.shape[-3] < q.shape[-3]:  # grouped-query: q head h reads h // group
         group = q.shape[-3] // k.shape[-3]
         k, v = np.repeat(k, group, axis=-3), np.repeat(v, group, axis=-3)
     scale = attrs["scale"] if attrs["scale"] is not None else 1 / math.sqrt(q.shape[-1])
     s = np.matmul(q, np.swapaxes(k, -1, -2)) * np.asarray(scale, dtype=q.dtype)
-    if "mask" in fields:
-        mask = args[fields["mask"]]
+    if mask is not None:
         s = np.where(mask, s, -np.inf) if mask.dtype == np.bool_ else s + mask
     if attrs["causal"]:
         s = np.where(np.tril(np.ones(s.shape[-2:], dtype=np.bool_)), s, -np.inf)
@@ -383,6 +424,9 @@ EVALUATORS: dict[str, Callable] = {
     "kiln.concat": lambda args, attrs, op: np.concatenate(args, axis=attrs["axis"]),
     "kiln.slice": _slice,
     "kiln.gather": _gather,
+    "kiln.gather_elements": _gather_elements,
+    "kiln.scatter_nd": _scatter_nd,
+    "kiln.range": None,  # its shape and start / step (see evaluate)
     "kiln.update_slice": _update_slice,
     "kiln.expand": None,  # broadcast to the result shape (see evaluate)
     "kiln.pad": _pad,
@@ -402,6 +446,7 @@ EVALUATORS: dict[str, Callable] = {
     "kiln.layer_norm": _layer_norm,
     "kiln.batch_norm": _batch_norm,
     "kiln.attention": _attention,
+    "kiln.packed_attention": _packed_attention,
     "kiln.conv2d": _conv2d,
     "kiln.max_pool2d": _pool2d("max"),
     "kiln.avg_pool2d": _pool2d("avg"),
@@ -440,6 +485,9 @@ def evaluate(op, args: list[np.ndarray], shape: tuple[int, ...] | None = None) -
         out = np.reshape(args[0], shape)
     elif name == "kiln.expand":
         out = np.broadcast_to(args[0], shape)
+    elif name == "kiln.range":
+        attrs = op.opview.decoded_attrs()
+        out = attrs["start"] + attrs["step"] * np.arange(shape[0], dtype=np.float64)
     else:
         fn = EVALUATORS[name]
         with np.errstate(all="ignore"):

@@ -38,7 +38,7 @@ from __future__ import annotations
 from ..._mlir import ir
 from ...conversions.kiln_to_linalg.library_call import CALL_PART
 
-__all__ = ["ACTIVATIONS", "CONV_ROLES", "GEMM_ROLES", "conv_steps", "gemm_steps", "role_of"]
+__all__ = ["ACTIVATIONS", "CONV_ROLES", "EPILOGUE_OPS", "GEMM_ROLES", "conv_steps", "gemm_steps", "role_of"]
 
 #: The activations the native epilogues apply, by role: their codes (``KILN_ACT_*`` in kiln_native.h).
 ACTIVATIONS = {"relu": 1, "gelu": 2}
@@ -46,6 +46,12 @@ ACTIVATIONS = {"relu": 1, "gelu": 2}
 GEMM_ROLES = ("bias", "act", "residual")
 #: A convolution's, in order (the pool is one slot: ``sum`` or ``mean``).
 CONV_ROLES = ("residual", "relu", "pool")
+#: The kiln ops each entry's call may apply as a step, by entry (kiln.implementations' table lists them;
+#: :func:`_chain` looks at no other op).
+EPILOGUE_OPS = {
+    "native.gemm": ("kiln.add", "kiln.relu", "kiln.gelu"),
+    "native.conv2d": ("kiln.add", "kiln.relu", "kiln.reduce_sum", "kiln.reduce_mean"),
+}
 
 
 def _info(value):
@@ -114,13 +120,15 @@ def _conv_role(op, value) -> tuple[str, str] | None:
     return ("residual", "residual") if other is not None and other.type == value.type else None
 
 
-def _chain(anchor, slots: tuple[str, ...], role_of) -> list[tuple[object, str]]:
-    """``(op, role)`` for the consumers of ``anchor``'s result that ``role_of(op,
-    value)`` gives a slot, each slot after the previous one's."""
+def _chain(anchor, entry: str, slots: tuple[str, ...], role_of) -> list[tuple[object, str]]:
+    """``(op, role)`` for the consumers of ``anchor``'s result (ops of
+    ``EPILOGUE_OPS[entry]``) that ``role_of(op, value)`` gives a slot, each
+    slot after the previous one's."""
     steps, value, at = [], anchor.results[0], 0
+    ops = EPILOGUE_OPS[entry]
     while at < len(slots):
         user = _only_user(value)
-        found = role_of(user, value) if user is not None else None
+        found = role_of(user, value) if user is not None and user.name in ops else None
         if found is None or slots.index(found[0]) < at:
             break
         steps.append((user, found[1]))
@@ -137,7 +145,7 @@ def gemm_steps(op) -> list[tuple[object, str]]:
     if str(info.dtype) != "f32" or len(info.dims) < 2 or not info.dims[-1].is_static or not native_enabled():
         return []
     n = info.dims[-1].value
-    return _chain(op, GEMM_ROLES, lambda user, value: _gemm_role(user, value, n))
+    return _chain(op, "native.gemm", GEMM_ROLES, lambda user, value: _gemm_role(user, value, n))
 
 
 def conv_steps(op) -> list[tuple[object, str]]:
@@ -146,7 +154,7 @@ def conv_steps(op) -> list[tuple[object, str]]:
 
     if str(_info(op.results[0]).dtype) != "f32" or not weight_a_enabled():
         return []
-    return _chain(op, CONV_ROLES, _conv_role)
+    return _chain(op, "native.conv2d", CONV_ROLES, _conv_role)
 
 
 def role_of(op) -> str | None:

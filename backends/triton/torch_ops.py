@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from ...errors import UnsupportedError
 from .kernel import TritonKernel
 
-__all__ = ["TorchKernel"]
+__all__ = ["TORCH_OPS", "TorchKernel"]
 
 
 class TorchKernel(TritonKernel):
@@ -27,9 +27,6 @@ class TorchKernel(TritonKernel):
         return ""
 
     def __call__(self, inputs: Sequence, outputs: Sequence, binding: Mapping[str, int]) -> None:
-        import torch
-        import torch.nn.functional as F  # noqa: N812
-
         from .kernel import as_torch
 
         inputs = [as_torch(a) for a in inputs]
@@ -37,68 +34,107 @@ class TorchKernel(TritonKernel):
         self.check(inputs, outputs, binding)
         xs = [i.apply(t, binding) for i, t in zip(self.spec.inputs, inputs)]
         node = self.spec.anchor
-        args = [xs[i] for _, i in node.args]
-        at = node.attrs
-        op = node.op
-        if op == "kiln.concat":
-            y = torch.cat(args, dim=at["axis"])
-        elif op == "kiln.pad":
-            rank = args[0].dim()
-            pads = at["pads"]
-            flat = []
-            for a in reversed(range(rank)):
-                flat += [pads[a], pads[a + rank]]
-            mode = {"constant": "constant", "reflect": "reflect", "edge": "replicate"}[at.get("mode", "constant")]
-            y = F.pad(args[0], flat, mode=mode, value=at.get("value", 0.0)) if mode == "constant" else F.pad(
-                args[0], flat, mode=mode
-            )
-        elif op == "kiln.gather":
-            data, idx = args
-            axis = at.get("axis", 0) % data.dim()
-            idx = idx.reshape(-1).long()  # negative indices count from the end (kiln.gather's, numpy's take)
-            flat = torch.index_select(data, axis, torch.where(idx < 0, idx + data.shape[axis], idx))
-            y = flat.reshape(data.shape[:axis] + idx.shape + data.shape[axis + 1 :])
-        elif op in ("kiln.argmax", "kiln.argmin"):
-            x = args[0]
-            axis = at.get("axis", 0) % x.dim()
-            fn = torch.argmax if op == "kiln.argmax" else torch.argmin
-            if at.get("select_last_index", False):
-                y = x.shape[axis] - 1 - fn(torch.flip(x, [axis]), dim=axis, keepdim=True)
-            else:
-                y = fn(x, dim=axis, keepdim=True)
-            y = y if at.get("keepdims", True) else y.squeeze(axis)
-        elif op == "kiln.cumsum":
-            y = torch.cumsum(args[0], dim=at["axis"], dtype=args[0].dtype)
-        elif op == "kiln.reduce_prod":
-            y = args[0]
-            axes = sorted({a % y.dim() for a in at.get("axes") or range(y.dim())}, reverse=True)
-            for a in axes:
-                y = torch.prod(y, dim=a, keepdim=bool(at.get("keepdims", False)))
-        elif op == "kiln.gather_elements":
-            data, idx = args
-            axis = at.get("axis", 0) % data.dim()
-            idx = idx.long()
-            y = torch.gather(data, axis, torch.where(idx < 0, idx + data.shape[axis], idx))
-        elif op == "kiln.update_slice":  # a copy: the Triton path donates no buffer yet
-            from ...dialects.dims import dim, evaluate
-
-            dest, upd = args
-            axis = at["axis"] % dest.dim()
-            start = int(evaluate(dim(at["offset"][0]), binding))
-            y = dest.clone()
-            y.narrow(axis, start, upd.shape[axis]).copy_(upd)
-        elif op == "kiln.scatter_nd":
-            y = _scatter_nd(*args, at.get("reduction", "none"))
-        elif op in ("kiln.quantize", "kiln.dequantize"):
-            y = _quantize(op, *args, at.get("axis"), at.get("block_size"))
-        elif op == "kiln.fallback" and at["op_name"].startswith("aten."):
-            name = at["op_name"].split(".")
-            fn = getattr(torch.ops.aten, name[1])
-            fn = getattr(fn, name[2]) if len(name) > 2 else fn
-            y = fn(*args)
-        else:
-            raise UnsupportedError(f"the Triton backend has no kernel for '{op}'")
+        fn = TORCH_OPS.get(node.op)
+        if fn is None or (node.op == "kiln.fallback" and not node.attrs["op_name"].startswith("aten.")):
+            raise UnsupportedError(f"the Triton backend has no kernel for '{node.op}'")
+        y = fn([xs[i] for _, i in node.args], node.attrs, binding)
         outputs[0].copy_(y)
+
+
+def _concat(args, at, binding):
+    import torch
+
+    return torch.cat(args, dim=at["axis"])
+
+
+def _pad(args, at, binding):
+    import torch.nn.functional as F  # noqa: N812
+
+    rank = args[0].dim()
+    pads = at["pads"]
+    flat = []
+    for a in reversed(range(rank)):
+        flat += [pads[a], pads[a + rank]]
+    mode = {"constant": "constant", "reflect": "reflect", "edge": "replicate"}[at.get("mode", "constant")]
+    if mode == "constant":
+        return F.pad(args[0], flat, mode=mode, value=at.get("value", 0.0))
+    return F.pad(args[0], flat, mode=mode)
+
+
+def _gather(args, at, binding):
+    import torch
+
+    data, idx = args
+    axis = at.get("axis", 0) % data.dim()
+    idx = idx.reshape(-1).long()  # negative indices count from the end (kiln.gather's, numpy's take)
+    flat = torch.index_select(data, axis, torch.where(idx < 0, idx + data.shape[axis], idx))
+    return flat.reshape(data.shape[:axis] + args[1].shape + data.shape[axis + 1 :])
+
+
+def _arg_reduce(which: str):
+    def run(args, at, binding):
+        import torch
+
+        x = args[0]
+        axis = at.get("axis", 0) % x.dim()
+        fn = torch.argmax if which == "max" else torch.argmin
+        if at.get("select_last_index", False):
+            y = x.shape[axis] - 1 - fn(torch.flip(x, [axis]), dim=axis, keepdim=True)
+        else:
+            y = fn(x, dim=axis, keepdim=True)
+        return y if at.get("keepdims", True) else y.squeeze(axis)
+
+    return run
+
+
+def _cumsum(args, at, binding):
+    import torch
+
+    return torch.cumsum(args[0], dim=at["axis"], dtype=args[0].dtype)
+
+
+def _reduce_prod(args, at, binding):
+    import torch
+
+    y = args[0]
+    for a in sorted({a % y.dim() for a in at.get("axes") or range(y.dim())}, reverse=True):
+        y = torch.prod(y, dim=a, keepdim=bool(at.get("keepdims", False)))
+    return y
+
+
+def _gather_elements(args, at, binding):
+    import torch
+
+    data, idx = args
+    axis = at.get("axis", 0) % data.dim()
+    idx = idx.long()
+    return torch.gather(data, axis, torch.where(idx < 0, idx + data.shape[axis], idx))
+
+
+def _update_slice(args, at, binding):
+    """A copy: the Triton path donates no buffer yet."""
+    from ...dialects.dims import dim, evaluate
+
+    dest, upd = args
+    axis = at["axis"] % dest.dim()
+    start = int(evaluate(dim(at["offset"][0]), binding))
+    y = dest.clone()
+    y.narrow(axis, start, upd.shape[axis]).copy_(upd)
+    return y
+
+
+def _aten(args, at, binding):
+    """A ``kiln.fallback`` of an ``aten`` op: that op."""
+    import torch
+
+    name = at["op_name"].split(".")
+    fn = getattr(torch.ops.aten, name[1])
+    fn = getattr(fn, name[2]) if len(name) > 2 else fn
+    return fn(*args)
+
+
+def _quantize_op(op: str):
+    return lambda args, at, binding: _quantize(op, *args, at.get("axis"), at.get("block_size"))
 
 
 def _quantize(op: str, x, scale, zero_point, axis, block_size):
@@ -142,3 +178,22 @@ def _scatter_nd(data, indices, updates, reduction: str):
         else:
             out[pos] = u
     return out
+
+
+#: ``{kiln op: fn(operand tensors, attributes, binding) -> result tensor}``:
+#: the ops a Triton-backend schedule runs in PyTorch (see the module docstring).
+TORCH_OPS = {
+    "kiln.concat": _concat,
+    "kiln.pad": _pad,
+    "kiln.gather": _gather,
+    "kiln.gather_elements": _gather_elements,
+    "kiln.argmax": _arg_reduce("max"),
+    "kiln.argmin": _arg_reduce("min"),
+    "kiln.cumsum": _cumsum,
+    "kiln.reduce_prod": _reduce_prod,
+    "kiln.update_slice": _update_slice,
+    "kiln.scatter_nd": lambda args, at, binding: _scatter_nd(*args, at.get("reduction", "none")),
+    "kiln.quantize": _quantize_op("kiln.quantize"),
+    "kiln.dequantize": _quantize_op("kiln.dequantize"),
+    "kiln.fallback": _aten,
+}

@@ -155,6 +155,8 @@ class AvgPool2dOp(_Pool2dOp, name="avg_pool2d", traits=[ext.Pure]):
 class _ReduceOp(KilnOp):
     """Shared shape rule of reductions over ``axes`` (all axes when empty)."""
 
+    FAMILY = "reductions"  # kiln.implementations' table (the module is nn.py)
+
     x: ext.Operand[TensorType]
     res: ext.Result[TensorType]
     ATTRS = {"axes": ATTR.ints(default=[]), "keepdims": ATTR.bool(default=False)}
@@ -189,6 +191,8 @@ class CumsumOp(KilnOp, name="cumsum", traits=[ext.Pure]):
     ``%r = "kiln.cumsum"(%x) {axis = 1 : i64} : (!kiln.tensor<["B", "L"], i64>) -> !kiln.tensor<["B", "L"], i64>``
     """
 
+    FAMILY = "reductions"  # kiln.implementations' table (the module is nn.py)
+
     x: ext.Operand[TensorType]
     res: ext.Result[TensorType]
     ATTRS = {"axis": ATTR.int()}
@@ -209,6 +213,8 @@ class SoftmaxOp(KilnOp, name="softmax", traits=[ext.Pure]):
 
     ``%r = "kiln.softmax"(%x) {axis = -1 : i64} : (!kiln.tensor<["B", "L"], f32>) -> !kiln.tensor<["B", "L"], f32>``
     """
+
+    FAMILY = "reductions"  # kiln.implementations' table (the module is nn.py)
 
     x: ext.Operand[TensorType]
     res: ext.Result[TensorType]
@@ -386,6 +392,8 @@ class ReduceMinOp(_ReduceOp, name="reduce_min", traits=[ext.Pure]):
 class _ArgReduceOp(KilnOp):
     """Shared shape rule of argmax / argmin: the ``i64`` index of the extreme
     along ``axis`` (the first one, or the last with ``select_last_index``)."""
+
+    FAMILY = "reductions"  # kiln.implementations' table (the module is nn.py)
 
     x: ext.Operand[TensorType]
     res: ext.Result[TensorType]

@@ -158,9 +158,12 @@ def test_op_table_rows():
     assert rows["`Shape`"].split("|")[2].strip() == "folded at import time"
     # A Known built to be handed on (a symbolic size turned into a tensor) is not a fold.
     assert "folded" not in rows["`aten.add.Tensor`"] and "folded" not in rows["`GatherND`"]
-    # The kiln op table: every kiln op, with its CPU lowering and Triton kind.
-    assert "| `kiln.matmul` | lowered | — | `matmul` |" in text
-    assert "| `kiln.fallback` | — |" in text
+    # The kiln op tables, one per family: every kiln op with its implementations side by side.
+    assert "### nn" in text and "### reductions" in text
+    assert ("| `kiln.matmul` | reference | lowered | `native.gemm`, `native.matmul_lowp` | `matmul` | — | — |"
+            in text)
+    assert "| `kiln.relu` | reference | lowered | `native.gemm` (epilogue), `native.conv2d` (epilogue) |" in text
+    assert "| `kiln.fallback` | — | — | — | — | torch kernel | — |" in text
 
 
 def test_op_table_reads_closures_helpers_and_declines():

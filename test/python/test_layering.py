@@ -18,7 +18,7 @@ rank  layer        modules
 3     compiler     ``frontends/``, ``conversions/``, ``transforms/``,
                    ``pipelines/``, the rest of ``backends/``,
                    ``compile_prepare``
-4     top          ``compiler``, ``validate``, ``sources``, ``tools/``,
+4     top          ``compiler``, ``validate``, ``implementations``, ``sources``, ``tools/``,
                    ``bench/``
 ====  ===========  ==========================================================
 
@@ -84,6 +84,7 @@ LAYERS = [
     ("kiln.compile_prepare", "compiler"),
     ("kiln.compiler", "top"),
     ("kiln.validate", "top"),
+    ("kiln.implementations", "top"),  # reads every layer's registry of op implementations
     ("kiln.sources", "top"),
     ("kiln.tools", "top"),
     ("kiln.bench", "top"),
