@@ -51,7 +51,7 @@ from __future__ import annotations
 from .._mlir import ir
 from ..conversions.kiln_to_linalg.library_call import op_attributes
 from ..pipelines.registry import Option, Pass, register_pass
-from ..transforms._graph import EPILOGUE_ATTR, IMPL_ATTR, WHY_ATTR
+from ..transforms._graph import EPILOGUE_ATTR, IMPL_ATTR, PARTS_ATTR, WHY_ATTR
 
 __all__ = ["SelectKernels", "library_entries", "select_kernels", "select_user_kernels", "user_entries"]
 
@@ -193,16 +193,28 @@ class SelectKernels(Pass):
     def _library(self, op, library):
         """Mark ``op`` with the library kernel that fits it (and why), or unmark
         it; the entry chosen, or None."""
-        for attr in (IMPL_ATTR, WHY_ATTR, EPILOGUE_ATTR):
+        for attr in (IMPL_ATTR, WHY_ATTR, EPILOGUE_ATTR, PARTS_ATTR):
             if attr in op.attributes:
                 del op.attributes[attr]
         chosen = _choose_library(op, library[op.name]) if op.name in library else None
         if chosen is None:
+            self._parts(op, library)
             return None
         op.attributes[IMPL_ATTR] = ir.StringAttr.get(chosen[0].name)
         op.attributes[WHY_ATTR] = ir.StringAttr.get(chosen[1])
         self.bump("library kernels")
         return chosen[0]
+
+    def _parts(self, op, library) -> None:
+        """Mark ``op``, left to generated code, with the entry its lowering calls for pieces of it, if one fits."""
+        for entries in library.values():
+            for e in entries:
+                why = e.impl.parts[op.name](op.opview) if op.name in e.impl.parts else None
+                if why is not None:
+                    op.attributes[PARTS_ATTR] = ir.StringAttr.get(e.name)
+                    op.attributes[WHY_ATTR] = ir.StringAttr.get(why)
+                    self.bump("generated ops with library parts")
+                    return
 
     def _epilogue(self, entry, steps) -> None:
         """Mark the ``(op, role)`` steps that ``entry``'s call applies after its op."""

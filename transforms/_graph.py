@@ -21,6 +21,7 @@ from ._resources import register_resource, resource_bytes
 __all__ = [
     "EPILOGUE_ATTR",
     "IMPL_ATTR",
+    "PARTS_ATTR",
     "NUMPY_DTYPES",
     "WHY_ATTR",
     "block_ops",
@@ -47,6 +48,10 @@ WHY_ATTR = "kiln.why"
 #: ``"relu"``, ``"gelu"``, ``"residual"``, ``"pool"``).  The op's lowering
 #: carries it onto its generics, which the call then replaces.
 EPILOGUE_ATTR = "kiln.epilogue"
+#: On a kiln op left to generated code: the library entry its lowering calls
+#: for pieces of it (a generated f32 attention's ``q k^T`` and ``p v``
+#: products: ``native.gemm``); absent: all of it is generated loops.
+PARTS_ATTR = "kiln.parts"
 
 
 def numpy_dtype(t: ir.Type):

@@ -52,7 +52,7 @@ from .._mlir import ir
 from ..dialects.kiln import BINARY_OPS, COMPARE_OPS, UNARY_OPS, TensorInfo, TensorType, tensor_info
 from ..errors import KilnError
 from ..pipelines.registry import Option, Pass, register_pass
-from ._graph import IMPL_ATTR, constant_nbytes, is_constant, is_weight_transpose
+from ._graph import IMPL_ATTR, PARTS_ATTR, constant_nbytes, is_constant, is_weight_transpose
 
 __all__ = ["INLINE_LIMIT", "WEIGHTS_ATTR", "Partition", "Schedule", "Step", "ValueInfo", "is_elementwise",
            "read_schedule"]
@@ -610,6 +610,9 @@ def _kernel_impl(ops) -> str | None:
             generated = generated or inner is None or inner.startswith("generated")
         elif IMPL_ATTR in o.attributes:
             chosen.add(ir.StringAttr(o.attributes[IMPL_ATTR]).value)
+        elif PARTS_ATTR in o.attributes:  # generated code calling a library kernel for pieces of it
+            chosen.add(ir.StringAttr(o.attributes[PARTS_ATTR]).value)
+            generated = True
         elif o.name not in ("kiln.yield", "kiln.constant", "func.return"):
             generated = True
     if not chosen:

@@ -169,6 +169,10 @@ class LibraryCall:
     #: ``epilogue(op) -> [(consumer op, role), ...]``: the ops after ``op`` (in
     #: a fused group) that the call applies itself (:mod:`.epilogues`), or None.
     epilogue: Callable | None = field(compare=False, default=None)
+    #: ``{kiln op: why(op) -> str | None}``: ops left to generated code whose
+    #: lowering calls this entry for pieces of them (the products of a
+    #: generated attention), and why (None: not for this op).
+    parts: dict = field(compare=False, default_factory=dict)
 
     def declaration(self) -> str:
         """The ``func.func private`` declaration of the C function."""

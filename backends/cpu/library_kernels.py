@@ -322,8 +322,17 @@ def _why_conv(op) -> str | None:
 
 CONV2D = LibraryCall("native.conv2d", "kiln_conv2d", (), why=_why_conv, contraction=True, native=False,
                      epilogue=conv_steps)
+def _why_attention_products(op) -> str | None:
+    from ...dialects.kiln import tensor_info
+
+    if any(str(tensor_info(v.type).dtype) != "f32" for v in (op.operands[0], op.results[0])):
+        return None  # bf16 / f16: the generated chain sums in f32 loops
+    return "generated attention chain: its q k^T and p v products on the library GEMM"
+
+
 MATMUL_F32 = LibraryCall("native.gemm", "scipy_cblas_sgemm64_", (), why=_why_gemm, contraction=True, native=False,
-                         epilogue=gemm_steps)
+                         epilogue=gemm_steps, parts={"kiln.attention": _why_attention_products,
+                                                     "kiln.packed_attention": _why_attention_products})
 MATMUL_LOWP = LibraryCall("native.matmul_lowp", "kiln_lowp_gemm", (), why=_why_lowp, contraction=True)
 MATMUL_W8 = LibraryCall(
     "native.matmul_w8", "kiln_w8_gemm", (),

@@ -1,8 +1,9 @@
 """Lowerings of ``kiln.attention`` and ``kiln.packed_attention``.
 
 An attention lowers to its chain -- ``q k^T`` (a contraction), the scale and
-mask, a softmax, ``p v`` -- whose f32 contractions are placeholders of the
-library GEMM (``native.gemm``: kiln-cpu-library calls sgemm); grouped-query
+mask, a softmax, ``p v`` -- whose contractions are placeholders of the
+library GEMM where kiln-select-kernels marked the op so (``kiln.parts =
+"native.gemm"``, f32: kiln-cpu-library calls sgemm); grouped-query
 k / v are repeated to q's heads first (sgemm needs plain batch maps).  This
 is the generated code: where kiln-select-kernels chose the native flash
 attention (``kiln.impl``, most f32 attentions), the op is one call instead
@@ -16,6 +17,7 @@ import math as pymath
 from ..._mlir import arith, ir, tensor
 from ...dialects.dims import dim
 from ...dialects.kiln.nn import gqa_group
+from ...transforms._graph import PARTS_ATTR
 from .common import (
     DYN,
     Lowering,
@@ -29,7 +31,7 @@ from .common import (
     loop_index,
     scalar_const,
 )
-from .library_call import GEMM, mark_contraction
+from .library_call import mark_contraction
 from .nn import _accumulator, _batch_exprs, _dim_of, _empty_from, _mac, _reshape, softmax
 
 
@@ -79,9 +81,10 @@ def _attention_chain(q, k, v, mask, maps, sdims, out_init, env, scale: float, ca
     res = generic([p, v], [fill(scalar_const(t, 0.0), out_init)],
                   [affine_map(n, pmap), affine_map(n, vmap), affine_map(n, omap)],
                   ["parallel"] * (nb + 2) + ["reduction"], _mac)[0]
-    if lw is not None and str(t) == "f32" and str(ir.RankedTensorType(q.type).element_type) == "f32":
-        for product in (scores, res):  # the library GEMM (kiln-cpu-library)
-            mark_contraction(lw, product, GEMM)
+    parts = lw.op.attributes[PARTS_ATTR] if lw is not None and PARTS_ATTR in lw.op.attributes else None
+    if parts is not None:  # kiln-select-kernels chose the library GEMM (kiln-cpu-library) for the products
+        for product in (scores, res):
+            mark_contraction(lw, product, ir.StringAttr(parts).value)
     if t != out_t:
         res = _narrow_into(res, out_dims_init)
     return res

@@ -169,3 +169,34 @@ func.func @convs(%x: !kiln.tensor<["N", 3, 8, 8], f32>, %w: !kiln.tensor<[4, 3, 
 }
 // STATS: kiln-select-kernels
 // STATS-NEXT: (2) library kernels
+
+// -----
+
+// Attention: an f32 one takes the native flash attention; one it cannot
+// take (a head dim past 256) stays generated code whose q k^T and p v
+// products are the library GEMM's (kiln.parts, its lowering's placeholders);
+// a bf16 one is generated loops throughout.  Without the native runtime the
+// library GEMM still runs the products (BLAS).
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 8 : i64} : () -> ()
+"kiln.symbol"() {sym_name = "L", min = 1 : i64, max = 512 : i64} : () -> ()
+// CHECK-LABEL: func.func @attentions
+// CHECK: "kiln.attention"(%arg0, %arg0, %arg0) {{{.*}}kiln.impl = "native.attention"
+// CHECK: "kiln.attention"(%arg1, %arg1, %arg1) {{{.*}}kiln.parts = "native.gemm", kiln.why = "generated attention chain: its q k^T and p v products on the library GEMM"
+// CHECK: "kiln.attention"(%arg2, %arg2, %arg2) {operandSegmentSizes = array<i32: 1, 1, 1, 0>} :
+// BLAS-LABEL: func.func @attentions
+// BLAS: "kiln.attention"(%arg0, %arg0, %arg0) {{{.*}}kiln.parts = "native.gemm"
+// BLAS: "kiln.attention"(%arg1, %arg1, %arg1) {{{.*}}kiln.parts = "native.gemm"
+// BLAS-NOT: kiln.parts
+// NONE-LABEL: func.func @attentions
+// NONE-NOT: kiln.impl
+// NONE-NOT: kiln.parts
+func.func @attentions(%x: !kiln.tensor<["B", 4, "L", 64], f32>, %y: !kiln.tensor<["B", 2, "L", 320], f32>, %h: !kiln.tensor<["B", 2, "L", 64], bf16>)
+    -> (!kiln.tensor<["B", 4, "L", 64], f32>, !kiln.tensor<["B", 2, "L", 320], f32>, !kiln.tensor<["B", 2, "L", 64], bf16>) {
+  %0 = "kiln.attention"(%x, %x, %x) {causal = true, operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (!kiln.tensor<["B", 4, "L", 64], f32>, !kiln.tensor<["B", 4, "L", 64], f32>, !kiln.tensor<["B", 4, "L", 64], f32>) -> !kiln.tensor<["B", 4, "L", 64], f32>
+  %1 = "kiln.attention"(%y, %y, %y) {operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (!kiln.tensor<["B", 2, "L", 320], f32>, !kiln.tensor<["B", 2, "L", 320], f32>, !kiln.tensor<["B", 2, "L", 320], f32>) -> !kiln.tensor<["B", 2, "L", 320], f32>
+  %2 = "kiln.attention"(%h, %h, %h) {operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (!kiln.tensor<["B", 2, "L", 64], bf16>, !kiln.tensor<["B", 2, "L", 64], bf16>, !kiln.tensor<["B", 2, "L", 64], bf16>) -> !kiln.tensor<["B", 2, "L", 64], bf16>
+  return %0, %1, %2 : !kiln.tensor<["B", 4, "L", 64], f32>, !kiln.tensor<["B", 2, "L", 320], f32>, !kiln.tensor<["B", 2, "L", 64], bf16>
+}
+// STATS: kiln-select-kernels
+// STATS-NEXT: (1) library kernels
+// STATS-NEXT: (1) generated ops with library parts

@@ -2,6 +2,7 @@
 PyTorch, and attention through kiln.compile at several shapes."""
 
 import ctypes
+import re
 
 import numpy as np
 import pytest
@@ -80,6 +81,25 @@ class _Attn(torch.nn.Module):
 
     def forward(self, q, k, v):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=self.causal, scale=self.scale)
+
+
+def test_attention_past_the_native_kernel_runs_its_products_on_the_library_gemm():
+    # A head dim past MAX_HEAD_DIM: generated code, its q k^T and p v products
+    # chosen on kiln IR for sgemm (kiln.parts), and the report says both.
+    net = _Attn(causal=True)
+    d = MAX_HEAD_DIM + 64
+    b, seq = Dim("B", min=1, max=4), Dim("L", min=1, max=64)
+    example = tuple(torch.randn(2, 2, 16, d) for _ in range(3))
+    spec = {0: b, 2: seq}
+    model = kiln.compile(net, example, dynamic_shapes=(spec, spec, spec), keep_ir=True)
+    assert 'kiln.parts = "native.gemm"' in model.ir["partitioned"]
+    assert "kiln.impl" not in model.ir["partitioned"]
+    assert len(set(re.findall(r"call @(kiln_gemm_\d+)\(", model.ir["llvm"]))) == 2  # the library GEMM's helpers
+    assert [k["impl"] for k in model.report()["kernels"]] == ["generated+native.gemm"]
+    for bb, ll in ((1, 1), (2, 33), (4, 64)):
+        q, k, v = (torch.randn(bb, 2, ll, d) for _ in range(3))
+        np.testing.assert_allclose(np.asarray(model(q, k, v)), _reference(q, k, v, d ** -0.5, True).numpy(),
+                                   rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("causal, scale", [(True, None), (False, 0.3)])
