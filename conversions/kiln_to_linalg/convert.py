@@ -219,8 +219,9 @@ def _lower_chosen(lw: Lowering, lower) -> list:
     kiln-select-kernels chose one (``kiln.impl``), else by ``lower``.  A
     product's own lowering marks its contraction as the placeholder
     (:data:`CONTRACTIONS`), and an epilogue step its own loops (marked)."""
-    if IMPL_ATTR in lw.op.attributes and lw.op.name not in CONTRACTIONS and not is_epilogue_step(lw.op):
-        return lower_library_call(lw, ir.StringAttr(lw.op.attributes[IMPL_ATTR]).value)
+    entry = ir.StringAttr(lw.op.attributes[IMPL_ATTR]).value if IMPL_ATTR in lw.op.attributes else None
+    if entry is not None and entry not in CONTRACTIONS and not is_epilogue_step(lw.op):
+        return lower_library_call(lw, entry)
     return lower(lw)
 
 

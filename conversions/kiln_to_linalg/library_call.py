@@ -17,7 +17,7 @@ Bufferization places its output like any other destination-passing op's;
 ``kiln-cpu-library-calls`` then replaces it with the entry's native call
 (:mod:`kiln.backends.cpu.calls`).
 
-A product (:data:`CONTRACTIONS`: ``kiln.matmul``, ``kiln.matmul_w8``,
+A product (an entry of :data:`CONTRACTIONS`: ``kiln.matmul``, ``kiln.matmul_w8``,
 ``kiln.matmul_integer``, ``kiln.conv2d``'s im2col product) is lowered by
 its own lowering instead, and its contraction -- a ``linalg.generic`` whose
 maps say which loop is a batch, the rows, the columns and the reduction --
@@ -58,7 +58,7 @@ LIBRARY_CALL = "library_call"
 CALL_DTYPES = "kiln.call_dtypes"
 #: The library GEMM (OpenBLAS sgemm, kiln's native GEMMs; kiln-cpu-library): the
 #: entry of an f32 kiln.matmul, and of the f32 products inside the generated
-#: code of an attention or a convolution.
+#: code of an attention (``kiln.parts``).
 GEMM = "native.gemm"
 #: The library convolution: an f32 ``kiln.conv2d``'s im2col contraction, which
 #: kiln-cpu-library calls as the native convolution (its im2col gathered in the call)
@@ -71,8 +71,13 @@ CONV2D = "native.conv2d"
 CALL_PART = "kiln.call_part"
 #: On a kiln op before the conversion (set by it): its operands' types.
 OPERAND_TYPES = "kiln.operand_types"
-#: Ops whose chosen library kernel takes their own contraction as its placeholder.
-CONTRACTIONS = frozenset({"kiln.matmul", "kiln.matmul_w8", "kiln.matmul_integer", "kiln.conv2d"})
+#: Library entries that take their op's own contraction as the placeholder
+#: (:attr:`~kiln.backends.cpu.calls.LibraryCall.contraction`; the test of
+#: the op table checks the two agree): the products of ``kiln.matmul``,
+#: ``kiln.matmul_w8``, ``kiln.matmul_integer`` and a ``kiln.conv2d``'s im2col
+#: product.  Any other chosen entry (a depthwise convolution's too) gets
+#: one placeholder for the whole op (:func:`lower_library_call`).
+CONTRACTIONS = frozenset({GEMM, CONV2D, "native.matmul_lowp", "native.matmul_w8", "native.matmul_integer"})
 
 _SEGMENTS = ("operandSegmentSizes", "resultSegmentSizes")
 

@@ -59,7 +59,8 @@ __all__ = ["SOURCES", "adopt", "build_dir", "build_library", "library", "load", 
 #: (SOURCE_NAMES and FLAGS stay literals: bench/native_check.py reads them
 #: from this file without importing kiln.)
 SOURCE_NAMES = ("kiln_native.c", "kiln_conv.c", "kiln_dconv.c", "kiln_winograd.c", "kiln_vconv.c",
-                "kiln_cpair.c", "kiln_attention.c", "kiln_dispatch.c", "kiln_lowp.c", "kiln_w8.c", "kiln_i8.c")
+                "kiln_cpair.c", "kiln_attention.c", "kiln_dispatch.c", "kiln_lowp.c", "kiln_w8.c", "kiln_i8.c",
+                "kiln_dwconv.c")
 SOURCES = tuple(Path(__file__).with_name(name) for name in SOURCE_NAMES)
 #: What they include (part of the library's cache key, not compiled alone).
 HEADERS = tuple(Path(__file__).with_name(name) for name in ("kiln_native.h", "kiln_wtile.h", "kiln_vtile.h"))

@@ -114,6 +114,9 @@ CASES: dict[str, list[tuple[str, list[str], str, str, str | None]]] = {
          "operandSegmentSizes = array<i32: 1, 1, 1>}", R(4, F), None),
         ("kiln.conv2d", ['["B", 3, 8, 8], f32', "[5, 3, 1, 1], f32"], "{operandSegmentSizes = array<i32: 1, 1, 0>}",
          R(4, F), None),
+        ("kiln.conv2d", ['["B", 4, 9, 9], f32', "[4, 1, 3, 3], f32", "[4], f32"],
+         "{strides = array<i64: 2, 1>, pads = array<i64: 1, 0, 2, 1>, dilations = array<i64: 1, 2>, groups = 4 : i64, "
+         "operandSegmentSizes = array<i32: 1, 1, 1>}", R(4, F), None),  # depthwise: native.conv2d_depthwise
         ("kiln.max_pool2d", ['["B", 3, 9, 9], f32'], "{kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, "
          "pads = array<i64: 1, 1, 1, 1>, ceil_mode = true}", R(4, F), None),
         ("kiln.max_pool2d", ['["B", 3, 9, 9], f32'], "{kernel = array<i64: 3, 3>, strides = array<i64: 2, 2>, "
@@ -423,4 +426,9 @@ def test_the_table_lists_what_each_layer_registers():
     natives = {(e.op, e.name) for e in REGISTRY.entries if e.device == "cpu" and e.name.startswith("native.")}
     listed = {(op, n) for op, row in rows.items() for n in row.native if not n.endswith("(epilogue)")}
     assert natives == listed
+    # The conversion's list of entries whose placeholder is the op's own contraction is the registry's.
+    from kiln.conversions.kiln_to_linalg.library_call import CONTRACTIONS
+
+    contractions = {e.name for e in REGISTRY.entries if e.device == "cpu" and getattr(e.impl, "contraction", False)}
+    assert contractions == CONTRACTIONS
     assert rows["kiln.add"].native == ("native.gemm (epilogue)", "native.conv2d (epilogue)")
