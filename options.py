@@ -256,6 +256,9 @@ SETTINGS = (
        "AVX-512 stride-2 3x3 channel-vector tiles read the input itself, not a zero-padded copy"),
     _s("gemv", "KILN_GEMV", "flag", True, "native",
        "products of up to 4 rows against a weight with no packing slot on the native GEMV, not OpenBLAS"),
+    _s("malloc_tune", "KILN_MALLOC_TUNE", "flag", True, "native",
+       "freed memory kept by malloc (fixed 32 MiB mmap threshold, no trimming): kernel temporaries reuse "
+       "resident pages instead of faulting in fresh ones every call"),
     _s("native_dir", "KILN_NATIVE_DIR", "path", None, "build",
        "where the native library is built and looked for",
        "`runtime/native/build`, else the cache's `native/`"),
@@ -312,6 +315,7 @@ class Options:
     conv_pair: bool = True
     vconv_unpadded: bool = True
     gemv: bool = True
+    malloc_tune: bool = True
     native_dir: str | None = None
     native_build: bool = True
     native_build_timeout: float = 600.0

@@ -365,3 +365,19 @@ def test_the_libraries_digest_is_its_size_and_sha256(tmp_path):
     lib.unlink()
     assert build.verify(lib) == "is missing"
     assert digest_path(lib).is_file()
+
+
+def test_malloc_is_tuned_unless_switched_off(monkeypatch):
+    calls = []
+
+    class _Libc:
+        def __init__(self, name):
+            self.mallopt = lambda *a: calls.append(a) or 1
+
+    monkeypatch.setattr(native.ctypes, "CDLL", _Libc)
+    monkeypatch.setenv("KILN_MALLOC_TUNE", "0")
+    native._tune_malloc()
+    assert calls == []
+    monkeypatch.setenv("KILN_MALLOC_TUNE", "1")
+    native._tune_malloc()
+    assert calls == [(-3, 32 << 20), (-1, 2**31 - 1)]  # M_MMAP_THRESHOLD fixed, M_TRIM_THRESHOLD off
