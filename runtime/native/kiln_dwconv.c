@@ -76,6 +76,28 @@ static void dw_plane(const dw_args *p, const float *P, int64_t Wp, const float *
   }
 }
 
+/* Planes [lo, hi) without a padded copy: each output a scalar sum over the taps inside the input. */
+static void dw_planes_direct(const dw_args *p, int64_t lo, int64_t hi) {
+  for (int64_t plane = lo; plane < hi; plane++) {
+    int64_t c = plane % p->C;
+    const float *x = p->x + plane * p->H * p->W, *w = p->w + c * p->KH * p->KW;
+    float *y = p->y + plane * p->OH * p->OW;
+    for (int64_t oh = 0; oh < p->OH; oh++)
+      for (int64_t ow = 0; ow < p->OW; ow++) {
+        float s = p->bias ? p->bias[c] : 0.0f;
+        for (int64_t kh = 0; kh < p->KH; kh++) {
+          int64_t ih = oh * p->sh - p->pt + kh * p->dh;
+          if (ih < 0 || ih >= p->H) continue;
+          for (int64_t kw = 0; kw < p->KW; kw++) {
+            int64_t iw = ow * p->sw - p->pl + kw * p->dw;
+            if (iw >= 0 && iw < p->W) s += w[kh * p->KW + kw] * x[ih * p->W + iw];
+          }
+        }
+        y[oh * p->OW + ow] = p->relu && s < 0.0f ? 0.0f : s;
+      }
+  }
+}
+
 static void dw_planes(void *ctx, int64_t lo, int64_t hi) {
   const dw_args *p = ctx;
   /* The padded copy's size: every vector's taps inside it (the last vector of a row reaches past OW). */
@@ -85,7 +107,10 @@ static void dw_planes(void *ctx, int64_t lo, int64_t hi) {
   int64_t rows = (p->OH - 1) * p->sh + (p->KH - 1) * p->dh + 1;
   int64_t Hp = rows > p->pt + p->H ? rows : p->pt + p->H;
   float *P = kiln_thread_scratch((size_t)(Hp * Wp) * sizeof(float));
-  if (!P) return; /* out of memory: nothing written (the caller's output keeps what it had) */
+  if (!P) { /* out of memory for the copy: tap by tap, those inside only (slow, correct) */
+    dw_planes_direct(p, lo, hi);
+    return;
+  }
   memset(P, 0, (size_t)(Hp * Wp) * sizeof(float));
   for (int64_t plane = lo; plane < hi; plane++) {
     int64_t c = plane % p->C;
