@@ -328,7 +328,8 @@ def _why_conv(op) -> str | None:
            "constant weight; sgemm over an im2col copy otherwise"
 
 
-#: The most window rows the native depthwise convolution takes (kiln_dwconv.c's row table).
+#: The most window rows kiln-select-kernels gives the native depthwise convolution (it has no
+#: limit since it pads planes; larger windows are not measured against the generated code).
 DWCONV_MAX_KH = 64
 
 
@@ -340,7 +341,7 @@ def _why_dwconv(op) -> str | None:
     c, one, kh, kw = w.dims
     if groups == 1 or not (x.dims[1].is_static and x.dims[1].value == groups and c.is_static and c.value == groups):
         return None  # grouped but not one channel a group (or a channel multiplier): the generated convolution
-    if one.value != 1 or not kh.is_static or kh.value > DWCONV_MAX_KH:
+    if not (one.is_static and one.value == 1 and kh.is_static and kw.is_static) or kh.value > DWCONV_MAX_KH:
         return None
     return f"f32 depthwise {kh.value}x{kw.value}: each plane's window sums in vector registers, taps outside " \
            "the input skipped (no padded copy), planes over the pool"

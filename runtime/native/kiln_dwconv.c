@@ -122,7 +122,7 @@ static void dw_planes(void *ctx, int64_t lo, int64_t hi) {
 
 /* y[n, c, oh, ow] = bias[c] + sum over the taps (kh, kw) inside x of w[c, kh, kw] * x[n, c, oh * sh - pt + kh *
  * dh, ow * sw - pl + kw * dw] (zero padding), then max(0, .) when relu: x [planes = N * C, H, W], w [C, KH, KW], bias
- * [C] or 0, y [planes, OH, OW], all contiguous f32; KH at most 64.  Planes split over up to `threads` threads of the
+ * [C] or 0, y [planes, OH, OW], all contiguous f32.  Planes split over up to `threads` threads of the
  * pool. */
 void kiln_dwconv2d(int64_t planes, int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t KH, int64_t KW,
                    int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl, int64_t x, int64_t w,

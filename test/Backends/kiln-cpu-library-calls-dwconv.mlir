@@ -52,3 +52,16 @@ func.func @others(%x: !kiln.tensor<[1, 8, 9, 9], f32>, %w: !kiln.tensor<[8, 1, 5
   %c = "kiln.conv2d"(%h, %hw) {groups = 8 : i64, operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<[1, 8, 9, 9], bf16>, !kiln.tensor<[8, 1, 3, 3], bf16>) -> !kiln.tensor<[1, 8, 7, 7], bf16>
   return %a, %b, %c : !kiln.tensor<[1, 8, 5, 5], f32>, !kiln.tensor<[1, 16, 7, 7], f32>, !kiln.tensor<[1, 8, 7, 7], bf16>
 }
+
+// -----
+
+// A weight whose window width is a symbol is left to the generated
+// convolution (the selection read its static value and failed the pass).
+"kiln.symbol"() {sym_name = "K", min = 1 : i64, max = 5 : i64} : () -> ()
+// CHECK-LABEL: func.func @symbolic_window(
+// CHECK-NOT: kiln_dwconv2d
+// CHECK: return
+func.func @symbolic_window(%x: !kiln.tensor<[1, 8, 9, 9], f32>, %w: !kiln.tensor<[8, 1, 3, "K"], f32>) -> !kiln.tensor<[1, 8, 7, "10-K"], f32> {
+  %a = "kiln.conv2d"(%x, %w) {groups = 8 : i64, operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<[1, 8, 9, 9], f32>, !kiln.tensor<[8, 1, 3, "K"], f32>) -> !kiln.tensor<[1, 8, 7, "10-K"], f32>
+  return %a : !kiln.tensor<[1, 8, 7, "10-K"], f32>
+}
