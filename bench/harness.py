@@ -21,7 +21,7 @@ import traceback
 
 import numpy as np
 
-from .peers import DEFAULT_PEERS, PEERS, PeerUnavailable
+from .peers import DEFAULT_PEERS, PEERS, KilnPeer, PeerUnavailable
 from .workloads import Workload, select
 
 __all__ = ["best_of_rounds", "measure", "run_benchmark", "summarize"]
@@ -153,7 +153,8 @@ def run_benchmark(workloads=None, peers=None, *, quick=False, threads=2, budget_
         alive = {}
         for name in peers:
             cls = PEERS[name]
-            peer = cls(threads=threads, options=kiln_options) if name == "kiln" else cls(threads=threads)
+            peer = (cls(threads=threads, options=kiln_options) if issubclass(cls, KilnPeer)
+                    else cls(threads=threads))
             try:
                 info = peer.setup(workload)
                 wres[name] = info

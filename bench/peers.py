@@ -21,7 +21,7 @@ import numpy as np
 
 from .workloads import Row, Workload, resnet50_path
 
-__all__ = ["DEFAULT_PEERS", "PEERS", "REAL_PEERS", "EagerPeer", "KilnPeer", "OrtPeer", "Peer", "PeerUnavailable",
+__all__ = ["DEFAULT_PEERS", "PEERS", "REAL_PEERS", "EagerPeer", "KilnBf16Peer", "KilnPeer", "OrtPeer", "Peer", "PeerUnavailable",
            "TorchCompilePeer", "onnx_file"]
 
 
@@ -322,9 +322,19 @@ class KilnPeer(Peer):
         }
 
 
+class KilnBf16Peer(KilnPeer):
+    """kiln with ``precision="bf16"`` (issue 38): bf16 weights and activations, f32 accumulation.
+    Not like for like with the fp32 peers: compared with kiln's own fp32 and OpenVINO's bf16."""
+
+    name = "kiln-bf16"
+
+    def __init__(self, threads: int = 2, options: dict | None = None):
+        super().__init__(threads, {**(options or {}), "precision": "bf16"})
+
+
 from .openvino_peer import OpenVinoBf16Peer, OpenVinoPeer  # noqa: E402 (it subclasses Peer)
 
-PEERS = {"kiln": KilnPeer, "eager": EagerPeer, "torch.compile": TorchCompilePeer, "onnxruntime": OrtPeer,
+PEERS = {"kiln": KilnPeer, "kiln-bf16": KilnBf16Peer, "eager": EagerPeer, "torch.compile": TorchCompilePeer, "onnxruntime": OrtPeer,
          "openvino": OpenVinoPeer, "openvino-bf16": OpenVinoBf16Peer}
 #: The peers of a run that names none: the classic suite's (as before), and the real workloads'.
 DEFAULT_PEERS = ["kiln", "eager", "torch.compile", "onnxruntime"]

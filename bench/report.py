@@ -17,6 +17,23 @@ def _s(v) -> str:
     return "—" if v is None else f"{v:.2f}"
 
 
+def _bf16_targets(e: dict, label: str) -> list[dict]:
+    """Issue 38's targets of a row where ``kiln-bf16`` ran: its p50 <= 1.0x
+    OpenVINO's bf16 p50, and <= 1 / 1.5 of kiln's own fp32 p50 (1.5x faster)."""
+    p50 = {name: s.get("p50_ms") for name, s in e["peers"].items()}
+    mine = p50.get("kiln-bf16")
+    if not mine:
+        return []
+    out = []
+    for peer, bound, text in (("openvino-bf16", 1.0, "kiln-bf16 <= 1.0x openvino-bf16"),
+                              ("kiln", 1 / 1.5, "kiln-bf16 >= 1.5x faster than kiln fp32")):
+        other = p50.get(peer)
+        ratio = mine / other if other else None
+        out.append({"row": label, "target": text, "ratio": ratio, "bound": bound,
+                    "met": None if ratio is None else ratio <= bound})
+    return out
+
+
 def targets(result: dict) -> list[dict]:
     """The issue's ratio targets, checked row by row on ``result``: each
     ``{"row", "target", "ratio", "met"}`` (``met`` None when a peer is missing),
@@ -40,6 +57,7 @@ def targets(result: dict) -> list[dict]:
                 if floor is not None and check["ratio"] and kiln_p50:
                     check["floor_share"] = floor / (check["bound"] * kiln_p50 / check["ratio"])
                 out.append(check)
+            out += _bf16_targets(e, label)
             continue
         bounds = [("onnxruntime", 1.0)]
         if e["workload"] in ("mlp", "transformer_block"):

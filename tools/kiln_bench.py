@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the set of workloads: the classic bench rows (default), the real models of issue 42, "
                              "or text generation (llm)")
     parser.add_argument("--workloads", help="comma-separated workload names of the set (default: all)")
-    parser.add_argument("--peers", help="comma-separated peers: kiln, eager, torch.compile, onnxruntime, openvino, "
-                                        "openvino-bf16 (default: the first four; with --workload real all six; "
+    parser.add_argument("--peers", help="comma-separated peers: kiln, kiln-bf16 (precision=\"bf16\"), eager, torch.compile, "
+                                        "onnxruntime, openvino, openvino-bf16 (default: the first four; with --workload real all six; "
                                         "with --workload llm kiln, kiln-int8w, eager, torch.compile, onnxruntime)")
     parser.add_argument("--threads", type=int, default=2, help="intra-op threads for every peer, kiln's native pool included (default 2)")
     parser.add_argument("--budget", type=float, help="seconds of timed calls per measurement")

@@ -10,11 +10,14 @@ The one place the ``precision`` compile keyword is dispatched
   cast back to f32.  The lowering sums bf16 products in an f32 accumulator
   (``convert-kiln-to-linalg``), and the CPU backend runs the product in
   kiln's bf16 GEMM (AVX512-BF16 ``vdpbf16ps`` where the CPU has it,
-  :mod:`kiln.backends.cpu.lowp_gemm`).  ``kiln.conv2d``, ``kiln.attention``
-  and ``kiln.packed_attention`` read their inputs rounded to bf16 (the
-  weights rounded once here, activations cast to bf16 and back) and run on
-  the f32 kernels, which have no bf16 form yet: the same numbers as a bf16
-  kernel with f32 accumulation, not its speed.  Inputs and outputs stay f32.
+  :mod:`kiln.backends.cpu.lowp_gemm`).  A ``kiln.conv2d`` of one group is
+  such a product too (its bias rounded to bf16 as well; the CPU backend
+  runs its im2col product in the same GEMM).  Grouped (depthwise)
+  convolutions, ``kiln.attention`` and ``kiln.packed_attention`` read their
+  inputs rounded to bf16 (the weights rounded once here, activations cast
+  to bf16 and back) and run on the f32 kernels, which have no bf16 form
+  yet: the same numbers as a bf16 kernel with f32 accumulation, not its
+  speed.  Inputs and outputs stay f32.
 * ``"int8-weights"``: weight-only quantization.  Every f32 ``kiln.matmul``
   whose right operand is a 2-D constant weight ``[K, N]`` (or the transpose of
   one, as ``nn.Linear`` imports when the weight is too large to fold) becomes
@@ -52,12 +55,20 @@ __all__ = ["GROUP_SIZE", "PRECISIONS", "PRECISION_ATTR", "ReducePrecision", "bf1
 PRECISIONS = ("fp32", "bf16", "int8-weights")
 #: The discardable attribute marking an op this pass rewrote: the precision it runs in.
 PRECISION_ATTR = "kiln.precision"
-#: Ops whose operands become bf16 (a bf16 product with an f32 accumulator).
-_CONTRACTIONS = ("kiln.matmul",)
-#: Ops whose float operands are rounded to bf16 and stay f32 (no bf16 kernel yet).
+#: Ops whose operands become bf16 (a bf16 product with an f32 accumulator; a convolution of one group).
+_CONTRACTIONS = ("kiln.matmul", "kiln.conv2d")
+#: Ops whose float operands are rounded to bf16 and stay f32 (no bf16 kernel yet; grouped convolutions).
 _ROUNDED = ("kiln.conv2d", "kiln.attention", "kiln.packed_attention")
 #: Precisions from least to most precise, for a kernel's precision.
 _ORDER = ("int8", "int8-weights", "bf16", "f16", "f32", "f64")
+
+
+def _is_contraction(op) -> bool:
+    """Whether ``op`` runs as a bf16 product: a matmul, or a convolution of one group (a grouped or
+    depthwise one has no bf16 kernel: its inputs are rounded instead)."""
+    if op.name == "kiln.conv2d":
+        return op.opview.decoded_attrs()["groups"] == 1
+    return op.name in _CONTRACTIONS
 
 
 def check_precision(precision) -> str:
@@ -200,7 +211,7 @@ class ReducePrecision(Pass):
                 for op in block_ops(block):
                     if EXACT_ATTR in op.attributes:  # an integer product's exact f32 chunk: bf16 sums would round
                         continue
-                    if op.name in _CONTRACTIONS and self._all_f32(op):
+                    if _is_contraction(op) and self._all_f32(op):
                         self._contraction(op, bf16, f32)
                     elif op.name in _ROUNDED and self._all_f32(op):
                         self._rounded(op, bf16, f32)

@@ -63,6 +63,10 @@ and :mod:`.lowp_gemm`):
 - ``native.matmul_lowp`` (``kiln_lowp_gemm``, ``kiln_lowp.c``): a bf16 / f16
   ``kiln.matmul`` summed in f32 (AMX-BF16 tiles, AVX512-BF16's ``vdpbf16ps``
   or widened FMAs, by CPU), a constant B packed once, then rounded.
+- ``native.conv2d_lowp`` (``kiln_lowp_gemm``): a bf16 / f16 ``kiln.conv2d``
+  of one group: the generated im2col copy (in bf16 / f16), then per image
+  the weight ``[O, C * KH * KW]`` times it in the 16-bit GEMM (the im2col
+  packed into its pair layout per call), summed in f32 from the bias.
 - ``native.matmul_w8`` (``kiln_w8_gemm``, ``kiln_w8.c``): f32 rows times
   int8 weight rows scaled per group, the weight read as it is.
 - ``native.matmul_integer`` (``kiln_i8_gemm``, ``kiln_i8.c``): 8-bit
@@ -81,6 +85,7 @@ __all__ = [
     "ATTENTION",
     "ATTENTION_MASKED",
     "CONV2D",
+    "CONV2D_LOWP",
     "LAYER_NORM",
     "MAX_HEAD_DIM",
     "MAX_POOL",
@@ -373,6 +378,19 @@ MATMUL_F32 = LibraryCall("native.gemm", "scipy_cblas_sgemm64_", (), why=_why_gem
                          epilogue=gemm_steps, parts={"kiln.attention": _why_attention_products,
                                                      "kiln.packed_attention": _why_attention_products})
 MATMUL_LOWP = LibraryCall("native.matmul_lowp", "kiln_lowp_gemm", (), why=_why_lowp, contraction=True)
+
+
+def _why_conv_lowp(op) -> str | None:
+    from ...dialects.kiln import tensor_info
+
+    if op.opview.decoded_attrs()["groups"] != 1:
+        return None  # grouped / depthwise: the generated convolution
+    dtype = str(tensor_info(op.operands[0].type).dtype)
+    path = _lowp_path() if dtype == "bf16" else "widened to f32, FMAs"
+    return f"{dtype} convolution: the weight times each image's im2col summed in f32 ({path})"
+
+
+CONV2D_LOWP = LibraryCall("native.conv2d_lowp", "kiln_lowp_gemm", (), why=_why_conv_lowp, contraction=True)
 MATMUL_W8 = LibraryCall(
     "native.matmul_w8", "kiln_w8_gemm", (),
     why=lambda op: "f32 rows times int8 weight rows scaled per group: the weight read as it is, no f32 copy",
@@ -393,5 +411,6 @@ def register_builtins(registry) -> None:
     register("kiln.conv2d", CONV2D, registry)
     register("kiln.conv2d", CONV2D_DEPTHWISE, registry, dtypes=("f32",))
     register("kiln.matmul", MATMUL_LOWP, registry, dtypes=("bf16", "f16"))
+    register("kiln.conv2d", CONV2D_LOWP, registry, dtypes=("bf16", "f16"))
     register("kiln.matmul_w8", MATMUL_W8, registry, dtypes=("f32",))
     register("kiln.matmul_integer", MATMUL_INTEGER, registry, dtypes=("i8", "ui8"))

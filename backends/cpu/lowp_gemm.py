@@ -156,18 +156,22 @@ class _LowpGemm:
 
 
 #: The library entries whose contraction placeholders this pass lowers, by the dtype tag of :class:`_LowpGemm`.
-ENTRIES = {"native.matmul_lowp": None, "native.matmul_w8": "i8", "native.matmul_integer": "int"}
+ENTRIES = {"native.matmul_lowp": None, "native.conv2d_lowp": None, "native.matmul_w8": "i8",
+           "native.matmul_integer": "int"}
 
 
-def _marks(op) -> tuple[list[str], dict] | None:
-    """A placeholder's ``kiln.call_dtypes`` (one per operand) and ``kiln.call_attrs`` (by name), or None
-    when either is missing or malformed (hand-written input: the placeholder then stays generated code)."""
+def _marks(op, entry: str) -> tuple[list[str], dict] | None:
+    """A placeholder's ``kiln.call_dtypes`` (the kiln op's operands', then its result's: one per placeholder
+    operand, or for a convolution's im2col product x, w, the bias if any and the result) and
+    ``kiln.call_attrs`` (by name), or None when either is missing or malformed (hand-written input: the
+    placeholder then stays generated code)."""
     try:
         dtypes = [ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes[CALL_DTYPES])]
         attrs = {a.name: a.attr for a in ir.DictAttr(op.attributes[CALL_ATTRS])}
     except (KeyError, ValueError, TypeError):
         return None
-    return (dtypes, attrs) if len(dtypes) == len(op.operands) else None
+    expected = (3, 4) if entry == "native.conv2d_lowp" else (len(op.operands),)
+    return (dtypes, attrs) if len(dtypes) in expected else None
 
 
 #: The element types (A, B, C) each kind's kernel takes (None: bf16 / f16 into f32).
@@ -189,7 +193,7 @@ def from_placeholder(op, entry: str) -> _LowpGemm | None:
     transposed, an innermost stride not 1, element types or marks that are
     not the entry's: it stays generated code)."""
     kind = ENTRIES[entry]
-    marks = _marks(op)
+    marks = _marks(op, entry)
     if marks is None:
         return None
     dtypes, attrs = marks

@@ -75,9 +75,10 @@ OPERAND_TYPES = "kiln.operand_types"
 #: (:attr:`~kiln.backends.cpu.calls.LibraryCall.contraction`; the test of
 #: the op table checks the two agree): the products of ``kiln.matmul``,
 #: ``kiln.matmul_w8``, ``kiln.matmul_integer`` and a ``kiln.conv2d``'s im2col
-#: product.  Any other chosen entry (a depthwise convolution's too) gets
+#: product (f32, or bf16 / f16).  Any other chosen entry (a depthwise convolution's too) gets
 #: one placeholder for the whole op (:func:`lower_library_call`).
-CONTRACTIONS = frozenset({GEMM, CONV2D, "native.matmul_lowp", "native.matmul_w8", "native.matmul_integer"})
+CONTRACTIONS = frozenset({GEMM, CONV2D, "native.matmul_lowp", "native.conv2d_lowp", "native.matmul_w8",
+                          "native.matmul_integer"})
 
 _SEGMENTS = ("operandSegmentSizes", "resultSegmentSizes")
 

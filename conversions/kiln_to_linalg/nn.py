@@ -32,7 +32,7 @@ from .common import (
     to_float,
 )
 from .elementwise import _scf, exp
-from .library_call import chosen, mark_contraction, mark_part
+from .library_call import CONV2D, chosen, mark_contraction, mark_part
 
 
 def _batch_exprs(shape, out_batch, n_batch_loops):
@@ -610,12 +610,19 @@ def _conv_im2col(lw: Lowering, x, w, init, strides, dil) -> ir.Value:
     wt = ir.RankedTensorType(w.type)
     o, c, kh, kw = wt.shape
     n, oh, ow = (lw.env.value(d) if not d.is_static else d.value for d in (out.dims[0], out.dims[2], out.dims[3]))
-    d = [ir.AffineDimExpr.get(i) for i in range(6)]
-    xmap = ir.AffineMap.get(6, 0, [d[0], d[1], d[4] * strides[0] + d[2] * dil[0], d[5] * strides[1] + d[3] * dil[1]])
-    col6 = empty_tensor([out.dims[0], c, kh, kw, out.dims[2], out.dims[3]], t, lw.env)
-    col6 = mark_part(lw, generic([x], [col6], [xmap, identity_map(6)], ["parallel"] * 6, lambda v, _: v)[0], "im2col")
     ohw = oh * ow if isinstance(oh, int) and isinstance(ow, int) else arith.muli(_as_index(oh), _as_index(ow))
-    col = _reshape(col6, [n, c * kh * kw, ohw], t)
+    if (kh, kw) == (1, 1) and list(strides) == [1, 1] and chosen(lw) != CONV2D:
+        # A pointwise convolution's im2col is its (padded) input: read in place.  native.conv2d
+        # (kiln-cpu-library) takes its geometry from the copy, which it never runs.
+        col = _reshape(x, [n, c, ohw], t)
+    else:
+        d = [ir.AffineDimExpr.get(i) for i in range(6)]
+        xmap = ir.AffineMap.get(6, 0, [d[0], d[1], d[4] * strides[0] + d[2] * dil[0],
+                                       d[5] * strides[1] + d[3] * dil[1]])
+        col6 = empty_tensor([out.dims[0], c, kh, kw, out.dims[2], out.dims[3]], t, lw.env)
+        col6 = mark_part(lw, generic([x], [col6], [xmap, identity_map(6)], ["parallel"] * 6, lambda v, _: v)[0],
+                         "im2col")
+        col = _reshape(col6, [n, c * kh * kw, ohw], t)
     w2 = _reshape(w, [o, c * kh * kw], t)
     acc_t = ir.RankedTensorType(init.type).element_type
     init3 = _reshape(init, [n, o, ohw], acc_t)

@@ -87,6 +87,78 @@ static void lp_pack(uint16_t *dst, const uint16_t *B, int64_t K, int64_t N, int6
     }
 }
 
+#if defined(__x86_64__) && (__GNUC__ >= 10)
+#define LP_PACK_TARGET __attribute__((target("avx512f,avx512bw")))
+
+/* lp_pack of panels [p0, p1) of a [K, N] B (not transposed): rows 2kk and
+ * 2kk + 1 interleaved 32 columns at a time by two permutes (the columns
+ * past N and the odd K's missing row read as 0). */
+static LP_PACK_TARGET void lp_pack_kn_avx512(uint16_t *dst, const uint16_t *B, int64_t K, int64_t N, int64_t ldb,
+                                             int64_t p0, int64_t p1) {
+  uint16_t lo_idx[32], hi_idx[32];
+  for (int i = 0; i < 32; i++) {
+    lo_idx[i] = (uint16_t)((i & 1) * 32 + i / 2);
+    hi_idx[i] = (uint16_t)(lo_idx[i] + 16);
+  }
+  const __m512i lo = _mm512_loadu_si512(lo_idx), hi = _mm512_loadu_si512(hi_idx);
+  int64_t kh = lp_pairs(K);
+  for (int64_t p = p0; p < p1; p++) {
+    int64_t n0 = p * LP_NR, nr = N - n0 < LP_NR ? N - n0 : LP_NR;
+    __mmask32 mask = nr == LP_NR ? (__mmask32)~0u : (__mmask32)((1u << nr) - 1);
+    uint16_t *panel = dst + p * kh * (2 * LP_NR);
+    for (int64_t kk = 0; kk < kh; kk++) {
+      const uint16_t *r0 = B + 2 * kk * ldb + n0;
+      __m512i a = _mm512_maskz_loadu_epi16(mask, r0);
+      __m512i b = 2 * kk + 1 < K ? _mm512_maskz_loadu_epi16(mask, r0 + ldb) : _mm512_setzero_si512();
+      _mm512_storeu_si512(panel + kk * (2 * LP_NR), _mm512_permutex2var_epi16(a, lo, b));
+      _mm512_storeu_si512(panel + kk * (2 * LP_NR) + LP_NR, _mm512_permutex2var_epi16(a, hi, b));
+    }
+  }
+}
+
+typedef struct {
+  uint16_t *dst;
+  const uint16_t *B;
+  int64_t K, N, ldb;
+} lp_pack_args;
+
+static void lp_pack_task(void *ctx, int64_t lo, int64_t hi) {
+  const lp_pack_args *g = ctx;
+  lp_pack_kn_avx512(g->dst, g->B, g->K, g->N, g->ldb, lo, hi);
+}
+#endif
+
+/* Whether lp_pack_kn_avx512 runs here. */
+static int lp_pack_vector(void) {
+#if defined(__x86_64__) && (__GNUC__ >= 10)
+  static int has = -1;
+  if (has < 0) has = __builtin_cpu_supports("avx512bw");
+  return has;
+#else
+  return 0;
+#endif
+}
+
+/* B [K, N] packed per call (an activation: a convolution's im2col) into
+ * `dst`: vectorized where the CPU has AVX512-BW, panels over the pool when
+ * there are many. */
+static void lp_pack_call(uint16_t *dst, const uint16_t *B, int64_t K, int64_t N, int64_t ldb, int32_t threads) {
+#if defined(__x86_64__) && (__GNUC__ >= 10)
+  if (lp_pack_vector()) {
+    lp_pack_args g = {dst, B, K, N, ldb};
+    int64_t np = lp_panels(N);
+    if (threads <= 1 || np < 2 || K * N < (1 << 16))
+      lp_pack_task(&g, 0, np);
+    else
+      kiln_parallel_for(lp_pack_task, &g, np, kiln_parts(np, threads));
+    return;
+  }
+#else
+  (void)threads;
+#endif
+  lp_pack(dst, B, K, N, ldb, 0);
+}
+
 static void lp_pack_nt(float *dst, const float *src, int64_t rows, int64_t cols, int64_t ld) {
   lp_pack((uint16_t *)dst, (const uint16_t *)src, rows, cols, ld, 0);
 }
@@ -320,7 +392,10 @@ void kiln_lowp_gemm(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int
   if (P == NULL) {
     own = kiln_alloc((size_t)halves * 2 + 64);
     if (own == NULL) abort(); /* as the other kernels: no memory for scratch is fatal */
-    lp_pack(own, (const uint16_t *)B, K, N, ldb, tb);
+    if (tb)
+      lp_pack(own, (const uint16_t *)B, K, N, ldb, 1);
+    else
+      lp_pack_call(own, (const uint16_t *)B, K, N, ldb, threads);
     P = own;
   }
   int dp = dtype == LP_BF16 && kiln_lowp_uses_dp();

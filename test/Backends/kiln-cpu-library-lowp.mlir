@@ -61,6 +61,35 @@ func.func @main(%x: memref<?x?x8xbf16>, %y: memref<?x?x4xf32>) {
 
 // -----
 
+// A bf16 convolution chosen for native.conv2d_lowp: its im2col product
+// (out[n, o, p] += w[o, k] * col[n, k, p]; dtypes x, w, bias, result) is one
+// kiln_lowp_gemm call per image -- A the weight read in place (lda = K), B the
+// image's im2col (packed per call: no slot), beta 1 (the bias init stays).
+// CHECK-LABEL: func.func private @kiln_lowp_gemm_0(
+// CHECK-SAME: %{{.*}}: memref<4x27xbf16>, %{{.*}}: memref<?x27x36xbf16>, %{{.*}}: memref<?x4x36xf32>)
+// CHECK-DAG: %[[BETA:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-DAG: %[[NOSLOT:.*]] = arith.constant 0 : i64
+// CHECK: scf.for
+// CHECK: call @kiln_lowp_gemm({{.*}}, %[[BETA]], {{.*}}, %[[NOSLOT]])
+// CHECK-LABEL: func.func @conv(
+// CHECK: call @kiln_lowp_gemm_0(%arg1, %arg0, %arg2)
+// GEN-LABEL: func.func @conv(
+// GEN: linalg.generic
+func.func @conv(%col: memref<?x27x36xbf16>, %w: memref<4x27xbf16>, %y: memref<?x4x36xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(n, o, p, k) -> (o, k)>, affine_map<(n, o, p, k) -> (n, k, p)>, affine_map<(n, o, p, k) -> (n, o, p)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "native.conv2d_lowp", kiln.call_attrs = {groups = 1 : i64}, kiln.call_dtypes = ["bf16", "bf16", "bf16", "bf16"]}
+      ins(%w, %col : memref<4x27xbf16>, memref<?x27x36xbf16>) outs(%y : memref<?x4x36xf32>) {
+  ^bb0(%p: bf16, %q: bf16, %r: f32):
+    %0 = arith.extf %p : bf16 to f32
+    %1 = arith.extf %q : bf16 to f32
+    %2 = arith.mulf %0, %1 : f32
+    %3 = arith.addf %r, %2 : f32
+    linalg.yield %3 : f32
+  }
+  return
+}
+
+// -----
+
 // Batched activations in f16 (attention scores: q [b, m, k] times k [b, n, k]):
 // a loop over the batch, B transposed (tb = 1), dtype 1 (f16), no slot (B
 // is no constant), beta 1 (no zero fill before: the product accumulates).

@@ -147,20 +147,21 @@ func.func @products(%a: !kiln.tensor<["B", 16, 64], bf16>, %w: !kiln.tensor<[64,
 // Convolutions: an f32 kiln.conv2d of one group takes native.conv2d (its
 // im2col product the placeholder), at a symbolic batch and at static
 // shapes, with or without a bias; a depthwise one (a channel a group)
-// takes native.conv2d_depthwise; one of two channels a group and a bf16 one
-// stay generated.  Without the native runtime the first is still chosen
-// (with BLAS alone its product becomes sgemm over the im2col copy), the
-// depthwise one not.
+// takes native.conv2d_depthwise; a bf16 one native.conv2d_lowp (the 16-bit
+// GEMM on its im2col); one of two channels a group stays generated.  Without
+// the native runtime the first is still chosen (with BLAS alone its product
+// becomes sgemm over the im2col copy), the depthwise and bf16 ones not.
 "kiln.symbol"() {sym_name = "N", min = 1 : i64, max = 8 : i64} : () -> ()
 // CHECK-LABEL: func.func @convs
 // CHECK: "kiln.conv2d"(%arg0, %arg1, %arg2) {{{.*}}kiln.impl = "native.conv2d", kiln.why = "f32 convolution: the native convolution gathers its im2col (padding and bias folded in) for a constant weight; sgemm over an im2col copy otherwise"
 // CHECK: "kiln.conv2d"(%arg3, %arg1) {{{.*}}kiln.impl = "native.conv2d"
 // CHECK: "kiln.conv2d"(%arg0, %arg4) {groups = 3 : i64, kiln.impl = "native.conv2d_depthwise", kiln.why = "f32 depthwise 3x3: each plane's window sums in vector registers, taps outside the input skipped (no padded copy), planes over the pool"
-// CHECK: "kiln.conv2d"(%arg5, %arg6) {operandSegmentSizes = array<i32: 1, 1, 0>} :
+// CHECK: "kiln.conv2d"(%arg5, %arg6) {kiln.impl = "native.conv2d_lowp", kiln.why = "bf16 convolution: the weight times each image's im2col summed in f32 ({{.*}})", operandSegmentSizes = array<i32: 1, 1, 0>} :
 // CHECK: "kiln.conv2d"(%arg7, %arg8) {groups = 2 : i64, operandSegmentSizes = array<i32: 1, 1, 0>} :
 // BLAS-LABEL: func.func @convs
 // BLAS: "kiln.conv2d"(%arg0, %arg1, %arg2) {{{.*}}kiln.impl = "native.conv2d"
 // BLAS: "kiln.conv2d"(%arg0, %arg4) {groups = 3 : i64, operandSegmentSizes = array<i32: 1, 1, 0>} :
+// BLAS: "kiln.conv2d"(%arg5, %arg6) {operandSegmentSizes = array<i32: 1, 1, 0>} :
 // NONE-LABEL: func.func @convs
 // NONE-NOT: kiln.impl
 func.func @convs(%x: !kiln.tensor<["N", 3, 8, 8], f32>, %w: !kiln.tensor<[4, 3, 3, 3], f32>, %b: !kiln.tensor<[4], f32>, %s: !kiln.tensor<[2, 3, 8, 8], f32>, %dw: !kiln.tensor<[3, 1, 3, 3], f32>, %h: !kiln.tensor<["N", 3, 8, 8], bf16>, %hw: !kiln.tensor<[4, 3, 3, 3], bf16>, %g: !kiln.tensor<["N", 4, 8, 8], f32>, %gw: !kiln.tensor<[4, 2, 3, 3], f32>)
@@ -173,7 +174,7 @@ func.func @convs(%x: !kiln.tensor<["N", 3, 8, 8], f32>, %w: !kiln.tensor<[4, 3, 
   return %0, %1, %2, %3, %4 : !kiln.tensor<["N", 4, 8, 8], f32>, !kiln.tensor<[2, 4, 6, 6], f32>, !kiln.tensor<["N", 3, 6, 6], f32>, !kiln.tensor<["N", 4, 6, 6], bf16>, !kiln.tensor<["N", 4, 6, 6], f32>
 }
 // STATS: kiln-select-kernels
-// STATS-NEXT: (3) library kernels
+// STATS-NEXT: (4) library kernels
 
 // -----
 

@@ -25,19 +25,29 @@ func.func @matmul(%x: !kiln.tensor<["B", 2], f32>) -> !kiln.tensor<["B", 2], f32
 
 // -----
 
-// A convolution (no bf16 kernel yet) reads bf16-rounded inputs in f32: the
-// weight rounded now, the activation cast to bf16 and back; the bias stays.
+// A convolution of one group is a bf16 product like a matmul: its weight and
+// bias become bf16 constants (the bias summed into the f32 accumulator), the
+// activation a kiln.cast, its bf16 result cast back to f32.  A grouped
+// (depthwise) one has no bf16 kernel: it reads bf16-rounded inputs in f32
+// (the weight rounded now, the activation cast to bf16 and back; the bias stays).
 // CHECK-LABEL: func.func @conv
-// CHECK-DAG: %[[W:.*]] = "kiln.constant"() {value = dense<1.000000e+00> : tensor<2x1x1x1xf32>}
+// CHECK-DAG: %[[W:.*]] = "kiln.constant"() {value = dense<1.000000e+00> : tensor<2x1x1x1xbf16>}
+// CHECK-DAG: %[[B:.*]] = "kiln.constant"() {value = dense<1.000000e+00> : tensor<2xbf16>}
+// CHECK-DAG: %[[DW:.*]] = "kiln.constant"() {value = dense<1.000000e+00> : tensor<2x1x1x1xf32>}
 // CHECK-DAG: %[[L:.*]] = "kiln.cast"(%arg0) : (!kiln.tensor<["N", 1, 4, 4], f32>) -> !kiln.tensor<["N", 1, 4, 4], bf16>
-// CHECK-DAG: %[[R:.*]] = "kiln.cast"(%[[L]]) : (!kiln.tensor<["N", 1, 4, 4], bf16>) -> !kiln.tensor<["N", 1, 4, 4], f32>
-// CHECK: "kiln.conv2d"(%[[R]], %[[W]], %[[BIAS:.*]]) {{{.*}}kiln.precision = "bf16"{{.*}}} : (!kiln.tensor<["N", 1, 4, 4], f32>, !kiln.tensor<[2, 1, 1, 1], f32>, !kiln.tensor<[2], f32>)
+// CHECK: %[[C:.*]] = "kiln.conv2d"(%[[L]], %[[W]], %[[B]]) {{{.*}}kiln.precision = "bf16"{{.*}}} : (!kiln.tensor<["N", 1, 4, 4], bf16>, !kiln.tensor<[2, 1, 1, 1], bf16>, !kiln.tensor<[2], bf16>) -> !kiln.tensor<["N", 2, 4, 4], bf16>
+// CHECK: %[[F:.*]] = "kiln.cast"(%[[C]]) : (!kiln.tensor<["N", 2, 4, 4], bf16>) -> !kiln.tensor<["N", 2, 4, 4], f32>
+// CHECK: %[[L2:.*]] = "kiln.cast"(%[[F]]) : (!kiln.tensor<["N", 2, 4, 4], f32>) -> !kiln.tensor<["N", 2, 4, 4], bf16>
+// CHECK: %[[R:.*]] = "kiln.cast"(%[[L2]]) : (!kiln.tensor<["N", 2, 4, 4], bf16>) -> !kiln.tensor<["N", 2, 4, 4], f32>
+// CHECK: "kiln.conv2d"(%[[R]], %[[DW]], %{{.*}}) {{{.*}}groups = 2 : i64, kiln.precision = "bf16"{{.*}}} : (!kiln.tensor<["N", 2, 4, 4], f32>, !kiln.tensor<[2, 1, 1, 1], f32>, !kiln.tensor<[2], f32>)
 "kiln.symbol"() {sym_name = "N", min = 1 : i64, max = 8 : i64} : () -> ()
 func.func @conv(%x: !kiln.tensor<["N", 1, 4, 4], f32>) -> !kiln.tensor<["N", 2, 4, 4], f32> {
   %w = "kiln.constant"() {value = dense<1.00390625> : tensor<2x1x1x1xf32>} : () -> !kiln.tensor<[2, 1, 1, 1], f32>
   %b = "kiln.constant"() {value = dense<1.00390625> : tensor<2xf32>} : () -> !kiln.tensor<[2], f32>
+  %dw = "kiln.constant"() {value = dense<1.00390625> : tensor<2x1x1x1xf32>} : () -> !kiln.tensor<[2, 1, 1, 1], f32>
   %0 = "kiln.conv2d"(%x, %w, %b) {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 1>} : (!kiln.tensor<["N", 1, 4, 4], f32>, !kiln.tensor<[2, 1, 1, 1], f32>, !kiln.tensor<[2], f32>) -> !kiln.tensor<["N", 2, 4, 4], f32>
-  return %0 : !kiln.tensor<["N", 2, 4, 4], f32>
+  %1 = "kiln.conv2d"(%0, %dw, %b) {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 2 : i64, operandSegmentSizes = array<i32: 1, 1, 1>} : (!kiln.tensor<["N", 2, 4, 4], f32>, !kiln.tensor<[2, 1, 1, 1], f32>, !kiln.tensor<[2], f32>) -> !kiln.tensor<["N", 2, 4, 4], f32>
+  return %1 : !kiln.tensor<["N", 2, 4, 4], f32>
 }
 
 // -----
@@ -54,12 +64,13 @@ func.func @attention(%q: !kiln.tensor<["B", 2, 16, 8], f32>, %h: !kiln.tensor<[8
   return %a, %m : !kiln.tensor<["B", 2, 16, 8], f32>, !kiln.tensor<[8, 8], bf16>
 }
 
-// Per split: the matmul and its weight, the convolution and its weight, the attention.
+// Per split: the matmul and its weight, the convolutions and their weights / bias, the attention.
 // STATS: kiln-reduce-precision
 // STATS-NEXT: (1) weights converted
 // STATS-NEXT: (1) contractions in bf16
 // STATS: kiln-reduce-precision
-// STATS-NEXT: (1) weights converted
+// STATS-NEXT: (3) weights converted
+// STATS-NEXT: (1) contractions in bf16
 // STATS-NEXT: (1) ops on bf16-rounded inputs
 // STATS: kiln-reduce-precision
 // STATS-NEXT: (1) ops on bf16-rounded inputs

@@ -63,6 +63,29 @@ func.func @conv$bf16(%x: !kiln.tensor<["N", 3, 8, 8], bf16>, %w: !kiln.tensor<[4
   return %0 : !kiln.tensor<["N", 4, 6, 6], bf16>
 }
 
+// Chosen for native.conv2d_lowp (kiln-select-kernels): the im2col product is
+// the placeholder (library_call, the op's attributes and dtypes) that
+// kiln-cpu-lowp-gemm turns into kiln_lowp_gemm calls.
+// CHECK-LABEL: func.func @conv$bf16_chosen(
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<?x3x8x8xbf16>) outs(%{{.*}} : tensor<?x3x3x3x6x6xbf16>) attrs =  {kiln.call_part = "im2col"}
+// CHECK: linalg.generic {{.*}}library_call = "native.conv2d_lowp"} ins(%{{.*}}, %{{.*}} : tensor<4x27xbf16>, tensor<?x27x36xbf16>) outs(%{{.*}} : tensor<?x4x36xf32>) attrs =  {kiln.call_attrs = {{.*}}, kiln.call_dtypes = ["bf16", "bf16", "bf16"]}
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+func.func @conv$bf16_chosen(%x: !kiln.tensor<["N", 3, 8, 8], bf16>, %w: !kiln.tensor<[4, 3, 3, 3], bf16>) -> !kiln.tensor<["N", 4, 6, 6], bf16> {
+  %0 = "kiln.conv2d"(%x, %w) {kiln.impl = "native.conv2d_lowp", strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["N", 3, 8, 8], bf16>, !kiln.tensor<[4, 3, 3, 3], bf16>) -> !kiln.tensor<["N", 4, 6, 6], bf16>
+  return %0 : !kiln.tensor<["N", 4, 6, 6], bf16>
+}
+
+// A pointwise convolution at stride 1 has no im2col copy: the product reads
+// the input itself, reshaped to [N, C, H * W].
+// CHECK-LABEL: func.func @conv$bf16_pointwise(
+// CHECK-NOT: kiln.call_part = "im2col"
+// CHECK: %[[X:.*]] = tensor.reshape %{{.*}}(%{{.*}}) : (tensor<?x3x8x8xbf16>, tensor<3xi64>) -> tensor<?x3x64xbf16>
+// CHECK: linalg.generic {{.*}}library_call = "native.conv2d_lowp"} ins(%{{.*}}, %[[X]] : tensor<4x3xbf16>, tensor<?x3x64xbf16>) outs(%{{.*}} : tensor<?x4x64xf32>)
+func.func @conv$bf16_pointwise(%x: !kiln.tensor<["N", 3, 8, 8], bf16>, %w: !kiln.tensor<[4, 3, 1, 1], bf16>) -> !kiln.tensor<["N", 4, 8, 8], bf16> {
+  %0 = "kiln.conv2d"(%x, %w) {kiln.impl = "native.conv2d_lowp", operandSegmentSizes = array<i32: 1, 1, 0>} : (!kiln.tensor<["N", 3, 8, 8], bf16>, !kiln.tensor<[4, 3, 1, 1], bf16>) -> !kiln.tensor<["N", 4, 8, 8], bf16>
+  return %0 : !kiln.tensor<["N", 4, 8, 8], bf16>
+}
+
 // A depthwise f16 convolution (the grouped form) sums in f32 too.
 // CHECK-LABEL: func.func @conv$f16_depthwise(
 // CHECK: iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]

@@ -142,6 +142,8 @@ def test_precision_bf16_matches_fp32(name):
     assert products and all(k["precision"] == "bf16" for k in products)
     matmuls = [k for k in kernels if "kiln.matmul" in k["ops"]]  # chosen on kiln IR: kiln_lowp_gemm
     assert all("native.matmul_lowp" in (k["impl"] or "").split("+") for k in matmuls), matmuls
+    convs = [k for k in kernels if "kiln.conv2d" in k["ops"]]  # one group: the same GEMM on the im2col
+    assert all("native.conv2d_lowp" in (k["impl"] or "").split("+") for k in convs), convs
     assert all(k["precision"] in (None, "f32") for k in fp32.report()["kernels"])
     assert "[bf16]" in str(bf16.report())
 
@@ -203,7 +205,8 @@ def test_native_gemm_shapes(amx, monkeypatch):
             lowp_gemm.force_generic(generic)
             for dt in (0, 1):
                 for m, n, k, tb, beta in ((1, 1, 1, 0, 0.0), (7, 33, 17, 0, 1.0), (70, 64, 64, 1, 0.0),
-                                          (9, 100, 31, 1, 1.0), (96, 64, 96, 0, 1.0)):
+                                          (9, 100, 31, 1, 1.0), (96, 64, 96, 0, 1.0),
+                                          (5, 300, 301, 0, 1.0)):  # B packed on the pool (a conv's im2col)
                     a = narrow[dt](rng.standard_normal((m, k)).astype(np.float32))
                     b = narrow[dt](rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32))
                     c0 = rng.standard_normal((m, n)).astype(np.float32)

@@ -138,6 +138,11 @@ CASES: dict[str, list[tuple[str, list[str], str, str, str | None]]] = {
         ("kiln.attention", ['["B", 2, 7, 8], f32', '["B", 2, 9, 8], f32', '["B", 2, 9, 8], f32', '["B", 1, 7, 9], f32'],
          "{scale = 0.25 : f64, operandSegmentSizes = array<i32: 1, 1, 1, 1>}", R(4, F), None),
         ("kiln.matmul", ['["B", 5, 16], f16', "[16, 24], f16"], "", R(3, "f16"), None),  # native.matmul_lowp
+        ("kiln.conv2d", ['["B", 3, 9, 9], f16', "[5, 3, 3, 3], f16", "[5], f16"],
+         "{strides = array<i64: 2, 1>, pads = array<i64: 1, 0, 2, 1>, dilations = array<i64: 1, 2>, "
+         "operandSegmentSizes = array<i32: 1, 1, 1>}", R(4, "f16"), None),  # native.conv2d_lowp: an im2col copy
+        ("kiln.conv2d", ['["B", 3, 8, 8], f16', "[5, 3, 1, 1], f16"], "{operandSegmentSizes = array<i32: 1, 1, 0>}",
+         R(4, "f16"), None),  # native.conv2d_lowp: pointwise, the input read in place
         ("kiln.packed_attention", ['["B", 5, 24], f32'], "{causal = true, heads = 2 : i64}", R(3, F), None),
     ],
     "quant": [
