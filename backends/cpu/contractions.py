@@ -29,6 +29,7 @@ from .library import (
     enabled,
     function_names,
     gemm_of,
+    index_value,
     insert_helpers,
     is_gemm_placeholder,
     native_enabled,
@@ -39,13 +40,6 @@ from .library import (
 )
 
 __all__ = ["CpuLibrary", "rewrite_contractions"]
-
-
-def _index_value(v):
-    """``v`` (an int or an index value) as an index value at the current insertion point."""
-    from ..._mlir import arith
-
-    return arith.ConstantOp(ir.IndexType.get(), v).result if isinstance(v, int) else v
 
 
 def rewrite_contractions(module) -> int:
@@ -150,7 +144,7 @@ def rewrite_contractions(module) -> int:
     for name, g, fill, args, dead in calls:
         if name is not None:  # (None: the first of a pair, whose call the second's makes)
             with ir.InsertionPoint(g.op), g.op.location:
-                func.CallOp([], ir.FlatSymbolRefAttr.get(name), [_index_value(a) for a in args])
+                func.CallOp([], ir.FlatSymbolRefAttr.get(name), [index_value(a) for a in args])
         g.op.erase()
         for op in dead:  # users first: the reshape and deallocs, the copy, then the buffer
             op.erase()

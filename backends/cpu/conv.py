@@ -52,11 +52,12 @@ def _geometry(g) -> tuple[list[int], list[int], list[int]]:
     return tuple(list(ir.DenseI64ArrayAttr(attrs[k])) for k in ("strides", "dilations", "pads"))
 
 
-def match_im2col(g) -> Im2col | None:
+def match_im2col(g, element: str = "f32") -> Im2col | None:
     """The im2col copy behind ``g``'s B when ``g`` (the placeholder of a
     chosen convolution) is ``out[n, f, p] += w[f, k] * col[n, k, p]`` with
     ``col`` a reshape of a buffer that only the convolution's im2col part
-    writes and only this product reads, as the call takes it."""
+    writes and only this product reads, as the call takes it (its input of
+    ``element`` type)."""
     if CALL_ATTRS not in g.op.attributes:
         return None
     ma, mb, mc = g.maps
@@ -83,7 +84,7 @@ def match_im2col(g) -> Im2col | None:
     if copy is None or copy.block != g.op.block:
         return None
     ct = ir.MemRefType(col.type)
-    if ct.rank != 6 or not contiguous_f32(copy.operands[0], 4):
+    if ct.rank != 6 or not contiguous_f32(copy.operands[0], 4, element):
         return None
     if any(ir.ShapedType.is_dynamic_size(d) for d in ct.shape[2:4]):
         return None
@@ -92,7 +93,7 @@ def match_im2col(g) -> Im2col | None:
     sizes = [next(dynamic) if ir.ShapedType.is_dynamic_size(d) else d for d in ct.shape]
     x, dead = copy.operands[0], dead + [copy, alloc]
     if any(pads):
-        padded = _zero_pad_source(x)
+        padded = _zero_pad_source(x, element)
         if padded is None:
             return None
         x, pad_dead = padded
@@ -412,7 +413,7 @@ def _users_of(v) -> list:
     return [op_of(u.owner) for u in v.uses]
 
 
-def _zero_pad_source(x):
+def _zero_pad_source(x, element: str = "f32"):
     """``(source, dead ops)`` when the buffer ``x`` is written by a chosen
     convolution's zero-padding part (``kiln.call_part = "pad"``) from
     ``source`` and read only by the im2col copy."""
@@ -430,7 +431,7 @@ def _zero_pad_source(x):
     if pad is None or readers != 1:
         return None
     source = loaded_memref(pad)
-    if source is None or not contiguous_f32(source, 4):
+    if source is None or not contiguous_f32(source, 4, element):
         return None
     return source, [pad, *dead, alloc]
 

@@ -349,14 +349,21 @@ def add_slot(add, slot: str | None, suffix: str = "", indent: str = "  ") -> Non
     add(f"{indent}%slot{suffix} = arith.index_cast %slotq{suffix} : index to i64")
 
 
-def contiguous_f32(value, rank: int | None = None) -> bool:
-    """Whether ``value`` is an f32 memref with the identity layout (of
-    ``rank`` dims, when given): what the native calls take."""
+def index_value(v):
+    """``v`` (an int or an index value) as an index value at the current insertion point."""
+    from ..._mlir import arith
+
+    return arith.ConstantOp(ir.IndexType.get(), v).result if isinstance(v, int) else v
+
+
+def contiguous_f32(value, rank: int | None = None, element: str = "f32") -> bool:
+    """Whether ``value`` is an f32 (or ``element``) memref with the identity
+    layout (of ``rank`` dims, when given): what the native calls take."""
     try:
         t = ir.MemRefType(value.type)
     except (ValueError, TypeError):  # a tensor, a scalar
         return False
-    return (rank is None or t.rank == rank) and str(t.element_type) == "f32" and _is_contiguous(t)
+    return (rank is None or t.rank == rank) and str(t.element_type) == element and _is_contiguous(t)
 
 
 class _Gemm:

@@ -48,6 +48,7 @@ import logging
 from ..._mlir import ir
 from ...conversions.kiln_to_linalg.library_call import CALL_ATTRS, CALL_DTYPES
 from ...pipelines.registry import Option, Pass, register_pass
+from .conv import add_input_dims, match_im2col
 from .library import (
     FREE_PACKED,
     RELEASE,
@@ -56,11 +57,13 @@ from .library import (
     _release_text,
     _zero_fill_before,
     add_address,
+    add_pointer,
     add_slot,
     batch_loops,
     enabled,
     function_names,
     gemm_sizes,
+    index_value,
     insert_helpers,
     placeholder_entry,
     pool_threads_line,
@@ -88,7 +91,11 @@ _W8_TYPES = "(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i64, i64, i
 _I8_TYPES = "(i64, i64, i64, i64, i64, i32, i64, i64, i32, i32, i32, i64, i64, i32, i64)"
 #: kiln_i8_gemm's flags: which operands are unsigned.
 _A_UNSIGNED, _B_UNSIGNED = 1, 2
+#: The native 16-bit convolution: the im2col gathered into the GEMM's panels (runtime/native/kiln_lowp.c).
+LOWP_CONV = "kiln_lowp_conv2d"
+_CONV_TYPES = f"({', '.join(['i64'] * 17)}, f32, i64, i32, i32)"
 _DECL = (f"func.func private @{LOWP_GEMM}(i64, i64, i64, i64, i64, i64, i64, i32, f32, i64, i64, i32, i32, i64)\n"
+         f"func.func private @{LOWP_CONV}{_CONV_TYPES}\n"
          f"func.func private @{W8_GEMM}{_W8_TYPES}\n"
          f"func.func private @{I8_GEMM}{_I8_TYPES}\n"
          f"func.func private @{FREE_PACKED}(i64)")
@@ -292,6 +299,43 @@ def lowp_text(name: str, g: _LowpGemm, beta: float, slot: str | None) -> str:
     return "\n".join(lines)
 
 
+def lowp_conv_text(name: str, g: _LowpGemm, im, beta: float) -> str:
+    """The helper ``@name(W, X, Y, OH, OW)`` calling ``kiln_lowp_conv2d`` for
+    the convolution whose im2col product ``g`` is and whose im2col copy ``im``
+    (:func:`.conv.match_im2col`) the call gathers itself: ``W`` the weight
+    ``[M, C * KH * KW]``, ``X`` the unpadded input ``[N, C, H, W]``, ``Y`` the
+    f32 sums ``[N, M, OH * OW]``."""
+    tw, tx, ty = (ir.MemRefType(v.type) for v in (g.a, im.x, g.c))
+    lines = [f"func.func private @{name}(%W: {tw}, %X: {tx}, %Y: {ty}, %OH: index, %OW: index) {{"]
+    add = lines.append
+    add_input_dims(add, tx)
+    add(f"  %Fx = memref.dim %Y, %i1 : {ty}")
+    for v in ("Nx", "Cx", "Hx", "Wdx", "Fx", "OH", "OW"):
+        add(f"  %{v}64 = arith.index_cast %{v} : index to i64")
+    for v, value in (("KH", im.kernel[0]), ("KW", im.kernel[1]), ("sh", im.strides[0]), ("sw", im.strides[1]),
+                     ("dh", im.dilations[0]), ("dw", im.dilations[1]), ("pt", im.pads[0]), ("pl", im.pads[1])):
+        add(f"  %{v} = arith.constant {value} : i64")
+    for tag, t in (("W", tw), ("X", tx), ("Y", ty)):
+        add_pointer(add, tag, t)
+    add(f"  %beta = arith.constant {beta:.1f} : f32")
+    add(f"  %dt = arith.constant {_DTYPES[g.dtype]} : i32")
+    add(pool_threads_line())
+    add(f"  func.call @{LOWP_CONV}(%Nx64, %Fx64, %Cx64, %Hx64, %Wdx64, %KH, %KW, %OH64, %OW64, %sh, %sw, %dh, %dw, "
+        f"%pt, %pl, %pX, %pW, %beta, %pY, %dt, %nthr) : {_CONV_TYPES} -> ()")
+    add("  return")
+    add("}")
+    return "\n".join(lines)
+
+
+def _conv_im2col(g: _LowpGemm):
+    """The im2col copy a 16-bit convolution's product ``g`` reads, when the
+    native convolution can gather it itself (contiguous weight and output),
+    else None (a pointwise convolution reads its input in place: the GEMM)."""
+    if placeholder_entry(g.op) != "native.conv2d_lowp" or not _is_contiguous(ir.MemRefType(g.a.type)):
+        return None
+    return match_im2col(g, g.dtype)
+
+
 def rewrite_lowp_contractions(module) -> int:
     """Replace every contraction placeholder of :data:`ENTRIES` in ``module``
     (bufferized) with a call of its native kernel; the count.  One the
@@ -339,12 +383,17 @@ def rewrite_lowp_contractions(module) -> int:
     for i, g in enumerate(found):
         name = unique_name(f"kiln_lowp_gemm_{i}", names)
         fill = _zero_fill_before(g.op, g.c)
+        im = _conv_im2col(g)
+        if im is not None:  # the call gathers the im2col (and the padding) itself: the copy goes
+            texts.append(lowp_conv_text(name, g, im, 0.0 if fill is not None else 1.0))
+            calls.append((name, g, fill, [g.a, im.x, g.c, im.oh, im.ow], im.dead))
+            continue
         slot = None
         if g.dtype != "i8" and is_weight(g.b):  # int8 rows are read as they are
             slot = unique_name(f"kiln_lowp_pack_{i}", names)
             slots.append(slot)
         texts.append(lowp_text(name, g, 0.0 if fill is not None else 1.0, slot))
-        calls.append((name, g, fill))
+        calls.append((name, g, fill, g.operands, []))
     release = None
     if slots:
         if RELEASE in names:  # the f32 products' release function calls this one as well
@@ -356,10 +405,12 @@ def rewrite_lowp_contractions(module) -> int:
     _drop_repeated_declarations(body)
     if release is not None:
         _call_from_release(body, release)
-    for name, g, fill in calls:
+    for name, g, fill, args, dead in calls:
         with ir.InsertionPoint(g.op), g.op.location:
-            func.CallOp([], ir.FlatSymbolRefAttr.get(name), g.operands)
+            func.CallOp([], ir.FlatSymbolRefAttr.get(name), [index_value(a) for a in args])
         g.op.erase()
+        for op in dead:  # users first: the reshape and deallocs, the copy, then the buffer
+            op.erase()
         if fill is not None:
             fill.erase()
     return len(calls)

@@ -377,6 +377,21 @@ static void lp_task(void *ctx, int64_t lo, int64_t hi) {
 #endif
 }
 
+/* The product of A [M, K] (row-major, lda) and the packed B (np panels of
+ * lp_pairs(K) pair rows) into C [M, N] (ldc) on `threads` of the pool. */
+static void lp_run(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *P, float beta,
+                   float *C, int64_t ldc, int32_t dtype, int32_t threads) {
+  int64_t np = lp_panels(N);
+  int dp = dtype == LP_BF16 && kiln_lowp_uses_dp();
+  lp_args g = {M, N, K, lda, ldc, np, A, P, C, beta, dtype, dp,
+               dp && K % 32 == 0 && M >= 32 && kiln_lowp_uses_amx()};
+  int64_t tasks = (M + LP_MB - 1) / LP_MB * np;
+  if (threads <= 1 || tasks == 1)
+    lp_task(&g, 0, tasks);
+  else
+    kiln_parallel_for(lp_task, &g, tasks, kiln_parts(tasks, threads));
+}
+
 /* C (f32, ldc) = A B + beta C for 16-bit A and B (dtype 0 bf16, 1 f16; B
  * [K, N], or [N, K] when tb), on `threads` of the pool; `slot` holds B packed
  * once when it is a constant (0: packed per call). */
@@ -398,13 +413,93 @@ void kiln_lowp_gemm(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int
       lp_pack_call(own, (const uint16_t *)B, K, N, ldb, threads);
     P = own;
   }
-  int dp = dtype == LP_BF16 && kiln_lowp_uses_dp();
-  lp_args g = {M, N, K, lda, ldc, np, (const uint16_t *)A, P, (float *)C, beta, dtype, dp,
-               dp && K % 32 == 0 && M >= 32 && kiln_lowp_uses_amx()};
-  int64_t tasks = (M + LP_MB - 1) / LP_MB * np;
-  if (threads <= 1 || tasks == 1)
-    lp_task(&g, 0, tasks);
-  else
-    kiln_parallel_for(lp_task, &g, tasks, kiln_parts(tasks, threads));
+  lp_run(M, N, K, (const uint16_t *)A, lda, P, beta, (float *)C, ldc, dtype, threads);
   if (own) kiln_free(own);
+}
+
+/* ---------------------------------------------------- 16-bit convolution
+ *
+ * kiln_lowp_conv2d: per image, the im2col of a 16-bit NCHW input (rows k =
+ * (c, kh, kw), columns p = (oh, ow)) gathered straight into the pair panels
+ * lp_pack would make of it -- the zero padding read as 0, no padded copy and
+ * no im2col buffer -- then the weight [M, K] times it as kiln_lowp_gemm. */
+typedef struct {
+  const uint16_t *x; /* one image [C][H][W] */
+  uint16_t *dst;     /* the packed panels */
+  int64_t C, H, W, KH, KW, sh, sw, dh, dw, pt, pl, OW, N, K;
+} lp_gather_args;
+
+/* Rows [k, k + 2) of the im2col over the panel's columns [n0, n0 + nr): each
+ * row's 32 values (0 past nr, past K and in the padding) into row[h]. */
+static void lp_gather_pair(const lp_gather_args *g, int64_t k, int64_t n0, int64_t nr, uint16_t row[2][LP_NR]) {
+  for (int h = 0; h < 2; h++, k++) {
+    uint16_t *out = row[h];
+    memset(out, 0, LP_NR * sizeof(uint16_t));
+    if (k >= g->K) continue;
+    int64_t khw = g->KH * g->KW, c = k / khw, kh = k % khw / g->KW, kw = k % g->KW;
+    const uint16_t *xc = g->x + c * g->H * g->W;
+    int64_t dy = kh * g->dh - g->pt, dx = kw * g->dw - g->pl, sw = g->sw;
+    int64_t oh = n0 / g->OW, ow = n0 % g->OW;
+    for (int64_t j = 0; j < nr; oh++, ow = 0) { /* a run: the panel's outputs in one output row */
+      int64_t len = g->OW - ow < nr - j ? g->OW - ow : nr - j;
+      int64_t ih = oh * g->sh + dy, iw = ow * sw + dx;
+      if ((uint64_t)ih < (uint64_t)g->H) {
+        /* outputs t of the run read column iw + t * sw: inside the row for t in [lo, hi) */
+        int64_t lo = iw < 0 ? (-iw + sw - 1) / sw : 0, hi = iw < g->W ? (g->W - iw + sw - 1) / sw : 0;
+        if (hi > len) hi = len;
+        const uint16_t *xr = xc + ih * g->W + iw;
+        if (sw == 1) {
+          if (lo < hi) memcpy(out + j + lo, xr + lo, (size_t)(hi - lo) * sizeof(uint16_t));
+        } else {
+          for (int64_t t = lo; t < hi; t++) out[j + t] = xr[t * sw];
+        }
+      }
+      j += len;
+    }
+  }
+}
+
+/* Two rows of 32 as one pair row of the panel layout: (a[j], b[j]) for each j. */
+static void lp_interleave(const uint16_t a[LP_NR], const uint16_t b[LP_NR], uint16_t *dst) {
+  for (int j = 0; j < LP_NR; j++) {
+    dst[2 * j] = a[j];
+    dst[2 * j + 1] = b[j];
+  }
+}
+
+static void lp_gather_task(void *ctx, int64_t lo, int64_t hi) {
+  const lp_gather_args *g = ctx;
+  int64_t kh = lp_pairs(g->K);
+  uint16_t row[2][LP_NR];
+  for (int64_t p = lo; p < hi; p++) {
+    int64_t n0 = p * LP_NR, nr = g->N - n0 < LP_NR ? g->N - n0 : LP_NR;
+    uint16_t *panel = g->dst + p * kh * (2 * LP_NR);
+    for (int64_t kk = 0; kk < kh; kk++) {
+      lp_gather_pair(g, 2 * kk, n0, nr, row);
+      lp_interleave(row[0], row[1], panel + kk * (2 * LP_NR));
+    }
+  }
+}
+
+/* Y[n] (f32 [M, OH * OW]) = W [M, C * KH * KW] (16-bit, row-major) times the
+ * im2col of X[n] (16-bit [C, H, W], zero-padded by pt / pl at the top / left
+ * and as far as the output needs at the bottom / right) + beta Y[n], for
+ * each of the `batch` images; dtype 0 bf16, 1 f16. */
+void kiln_lowp_conv2d(int64_t batch, int64_t M, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW, int64_t OH,
+                      int64_t OW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl, int64_t X,
+                      int64_t Wt, float beta, int64_t Y, int32_t dtype, int32_t threads) {
+  int64_t N = OH * OW, K = C * KH * KW;
+  if (batch <= 0 || M <= 0 || N <= 0) return;
+  int64_t np = lp_panels(N), kh = lp_pairs(K);
+  uint16_t *P = kiln_alloc((size_t)(np * kh * 2 * LP_NR) * 2 + 64);
+  if (P == NULL) abort(); /* as the other kernels: no memory for scratch is fatal */
+  for (int64_t b = 0; b < batch; b++) {
+    lp_gather_args g = {(const uint16_t *)X + b * C * H * W, P, C, H, W, KH, KW, sh, sw, dh, dw, pt, pl, OW, N, K};
+    if (threads <= 1 || np < 2 || K * N < (1 << 14))
+      lp_gather_task(&g, 0, np);
+    else
+      kiln_parallel_for(lp_gather_task, &g, np, kiln_parts(np, threads));
+    lp_run(M, N, K, (const uint16_t *)Wt, K, P, beta, (float *)Y + b * M * N, N, dtype, threads);
+  }
+  kiln_free(P);
 }

@@ -90,6 +90,122 @@ func.func @conv(%col: memref<?x27x36xbf16>, %w: memref<4x27xbf16>, %y: memref<?x
 
 // -----
 
+// A bf16 convolution chosen for native.conv2d_lowp, lowered with its parts
+// (zero padding, bias init, im2col copy: kiln.call_part) and the im2col
+// product as the placeholder: one kiln_lowp_conv2d call that gathers the
+// im2col itself (pads 1/1, stride 2 from kiln.call_attrs, dtype 0, beta 1
+// since the bias init stays), the input read unpadded; the pad and im2col
+// copies and their buffers are gone.  Without the native runtime all stays.
+// CHECK: func.func private @kiln_lowp_conv2d(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i64, i32, i32)
+// CHECK-LABEL: func.func private @kiln_lowp_gemm_0(
+// CHECK-SAME: %{{.*}}: memref<3x18xbf16>, %{{.*}}: memref<?x2x5x5xbf16>, %{{.*}}: memref<?x3x9xf32>, %{{.*}}: index, %{{.*}}: index)
+// CHECK: %[[KH:.*]] = arith.constant 3 : i64
+// CHECK-NEXT: %[[KW:.*]] = arith.constant 3 : i64
+// CHECK-NEXT: %[[SH:.*]] = arith.constant 2 : i64
+// CHECK-NEXT: %[[SW:.*]] = arith.constant 2 : i64
+// CHECK-NEXT: %[[DH:.*]] = arith.constant 1 : i64
+// CHECK-NEXT: %[[DW:.*]] = arith.constant 1 : i64
+// CHECK-NEXT: %[[PT:.*]] = arith.constant 1 : i64
+// CHECK-NEXT: %[[PL:.*]] = arith.constant 1 : i64
+// CHECK: %[[BETA:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK: %[[DT:.*]] = arith.constant 0 : i32
+// CHECK: call @kiln_lowp_conv2d(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[KH]], %[[KW]], %{{.*}}, %{{.*}}, %[[SH]], %[[SW]], %[[DH]], %[[DW]], %[[PT]], %[[PL]], %{{.*}}, %{{.*}}, %[[BETA]], %{{.*}}, %[[DT]], %{{.*}})
+// CHECK-LABEL: func.func @conv_im2col(
+// CHECK-NOT: kiln.call_part = "pad"
+// CHECK-NOT: kiln.call_part = "im2col"
+// CHECK: call @kiln_lowp_gemm_0(%{{.*}}, %arg0, %{{.*}}, %{{.*}}, %{{.*}}) : (memref<3x18xbf16>, memref<?x2x5x5xbf16>, memref<?x3x9xf32>, index, index) -> ()
+// CHECK-NOT: linalg.generic
+// CHECK: return
+// GEN-LABEL: func.func @conv_im2col(
+// GEN: kiln.call_part = "pad"
+// GEN: kiln.call_part = "im2col"
+// GEN-NOT: call @kiln_lowp_conv2d
+// GEN: linalg.generic
+#id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#ch = affine_map<(d0, d1, d2, d3) -> (d1)>
+#win = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d4 * 2 + d2, d5 * 2 + d3)>
+#id6 = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d4, d5)>
+#wm = affine_map<(d0, d1, d2, d3) -> (d1, d3)>
+#cm = affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>
+#om = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+memref.global "private" constant @w : memref<3x2x3x3xbf16> = dense<1.0>
+memref.global "private" constant @b : memref<3xf32> = dense<0.5>
+memref.global "private" constant @wshape : memref<2xi64> = dense<[3, 18]>
+
+
+func.func @conv_im2col(%x: memref<?x2x5x5xbf16>, %y: memref<?x3x3x3xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %zero = arith.constant 0.0 : bf16
+  %n = memref.dim %x, %c0 : memref<?x2x5x5xbf16>
+  %n64 = arith.index_cast %n : index to i64
+  %padded = memref.alloc(%n) : memref<?x2x7x7xbf16>
+  linalg.generic {indexing_maps = [#id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      outs(%padded : memref<?x2x7x7xbf16>) attrs = {kiln.call_part = "pad"} {
+  ^bb0(%o: bf16):
+    %i0 = linalg.index 0 : index
+    %i1 = linalg.index 1 : index
+    %i2 = linalg.index 2 : index
+    %i3 = linalg.index 3 : index
+    %h = arith.subi %i2, %c1 : index
+    %w = arith.subi %i3, %c1 : index
+    %h0 = arith.maxsi %h, %c0 : index
+    %w0 = arith.maxsi %w, %c0 : index
+    %h1 = arith.minsi %h0, %c4 : index
+    %w1 = arith.minsi %w0, %c4 : index
+    %v = memref.load %x[%i0, %i1, %h1, %w1] : memref<?x2x5x5xbf16>
+    %in = arith.cmpi eq, %h, %h1 : index
+    %r = arith.select %in, %v, %zero : bf16
+    linalg.yield %r : bf16
+  }
+  %bias = memref.get_global @b : memref<3xf32>
+  linalg.generic {indexing_maps = [#ch, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%bias : memref<3xf32>) outs(%y : memref<?x3x3x3xf32>) attrs = {kiln.call_part = "init"} {
+  ^bb0(%i: f32, %o: f32):
+    linalg.yield %i : f32
+  }
+  %col = memref.alloc(%n) : memref<?x2x3x3x3x3xbf16>
+  linalg.generic {indexing_maps = [#win, #id6], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "parallel"]}
+      ins(%padded : memref<?x2x7x7xbf16>) outs(%col : memref<?x2x3x3x3x3xbf16>) attrs = {kiln.call_part = "im2col"} {
+  ^bb0(%i: bf16, %o: bf16):
+    linalg.yield %i : bf16
+  }
+  %cshape = memref.alloc() : memref<3xi64>
+  %c18 = arith.constant 18 : i64
+  %c9 = arith.constant 9 : i64
+  %c3 = arith.constant 3 : i64
+  memref.store %n64, %cshape[%c0] : memref<3xi64>
+  %c1i = arith.constant 1 : index
+  %c2i = arith.constant 2 : index
+  memref.store %c18, %cshape[%c1i] : memref<3xi64>
+  memref.store %c9, %cshape[%c2i] : memref<3xi64>
+  %col3 = memref.reshape %col(%cshape) : (memref<?x2x3x3x3x3xbf16>, memref<3xi64>) -> memref<?x18x9xbf16>
+  %wg = memref.get_global @w : memref<3x2x3x3xbf16>
+  %ws = memref.get_global @wshape : memref<2xi64>
+  %w2 = memref.reshape %wg(%ws) : (memref<3x2x3x3xbf16>, memref<2xi64>) -> memref<3x18xbf16>
+  %yshape = memref.alloc() : memref<3xi64>
+  memref.store %n64, %yshape[%c0] : memref<3xi64>
+  memref.store %c3, %yshape[%c1i] : memref<3xi64>
+  memref.store %c9, %yshape[%c2i] : memref<3xi64>
+  %y3 = memref.reshape %y(%yshape) : (memref<?x3x3x3xf32>, memref<3xi64>) -> memref<?x3x9xf32>
+  linalg.generic {indexing_maps = [#wm, #cm, #om], iterator_types = ["parallel", "parallel", "parallel", "reduction"], library_call = "native.conv2d_lowp",
+                  kiln.call_dtypes = ["bf16", "bf16", "f32", "bf16"], kiln.call_attrs = {dilations = array<i64: 1, 1>, groups = 1 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>}}
+      ins(%w2, %col3 : memref<3x18xbf16>, memref<?x18x9xbf16>) outs(%y3 : memref<?x3x9xf32>) {
+  ^bb0(%a: bf16, %b2: bf16, %acc: f32):
+    %ea = arith.extf %a : bf16 to f32
+    %eb = arith.extf %b2 : bf16 to f32
+    %0 = arith.mulf %ea, %eb : f32
+    %1 = arith.addf %acc, %0 : f32
+    linalg.yield %1 : f32
+  }
+  memref.dealloc %col : memref<?x2x3x3x3x3xbf16>
+  memref.dealloc %padded : memref<?x2x7x7xbf16>
+  return
+}
+
+// -----
+
 // Batched activations in f16 (attention scores: q [b, m, k] times k [b, n, k]):
 // a loop over the batch, B transposed (tb = 1), dtype 1 (f16), no slot (B
 // is no constant), beta 1 (no zero fill before: the product accumulates).

@@ -219,6 +219,47 @@ def test_native_gemm_shapes(amx, monkeypatch):
         lowp_gemm.force_generic(None)
 
 
+def test_native_conv_shapes():
+    """``kiln_lowp_conv2d`` (the im2col gathered into the GEMM's pair panels,
+    the padding read as 0) against a float64 convolution of the same bf16 /
+    f16 values: strides, dilations, asymmetric pads, odd C * KH * KW, partial
+    panels, two images, beta 0 and 1, on the generic and the default path."""
+    import ctypes
+
+    from kiln.runtime.blas import native_with_blas
+    from kiln.transforms.precision import bf16_bits
+
+    f = native_with_blas().kiln_lowp_conv2d
+    f.argtypes = [ctypes.c_int64] * 17 + [ctypes.c_float, ctypes.c_int64, ctypes.c_int32, ctypes.c_int32]
+    rng = np.random.default_rng(2)
+    widen = {0: lambda u: (u.astype(np.uint32) << 16).view(np.float32), 1: lambda u: u.view(np.float16)}
+    narrow = {0: bf16_bits, 1: lambda a: a.astype(np.float16).view(np.uint16)}
+    try:
+        for generic in (False, True):
+            lowp_gemm.force_generic(generic)
+            for dt in (0, 1):
+                # (N, C, H, W, M, KH, KW, stride, dilation, pads (top, left, bottom, right), beta)
+                for n, c, h, w, m, kh, kw, st, dil, pads, beta in (
+                        (2, 3, 9, 11, 5, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1), 0.0),
+                        (1, 4, 12, 10, 9, 3, 2, (2, 1), (1, 2), (1, 0, 2, 1), 1.0),
+                        (2, 8, 7, 7, 16, 1, 1, (2, 2), (1, 1), (0, 0, 0, 0), 0.0),
+                        (1, 5, 20, 20, 33, 7, 7, (2, 2), (1, 1), (3, 3, 3, 3), 1.0)):
+                    x = narrow[dt](rng.standard_normal((n, c, h, w)).astype(np.float32))
+                    wt = narrow[dt](rng.standard_normal((m, c, kh, kw)).astype(np.float32))
+                    xt = torch.from_numpy(widen[dt](x).astype(np.float64))
+                    xt = F.pad(xt, (pads[1], pads[3], pads[0], pads[2]))
+                    want = F.conv2d(xt, torch.from_numpy(widen[dt](wt).astype(np.float64)), stride=st,
+                                    dilation=dil).numpy()
+                    oh, ow = want.shape[2:]
+                    y0 = rng.standard_normal(want.shape).astype(np.float32)
+                    y = y0.copy()
+                    f(n, m, c, h, w, kh, kw, oh, ow, st[0], st[1], dil[0], dil[1], pads[0], pads[1], x.ctypes.data,
+                      wt.ctypes.data, beta, y.ctypes.data, dt, 2)
+                    np.testing.assert_allclose(y, want + beta * y0, rtol=1e-5, atol=1e-5 * np.sqrt(c * kh * kw))
+    finally:
+        lowp_gemm.force_generic(None)
+
+
 def test_precision_bf16_saves_and_loads(tmp_path):
     """A saved ``precision="bf16"`` model loads with the same results and its kernels' precision in the report."""
     ref, example, dyn = _case("mlp")
