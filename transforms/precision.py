@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._mlir import ir
-from ..dialects.kiln import CastOp, MatmulW8Op, create_op, tensor_info, tensor_type
+from ..dialects.kiln import CastOp, MatmulW8Op, TransposeOp, create_op, tensor_info, tensor_type
 from ..dialects.kiln.quant import EXACT_ATTR
 from ..errors import KilnError
 from ..pipelines.registry import Option, Pass, register_pass
@@ -279,6 +279,18 @@ class ReducePrecision(Pass):
             new = self._weight(value, rounded, bf16, f32)
             if new is not None:
                 return new
+        owner = value.owner
+        if (not rounded and isinstance(owner, (ir.Operation, ir.OpView)) and owner.name == "kiln.transpose"
+                and is_constant(owner.operands[0])):
+            # nn.Linear's W^T (kept a transpose for the product to read through its map): the
+            # weight itself in bf16, transposed as before -- a cast of it would run every call
+            # and leave the product no constant to pack once.
+            new = self._weight(owner.operands[0], False, bf16, f32)
+            if new is not None:
+                info = tensor_info(value.type)
+                t = create_op(TransposeOp, [new], attrs={"perm": owner.opview.attr("perm")},
+                              results=[tensor_type(info.dims, bf16)], ip=ip)
+                return t.result
         low = _cast(value, bf16, ip)
         return _cast(low, f32, ip) if rounded else low
 

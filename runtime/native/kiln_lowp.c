@@ -377,6 +377,16 @@ static void lp_task(void *ctx, int64_t lo, int64_t hi) {
 #endif
 }
 
+/* A per-call buffer of `bytes` (64-byte aligned) from the heap: kiln_alloc
+ * maps 2 MiB pages of its own from 2 MiB up, which the kernel zeroes on
+ * every call (a bf16 ResNet-50 spent 5% of its time in clear_page); freed
+ * heap memory stays resident (KILN_MALLOC_TUNE). */
+static void *lp_scratch(size_t bytes) {
+  void *p = aligned_alloc(64, (bytes + 127) / 64 * 64);
+  if (p == NULL) abort(); /* as the other kernels: no memory for scratch is fatal */
+  return p;
+}
+
 /* The product of A [M, K] (row-major, lda) and the packed B (np panels of
  * lp_pairs(K) pair rows) into C [M, N] (ldc) on `threads` of the pool. */
 static void lp_run(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *P, float beta,
@@ -405,8 +415,7 @@ void kiln_lowp_gemm(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int
                                                          (halves + 1) / 2, pack);
   uint16_t *own = NULL;
   if (P == NULL) {
-    own = kiln_alloc((size_t)halves * 2 + 64);
-    if (own == NULL) abort(); /* as the other kernels: no memory for scratch is fatal */
+    own = lp_scratch((size_t)halves * 2);
     if (tb)
       lp_pack(own, (const uint16_t *)B, K, N, ldb, 1);
     else
@@ -414,7 +423,7 @@ void kiln_lowp_gemm(int64_t M, int64_t N, int64_t K, int64_t A, int64_t lda, int
     P = own;
   }
   lp_run(M, N, K, (const uint16_t *)A, lda, P, beta, (float *)C, ldc, dtype, threads);
-  if (own) kiln_free(own);
+  free(own);
 }
 
 /* ---------------------------------------------------- 16-bit convolution
@@ -467,8 +476,7 @@ static void lp_interleave(const uint16_t a[LP_NR], const uint16_t b[LP_NR], uint
   }
 }
 
-static void lp_gather_task(void *ctx, int64_t lo, int64_t hi) {
-  const lp_gather_args *g = ctx;
+static void lp_gather_panels(const lp_gather_args *g, int64_t lo, int64_t hi) {
   int64_t kh = lp_pairs(g->K);
   uint16_t row[2][LP_NR];
   for (int64_t p = lo; p < hi; p++) {
@@ -481,6 +489,106 @@ static void lp_gather_task(void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
+#if defined(__x86_64__) && (__GNUC__ >= 10)
+/* A panel's columns as runs along output rows: run r covers columns
+ * [j0, j0 + len) of the panel, outputs (oh, ow .. ow + len) (before the
+ * kernel offsets: input row ih, column iw of its first output). */
+typedef struct {
+  int64_t j0, len, ih, iw;
+} lp_run_t;
+
+/* Row (c, kh, kw) of the im2col over a panel's runs, as one vector of 32:
+ * each run one masked load (stride 1) or two masked loads and a permute
+ * picking the even elements (stride 2); lanes in the padding or past the
+ * panel 0.  A masked load's address may lie before x: masked lanes do not
+ * fault. */
+static LP_PACK_TARGET __m512i lp_gather_vec(const lp_gather_args *g, const lp_run_t *runs, int nruns, int64_t c,
+                                            int64_t kh, int64_t kw, __m512i evens) {
+  __m512i v = _mm512_setzero_si512();
+  const uint16_t *xc = g->x + c * g->H * g->W;
+  int64_t dy = kh * g->dh, dx = kw * g->dw, sw = g->sw;
+  for (int r = 0; r < nruns; r++) {
+    const lp_run_t *u = &runs[r];
+    int64_t ih = u->ih + dy, iw = u->iw + dx;
+    if ((uint64_t)ih >= (uint64_t)g->H) continue;
+    int64_t lo = iw < 0 ? (-iw + sw - 1) / sw : 0, hi = iw < g->W ? (g->W - iw + sw - 1) / sw : 0;
+    if (hi > u->len) hi = u->len;
+    if (lo >= hi) continue;
+    __mmask32 lanes = (__mmask32)((((uint64_t)1 << (hi - lo)) - 1) << (u->j0 + lo));
+    const uint16_t *xr = xc + ih * g->W + iw; /* output t of the run reads xr[t * sw] */
+    if (sw == 1) {
+      v = _mm512_mask_loadu_epi16(v, lanes, xr - u->j0);
+    } else { /* sw == 2: lane j reads element 2j of the 64 from xr - 2 j0 */
+      const uint16_t *base = xr - 2 * u->j0;
+      uint64_t want = 0;
+      for (int64_t t = lo; t < hi; t++) want |= (uint64_t)1 << (2 * (u->j0 + t));
+      __m512i a = _mm512_maskz_loadu_epi16((__mmask32)want, base);
+      __m512i b = _mm512_maskz_loadu_epi16((__mmask32)(want >> 32), base + 32);
+      v = _mm512_mask_mov_epi16(v, lanes, _mm512_permutex2var_epi16(a, evens, b));
+    }
+  }
+  return v;
+}
+
+/* (c, kh, kw) of the im2col's next row. */
+static inline void lp_next_row(const lp_gather_args *g, int64_t *c, int64_t *kh, int64_t *kw) {
+  if (++*kw < g->KW) return;
+  *kw = 0;
+  if (++*kh < g->KH) return;
+  *kh = 0;
+  ++*c;
+}
+
+/* lp_gather_panels for strides 1 and 2 on AVX512-BW: the runs found once a
+ * panel, (c, kh, kw) stepped along K, each pair of rows interleaved in
+ * registers as lp_pack_kn_avx512 does. */
+static LP_PACK_TARGET void lp_gather_panels_avx512(const lp_gather_args *g, int64_t lo, int64_t hi) {
+  uint16_t lo_idx[32], hi_idx[32], ev_idx[32];
+  for (int i = 0; i < 32; i++) {
+    lo_idx[i] = (uint16_t)((i & 1) * 32 + i / 2);
+    hi_idx[i] = (uint16_t)(lo_idx[i] + 16);
+    ev_idx[i] = (uint16_t)(2 * i);
+  }
+  const __m512i ilo = _mm512_loadu_si512(lo_idx), ihi = _mm512_loadu_si512(hi_idx);
+  const __m512i evens = _mm512_loadu_si512(ev_idx);
+  int64_t kh2 = lp_pairs(g->K);
+  lp_run_t runs[LP_NR];
+  for (int64_t p = lo; p < hi; p++) {
+    int64_t n0 = p * LP_NR, nr = g->N - n0 < LP_NR ? g->N - n0 : LP_NR;
+    int nruns = 0;
+    for (int64_t j = 0, oh = n0 / g->OW, ow = n0 % g->OW; j < nr; oh++, ow = 0) {
+      int64_t len = g->OW - ow < nr - j ? g->OW - ow : nr - j;
+      runs[nruns++] = (lp_run_t){j, len, oh * g->sh - g->pt, ow * g->sw - g->pl};
+      j += len;
+    }
+    uint16_t *panel = g->dst + p * kh2 * (2 * LP_NR);
+    int64_t c = 0, kh = 0, kw = 0; /* row 2kk's (c, kh, kw), stepped */
+    for (int64_t kk = 0; kk < kh2; kk++) {
+      __m512i a = lp_gather_vec(g, runs, nruns, c, kh, kw, evens);
+      lp_next_row(g, &c, &kh, &kw);
+      __m512i b = _mm512_setzero_si512();
+      if (2 * kk + 1 < g->K) {
+        b = lp_gather_vec(g, runs, nruns, c, kh, kw, evens);
+        lp_next_row(g, &c, &kh, &kw);
+      }
+      _mm512_storeu_si512(panel + kk * (2 * LP_NR), _mm512_permutex2var_epi16(a, ilo, b));
+      _mm512_storeu_si512(panel + kk * (2 * LP_NR) + LP_NR, _mm512_permutex2var_epi16(a, ihi, b));
+    }
+  }
+}
+#endif
+
+static void lp_gather_task(void *ctx, int64_t lo, int64_t hi) {
+  const lp_gather_args *g = ctx;
+#if defined(__x86_64__) && (__GNUC__ >= 10)
+  if (g->sw <= 2 && lp_pack_vector()) {
+    lp_gather_panels_avx512(g, lo, hi);
+    return;
+  }
+#endif
+  lp_gather_panels(g, lo, hi);
+}
+
 /* Y[n] (f32 [M, OH * OW]) = W [M, C * KH * KW] (16-bit, row-major) times the
  * im2col of X[n] (16-bit [C, H, W], zero-padded by pt / pl at the top / left
  * and as far as the output needs at the bottom / right) + beta Y[n], for
@@ -491,8 +599,7 @@ void kiln_lowp_conv2d(int64_t batch, int64_t M, int64_t C, int64_t H, int64_t W,
   int64_t N = OH * OW, K = C * KH * KW;
   if (batch <= 0 || M <= 0 || N <= 0) return;
   int64_t np = lp_panels(N), kh = lp_pairs(K);
-  uint16_t *P = kiln_alloc((size_t)(np * kh * 2 * LP_NR) * 2 + 64);
-  if (P == NULL) abort(); /* as the other kernels: no memory for scratch is fatal */
+  uint16_t *P = lp_scratch((size_t)(np * kh * 2 * LP_NR) * 2);
   for (int64_t b = 0; b < batch; b++) {
     lp_gather_args g = {(const uint16_t *)X + b * C * H * W, P, C, H, W, KH, KW, sh, sw, dh, dw, pt, pl, OW, N, K};
     if (threads <= 1 || np < 2 || K * N < (1 << 14))
@@ -501,5 +608,5 @@ void kiln_lowp_conv2d(int64_t batch, int64_t M, int64_t C, int64_t H, int64_t W,
       kiln_parallel_for(lp_gather_task, &g, np, kiln_parts(np, threads));
     lp_run(M, N, K, (const uint16_t *)Wt, K, P, beta, (float *)Y + b * M * N, N, dtype, threads);
   }
-  kiln_free(P);
+  free(P);
 }

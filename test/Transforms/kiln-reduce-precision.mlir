@@ -25,6 +25,25 @@ func.func @matmul(%x: !kiln.tensor<["B", 2], f32>) -> !kiln.tensor<["B", 2], f32
 
 // -----
 
+// nn.Linear's weight read transposed (a kiln.transpose of the constant, kept
+// for the product to read through its map): the constant becomes bf16 and is
+// transposed as before -- no cast of the weight on every call.
+// CHECK-LABEL: func.func @linear
+// CHECK-DAG: %[[W:.*]] = "kiln.constant"() {value = dense<{{\[}}[1.000000e+00, 1.015630e+00], [-2.000000e+00, 3.000000e+00]]> : tensor<2x2xbf16>}
+// CHECK-DAG: %[[T:.*]] = "kiln.transpose"(%[[W]]) {perm = array<i64: 1, 0>} : (!kiln.tensor<[2, 2], bf16>) -> !kiln.tensor<[2, 2], bf16>
+// CHECK-DAG: %[[X:.*]] = "kiln.cast"(%arg0) : (!kiln.tensor<["B", 2], f32>) -> !kiln.tensor<["B", 2], bf16>
+// CHECK: "kiln.matmul"(%[[X]], %[[T]]) {kiln.precision = "bf16"}
+// CHECK-NOT: "kiln.cast"({{.*}}) : (!kiln.tensor<[2, 2], f32>)
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+func.func @linear(%x: !kiln.tensor<["B", 2], f32>) -> !kiln.tensor<["B", 2], f32> {
+  %w = "kiln.constant"() {value = dense<[[1.00390625, 1.01171875], [-2.0, 3.0]]> : tensor<2x2xf32>} : () -> !kiln.tensor<[2, 2], f32>
+  %t = "kiln.transpose"(%w) {perm = array<i64: 1, 0>} : (!kiln.tensor<[2, 2], f32>) -> !kiln.tensor<[2, 2], f32>
+  %0 = "kiln.matmul"(%x, %t) : (!kiln.tensor<["B", 2], f32>, !kiln.tensor<[2, 2], f32>) -> !kiln.tensor<["B", 2], f32>
+  return %0 : !kiln.tensor<["B", 2], f32>
+}
+
+// -----
+
 // A convolution of one group is a bf16 product like a matmul: its weight and
 // bias become bf16 constants (the bias summed into the f32 accumulator), the
 // activation a kiln.cast, its bf16 result cast back to f32.  A grouped
@@ -64,7 +83,10 @@ func.func @attention(%q: !kiln.tensor<["B", 2, 16, 8], f32>, %h: !kiln.tensor<[8
   return %a, %m : !kiln.tensor<["B", 2, 16, 8], f32>, !kiln.tensor<[8, 8], bf16>
 }
 
-// Per split: the matmul and its weight, the convolutions and their weights / bias, the attention.
+// Per split: the matmul and its weight, the transposed weight's, the convolutions and their weights / bias, the attention.
+// STATS: kiln-reduce-precision
+// STATS-NEXT: (1) weights converted
+// STATS-NEXT: (1) contractions in bf16
 // STATS: kiln-reduce-precision
 // STATS-NEXT: (1) weights converted
 // STATS-NEXT: (1) contractions in bf16

@@ -223,7 +223,9 @@ def test_native_conv_shapes():
     """``kiln_lowp_conv2d`` (the im2col gathered into the GEMM's pair panels,
     the padding read as 0) against a float64 convolution of the same bf16 /
     f16 values: strides, dilations, asymmetric pads, odd C * KH * KW, partial
-    panels, two images, beta 0 and 1, on the generic and the default path."""
+    panels, a panel's runs across output rows, two images, beta 0 and 1, on
+    the generic and the default path (the gather's vector path takes strides
+    1 and 2, the scalar one stride 3)."""
     import ctypes
 
     from kiln.runtime.blas import native_with_blas
@@ -243,7 +245,9 @@ def test_native_conv_shapes():
                         (2, 3, 9, 11, 5, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1), 0.0),
                         (1, 4, 12, 10, 9, 3, 2, (2, 1), (1, 2), (1, 0, 2, 1), 1.0),
                         (2, 8, 7, 7, 16, 1, 1, (2, 2), (1, 1), (0, 0, 0, 0), 0.0),
-                        (1, 5, 20, 20, 33, 7, 7, (2, 2), (1, 1), (3, 3, 3, 3), 1.0)):
+                        (1, 5, 20, 20, 33, 7, 7, (2, 2), (1, 1), (3, 3, 3, 3), 1.0),
+                        (1, 3, 11, 40, 4, 3, 3, (1, 2), (2, 1), (1, 2, 0, 1), 0.0),
+                        (2, 3, 10, 10, 4, 3, 3, (3, 3), (1, 1), (1, 1, 1, 1), 0.0)):  # stride 3: scalar
                     x = narrow[dt](rng.standard_normal((n, c, h, w)).astype(np.float32))
                     wt = narrow[dt](rng.standard_normal((m, c, kh, kw)).astype(np.float32))
                     xt = torch.from_numpy(widen[dt](x).astype(np.float64))
