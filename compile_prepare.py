@@ -54,6 +54,8 @@ def constant_tensor(op) -> torch.Tensor:
     """
     attr = op.operation.attributes["value"]
     t = ir.RankedTensorType(attr.type)
+    if str(t.element_type) == "bf16":
+        return _bf16_tensor(op, attr, tuple(t.shape))
     shape, dtype = tuple(t.shape), NUMPY_DTYPES[str(t.element_type)]
     if isinstance(attr, ir.DenseElementsAttr):
         if attr.is_splat:
@@ -66,6 +68,22 @@ def constant_tensor(op) -> torch.Tensor:
     with warnings.catch_warnings():  # read-only as numpy sees it: kernels only read constants
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         return torch.from_numpy(data)
+
+
+def _bf16_tensor(op, attr, shape) -> torch.Tensor:
+    """A bf16 constant's data as a ``torch.bfloat16`` tensor (numpy has no bf16): a blob's bits
+    viewed as bf16 without a copy; a small ``DenseElementsAttr`` through its values (exact in f32)."""
+    if isinstance(attr, ir.DenseElementsAttr):
+        if attr.is_splat:
+            splat = attr.get_splat_value()
+            return torch.full(shape, float(getattr(splat, "value", splat)), dtype=torch.bfloat16)
+        return torch.from_numpy(np.array(attr).astype(np.float32).reshape(shape)).to(torch.bfloat16)
+    data = resource_array(op.operation, shape, np.uint16) if str(attr).startswith("dense_resource<") else None
+    if data is None:
+        raise KilnError(f"cannot read the data of constant {str(attr)[:60]}")
+    with warnings.catch_warnings():  # read-only as numpy sees it: kernels only read constants
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(data).view(torch.bfloat16)
 
 
 def prepare(module, function: str, keep_text: bool = False) -> Prepared:

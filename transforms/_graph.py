@@ -108,10 +108,16 @@ def _elements(attr):
 def constant_nbytes(op) -> int | None:
     """Bytes of a ``kiln.constant``'s data (None for element types numpy lacks)."""
     _, t = _elements(op.operation.attributes["value"])
-    dt = numpy_dtype(t.element_type) if t is not None else None
-    if dt is None:
+    if t is None:
         return None
-    return int(np.prod(t.shape, dtype=np.int64)) * np.dtype(dt).itemsize
+    dt = numpy_dtype(t.element_type)
+    if dt is not None:
+        itemsize = np.dtype(dt).itemsize
+    elif isinstance(t.element_type, ir.FloatType):  # bf16 (numpy lacks it): its width
+        itemsize = ir.FloatType(t.element_type).width // 8
+    else:
+        return None
+    return int(np.prod(t.shape, dtype=np.int64)) * itemsize
 
 
 def constant_array(value_or_op, max_bytes: int | None = None) -> np.ndarray | None:

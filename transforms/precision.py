@@ -47,6 +47,7 @@ from ..dialects.kiln.quant import EXACT_ATTR
 from ..errors import KilnError
 from ..pipelines.registry import Option, Pass, register_pass
 from ._graph import block_ops, constant_array, functions, is_constant, make_constant
+from ._resources import register_resource
 
 __all__ = ["GROUP_SIZE", "PRECISIONS", "PRECISION_ATTR", "ReducePrecision", "bf16_bits", "check_precision", "int8_rows",
            "kernel_precisions", "with_precision"]
@@ -155,12 +156,27 @@ def int8_rows(weight: np.ndarray, group_size: int = GROUP_SIZE) -> tuple[np.ndar
 
 
 def _constant(array: np.ndarray, element_type: ir.Type, bits: bool, ip) -> ir.Value:
-    """A ``kiln.constant`` of ``array`` as ``element_type`` (``bits``: ``array`` holds bf16 bit patterns)."""
+    """A ``kiln.constant`` of ``array`` as ``element_type`` (``bits``: ``array`` holds bf16 bit patterns).
+
+    bf16 data is a ``dense_resource`` blob of the bits (a splat a splat), as the frontends'
+    weights: kiln-partition passes it to the kernels as a weight past its ``inline-limit`` (one
+    buffer the runtime reads without a copy -- the bindings cannot read a bf16
+    ``DenseElementsAttr`` back --, a packing slot, identical layers compiled once) instead of
+    copying it into each kernel."""
     from ..dialects.kiln import ConstantOp
 
     shape = list(array.shape)
-    attr = ir.DenseElementsAttr.get(np.ascontiguousarray(array), type=element_type, shape=shape) if bits else \
-        ir.DenseElementsAttr.get(np.ascontiguousarray(array, dtype=np.float32), type=element_type, shape=shape)
+    if not bits:
+        return make_constant(np.ascontiguousarray(array, dtype=np.float32), element_type, ip=ip)
+    data = np.array(array, dtype=np.uint16, order="C", copy=True)
+    ttype = ir.RankedTensorType.get(shape, element_type)
+    if data.size and (data == data.flat[0]).all():
+        value = (np.uint32(data.flat[0]) << np.uint32(16)).view(np.float32)
+        attr = ir.DenseElementsAttr.get_splat(ttype, ir.FloatAttr.get(element_type, float(value)))
+    else:
+        data.flags.writeable = False
+        attr = ir.DenseResourceElementsAttr.get_from_buffer(data, "kiln_constant", ttype)
+        register_resource(attr, data)
     return create_op(ConstantOp, attrs={"value": attr}, ip=ip).result
 
 

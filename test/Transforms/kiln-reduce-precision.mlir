@@ -4,16 +4,19 @@
 
 "kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
 
-// A matmul reads bf16: the constant weight becomes a bf16 constant now
-// (1.00390625 is halfway between two bf16 values: to nearest even, 1.0;
-// 1.01171875 rounds up to 1.015625), the activation a kiln.cast; its bf16
-// result is cast back to f32 for the add.  Inputs and outputs stay f32.
+// A matmul reads bf16: the constant weight becomes a bf16 constant now, a
+// dense_resource blob of its bits (the runtime reads it as a weight), here
+// 1.0, 1.015625, -2.0, 3.0 as little-endian bf16 after the 4-byte alignment
+// prefix (1.00390625 is halfway between two bf16 values: to nearest even,
+// 1.0; 1.01171875 rounds up to 1.015625); the activation a kiln.cast; its
+// bf16 result is cast back to f32 for the add.  Inputs and outputs stay f32.
 // CHECK-LABEL: func.func @matmul
-// CHECK-DAG: %[[W:.*]] = "kiln.constant"() {value = dense<{{\[}}[1.000000e+00, 1.015630e+00], [-2.000000e+00, 3.000000e+00]]> : tensor<2x2xbf16>} : () -> !kiln.tensor<[2, 2], bf16>
+// CHECK-DAG: %[[W:.*]] = "kiln.constant"() {value = dense_resource<[[BLOB:kiln_constant.*]]> : tensor<2x2xbf16>} : () -> !kiln.tensor<[2, 2], bf16>
 // CHECK-DAG: %[[X:.*]] = "kiln.cast"(%arg0) : (!kiln.tensor<["B", 2], f32>) -> !kiln.tensor<["B", 2], bf16>
 // CHECK: %[[P:.*]] = "kiln.matmul"(%[[X]], %[[W]]) {kiln.precision = "bf16"} : (!kiln.tensor<["B", 2], bf16>, !kiln.tensor<[2, 2], bf16>) -> !kiln.tensor<["B", 2], bf16>
 // CHECK: %[[F:.*]] = "kiln.cast"(%[[P]]) : (!kiln.tensor<["B", 2], bf16>) -> !kiln.tensor<["B", 2], f32>
 // CHECK: "kiln.add"(%[[F]], %arg0)
+// CHECK: [[BLOB]]: "0x02000000803F823F00C04040"
 // FP32-LABEL: func.func @matmul
 // FP32: "kiln.matmul"(%arg0, %{{.*}}) : (!kiln.tensor<["B", 2], f32>, !kiln.tensor<[2, 2], f32>) -> !kiln.tensor<["B", 2], f32>
 func.func @matmul(%x: !kiln.tensor<["B", 2], f32>) -> !kiln.tensor<["B", 2], f32> {
@@ -29,11 +32,12 @@ func.func @matmul(%x: !kiln.tensor<["B", 2], f32>) -> !kiln.tensor<["B", 2], f32
 // for the product to read through its map): the constant becomes bf16 and is
 // transposed as before -- no cast of the weight on every call.
 // CHECK-LABEL: func.func @linear
-// CHECK-DAG: %[[W:.*]] = "kiln.constant"() {value = dense<{{\[}}[1.000000e+00, 1.015630e+00], [-2.000000e+00, 3.000000e+00]]> : tensor<2x2xbf16>}
+// CHECK-DAG: %[[W:.*]] = "kiln.constant"() {value = dense_resource<[[BLOB:kiln_constant.*]]> : tensor<2x2xbf16>}
 // CHECK-DAG: %[[T:.*]] = "kiln.transpose"(%[[W]]) {perm = array<i64: 1, 0>} : (!kiln.tensor<[2, 2], bf16>) -> !kiln.tensor<[2, 2], bf16>
 // CHECK-DAG: %[[X:.*]] = "kiln.cast"(%arg0) : (!kiln.tensor<["B", 2], f32>) -> !kiln.tensor<["B", 2], bf16>
 // CHECK: "kiln.matmul"(%[[X]], %[[T]]) {kiln.precision = "bf16"}
 // CHECK-NOT: "kiln.cast"({{.*}}) : (!kiln.tensor<[2, 2], f32>)
+// CHECK: [[BLOB]]: "0x02000000803F823F00C04040"
 "kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
 func.func @linear(%x: !kiln.tensor<["B", 2], f32>) -> !kiln.tensor<["B", 2], f32> {
   %w = "kiln.constant"() {value = dense<[[1.00390625, 1.01171875], [-2.0, 3.0]]> : tensor<2x2xf32>} : () -> !kiln.tensor<[2, 2], f32>
