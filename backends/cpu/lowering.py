@@ -25,6 +25,7 @@ STAGES = (
     "kiln-cpu-library-calls",
     "kiln-cpu-library",
     "kiln-cpu-lowp-gemm",
+    "kiln-cpu-flatten-elementwise",
     "kiln-cpu-to-llvm",
 )
 

@@ -25,7 +25,10 @@ Each stage is a registered kiln pass, so ``kiln-opt --pass-pipeline`` and
    convolutions chosen there to OpenBLAS / the native GEMMs
    (:mod:`.contractions`), and ``kiln-cpu-lowp-gemm`` the bf16 / f16,
    int8-weight and integer ones to the native low-precision GEMMs.
-5. ``kiln-cpu-to-llvm``: loops → cf → LLVM dialect (math through libm where
+5. ``kiln-cpu-flatten-elementwise``: elementwise generics over contiguous
+   buffers of one shape as one loop over rank-1 views (:mod:`.flatten`), so
+   LLVM vectorizes one long loop rather than a nest over a short last dim.
+6. ``kiln-cpu-to-llvm``: loops → cf → LLVM dialect (math through libm where
    LLVM has no intrinsic; bf16 rounding as integer ops, which needs no
    runtime library); a placeholder left over is an error.
 
@@ -511,7 +514,7 @@ def _refuse_placeholders(module) -> None:
 
 #: The CPU stages in order (names of registered passes).
 STAGES = ("kiln-cpu-prepare", "kiln-cpu-vectorize", "kiln-cpu-bufferize", "kiln-cpu-library-calls", "kiln-cpu-library",
-          "kiln-cpu-lowp-gemm", "kiln-cpu-to-llvm")
+          "kiln-cpu-lowp-gemm", "kiln-cpu-flatten-elementwise", "kiln-cpu-to-llvm")
 
 
 @register_pass
@@ -528,9 +531,11 @@ class CpuLower(Pass):
         bufferize(module)
         from .calls import lower_library_calls
         from .contractions import CpuLibrary  # matrix products as OpenBLAS sgemm calls
+        from .flatten import CpuFlattenElementwise
         from .lowp_gemm import CpuLowpGemm
 
         lower_library_calls(module)  # the library kernels kiln-select-kernels chose
         CpuLibrary().run(module)
         CpuLowpGemm().run(module)  # (it needs kiln-cpu-library's release function first)
+        CpuFlattenElementwise().run(module)
         CpuToLLVM().run(module)

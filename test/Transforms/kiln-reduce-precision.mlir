@@ -75,6 +75,36 @@ func.func @conv(%x: !kiln.tensor<["N", 1, 4, 4], f32>) -> !kiln.tensor<["N", 2, 
 
 // -----
 
+// A ReLU between two bf16 products runs in bf16 (ReLU commutes with the
+// rounding; the widening is exact): no cast pair around it.  A ReLU whose
+// f32 result is also returned stays in f32.
+// CHECK-LABEL: func.func @relu_between
+// CHECK: %[[A:.*]] = "kiln.matmul"({{.*}}) {kiln.precision = "bf16"} : ({{.*}}) -> !kiln.tensor<["B", 2], bf16>
+// CHECK: %[[R:.*]] = "kiln.relu"(%[[A]]) : (!kiln.tensor<["B", 2], bf16>) -> !kiln.tensor<["B", 2], bf16>
+// CHECK-NOT: "kiln.cast"(%[[R]])
+// CHECK: "kiln.matmul"(%[[R]], %{{.*}}) {kiln.precision = "bf16"}
+// CHECK-LABEL: func.func @relu_returned
+// CHECK: %[[A:.*]] = "kiln.matmul"({{.*}}) -> !kiln.tensor<["B", 2], bf16>
+// CHECK-NEXT: %[[F:.*]] = "kiln.cast"(%[[A]]) : (!kiln.tensor<["B", 2], bf16>) -> !kiln.tensor<["B", 2], f32>
+// CHECK-NEXT: "kiln.relu"(%[[F]]) : (!kiln.tensor<["B", 2], f32>) -> !kiln.tensor<["B", 2], f32>
+"kiln.symbol"() {sym_name = "B", min = 1 : i64, max = 64 : i64} : () -> ()
+func.func @relu_between(%x: !kiln.tensor<["B", 2], f32>) -> !kiln.tensor<["B", 2], f32> {
+  %w = "kiln.constant"() {value = dense<[[1.0, 2.0], [-2.0, 3.0]]> : tensor<2x2xf32>} : () -> !kiln.tensor<[2, 2], f32>
+  %0 = "kiln.matmul"(%x, %w) : (!kiln.tensor<["B", 2], f32>, !kiln.tensor<[2, 2], f32>) -> !kiln.tensor<["B", 2], f32>
+  %1 = "kiln.relu"(%0) : (!kiln.tensor<["B", 2], f32>) -> !kiln.tensor<["B", 2], f32>
+  %2 = "kiln.matmul"(%1, %w) : (!kiln.tensor<["B", 2], f32>, !kiln.tensor<[2, 2], f32>) -> !kiln.tensor<["B", 2], f32>
+  return %2 : !kiln.tensor<["B", 2], f32>
+}
+func.func @relu_returned(%x: !kiln.tensor<["B", 2], f32>) -> (!kiln.tensor<["B", 2], f32>, !kiln.tensor<["B", 2], f32>) {
+  %w = "kiln.constant"() {value = dense<[[1.0, 2.0], [-2.0, 3.0]]> : tensor<2x2xf32>} : () -> !kiln.tensor<[2, 2], f32>
+  %0 = "kiln.matmul"(%x, %w) : (!kiln.tensor<["B", 2], f32>, !kiln.tensor<[2, 2], f32>) -> !kiln.tensor<["B", 2], f32>
+  %1 = "kiln.relu"(%0) : (!kiln.tensor<["B", 2], f32>) -> !kiln.tensor<["B", 2], f32>
+  %2 = "kiln.matmul"(%1, %w) : (!kiln.tensor<["B", 2], f32>, !kiln.tensor<[2, 2], f32>) -> !kiln.tensor<["B", 2], f32>
+  return %1, %2 : !kiln.tensor<["B", 2], f32>, !kiln.tensor<["B", 2], f32>
+}
+
+// -----
+
 // Attention reads bf16-rounded q, k, v; a matmul already in bf16 is left alone.
 // CHECK-LABEL: func.func @attention
 // CHECK-COUNT-3: "kiln.cast"({{.*}}) : (!kiln.tensor<["B", 2, 16, 8], bf16>) -> !kiln.tensor<["B", 2, 16, 8], f32>
@@ -98,5 +128,9 @@ func.func @attention(%q: !kiln.tensor<["B", 2, 16, 8], f32>, %h: !kiln.tensor<[8
 // STATS-NEXT: (3) weights converted
 // STATS-NEXT: (1) contractions in bf16
 // STATS-NEXT: (1) ops on bf16-rounded inputs
+// STATS: kiln-reduce-precision
+// STATS-NEXT: (2) weights converted
+// STATS-NEXT: (4) contractions in bf16
+// STATS-NEXT: (1) ReLUs in bf16
 // STATS: kiln-reduce-precision
 // STATS-NEXT: (1) ops on bf16-rounded inputs
