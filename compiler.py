@@ -6,7 +6,8 @@ The stages, each a registered pass (so ``kiln-opt --pass-pipeline`` and
     graph passes → kiln-select-kernels → kiln-partition → kiln-infer-shapes →
     convert-kiln-to-linalg → kiln-cpu-prepare → kiln-cpu-vectorize →
     kiln-cpu-bufferize → kiln-cpu-library-calls → kiln-cpu-library →
-    kiln-cpu-lowp-gemm → kiln-cpu-to-llvm → ExecutionEngine
+    kiln-cpu-lowp-gemm → kiln-cpu-flatten-elementwise → kiln-cpu-to-llvm →
+    ExecutionEngine
 
 One compilation serves every shape in the symbols' ranges: dims stay
 dynamic down to the machine code, and the runtime binds them per call.

@@ -31,7 +31,7 @@ from .library import (
     pool_threads_line,
 )
 
-__all__ = ["Epilogue", "conv_epilogue", "match_im2col", "native_conv_text"]
+__all__ = ["Epilogue", "add_conv_geometry", "conv_epilogue", "match_im2col", "native_conv_text"]
 
 
 class Im2col:
@@ -445,6 +445,20 @@ def add_input_dims(add, tx) -> None:
         add(f"  %{v}x = memref.dim %X, %i{j} : {tx}")
 
 
+def add_conv_geometry(add, tx, ty, kernel, strides, dilations, pads) -> None:
+    """Emit a convolution helper's sizes as i64 values: ``%Nx64, %Cx64, %Hx64,
+    %Wdx64`` (the input ``%X`` of type ``tx``), ``%Fx64`` (dim 1 of the output
+    ``%Y`` of type ``ty``), ``%OH64, %OW64`` (from the ``%OH, %OW`` arguments),
+    and the constants ``%KH, %KW, %sh, %sw, %dh, %dw, %pt, %pl``."""
+    add_input_dims(add, tx)
+    add(f"  %Fx = memref.dim %Y, %i1 : {ty}")
+    for v in ("Nx", "Cx", "Hx", "Wdx", "Fx", "OH", "OW"):
+        add(f"  %{v}64 = arith.index_cast %{v} : index to i64")
+    for v, value in (("KH", kernel[0]), ("KW", kernel[1]), ("sh", strides[0]), ("sw", strides[1]),
+                     ("dh", dilations[0]), ("dw", dilations[1]), ("pt", pads[0]), ("pl", pads[1])):
+        add(f"  %{v} = arith.constant {value} : i64")
+
+
 def native_conv_text(name: str, tw, tx, ty, strides, dilations, kernel, beta: float, slot: str | None,
                      pads=(0, 0), bias_type=None, relu: bool = False, residual_type=None,
                      pool_divisor: float | None = None) -> str:
@@ -466,13 +480,7 @@ def native_conv_text(name: str, tw, tx, ty, strides, dilations, kernel, beta: fl
     sig += f", %Res: {residual_type}" if residual_type is not None else ""
     lines = [f"func.func private @{name}({sig}) {{"]
     add = lines.append
-    add_input_dims(add, tx)
-    add(f"  %Fx = memref.dim %Y, %i1 : {ty}")
-    for v in ("Nx", "Cx", "Hx", "Wdx", "Fx", "OH", "OW"):
-        add(f"  %{v}64 = arith.index_cast %{v} : index to i64")
-    for v, value in (("KH", kernel[0]), ("KW", kernel[1]), ("sh", strides[0]), ("sw", strides[1]),
-                     ("dh", dilations[0]), ("dw", dilations[1]), ("pt", pads[0]), ("pl", pads[1])):
-        add(f"  %{v} = arith.constant {value} : i64")
+    add_conv_geometry(add, tx, ty, kernel, strides, dilations, pads)
     for tag, t in (("W", tw), ("X", tx), ("Y", ty)):
         add_pointer(add, tag, t)
     add(f"  %beta = arith.constant {beta:.1f} : f32")

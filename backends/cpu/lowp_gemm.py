@@ -48,7 +48,7 @@ import logging
 from ..._mlir import ir
 from ...conversions.kiln_to_linalg.library_call import CALL_ATTRS, CALL_DTYPES
 from ...pipelines.registry import Option, Pass, register_pass
-from .conv import add_input_dims, match_im2col
+from .conv import add_conv_geometry, match_im2col
 from .library import (
     FREE_PACKED,
     RELEASE,
@@ -308,13 +308,7 @@ def lowp_conv_text(name: str, g: _LowpGemm, im, beta: float) -> str:
     tw, tx, ty = (ir.MemRefType(v.type) for v in (g.a, im.x, g.c))
     lines = [f"func.func private @{name}(%W: {tw}, %X: {tx}, %Y: {ty}, %OH: index, %OW: index) {{"]
     add = lines.append
-    add_input_dims(add, tx)
-    add(f"  %Fx = memref.dim %Y, %i1 : {ty}")
-    for v in ("Nx", "Cx", "Hx", "Wdx", "Fx", "OH", "OW"):
-        add(f"  %{v}64 = arith.index_cast %{v} : index to i64")
-    for v, value in (("KH", im.kernel[0]), ("KW", im.kernel[1]), ("sh", im.strides[0]), ("sw", im.strides[1]),
-                     ("dh", im.dilations[0]), ("dw", im.dilations[1]), ("pt", im.pads[0]), ("pl", im.pads[1])):
-        add(f"  %{v} = arith.constant {value} : i64")
+    add_conv_geometry(add, tx, ty, im.kernel, im.strides, im.dilations, im.pads)
     for tag, t in (("W", tw), ("X", tx), ("Y", ty)):
         add_pointer(add, tag, t)
     add(f"  %beta = arith.constant {beta:.1f} : f32")

@@ -45,20 +45,43 @@ func.func @cast(%x: memref<2x3x5xf32>, %y: memref<2x3x5xbf16>) {
 
 // -----
 
-// Left alone: a broadcast operand (a per-channel bias), a body reading its
-// indices, a strided view, a reduction, and a library call's placeholder.
-// CHECK-LABEL: func.func @not_flat(
-// CHECK-NOT: memref.collapse_shape
-// CHECK: return
-#m4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
-#ch = affine_map<(d0, d1, d2, d3) -> (d1)>
-func.func @not_flat(%x: memref<2x4x7x7xf32>, %b: memref<4xf32>, %y: memref<2x4x7x7xf32>, %v: memref<2x4x7x7xf32, strided<[392, 98, 7, 1], offset: 3>>, %s: memref<2x4xf32>, %w: memref<4x4xf32>, %z: memref<4x4xf32>) {
-  linalg.generic {indexing_maps = [#m4, #ch, #m4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+// A per-channel bias broadcast over [N, C, H, W]: H and W merge (the bias
+// reads neither), N and C stay; so do the loops of a reduction over a
+// leading dim, whose trailing parallel loops every operand reads in order.
+// CHECK-LABEL: func.func @partial(
+// CHECK: %[[X:.*]] = memref.collapse_shape %arg0 {{\[}}[0], [1], [2, 3]] : memref<2x4x7x7xf32> into memref<2x4x49xf32>
+// CHECK: %[[Y:.*]] = memref.collapse_shape %arg2 {{\[}}[0], [1], [2, 3]] : memref<2x4x7x7xf32> into memref<2x4x49xf32>
+// CHECK: linalg.generic {indexing_maps = [#[[ID3:.*]], #[[CH:.*]], #[[ID3]]], iterator_types = ["parallel", "parallel", "parallel"]} ins(%[[X]], %arg1 : memref<2x4x49xf32>, memref<4xf32>) outs(%[[Y]] : memref<2x4x49xf32>)
+// CHECK: %[[R:.*]] = memref.collapse_shape %arg0 {{\[}}[0], [1, 2, 3]] : memref<2x4x7x7xf32> into memref<2x196xf32>
+// CHECK: %[[S:.*]] = memref.collapse_shape %arg3 {{\[}}[0, 1, 2]] : memref<4x7x7xf32> into memref<196xf32>
+// CHECK: linalg.generic {{.*}}iterator_types = ["reduction", "parallel"]} ins(%[[R]] : memref<2x196xf32>) outs(%[[S]] : memref<196xf32>)
+#p4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#pc = affine_map<(d0, d1, d2, d3) -> (d1)>
+func.func @partial(%x: memref<2x4x7x7xf32>, %b: memref<4xf32>, %y: memref<2x4x7x7xf32>, %s: memref<4x7x7xf32>) {
+  linalg.generic {indexing_maps = [#p4, #pc, #p4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
       ins(%x, %b : memref<2x4x7x7xf32>, memref<4xf32>) outs(%y : memref<2x4x7x7xf32>) {
   ^bb0(%a: f32, %c: f32, %o: f32):
     %0 = arith.addf %a, %c : f32
     linalg.yield %0 : f32
   }
+  linalg.generic {indexing_maps = [#p4, affine_map<(d0, d1, d2, d3) -> (d1, d2, d3)>], iterator_types = ["reduction", "parallel", "parallel", "parallel"]}
+      ins(%x : memref<2x4x7x7xf32>) outs(%s : memref<4x7x7xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %0 = arith.addf %a, %o : f32
+    linalg.yield %0 : f32
+  }
+  return
+}
+
+// -----
+
+// Left alone: a body reading its indices, a strided view, a reduction over
+// the last dims, a transposing read, and a library call's placeholder.
+// CHECK-LABEL: func.func @not_flat(
+// CHECK-NOT: memref.collapse_shape
+// CHECK: return
+#m4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @not_flat(%x: memref<2x4x7x7xf32>, %y: memref<2x4x7x7xf32>, %v: memref<2x4x7x7xf32, strided<[392, 98, 7, 1], offset: 3>>, %s: memref<2x4xf32>, %w: memref<4x4xf32>, %z: memref<4x4xf32>) {
   linalg.generic {indexing_maps = [#m4, #m4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
       ins(%x : memref<2x4x7x7xf32>) outs(%y : memref<2x4x7x7xf32>) {
   ^bb0(%a: f32, %o: f32):
@@ -79,6 +102,11 @@ func.func @not_flat(%x: memref<2x4x7x7xf32>, %b: memref<4xf32>, %y: memref<2x4x7
     %0 = arith.addf %a, %o : f32
     linalg.yield %0 : f32
   }
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      ins(%w : memref<4x4xf32>) outs(%z : memref<4x4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  }
   linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"], library_call = "native.permute"}
       ins(%w : memref<4x4xf32>) outs(%z : memref<4x4xf32>) {
   ^bb0(%a: f32, %o: f32):
@@ -91,3 +119,5 @@ func.func @not_flat(%x: memref<2x4x7x7xf32>, %b: memref<4xf32>, %y: memref<2x4x7
 // STATS-NEXT: (1) elementwise generics flattened
 // STATS: kiln-cpu-flatten-elementwise
 // STATS-NEXT: (1) elementwise generics flattened
+// STATS: kiln-cpu-flatten-elementwise
+// STATS-NEXT: (2) elementwise generics flattened

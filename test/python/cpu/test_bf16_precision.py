@@ -15,6 +15,7 @@ import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
 
 import kiln
 from kiln.backends.cpu import lowp_gemm
+from kiln.transforms.precision import bf16_bits
 from kiln.validate import TOLERANCES
 
 pytestmark = pytest.mark.native
@@ -74,6 +75,11 @@ def _case(name):
 
 def _input(example, batch, dtype=torch.float32):
     return torch.randn((batch,) + tuple(example.shape[1:])).to(dtype)
+
+
+#: 16-bit values as the native kernels take them (dtype 0 bf16, 1 f16): bits from f32, f32 / f16 from bits.
+_NARROW = {0: bf16_bits, 1: lambda a: a.astype(np.float16).view(np.uint16)}
+_WIDEN = {0: lambda u: (u.astype(np.uint32) << 16).view(np.float32), 1: lambda u: u.view(np.float16)}
 
 
 def _close(got, want, precision):
@@ -191,15 +197,12 @@ def test_native_gemm_shapes(amx, monkeypatch):
     import ctypes
 
     from kiln.runtime.blas import native_with_blas
-    from kiln.transforms.precision import bf16_bits
 
     lib = native_with_blas()
     f = lib.kiln_lowp_gemm
     f.argtypes = [ctypes.c_int64] * 7 + [ctypes.c_int32, ctypes.c_float, ctypes.c_int64, ctypes.c_int64,
                                          ctypes.c_int32, ctypes.c_int32, ctypes.c_int64]
     rng = np.random.default_rng(1)
-    widen = {0: lambda u: (u.astype(np.uint32) << 16).view(np.float32), 1: lambda u: u.view(np.float16)}
-    narrow = {0: bf16_bits, 1: lambda a: a.astype(np.float16).view(np.uint16)}
     try:
         for generic in (False, True):
             lowp_gemm.force_generic(generic)
@@ -207,13 +210,13 @@ def test_native_gemm_shapes(amx, monkeypatch):
                 for m, n, k, tb, beta in ((1, 1, 1, 0, 0.0), (7, 33, 17, 0, 1.0), (70, 64, 64, 1, 0.0),
                                           (9, 100, 31, 1, 1.0), (96, 64, 96, 0, 1.0),
                                           (5, 300, 301, 0, 1.0)):  # B packed on the pool (a conv's im2col)
-                    a = narrow[dt](rng.standard_normal((m, k)).astype(np.float32))
-                    b = narrow[dt](rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32))
+                    a = _NARROW[dt](rng.standard_normal((m, k)).astype(np.float32))
+                    b = _NARROW[dt](rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32))
                     c0 = rng.standard_normal((m, n)).astype(np.float32)
                     c = c0.copy()
                     f(m, n, k, a.ctypes.data, k, b.ctypes.data, b.shape[1], tb, beta, c.ctypes.data, n, dt, 2, 0)
-                    wb = widen[dt](b).astype(np.float64)
-                    want = widen[dt](a).astype(np.float64) @ (wb.T if tb else wb) + beta * c0
+                    wb = _WIDEN[dt](b).astype(np.float64)
+                    want = _WIDEN[dt](a).astype(np.float64) @ (wb.T if tb else wb) + beta * c0
                     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5 * np.sqrt(k))
     finally:
         lowp_gemm.force_generic(None)
@@ -229,13 +232,10 @@ def test_native_conv_shapes():
     import ctypes
 
     from kiln.runtime.blas import native_with_blas
-    from kiln.transforms.precision import bf16_bits
 
     f = native_with_blas().kiln_lowp_conv2d
     f.argtypes = [ctypes.c_int64] * 17 + [ctypes.c_float, ctypes.c_int64, ctypes.c_int32, ctypes.c_int32]
     rng = np.random.default_rng(2)
-    widen = {0: lambda u: (u.astype(np.uint32) << 16).view(np.float32), 1: lambda u: u.view(np.float16)}
-    narrow = {0: bf16_bits, 1: lambda a: a.astype(np.float16).view(np.uint16)}
     try:
         for generic in (False, True):
             lowp_gemm.force_generic(generic)
@@ -248,11 +248,11 @@ def test_native_conv_shapes():
                         (1, 5, 20, 20, 33, 7, 7, (2, 2), (1, 1), (3, 3, 3, 3), 1.0),
                         (1, 3, 11, 40, 4, 3, 3, (1, 2), (2, 1), (1, 2, 0, 1), 0.0),
                         (2, 3, 10, 10, 4, 3, 3, (3, 3), (1, 1), (1, 1, 1, 1), 0.0)):  # stride 3: scalar
-                    x = narrow[dt](rng.standard_normal((n, c, h, w)).astype(np.float32))
-                    wt = narrow[dt](rng.standard_normal((m, c, kh, kw)).astype(np.float32))
-                    xt = torch.from_numpy(widen[dt](x).astype(np.float64))
+                    x = _NARROW[dt](rng.standard_normal((n, c, h, w)).astype(np.float32))
+                    wt = _NARROW[dt](rng.standard_normal((m, c, kh, kw)).astype(np.float32))
+                    xt = torch.from_numpy(_WIDEN[dt](x).astype(np.float64))
                     xt = F.pad(xt, (pads[1], pads[3], pads[0], pads[2]))
-                    want = F.conv2d(xt, torch.from_numpy(widen[dt](wt).astype(np.float64)), stride=st,
+                    want = F.conv2d(xt, torch.from_numpy(_WIDEN[dt](wt).astype(np.float64)), stride=st,
                                     dilation=dil).numpy()
                     oh, ow = want.shape[2:]
                     y0 = rng.standard_normal(want.shape).astype(np.float32)
