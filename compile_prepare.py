@@ -72,12 +72,11 @@ def constant_tensor(op) -> torch.Tensor:
 
 def _bf16_tensor(op, attr, shape) -> torch.Tensor:
     """A bf16 constant's data as a ``torch.bfloat16`` tensor (numpy has no bf16): a blob's bits
-    viewed as bf16 without a copy; a small ``DenseElementsAttr`` through its values (exact in f32)."""
-    if isinstance(attr, ir.DenseElementsAttr):
-        if attr.is_splat:
-            splat = attr.get_splat_value()
-            return torch.full(shape, float(getattr(splat, "value", splat)), dtype=torch.bfloat16)
-        return torch.from_numpy(np.array(attr).astype(np.float32).reshape(shape)).to(torch.bfloat16)
+    viewed as bf16 without a copy, or a splat.  (The bindings cannot read other bf16
+    ``DenseElementsAttr`` data; kiln-partition copies those into the kernels instead.)"""
+    if isinstance(attr, ir.DenseElementsAttr) and attr.is_splat:
+        splat = attr.get_splat_value()
+        return torch.full(shape, float(getattr(splat, "value", splat)), dtype=torch.bfloat16)
     data = resource_array(op.operation, shape, np.uint16) if str(attr).startswith("dense_resource<") else None
     if data is None:
         raise KilnError(f"cannot read the data of constant {str(attr)[:60]}")

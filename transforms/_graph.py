@@ -106,14 +106,15 @@ def _elements(attr):
 
 
 def constant_nbytes(op) -> int | None:
-    """Bytes of a ``kiln.constant``'s data (None for element types numpy lacks)."""
-    _, t = _elements(op.operation.attributes["value"])
+    """Bytes of a ``kiln.constant``'s data (None for element types numpy lacks,
+    unless a ``dense_resource`` blob holds them: bf16 weights, read as bits)."""
+    attr, t = _elements(op.operation.attributes["value"])
     if t is None:
         return None
     dt = numpy_dtype(t.element_type)
     if dt is not None:
         itemsize = np.dtype(dt).itemsize
-    elif isinstance(t.element_type, ir.FloatType):  # bf16 (numpy lacks it): its width
+    elif isinstance(t.element_type, ir.FloatType) and isinstance(attr, ir.DenseResourceElementsAttr):
         itemsize = ir.FloatType(t.element_type).width // 8
     else:
         return None

@@ -264,6 +264,37 @@ def test_native_conv_shapes():
         lowp_gemm.force_generic(None)
 
 
+def test_bf16_constants_in_kiln_ir(tmp_path):
+    """bf16 weights written in kiln IR: a ``dense<...>`` one (which the bindings cannot read back:
+    copied into the kernel) and a ``dense_resource`` blob (passed to the kernel as a weight) give
+    the product of their values."""
+    w = np.arange(64, dtype=np.float32).reshape(8, 8) / 16 - 2  # exact in bf16
+    bits = _NARROW[0](w)
+    dense = "[" + ", ".join("[" + ", ".join(f"{v:.4f}" for v in row) + "]" for row in w) + "]"
+    blob = "0x02000000" + bits.astype("<u2").tobytes().hex().upper()
+    text = f"""
+"kiln.symbol"() {{sym_name = "B", min = 1 : i64, max = 8 : i64}} : () -> ()
+func.func @main(%x: !kiln.tensor<["B", 8], bf16>) -> (!kiln.tensor<["B", 8], bf16>, !kiln.tensor<["B", 8], bf16>) {{
+  %a = "kiln.constant"() {{value = dense<{dense}> : tensor<8x8xbf16>}} : () -> !kiln.tensor<[8, 8], bf16>
+  %b = "kiln.constant"() {{value = dense_resource<w> : tensor<8x8xbf16>}} : () -> !kiln.tensor<[8, 8], bf16>
+  %0 = "kiln.matmul"(%x, %a) : (!kiln.tensor<["B", 8], bf16>, !kiln.tensor<[8, 8], bf16>) -> !kiln.tensor<["B", 8], bf16>
+  %1 = "kiln.matmul"(%x, %b) : (!kiln.tensor<["B", 8], bf16>, !kiln.tensor<[8, 8], bf16>) -> !kiln.tensor<["B", 8], bf16>
+  return %0, %1 : !kiln.tensor<["B", 8], bf16>, !kiln.tensor<["B", 8], bf16>
+}}
+{{-#
+  dialect_resources: {{ builtin: {{ w: "{blob}" }} }}
+#-}}
+"""
+    path = tmp_path / "bf16.mlir"
+    path.write_text(text)
+    model = kiln.compile(str(path))
+    for batch in BATCHES:
+        x = torch.randn(batch, 8).to(torch.bfloat16)
+        want = (x.float() @ torch.from_numpy(w)).to(torch.bfloat16).float()
+        for got in model(x):
+            _close(got.float(), want, "bf16")
+
+
 def test_precision_bf16_saves_and_loads(tmp_path):
     """A saved ``precision="bf16"`` model loads with the same results and its kernels' precision in the report."""
     ref, example, dyn = _case("mlp")
