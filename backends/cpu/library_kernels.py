@@ -63,10 +63,12 @@ and :mod:`.lowp_gemm`):
 - ``native.matmul_lowp`` (``kiln_lowp_gemm``, ``kiln_lowp.c``): a bf16 / f16
   ``kiln.matmul`` summed in f32 (AMX-BF16 tiles, AVX512-BF16's ``vdpbf16ps``
   or widened FMAs, by CPU), a constant B packed once, then rounded.
-- ``native.conv2d_lowp`` (``kiln_lowp_gemm``): a bf16 / f16 ``kiln.conv2d``
-  of one group: the generated im2col copy (in bf16 / f16), then per image
-  the weight ``[O, C * KH * KW]`` times it in the 16-bit GEMM (the im2col
-  packed into its pair layout per call), summed in f32 from the bias.
+- ``native.conv2d_lowp`` (``kiln_lowp_conv2d`` / ``kiln_lowp_gemm``): a
+  bf16 / f16 ``kiln.conv2d`` of one group: per image the weight ``[O, C *
+  KH * KW]`` times its im2col on the 16-bit GEMM, the im2col gathered by the
+  call straight into the GEMM's pair panels (the padding read as 0); a
+  pointwise stride-1 one reads its input in place; summed in f32 from the
+  bias.
 - ``native.matmul_w8`` (``kiln_w8_gemm``, ``kiln_w8.c``): f32 rows times
   int8 weight rows scaled per group, the weight read as it is.
 - ``native.matmul_integer`` (``kiln_i8_gemm``, ``kiln_i8.c``): 8-bit

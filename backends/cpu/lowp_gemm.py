@@ -30,6 +30,13 @@ packing slot, for a constant B) and runs on the native pool:
   in the order vdpbf16ps adds them (one ``logging`` warning per process when
   a bf16 product takes this path).
 
+A bf16 / f16 convolution (``native.conv2d_lowp``) whose im2col copy
+(:func:`.conv.match_im2col`) lies before its product calls
+``kiln_lowp_conv2d`` instead, which gathers each image's im2col into the
+GEMM's panels itself (the copy, the zero padding and their buffers go); a
+pointwise stride-1 one, which reads its input in place, is a per-image
+``kiln_lowp_gemm``.
+
 An int8-weight product (A f32, the weight ``[n, k]`` int8, its scales read
 at ``[n, k floordiv G]``) calls ``kiln_w8_gemm`` with the scales' row stride
 and G; the weight is read as it is (no packing slot).
