@@ -152,6 +152,30 @@ def test_real_targets_take_the_better_peer_and_the_floor():
     assert [(c["target"], c["met"]) for c in report.targets(result)] == [("kiln <= 1.0x better of onnxruntime", True)]
 
 
+def test_bf16_targets_compare_kiln_bf16_with_openvino_bf16_and_kiln_fp32():
+    """A row where kiln-bf16 ran gets issue 38's two checks from the p50s: <= 1.0x OpenVINO bf16,
+    and >= 1.5x faster than kiln fp32 (a ratio <= 1 / 1.5); none without kiln-bf16, None without a peer."""
+    entry = {"workload": "bert_base", "row": "B=8,L=128", "suite": "real", "tokens": 1024,
+             "peers": {"kiln": {"p50_ms": 300.0}, "kiln-bf16": {"p50_ms": 180.0},
+                       "openvino-bf16": {"p50_ms": 200.0}},
+             "ratio_p50": {}}
+    result = {"rows": [entry]}
+    checks = {c["target"]: c for c in report.targets(result)}
+    vs_ov = checks["kiln-bf16 <= 1.0x openvino-bf16"]
+    assert vs_ov["ratio"] == pytest.approx(0.9) and vs_ov["met"] is True
+    vs_fp32 = checks["kiln-bf16 >= 1.5x faster than kiln fp32"]
+    assert vs_fp32["ratio"] == pytest.approx(0.6) and vs_fp32["met"] is True
+    entry["peers"]["kiln-bf16"]["p50_ms"] = 210.0  # 1.43x faster than fp32, slower than OpenVINO bf16
+    checks = {c["target"]: c["met"] for c in report.targets(result)}
+    assert checks["kiln-bf16 <= 1.0x openvino-bf16"] is False
+    assert checks["kiln-bf16 >= 1.5x faster than kiln fp32"] is False
+    del entry["peers"]["openvino-bf16"]
+    checks = {c["target"]: c["met"] for c in report.targets(result)}
+    assert checks["kiln-bf16 <= 1.0x openvino-bf16"] is None
+    del entry["peers"]["kiln-bf16"]
+    assert not any("kiln-bf16" in c["target"] for c in report.targets(result))
+
+
 def test_openvino_that_cannot_run_is_said_in_the_table(monkeypatch):
     def missing():
         raise PeerUnavailable("openvino is not installed (No module named 'openvino'): pip install openvino")
