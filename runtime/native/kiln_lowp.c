@@ -520,8 +520,10 @@ static LP_PACK_TARGET __m512i lp_gather_vec(const lp_gather_args *g, const lp_ru
       v = _mm512_mask_loadu_epi16(v, lanes, xr - u->j0);
     } else { /* sw == 2: lane j reads element 2j of the 64 from xr - 2 j0 */
       const uint16_t *base = xr - 2 * u->j0;
-      uint64_t want = 0;
-      for (int64_t t = lo; t < hi; t++) want |= (uint64_t)1 << (2 * (u->j0 + t));
+      /* the even elements 2 (j0 + t) for t in [lo, hi): bit 2 (j0 + hi) may be 64 */
+      int64_t from = 2 * (u->j0 + lo), to = 2 * (u->j0 + hi);
+      uint64_t below_to = to >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << to) - 1;
+      uint64_t want = (uint64_t)0x5555555555555555ull & below_to & ~(((uint64_t)1 << from) - 1);
       __m512i a = _mm512_maskz_loadu_epi16((__mmask32)want, base);
       __m512i b = _mm512_maskz_loadu_epi16((__mmask32)(want >> 32), base + 32);
       v = _mm512_mask_mov_epi16(v, lanes, _mm512_permutex2var_epi16(a, evens, b));
