@@ -27,20 +27,9 @@ from ..._mlir import ir
 from ...conversions.kiln_to_linalg.library_call import LIBRARY_CALL
 from ...pipelines.registry import Pass, register_pass
 from .buffers import indexing_maps
-from .library import _is_contiguous
+from .library import _dims, _is_contiguous
 
 __all__ = ["CpuFlattenElementwise", "flatten_elementwise"]
-
-
-def _dims(m: ir.AffineMap) -> list[int] | None:
-    """The loop of each result of ``m`` when every result is a plain loop (``d_i``), else None."""
-    out = []
-    for e in m.results:
-        try:
-            out.append(ir.AffineDimExpr(e).position)
-        except ValueError:  # a constant, a sum: not a plain loop
-            return None
-    return out
 
 
 def _merge_from(op) -> int | None:
