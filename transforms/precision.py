@@ -47,7 +47,7 @@ from ..dialects.kiln.elementwise import ReluOp
 from ..dialects.kiln.quant import EXACT_ATTR
 from ..errors import KilnError
 from ..pipelines.registry import Option, Pass, register_pass
-from ._graph import block_ops, constant_array, functions, is_constant, make_constant
+from ._graph import block_ops, constant_array, functions, is_constant, is_weight_transpose, make_constant
 from ._resources import register_resource
 
 __all__ = ["GROUP_SIZE", "PRECISIONS", "PRECISION_ATTR", "ReducePrecision", "bf16_bits", "check_precision", "int8_rows",
@@ -325,8 +325,7 @@ class ReducePrecision(Pass):
             if new is not None:
                 return new
         owner = value.owner
-        if (not rounded and isinstance(owner, (ir.Operation, ir.OpView)) and owner.name == "kiln.transpose"
-                and is_constant(owner.operands[0])):
+        if not rounded and is_weight_transpose(owner):
             # nn.Linear's W^T (kept a transpose for the product to read through its map): the
             # weight itself in bf16, transposed as before -- a cast of it would run every call
             # and leave the product no constant to pack once.
