@@ -68,11 +68,7 @@ typedef struct {
 } run_t;
 
 static void run_bounds(const wgemm_args *g, int64_t iw, int64_t len, int64_t *lo, int64_t *hi) {
-  int64_t sw = g->sw;
-  *lo = iw < 0 ? (-iw + sw - 1) / sw : 0;
-  *hi = iw < g->W ? (g->W - iw + sw - 1) / sw : 0;
-  if (*hi > len) *hi = len;
-  if (*lo > *hi) *lo = *hi;
+  kiln_run_inside(iw, g->sw, g->W, len, lo, hi);
 }
 
 static int panel_runs(const wgemm_args *g, int64_t n0, int64_t nr, run_t *runs) {

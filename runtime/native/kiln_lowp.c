@@ -93,14 +93,22 @@ static void lp_pack(uint16_t *dst, const uint16_t *B, int64_t K, int64_t N, int6
 /* lp_pack of panels [p0, p1) of a [K, N] B (not transposed): rows 2kk and
  * 2kk + 1 interleaved 32 columns at a time by two permutes (the columns
  * past N and the odd K's missing row read as 0). */
-static LP_PACK_TARGET void lp_pack_kn_avx512(uint16_t *dst, const uint16_t *B, int64_t K, int64_t N, int64_t ldb,
-                                             int64_t p0, int64_t p1) {
+/* The permutes that interleave two rows of 32 (a, b) into a pair row of the
+ * panel layout: (a[j], b[j]) for j < 16 by `lo`, for j >= 16 by `hi`. */
+static LP_PACK_TARGET void lp_interleave_idx(__m512i *lo, __m512i *hi) {
   uint16_t lo_idx[32], hi_idx[32];
   for (int i = 0; i < 32; i++) {
     lo_idx[i] = (uint16_t)((i & 1) * 32 + i / 2);
     hi_idx[i] = (uint16_t)(lo_idx[i] + 16);
   }
-  const __m512i lo = _mm512_loadu_si512(lo_idx), hi = _mm512_loadu_si512(hi_idx);
+  *lo = _mm512_loadu_si512(lo_idx);
+  *hi = _mm512_loadu_si512(hi_idx);
+}
+
+static LP_PACK_TARGET void lp_pack_kn_avx512(uint16_t *dst, const uint16_t *B, int64_t K, int64_t N, int64_t ldb,
+                                             int64_t p0, int64_t p1) {
+  __m512i lo, hi;
+  lp_interleave_idx(&lo, &hi);
   int64_t kh = lp_pairs(K);
   for (int64_t p = p0; p < p1; p++) {
     int64_t n0 = p * LP_NR, nr = N - n0 < LP_NR ? N - n0 : LP_NR;
@@ -438,33 +446,49 @@ typedef struct {
   int64_t C, H, W, KH, KW, sh, sw, dh, dw, pt, pl, OW, N, K;
 } lp_gather_args;
 
-/* Rows [k, k + 2) of the im2col over the panel's columns [n0, n0 + nr): each
- * row's 32 values (0 past nr, past K and in the padding) into row[h]. */
-static void lp_gather_pair(const lp_gather_args *g, int64_t k, int64_t n0, int64_t nr, uint16_t row[2][LP_NR]) {
-  for (int h = 0; h < 2; h++, k++) {
-    uint16_t *out = row[h];
-    memset(out, 0, LP_NR * sizeof(uint16_t));
-    if (k >= g->K) continue;
-    int64_t khw = g->KH * g->KW, c = k / khw, kh = k % khw / g->KW, kw = k % g->KW;
-    const uint16_t *xc = g->x + c * g->H * g->W;
-    int64_t dy = kh * g->dh - g->pt, dx = kw * g->dw - g->pl, sw = g->sw;
-    int64_t oh = n0 / g->OW, ow = n0 % g->OW;
-    for (int64_t j = 0; j < nr; oh++, ow = 0) { /* a run: the panel's outputs in one output row */
-      int64_t len = g->OW - ow < nr - j ? g->OW - ow : nr - j;
-      int64_t ih = oh * g->sh + dy, iw = ow * sw + dx;
-      if ((uint64_t)ih < (uint64_t)g->H) {
-        /* outputs t of the run read column iw + t * sw: inside the row for t in [lo, hi) */
-        int64_t lo = iw < 0 ? (-iw + sw - 1) / sw : 0, hi = iw < g->W ? (g->W - iw + sw - 1) / sw : 0;
-        if (hi > len) hi = len;
-        const uint16_t *xr = xc + ih * g->W + iw;
-        if (sw == 1) {
-          if (lo < hi) memcpy(out + j + lo, xr + lo, (size_t)(hi - lo) * sizeof(uint16_t));
-        } else {
-          for (int64_t t = lo; t < hi; t++) out[j + t] = xr[t * sw];
-        }
-      }
-      j += len;
-    }
+/* A panel's columns as runs along output rows: run r covers columns
+ * [j0, j0 + len) of the panel, outputs (oh, ow .. ow + len) (before the
+ * kernel offsets: input row ih, column iw of its first output). */
+typedef struct {
+  int64_t j0, len, ih, iw;
+} lp_run_t;
+
+/* The runs of the panel's columns [n0, n0 + nr) (at most LP_NR); their count. */
+static int lp_panel_runs(const lp_gather_args *g, int64_t n0, int64_t nr, lp_run_t runs[LP_NR]) {
+  int nruns = 0;
+  for (int64_t j = 0, oh = n0 / g->OW, ow = n0 % g->OW; j < nr; oh++, ow = 0) {
+    int64_t len = g->OW - ow < nr - j ? g->OW - ow : nr - j;
+    runs[nruns++] = (lp_run_t){j, len, oh * g->sh - g->pt, ow * g->sw - g->pl};
+    j += len;
+  }
+  return nruns;
+}
+
+/* (c, kh, kw) of the im2col's next row. */
+static inline void lp_next_row(const lp_gather_args *g, int64_t *c, int64_t *kh, int64_t *kw) {
+  if (++*kw < g->KW) return;
+  *kw = 0;
+  if (++*kh < g->KH) return;
+  *kh = 0;
+  ++*c;
+}
+
+/* Row (c, kh, kw) of the im2col over a panel's runs into out[32] (0 in the padding and past the panel). */
+static void lp_gather_row(const lp_gather_args *g, const lp_run_t *runs, int nruns, int64_t c, int64_t kh,
+                          int64_t kw, uint16_t out[LP_NR]) {
+  memset(out, 0, LP_NR * sizeof(uint16_t));
+  const uint16_t *xc = g->x + c * g->H * g->W;
+  int64_t dy = kh * g->dh, dx = kw * g->dw, sw = g->sw;
+  for (int r = 0; r < nruns; r++) {
+    const lp_run_t *u = &runs[r];
+    int64_t ih = u->ih + dy, iw = u->iw + dx, lo, hi;
+    if ((uint64_t)ih >= (uint64_t)g->H) continue;
+    kiln_run_inside(iw, sw, g->W, u->len, &lo, &hi);
+    const uint16_t *xr = xc + ih * g->W + iw; /* output t of the run reads xr[t * sw] */
+    if (sw == 1)
+      memcpy(out + u->j0 + lo, xr + lo, (size_t)(hi - lo) * sizeof(uint16_t));
+    else
+      for (int64_t t = lo; t < hi; t++) out[u->j0 + t] = xr[t * sw];
   }
 }
 
@@ -477,26 +501,28 @@ static void lp_interleave(const uint16_t a[LP_NR], const uint16_t b[LP_NR], uint
 }
 
 static void lp_gather_panels(const lp_gather_args *g, int64_t lo, int64_t hi) {
-  int64_t kh = lp_pairs(g->K);
+  int64_t kh2 = lp_pairs(g->K);
   uint16_t row[2][LP_NR];
+  lp_run_t runs[LP_NR];
   for (int64_t p = lo; p < hi; p++) {
     int64_t n0 = p * LP_NR, nr = g->N - n0 < LP_NR ? g->N - n0 : LP_NR;
-    uint16_t *panel = g->dst + p * kh * (2 * LP_NR);
-    for (int64_t kk = 0; kk < kh; kk++) {
-      lp_gather_pair(g, 2 * kk, n0, nr, row);
+    int nruns = lp_panel_runs(g, n0, nr, runs);
+    uint16_t *panel = g->dst + p * kh2 * (2 * LP_NR);
+    int64_t c = 0, kh = 0, kw = 0; /* row 2kk's (c, kh, kw), stepped */
+    for (int64_t kk = 0; kk < kh2; kk++) {
+      lp_gather_row(g, runs, nruns, c, kh, kw, row[0]);
+      lp_next_row(g, &c, &kh, &kw);
+      memset(row[1], 0, sizeof row[1]);
+      if (2 * kk + 1 < g->K) {
+        lp_gather_row(g, runs, nruns, c, kh, kw, row[1]);
+        lp_next_row(g, &c, &kh, &kw);
+      }
       lp_interleave(row[0], row[1], panel + kk * (2 * LP_NR));
     }
   }
 }
 
 #if defined(__x86_64__) && (__GNUC__ >= 10)
-/* A panel's columns as runs along output rows: run r covers columns
- * [j0, j0 + len) of the panel, outputs (oh, ow .. ow + len) (before the
- * kernel offsets: input row ih, column iw of its first output). */
-typedef struct {
-  int64_t j0, len, ih, iw;
-} lp_run_t;
-
 /* Row (c, kh, kw) of the im2col over a panel's runs, as one vector of 32:
  * each run one masked load (stride 1) or two masked loads and a permute
  * picking the even elements (stride 2); lanes in the padding or past the
@@ -509,11 +535,10 @@ static LP_PACK_TARGET __m512i lp_gather_vec(const lp_gather_args *g, const lp_ru
   int64_t dy = kh * g->dh, dx = kw * g->dw, sw = g->sw;
   for (int r = 0; r < nruns; r++) {
     const lp_run_t *u = &runs[r];
-    int64_t ih = u->ih + dy, iw = u->iw + dx;
+    int64_t ih = u->ih + dy, iw = u->iw + dx, lo, hi;
     if ((uint64_t)ih >= (uint64_t)g->H) continue;
-    int64_t lo = iw < 0 ? (-iw + sw - 1) / sw : 0, hi = iw < g->W ? (g->W - iw + sw - 1) / sw : 0;
-    if (hi > u->len) hi = u->len;
-    if (lo >= hi) continue;
+    kiln_run_inside(iw, sw, g->W, u->len, &lo, &hi);
+    if (lo == hi) continue;
     __mmask32 lanes = (__mmask32)((((uint64_t)1 << (hi - lo)) - 1) << (u->j0 + lo));
     const uint16_t *xr = xc + ih * g->W + iw; /* output t of the run reads xr[t * sw] */
     if (sw == 1) {
@@ -532,37 +557,20 @@ static LP_PACK_TARGET __m512i lp_gather_vec(const lp_gather_args *g, const lp_ru
   return v;
 }
 
-/* (c, kh, kw) of the im2col's next row. */
-static inline void lp_next_row(const lp_gather_args *g, int64_t *c, int64_t *kh, int64_t *kw) {
-  if (++*kw < g->KW) return;
-  *kw = 0;
-  if (++*kh < g->KH) return;
-  *kh = 0;
-  ++*c;
-}
-
 /* lp_gather_panels for strides 1 and 2 on AVX512-BW: the runs found once a
  * panel, (c, kh, kw) stepped along K, each pair of rows interleaved in
  * registers as lp_pack_kn_avx512 does. */
 static LP_PACK_TARGET void lp_gather_panels_avx512(const lp_gather_args *g, int64_t lo, int64_t hi) {
-  uint16_t lo_idx[32], hi_idx[32], ev_idx[32];
-  for (int i = 0; i < 32; i++) {
-    lo_idx[i] = (uint16_t)((i & 1) * 32 + i / 2);
-    hi_idx[i] = (uint16_t)(lo_idx[i] + 16);
-    ev_idx[i] = (uint16_t)(2 * i);
-  }
-  const __m512i ilo = _mm512_loadu_si512(lo_idx), ihi = _mm512_loadu_si512(hi_idx);
+  uint16_t ev_idx[32];
+  for (int i = 0; i < 32; i++) ev_idx[i] = (uint16_t)(2 * i);
   const __m512i evens = _mm512_loadu_si512(ev_idx);
+  __m512i ilo, ihi;
+  lp_interleave_idx(&ilo, &ihi);
   int64_t kh2 = lp_pairs(g->K);
   lp_run_t runs[LP_NR];
   for (int64_t p = lo; p < hi; p++) {
     int64_t n0 = p * LP_NR, nr = g->N - n0 < LP_NR ? g->N - n0 : LP_NR;
-    int nruns = 0;
-    for (int64_t j = 0, oh = n0 / g->OW, ow = n0 % g->OW; j < nr; oh++, ow = 0) {
-      int64_t len = g->OW - ow < nr - j ? g->OW - ow : nr - j;
-      runs[nruns++] = (lp_run_t){j, len, oh * g->sh - g->pt, ow * g->sw - g->pl};
-      j += len;
-    }
+    int nruns = lp_panel_runs(g, n0, nr, runs);
     uint16_t *panel = g->dst + p * kh2 * (2 * LP_NR);
     int64_t c = 0, kh = 0, kw = 0; /* row 2kk's (c, kh, kw), stepped */
     for (int64_t kk = 0; kk < kh2; kk++) {

@@ -92,6 +92,16 @@ int kiln_conv2d_into(int64_t batch, int64_t F, int64_t C, int64_t H, int64_t W, 
                      int64_t Wt, int64_t bias, int64_t res, float beta, int32_t relu, int64_t Y, int32_t threads,
                      int64_t slot, float *pool);
 
+/* An im2col run: outputs t in [0, len) reading input column iw + t * sw;
+ * [*lo, *hi) are those inside a row of W columns (lo <= hi; the rest is
+ * padding).  Shared by the f32 and 16-bit convolutions' gathers. */
+static inline void kiln_run_inside(int64_t iw, int64_t sw, int64_t W, int64_t len, int64_t *lo, int64_t *hi) {
+  *lo = iw < 0 ? (-iw + sw - 1) / sw : 0;
+  *hi = iw < W ? (W - iw + sw - 1) / sw : 0;
+  if (*hi > len) *hi = len;
+  if (*lo > *hi) *lo = *hi;
+}
+
 /* Floats per image in kiln_vconv's pool sums: F rounded up to whole groups of 64 channels. */
 static inline int64_t kiln_pool_ld(int64_t F) { return (F + 63) / 64 * 64; }
 
